@@ -1,0 +1,73 @@
+"""dask-observe: make Dask clusters observable from the notebook.
+
+The import is cheap on purpose: the Jupyter server imports this package to find its
+extension and must not need ``dask``; the recorder imports distributed lazily.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from dask_observe.store import Run, RunNotFound, Store, StoreError
+
+try:
+    from dask_observe._version import __version__
+except ImportError:  # a source tree that was never built
+    __version__ = "0+unknown"
+
+if TYPE_CHECKING:
+    from distributed import Client
+    from IPython.core.interactiveshell import InteractiveShell
+
+__all__ = [
+    "Run",
+    "RunNotFound",
+    "Store",
+    "StoreError",
+    "__version__",
+    "open_store",
+    "record",
+]
+
+
+def open_store(path: str | os.PathLike[str] | None = None) -> Store:
+    """Open (creating if needed) the store at ``path``.
+
+    The default path comes from dask config ``observe.store``
+    (``DASK_OBSERVE__STORE``), else ``~/.local/share/dask-observe/observe.sqlite``.
+    """
+    from dask_observe.config import default_store_path
+
+    return Store(default_store_path() if path is None else path)
+
+
+def record(
+    name: str = "run", client: Client | None = None, store: Store | str | None = None
+) -> AbstractContextManager[Run]:
+    """Record a block as one run: ``with dask_observe.record("etl") as run: ...``.
+
+    See :func:`dask_observe.recorder.record`.
+    """
+    from dask_observe.recorder import record as _record
+
+    return _record(name, client=client, store=store)
+
+
+def load_ipython_extension(ipython: InteractiveShell) -> None:
+    """``%load_ext dask_observe``: register ``%%dask_record`` and ``%dask_observe``."""
+    from dask_observe.notebook.magics import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
+    """``%unload_ext dask_observe``: remove the magics again."""
+    from dask_observe.notebook.magics import unload
+
+    unload(ipython)
+
+
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    return [{"module": "dask_observe.server"}]

@@ -1,0 +1,62 @@
+"""Configuration under dask's ``observe.`` namespace.
+
+Settings live in dask config so that YAML files, ``dask.config.set`` and environment
+variables (``DASK_OBSERVE__STORE=...``) all work. The Jupyter server must not need
+``dask`` importable (kernels often live in another environment), so the lookups here
+fall back to reading the environment variables and the shipped defaults directly.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+from typing import Any
+
+DEFAULTS_FILE = Path(__file__).with_name("observe.yaml")
+ENV_PREFIX = "DASK_OBSERVE__"
+
+_registered = False
+
+
+def _register_defaults() -> None:
+    """Merge the shipped defaults into dask's config, once per process."""
+    global _registered
+    if _registered:
+        return
+    import dask.config
+    import yaml
+
+    with DEFAULTS_FILE.open() as f:
+        dask.config.update_defaults(yaml.safe_load(f))
+    _registered = True
+
+
+def _from_environment(name: str) -> Any:
+    """Read ``observe.<name>`` from the environment as dask would."""
+    raw = os.environ.get(ENV_PREFIX + name.upper().replace("-", "_"))
+    if raw is None:
+        return None
+    try:
+        return ast.literal_eval(raw)
+    except (SyntaxError, ValueError):
+        return raw
+
+
+def get(name: str) -> Any:
+    """Return the setting ``observe.<name>``, or None when it is unset."""
+    try:
+        import dask.config
+    except ImportError:
+        return _from_environment(name)
+    _register_defaults()
+    return dask.config.get(f"observe.{name}", default=None)
+
+
+def default_store_path() -> Path:
+    """The store path from ``observe.store``, else the per-user data directory."""
+    configured = get("store")
+    if configured:
+        return Path(os.path.expandvars(str(configured))).expanduser()
+    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data_home) / "dask-observe" / "observe.sqlite"

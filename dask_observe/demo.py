@@ -1,0 +1,50 @@
+"""``dask-observe demo``: record a sample workload on an embedded LocalCluster."""
+
+from __future__ import annotations
+
+import time
+
+from dask_observe.store import Run, Store
+
+
+def _slow_square(x: int) -> int:
+    time.sleep(0.01)
+    return x * x
+
+
+def run_demo(store: Store, n_workers: int = 2) -> Run:
+    """Start a LocalCluster, record a small mixed workload into ``store``."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from dask_observe.recorder import record
+
+    print(f"Starting a LocalCluster with {n_workers} workers ...", flush=True)
+    with (
+        LocalCluster(
+            n_workers=n_workers, threads_per_worker=1, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        print(f"Recording the demo workload on {cluster.scheduler_address} ...")
+        with record("demo", client=client, store=store) as run:
+            x = da.random.random((2000, 2000), chunks=(250, 250))
+            (x + x.T).mean(axis=0).std().compute()
+            futures = client.map(_slow_square, range(200))
+            client.submit(sum, futures).result()
+    return run
+
+
+def print_summary(run: Run, store: Store) -> None:
+    summary = run.summary()
+    failed = summary["n_failed"]
+    print()
+    print(f"Recorded run {run.id} {run.name!r}: {run.status}")
+    print(f"  tasks      {summary['n_tasks']} ({failed} failed)")
+    print(f"  wall time  {summary['duration_s']:.2f} s")
+    print(f"  store      {store.path}")
+    print()
+    print("Where to look next:")
+    print("  dask-observe runs          every recorded run")
+    print('  jupyter lab                the "Dask Observe" panel in the left sidebar')
+    print("  %load_ext dask_observe     in a notebook; then %%dask_record NAME on a cell")

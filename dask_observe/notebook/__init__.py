@@ -1,0 +1,1 @@
+"""The notebook front: IPython magics (and, later, widgets)."""

@@ -1,0 +1,46 @@
+"""A recorded run, as read back from the store."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dask_observe.store.store import Store
+
+
+class Run:
+    """One recorded run: a cell, a ``record()`` block, or a headless recording.
+
+    Obtain it with ``store.run(id)`` or ``store.run("last")``.
+    """
+
+    def __init__(self, store: Store, record: dict[str, Any]) -> None:
+        self.store = store
+        self._record = record
+
+    @property
+    def id(self) -> int:
+        return int(self._record["id"])
+
+    @property
+    def name(self) -> str:
+        return str(self._record["name"])
+
+    @property
+    def status(self) -> str:
+        """One of ``running``, ``finished``, ``failed``, ``interrupted``."""
+        return str(self._record["status"])
+
+    def refresh(self) -> Run:
+        """Re-read this run from the store (its status may have changed)."""
+        self._record = self.store.run_record(self.id)
+        return self
+
+    def summary(self) -> dict[str, Any]:
+        """The headline figures of the run."""
+        keys = ("id", "name", "status", "started", "ended", "duration_s")
+        keys += ("n_tasks", "n_failed", "n_flags", "cluster")
+        return {key: self._record[key] for key in keys}
+
+    def __repr__(self) -> str:
+        return f"<dask_observe.Run {self.id} {self.name!r} {self.status}>"

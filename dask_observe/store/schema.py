@@ -1,0 +1,79 @@
+"""The store's schema and its migrations.
+
+The schema version lives in SQLite's ``user_version`` and the file is marked as ours by
+``application_id``, so a file that is some other SQLite database is recognised and left
+untouched. Migrations only ever append: migration ``i`` brings version ``i`` to ``i+1``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+#: "DOBS" in ASCII; written into the SQLite header of every store.
+APPLICATION_ID = 0x444F4253
+
+MIGRATIONS: tuple[str, ...] = (
+    # 0 -> 1: runs.
+    """
+    CREATE TABLE runs (
+        id        INTEGER PRIMARY KEY AUTOINCREMENT,
+        name      TEXT    NOT NULL,
+        status    TEXT    NOT NULL
+                  CHECK (status IN ('running', 'finished', 'failed', 'interrupted')),
+        started   REAL    NOT NULL,
+        ended     REAL,
+        n_tasks   INTEGER NOT NULL DEFAULT 0,
+        n_failed  INTEGER NOT NULL DEFAULT 0,
+        n_flags   INTEGER NOT NULL DEFAULT 0,
+        cluster   TEXT,
+        span_id   TEXT,
+        host      TEXT    NOT NULL,
+        pid       INTEGER NOT NULL
+    );
+    CREATE INDEX runs_status ON runs (status);
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class SchemaError(Exception):
+    """The file is not a dask-observe store this version can use."""
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the schema of ``conn`` up to :data:`SCHEMA_VERSION`.
+
+    Raises
+    ------
+    SchemaError
+        When the file belongs to another application or to a newer dask-observe.
+    """
+    application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if application_id != APPLICATION_ID:
+        has_tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if application_id != 0 or has_tables:
+            raise SchemaError("it is an SQLite database of another application")
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"its schema version {version} is newer than this dask-observe "
+            f"understands ({SCHEMA_VERSION}); upgrade dask-observe"
+        )
+    if version == SCHEMA_VERSION:
+        return
+    # BEGIN IMMEDIATE takes the write lock first, so two processes that open a new
+    # store at once cannot both apply the same migration.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        for script in MIGRATIONS[version:]:
+            for statement in script.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,245 @@
+"""The durable store: one SQLite file in WAL mode, one writer, many readers.
+
+This is the only module that speaks SQL. Kernels, the Jupyter server and the CLI all
+open the same file; rows are plain dicts here and DataFrames at the public API.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dask_observe.store.run import Run
+from dask_observe.store.schema import SchemaError, migrate
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+RUN_STATUSES = ("running", "finished", "failed", "interrupted")
+RUN_COLUMNS = (
+    "id",
+    "name",
+    "status",
+    "started",
+    "ended",
+    "duration_s",
+    "n_tasks",
+    "n_failed",
+    "n_flags",
+    "cluster",
+)
+
+
+class StoreError(Exception):
+    """The store cannot be used; the message names the file and why."""
+
+
+class RunNotFound(StoreError, LookupError):
+    """No run has the id that was asked for."""
+
+
+def _run_row(row: sqlite3.Row) -> dict[str, Any]:
+    record = {key: row[key] for key in row.keys()}
+    ended = record["ended"]
+    record["duration_s"] = None if ended is None else ended - record["started"]
+    return record
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but someone else's
+        return True
+    return True
+
+
+class Store:
+    """A dask-observe store at ``path``.
+
+    Parameters
+    ----------
+    path
+        The SQLite file. Created, owner-only, unless ``create`` is False.
+    create
+        Whether a missing file may be created. Readers that only show what exists
+        (the Jupyter server) pass False and get :class:`StoreError` instead.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+        self.path = Path(path).expanduser()
+        # One connection shared by the threads of this process (the kernel's main
+        # thread and the Dask client's loop); the lock keeps its use serial.
+        self._lock = threading.RLock()
+        self._conn = self._connect(create)
+        self._mark_interrupted_runs()
+
+    # -- opening -----------------------------------------------------------------
+    def _fail(self, why: object) -> StoreError:
+        return StoreError(f"cannot open the dask-observe store {self.path}: {why}")
+
+    def _connect(self, create: bool) -> sqlite3.Connection:
+        if self.path.is_dir():
+            raise self._fail("it is a directory")
+        if not self.path.exists():
+            if not create:
+                raise self._fail("no such file")
+            blocker = next(
+                (p for p in self.path.parents if p.exists() and not p.is_dir()), None
+            )
+            if blocker is not None:
+                raise self._fail(f"{blocker} is a file, not a directory")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                # The store holds whatever the cluster logged: owner-only from birth.
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+            except OSError as e:
+                raise self._fail(e.strerror or e) from e
+        elif not os.access(self.path, os.R_OK | os.W_OK):
+            raise self._fail("permission denied (it must be readable and writable)")
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode = WAL")
+            # NORMAL is durable across a crash of any process in WAL mode; only a
+            # power loss may drop the last transactions.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(conn)
+        except SchemaError as e:
+            raise self._fail(f"not a dask-observe store: {e}") from e
+        except sqlite3.DatabaseError as e:
+            raise self._fail(f"not a dask-observe store ({e})") from e
+        return conn
+
+    def _mark_interrupted_runs(self) -> None:
+        """Runs whose recording process on this host is gone are ``interrupted``."""
+        host = socket.gethostname()
+        rows = self._query(
+            "SELECT id, pid FROM runs WHERE status = 'running' AND host = ?", (host,)
+        )
+        dead = [(row["id"],) for row in rows if not _pid_alive(row["pid"])]
+        if dead:
+            with self._transaction() as conn:
+                conn.executemany(
+                    "UPDATE runs SET status = 'interrupted' WHERE id = ?", dead
+                )
+
+    # -- plumbing ----------------------------------------------------------------
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        """Close the connection; the file stays as it is."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<dask_observe.Store {str(self.path)!r}>"
+
+    # -- runs: writing -----------------------------------------------------------
+    def create_run(
+        self, name: str, *, cluster: str | None = None, span_id: str | None = None
+    ) -> int:
+        """Insert a new ``running`` run and return its id."""
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO runs (name, status, started, cluster, span_id, host, pid)"
+                " VALUES (?, 'running', ?, ?, ?, ?, ?)",
+                (name, time.time(), cluster, span_id, socket.gethostname(), os.getpid()),
+            )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def end_run(
+        self, run_id: int, status: str, *, n_tasks: int = 0, n_failed: int = 0
+    ) -> None:
+        """Close a run with its final status and counts."""
+        if status not in RUN_STATUSES or status == "running":
+            raise ValueError(f"a run cannot end as {status!r}")
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET status = ?, ended = ?, n_tasks = ?, n_failed = ?"
+                " WHERE id = ?",
+                (status, time.time(), n_tasks, n_failed, run_id),
+            )
+
+    # -- runs: reading -----------------------------------------------------------
+    def run_records(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """All runs, newest first, as dicts with the columns of :meth:`runs`."""
+        sql = "SELECT * FROM runs ORDER BY id DESC"
+        params: tuple[Any, ...] = ()
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = (limit,)
+        return [_run_row(row) for row in self._query(sql, params)]
+
+    def runs(self) -> pd.DataFrame:
+        """All runs, newest first.
+
+        Columns: id, name, status, started, ended, duration_s, n_tasks, n_failed,
+        n_flags, cluster. Times are timezone-aware UTC timestamps.
+        """
+        import pandas as pd
+
+        frame = pd.DataFrame(self.run_records(), columns=list(RUN_COLUMNS))
+        for column in ("started", "ended"):
+            frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
+        return frame
+
+    def run_record(self, run: int | str) -> dict[str, Any]:
+        """One run as a dict; ``run`` is an id or ``"last"``."""
+        if run == "last":
+            rows = self._query("SELECT * FROM runs ORDER BY id DESC LIMIT 1")
+            if not rows:
+                raise RunNotFound(f"the store {self.path} holds no runs yet")
+            return _run_row(rows[0])
+        try:
+            run_id = int(run)
+        except (TypeError, ValueError):
+            raise RunNotFound(
+                f"{run!r} is not a run id (a number, or 'last'); {self._latest_hint()}"
+            ) from None
+        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if not rows:
+            raise RunNotFound(f"no run {run_id} in {self.path}; {self._latest_hint()}")
+        return _run_row(rows[0])
+
+    def _latest_hint(self) -> str:
+        latest = self.run_records(limit=5)
+        if not latest:
+            return "the store holds no runs yet"
+        listed = ", ".join(f"{r['id']} ({r['name']})" for r in latest)
+        return f"the latest runs are {listed}"
+
+    def run(self, run: int | str = "last") -> Run:
+        """The run with this id, or the newest one for ``"last"``."""
+        return Run(self, self.run_record(run))
+

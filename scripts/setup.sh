@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Set up a development environment in .venv from a fresh clone.
+#
+# Installs dask-observe in editable mode with its test and dev tools (pip builds the
+# TypeScript panel with npm), and Chromium for the browser tests when it is missing
+# and this machine has apt-get. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need() {
+  command -v "$1" >/dev/null 2>&1 || { echo "setup: $1 is required: $2" >&2; exit 1; }
+}
+need python3 "install Python 3.10 or newer"
+need npm "install Node.js 20 or newer with npm; it builds the JupyterLab panel"
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+echo "setup: installing dask-observe (editable) with its test and dev tools"
+.venv/bin/python -m pip install --quiet --editable ".[lab,test,dev]"
+
+chromium="${DASK_OBSERVE_CHROMIUM:-/usr/bin/chromium}"
+if [ ! -x "$chromium" ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "setup: installing Debian's chromium for the browser tests"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "setup: no Chromium at $chromium; the browser tests need one" >&2
+    echo "       (apt-get install chromium, or set DASK_OBSERVE_CHROMIUM)" >&2
+  fi
+fi
+echo "setup: done"

@@ -1,0 +1,48 @@
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+/**
+ * A run as the server's `dask-observe/api/runs` route returns it.
+ * Times are seconds since the epoch.
+ */
+export interface IRun {
+  id: number;
+  name: string;
+  status: 'running' | 'finished' | 'failed' | 'interrupted';
+  started: number;
+  ended: number | null;
+  duration_s: number | null;
+  n_tasks: number;
+  n_failed: number;
+  n_flags: number;
+  cluster: string | null;
+}
+
+/**
+ * Call a route under `<base_url>dask-observe/api/` and return its JSON body.
+ *
+ * The request carries the page's Jupyter credentials (ServerConnection adds the
+ * token and the XSRF cookie), since every route of the extension is authenticated.
+ */
+export async function requestAPI<T>(
+  endPoint: string,
+  init: RequestInit = {}
+): Promise<T> {
+  const settings = ServerConnection.makeSettings();
+  const url = URLExt.join(settings.baseUrl, 'dask-observe', 'api', endPoint);
+  const response = await ServerConnection.makeRequest(url, init, settings);
+  const text = await response.text();
+  const body = text.length > 0 ? JSON.parse(text) : null;
+  if (!response.ok) {
+    throw new ServerConnection.ResponseError(response, body?.message ?? text);
+  }
+  return body as T;
+}
+
+/**
+ * All recorded runs, newest first.
+ */
+export async function fetchRuns(): Promise<IRun[]> {
+  const body = await requestAPI<{ runs: IRun[] }>('runs');
+  return body.runs;
+}

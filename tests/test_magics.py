@@ -1,0 +1,181 @@
+"""The magics in a real IPython shell, with a real cluster behind them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from distributed import Client
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.getipython import get_ipython
+from IPython.testing.globalipapp import start_ipython
+
+import dask_observe
+
+
+@pytest.fixture
+def ip() -> Iterator[InteractiveShell]:
+    start_ipython()  # IPython's own test shell, created once per process
+    shell = get_ipython()
+    assert shell is not None
+    shell.run_line_magic("load_ext", "dask_observe")
+    yield shell
+    shell.run_line_magic("unload_ext", "dask_observe")
+
+
+def run(ip: InteractiveShell, source: str) -> object:
+    """Run a cell as the notebook would; return its result or raise its error."""
+    result = ip.run_cell(source)
+    result.raise_error()
+    return result.result
+
+
+def test_load_ext_registers_the_magics_and_loading_twice_is_harmless(
+    ip: InteractiveShell,
+) -> None:
+    ip.run_line_magic("load_ext", "dask_observe")
+    magics = ip.magics_manager.magics
+    assert "dask_record" in magics["cell"]
+    assert "dask_observe" in magics["line"]
+
+
+def test_unload_ext_removes_the_magics(ip: InteractiveShell) -> None:
+    ip.run_line_magic("unload_ext", "dask_observe")
+    magics = ip.magics_manager.magics
+    assert "dask_record" not in magics["cell"]
+    assert "dask_observe" not in magics["line"]
+    ip.run_line_magic("load_ext", "dask_observe")  # for the fixture's teardown
+
+
+def test_dask_record_records_the_cell_and_returns_its_value(
+    ip: InteractiveShell,
+    client: Client,
+    store_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ip.user_ns["client"] = client
+    value = run(
+        ip,
+        "%%dask_record squares\n"
+        "futures = client.map(lambda x: x * x, range(6))\n"
+        "sum(client.gather(futures))\n",
+    )
+    assert value == 55
+    assert ip.user_ns["futures"]  # the cell's names land in the user namespace
+    out = capsys.readouterr().out
+    assert "run 1 'squares' finished: 6 tasks" in out
+    row = dask_observe.open_store().runs().iloc[0]
+    assert (row["name"], row["status"], row["n_tasks"]) == ("squares", "finished", 6)
+
+
+def test_dask_record_without_a_name_names_the_run_after_the_cell(
+    ip: InteractiveShell, client: Client, store_path: Path
+) -> None:
+    run(ip, "%%dask_record\nx = 1\n")
+    assert dask_observe.open_store().run("last").name.startswith("cell ")
+
+
+def test_a_cell_that_raises_still_raises_and_its_run_is_failed(
+    ip: InteractiveShell,
+    client: Client,
+    store_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(ZeroDivisionError):
+        run(ip, "%%dask_record broken\n1 / 0\n")
+    assert "run 1 'broken' failed" in capsys.readouterr().out
+    assert dask_observe.open_store().run("last").status == "failed"
+
+
+def test_no_report_suppresses_the_summary(
+    ip: InteractiveShell,
+    client: Client,
+    store_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run(ip, "%%dask_record quiet --no-report\nx = 2\n")
+    assert "dask-observe" not in capsys.readouterr().out
+    assert dask_observe.open_store().run("last").name == "quiet"
+
+
+def test_store_option_records_into_that_file(
+    ip: InteractiveShell, client: Client, store_path: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "elsewhere.sqlite"
+    run(ip, f"%%dask_record there --store {other}\nx = 3\n")
+    assert dask_observe.open_store(other).run("last").name == "there"
+    assert dask_observe.open_store().runs().empty
+
+
+def test_without_a_client_the_cell_runs_and_a_message_says_how_to_make_one(
+    ip: InteractiveShell, store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(ip, "%%dask_record\ny = 40 + 2\ny\n") == 42
+    err = capsys.readouterr().err
+    assert "No Dask client found" in err and "client = Client()" in err
+    assert "ran without recording" in err
+    assert not store_path.exists()
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["%dask_observe", "%dask_observe bogus", "%dask_observe runs --nope"],
+)
+def test_bad_dask_observe_arguments_raise_usage_error_with_the_usage_line(
+    ip: InteractiveShell, line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = ip.run_cell(line)
+    assert type(result.error_in_exec).__name__ == "UsageError"
+    assert "usage: %dask_observe" in str(result.error_in_exec)
+
+
+def test_bad_dask_record_arguments_raise_usage_error_and_do_not_run_the_cell(
+    ip: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = ip.run_cell("%%dask_record --colour red\nran = True\n")
+    assert type(result.error_in_exec).__name__ == "UsageError"
+    assert "usage: %%dask_record" in str(result.error_in_exec)
+    assert "ran" not in ip.user_ns
+
+
+def test_start_stop_status_and_runs(
+    ip: InteractiveShell,
+    client: Client,
+    store_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ip.user_ns["client"] = client
+    run(ip, "%dask_observe start across-cells")
+    run(ip, "a = client.submit(lambda: 1).result()")
+    run(ip, "b = client.submit(lambda: 2).result()")
+    run(ip, "%dask_observe status")
+    run(ip, "%dask_observe stop")
+    out = capsys.readouterr().out
+    assert "recording run 1 'across-cells'" in out
+    assert "run 1 'across-cells' finished: 2 tasks" in out
+    runs = run(ip, "%dask_observe runs")
+    assert list(runs["name"]) == ["across-cells"]  # type: ignore[index]
+
+
+def test_stop_without_start_and_double_start_are_usage_errors(
+    ip: InteractiveShell, client: Client, store_path: Path
+) -> None:
+    assert type(ip.run_cell("%dask_observe stop").error_in_exec).__name__ == (
+        "UsageError"
+    )
+    run(ip, "%dask_observe start one")
+    second = ip.run_cell("%dask_observe start two").error_in_exec
+    assert "being recorded already" in str(second)
+    run(ip, "%dask_observe stop")
+
+
+def test_a_bad_store_path_is_a_usage_error_naming_it(
+    ip: InteractiveShell, client: Client, tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("x")
+    error = ip.run_cell(
+        f"%%dask_record --store {tmp_path}/file/s.sqlite\nx = 1\n"
+    ).error_in_exec
+    assert type(error).__name__ == "UsageError"
+    assert f"{tmp_path}/file is a file, not a directory" in str(error)

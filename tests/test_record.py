@@ -1,0 +1,106 @@
+"""Recording runs on a real LocalCluster, read back through the Python API."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from distributed import Client, LocalCluster, span
+
+import dask_observe
+from dask_observe.recorder import NoClientError
+
+from .conftest import subprocess_env
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+def fail(x: int) -> int:
+    raise ValueError(f"bad input {x}")
+
+
+def test_a_recorded_block_becomes_a_finished_run_with_its_task_count(
+    client: Client, store_path: Path
+) -> None:
+    with dask_observe.record("etl") as run:
+        assert run.status == "running"
+        futures = client.map(inc, range(10))
+        assert client.submit(sum, futures).result() == 55
+    assert run.status == "finished"
+    runs = dask_observe.open_store().runs()
+    row = runs.iloc[0]
+    assert (row["name"], row["status"], row["n_tasks"], row["n_failed"]) == (
+        "etl",
+        "finished",
+        11,
+        0,
+    )
+    assert row["cluster"] == client.scheduler.address
+    assert row["ended"] >= row["started"]
+
+
+def test_tasks_of_nested_spans_and_collections_count_toward_the_run(
+    client: Client, store_path: Path
+) -> None:
+    import dask.bag as db
+
+    with dask_observe.record("nested") as run:
+        with span("inner"):
+            client.gather(client.map(inc, range(5), key=[f"i-{i}" for i in range(5)]))
+        assert db.from_sequence(range(8), npartitions=4).map(inc).sum().compute() == 36
+    assert run.summary()["n_tasks"] >= 5 + 4
+
+
+def test_tasks_outside_the_run_are_not_counted(
+    client: Client, store_path: Path
+) -> None:
+    client.gather(client.map(inc, range(20), key=[f"before-{i}" for i in range(20)]))
+    with dask_observe.record("small") as run:
+        client.submit(inc, 1, key="inside").result()
+    client.gather(client.map(inc, range(20), key=[f"after-{i}" for i in range(20)]))
+    assert run.refresh().summary()["n_tasks"] == 1
+
+
+def test_a_block_that_raises_is_a_failed_run_counting_erred_tasks(
+    client: Client, store_path: Path
+) -> None:
+    with pytest.raises(ValueError, match="bad input 3"), dask_observe.record("oops"):
+        client.submit(fail, 3).result()
+    run = dask_observe.open_store().run("last")
+    assert run.status == "failed"
+    assert run.summary()["n_failed"] == 1
+
+
+def test_record_without_a_client_says_how_to_make_one(
+    store_path: Path, cluster: LocalCluster
+) -> None:
+    with pytest.raises(NoClientError, match=r"client = Client\(\)"):  # noqa: SIM117
+        with dask_observe.record("nothing"):
+            pass
+
+
+def test_a_run_is_readable_from_another_process_after_the_cluster_is_gone(
+    store_path: Path,
+) -> None:
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as lc,
+        Client(lc) as c,
+        dask_observe.record("gone", client=c),
+    ):
+        c.gather(c.map(inc, range(3)))
+    code = (
+        "import dask_observe; r = dask_observe.open_store().run('last'); "
+        "print(r.name, r.status, r.summary()['n_tasks'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=subprocess_env(store_path),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.split() == ["gone", "finished", "3"]

@@ -1,0 +1,91 @@
+"""The Jupyter server extension, in a real Jupyter server (pytest-jupyter)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from dask_observe.store import Store
+
+#: Every route of the extension, for the authentication walk.
+ROUTES = ["dask-observe/api/runs"]
+
+
+@pytest.fixture
+def jp_server_config(store_path: Path) -> dict[str, Any]:
+    # Asking for store_path first points the server at the test's store.
+    return {"ServerApp": {"jpserver_extensions": {"dask_observe": True}}}
+
+
+async def test_runs_route_lists_the_stores_runs(jp_fetch: Any, store_path: Path) -> None:
+    with Store(store_path) as store:
+        first = store.create_run("<script>alert(1)</script>", cluster="tcp://x:1")
+        store.end_run(first, "finished", n_tasks=7)
+        store.create_run("second")
+    response = await jp_fetch("dask-observe", "api", "runs")
+    assert response.code == 200
+    assert response.headers["Content-Type"].startswith("application/json")
+    runs = json.loads(response.body)["runs"]
+    assert [r["name"] for r in runs] == ["second", "<script>alert(1)</script>"]
+    assert runs[1]["status"] == "finished" and runs[1]["n_tasks"] == 7
+    assert set(runs[1]) >= {"id", "started", "ended", "duration_s", "cluster"}
+    # Untrusted text travels JSON-encoded only.
+    assert b"<script>" in response.body and b"text/html" not in response.body
+
+
+async def test_runs_route_without_a_store_yet_is_an_empty_list(
+    jp_fetch: Any, store_path: Path
+) -> None:
+    response = await jp_fetch("dask-observe", "api", "runs")
+    assert json.loads(response.body) == {"runs": []}
+    assert not store_path.exists()  # reading never creates the store
+
+
+async def test_a_store_that_is_not_ours_is_a_json_error(
+    jp_fetch: Any, store_path: Path
+) -> None:
+    store_path.parent.mkdir(parents=True)
+    store_path.write_text("not sqlite")
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch("dask-observe", "api", "runs")
+    assert info.value.code == 500
+    assert info.value.response is not None
+    body = json.loads(info.value.response.body)
+    assert "not a dask-observe store" in body["message"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+async def test_every_route_refuses_the_unauthenticated(
+    route: str, jp_serverapp: Any, jp_base_url: str, http_server_client: Any
+) -> None:
+    # The same server jp_fetch talks to, but with no token and no cookie.
+    response = await http_server_client.fetch(jp_base_url + route, raise_error=False)
+    assert response.code == 403
+    assert b"dask-observe" not in response.body
+
+
+def test_the_server_side_reads_the_store_without_dask(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    with Store(path) as store:
+        store.create_run("from a kernel elsewhere")
+    # A server environment without dask: importing it fails outright.
+    code = (
+        "import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None\n"
+        "from pathlib import Path\n"
+        "from dask_observe.server import _load_jupyter_server_extension\n"
+        "from dask_observe.server.routes import read_runs\n"
+        "print(read_runs(Path(sys.argv[1]))[0]['name'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "from a kernel elsewhere"

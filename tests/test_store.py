@@ -1,0 +1,177 @@
+"""The store on its own: a real SQLite file, created, migrated and refused."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import dask.config
+import pytest
+
+import dask_observe
+from dask_observe.store import RunNotFound, Store, StoreError
+from dask_observe.store.schema import SCHEMA_VERSION
+
+
+def test_open_store_defaults_to_the_configured_path(store_path: Path) -> None:
+    with dask_observe.open_store() as store:
+        assert store.path == store_path
+    assert store_path.exists()
+
+
+def test_default_path_is_under_the_users_data_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    from dask_observe.config import default_store_path
+
+    with dask.config.set({"observe.store": None}):
+        assert default_store_path() == tmp_path / "dask-observe" / "observe.sqlite"
+
+
+def test_the_environment_variable_sets_the_path_in_a_new_process(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "from-env.sqlite"
+    code = "import dask_observe; print(dask_observe.open_store().path)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "DASK_OBSERVE__STORE": str(path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == str(path)
+    assert path.exists()
+
+
+def test_store_file_is_owner_only_and_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "observe.sqlite"
+    with Store(path):
+        pass
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_runs_are_listed_newest_first_with_the_documented_columns(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        first = store.create_run("first", cluster="tcp://a:1")
+        second = store.create_run("second")
+        store.end_run(first, "finished", n_tasks=10, n_failed=1)
+        runs = store.runs()
+    assert list(runs.columns) == [
+        "id", "name", "status", "started", "ended", "duration_s",
+        "n_tasks", "n_failed", "n_flags", "cluster",
+    ]  # fmt: skip
+    assert list(runs["name"]) == ["second", "first"]
+    done = runs.set_index("id").loc[first]
+    assert (done["status"], done["n_tasks"], done["n_failed"]) == ("finished", 10, 1)
+    assert done["duration_s"] >= 0
+    assert str(runs["started"].dt.tz) == "UTC"
+    assert runs.set_index("id").loc[second]["status"] == "running"
+
+
+def test_run_last_and_by_id(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        a = store.create_run("a")
+        b = store.create_run("b")
+        assert store.run("last").id == b
+        assert store.run(a).name == "a"
+        assert store.run(str(a)).name == "a"
+
+
+def test_unknown_run_id_names_the_latest_runs(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        store.create_run("etl")
+        with pytest.raises(RunNotFound, match=r"no run 99 .* latest runs are 1 \(etl\)"):
+            store.run(99)
+        with pytest.raises(RunNotFound, match="not a run id"):
+            store.run("yesterday")
+
+
+def test_last_in_an_empty_store_says_so(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store, pytest.raises(
+        RunNotFound, match="holds no runs yet"
+    ):
+        store.run("last")
+
+
+def test_a_path_that_cannot_be_created_names_the_path_and_why(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    path = blocker / "observe.sqlite"
+    with pytest.raises(StoreError) as info:
+        Store(path)
+    assert str(path) in str(info.value)
+    assert f"{blocker} is a file, not a directory" in str(info.value)
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="it is a directory"):
+        Store(tmp_path)
+
+
+def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("my precious notes\n" * 100)
+    with pytest.raises(StoreError, match="not a dask-observe store") as info:
+        Store(path)
+    assert str(path) in str(info.value)
+    assert path.read_text() == "my precious notes\n" * 100
+
+
+def test_another_applications_sqlite_file_is_refused_and_left_alone(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE photos (id INTEGER)")
+    with pytest.raises(StoreError, match="another application"):
+        Store(path)
+    with sqlite3.connect(path) as conn:
+        tables = conn.execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("photos",)]
+
+
+def test_a_store_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.sqlite"
+    with Store(path):
+        pass
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreError, match="newer than this dask-observe understands"):
+        Store(path)
+
+
+def test_a_missing_store_is_not_created_when_creation_is_off(tmp_path: Path) -> None:
+    path = tmp_path / "absent.sqlite"
+    with pytest.raises(StoreError, match="no such file"):
+        Store(path, create=False)
+    assert not path.exists()
+
+
+def test_a_run_whose_recording_process_died_is_interrupted(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    # A real process creates a run and dies without ending it.
+    code = (
+        "import os, sys; from dask_observe.store import Store; "
+        "Store(sys.argv[1]).create_run('doomed'); os._exit(0)"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True)
+    with Store(path) as store:
+        assert store.run("last").status == "interrupted"
+
+
+def test_a_running_run_of_a_live_process_stays_running(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        store.create_run("alive")
+    with Store(tmp_path / "s.sqlite") as store:
+        assert store.run("last").status == "running"
