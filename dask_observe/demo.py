@@ -47,4 +47,6 @@ def print_summary(run: Run, store: Store) -> None:
     print("Where to look next:")
     print("  dask-observe runs          every recorded run")
     print('  jupyter lab                the "Dask Observe" panel in the left sidebar')
-    print("  %load_ext dask_observe     in a notebook; then %%dask_record NAME on a cell")
+    print(
+        "  %load_ext dask_observe     in a notebook; then %%dask_record NAME on a cell"
+    )

@@ -36,9 +36,10 @@ def resolve_client(client: Client | None) -> Client:
     from distributed import default_client
 
     try:
-        return default_client()
+        found: Client = default_client()
     except ValueError:
         raise NoClientError(NO_CLIENT_HELP) from None
+    return found
 
 
 class Recording:
@@ -65,8 +66,11 @@ class Recording:
         self._span_id = self._span.__enter__()
         try:
             watch_span(self.client, self._span_id)
+            scheduler = self.client.scheduler
             run_id = self.store.create_run(
-                self.name, cluster=self.client.scheduler.address, span_id=self._span_id
+                self.name,
+                cluster=scheduler.address if scheduler is not None else None,
+                span_id=self._span_id,
             )
         except BaseException:
             self._span.__exit__(None, None, None)

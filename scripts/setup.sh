@@ -21,6 +21,12 @@ fi
 echo "setup: installing dask-observe (editable) with its test and dev tools"
 .venv/bin/python -m pip install --quiet --editable ".[lab,test,dev]"
 
+# The editable install copied the bundle; a link makes `npm run build` take effect
+# on the next page load instead.
+extensions=$(.venv/bin/python -c 'import sys; print(sys.prefix)')/share/jupyter/labextensions
+rm -rf "$extensions/dask-observe"
+ln -s "$PWD/labextension" "$extensions/dask-observe"
+
 chromium="${DASK_OBSERVE_CHROMIUM:-/usr/bin/chromium}"
 if [ ! -x "$chromium" ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

@@ -4,7 +4,8 @@ import { Widget } from '@lumino/widgets';
 import { fetchRuns, IRun } from './api';
 
 /**
- * A list of the runs in the store, newest first, refreshed while visible.
+ * The runs in the store, newest first, one compact card each; refreshed while
+ * the panel is visible.
  *
  * Run names are user text: everything is written with `textContent`, never as HTML.
  */
@@ -16,9 +17,9 @@ export class RunsView extends Widget {
     heading.textContent = 'Runs';
     this._status = document.createElement('div');
     this._status.className = 'jp-DaskObserve-runs-status';
-    this._table = document.createElement('table');
-    this._table.className = 'jp-DaskObserve-runs-table';
-    this.node.append(heading, this._status, this._table);
+    this._list = document.createElement('ul');
+    this._list.className = 'jp-DaskObserve-runList';
+    this.node.append(heading, this._status, this._list);
 
     this._poll = new Poll({
       factory: () => this.refresh(),
@@ -57,39 +58,12 @@ export class RunsView extends Widget {
       runs.length === 0
         ? 'No runs recorded yet. Record one with %%dask_record in a notebook, or run "dask-observe demo".'
         : `${runs.length} run${runs.length === 1 ? '' : 's'}`;
-    const head = document.createElement('tr');
-    for (const label of ['#', 'Name', 'Status', 'Started', 'Time', 'Tasks']) {
-      const th = document.createElement('th');
-      th.textContent = label;
-      head.append(th);
-    }
-    const rows = runs.map(run => {
-      const tr = document.createElement('tr');
-      tr.className = `jp-DaskObserve-run jp-DaskObserve-run-${run.status}`;
-      tr.dataset.runId = String(run.id);
-      const cells = [
-        String(run.id),
-        run.name,
-        run.status,
-        new Date(run.started * 1000).toLocaleString(),
-        run.duration_s === null ? '' : `${run.duration_s.toFixed(1)} s`,
-        run.n_failed > 0
-          ? `${run.n_tasks} (${run.n_failed} failed)`
-          : String(run.n_tasks)
-      ];
-      for (const text of cells) {
-        const td = document.createElement('td');
-        td.textContent = text;
-        tr.append(td);
-      }
-      return tr;
-    });
-    this._table.replaceChildren(head, ...rows);
+    this._list.replaceChildren(...runs.map(Private.runCard));
   }
 
+  private _list: HTMLUListElement;
   private _poll: Poll;
   private _status: HTMLDivElement;
-  private _table: HTMLTableElement;
 }
 
 /**
@@ -104,5 +78,70 @@ export namespace RunsView {
      * Milliseconds between refreshes while the panel is visible.
      */
     refreshInterval?: number;
+  }
+}
+
+namespace Private {
+  /**
+   * An element with a class and text content (never parsed as HTML).
+   */
+  export function span(className: string, text: string): HTMLSpanElement {
+    const element = document.createElement('span');
+    element.className = className;
+    element.textContent = text;
+    return element;
+  }
+
+  /**
+   * One run: its name and status, then tasks, wall time, start and id.
+   */
+  export function runCard(run: IRun): HTMLLIElement {
+    const item = document.createElement('li');
+    item.className = `jp-DaskObserve-run jp-DaskObserve-run-${run.status}`;
+    item.dataset.runId = String(run.id);
+
+    const head = document.createElement('div');
+    head.className = 'jp-DaskObserve-run-head';
+    head.append(
+      span('jp-DaskObserve-run-name', run.name),
+      span('jp-DaskObserve-run-status', run.status)
+    );
+
+    const tasks =
+      `${run.n_tasks} task${run.n_tasks === 1 ? '' : 's'}` +
+      (run.n_failed > 0 ? `, ${run.n_failed} failed` : '');
+    const meta = document.createElement('div');
+    meta.className = 'jp-DaskObserve-run-meta';
+    meta.append(span('jp-DaskObserve-run-tasks', tasks));
+    if (run.duration_s !== null) {
+      meta.append(
+        span('jp-DaskObserve-run-time', formatSeconds(run.duration_s))
+      );
+    }
+    meta.append(
+      span(
+        'jp-DaskObserve-run-started',
+        new Date(run.started * 1000).toLocaleString()
+      ),
+      span('jp-DaskObserve-run-id', `#${run.id}`)
+    );
+    item.append(head, meta);
+    item.title = run.cluster ? `Recorded on ${run.cluster}` : '';
+    return item;
+  }
+
+  /**
+   * "0.42 s", "12.3 s", "4 min 05 s".
+   */
+  export function formatSeconds(seconds: number): string {
+    if (seconds < 10) {
+      return `${seconds.toFixed(2)} s`;
+    }
+    if (seconds < 60) {
+      return `${seconds.toFixed(1)} s`;
+    }
+    const minutes = Math.floor(seconds / 60);
+    const rest = Math.round(seconds % 60);
+    return `${minutes} min ${String(rest).padStart(2, '0')} s`;
   }
 }

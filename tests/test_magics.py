@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from distributed import Client
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.getipython import get_ipython
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing.globalipapp import start_ipython
 
 import dask_observe

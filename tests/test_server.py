@@ -23,7 +23,9 @@ def jp_server_config(store_path: Path) -> dict[str, Any]:
     return {"ServerApp": {"jpserver_extensions": {"dask_observe": True}}}
 
 
-async def test_runs_route_lists_the_stores_runs(jp_fetch: Any, store_path: Path) -> None:
+async def test_runs_route_lists_the_stores_runs(
+    jp_fetch: Any, store_path: Path
+) -> None:
     with Store(store_path) as store:
         first = store.create_run("<script>alert(1)</script>", cluster="tcp://x:1")
         store.end_run(first, "finished", n_tasks=7)

@@ -68,9 +68,17 @@ def test_runs_are_listed_newest_first_with_the_documented_columns(
         store.end_run(first, "finished", n_tasks=10, n_failed=1)
         runs = store.runs()
     assert list(runs.columns) == [
-        "id", "name", "status", "started", "ended", "duration_s",
-        "n_tasks", "n_failed", "n_flags", "cluster",
-    ]  # fmt: skip
+        "id",
+        "name",
+        "status",
+        "started",
+        "ended",
+        "duration_s",
+        "n_tasks",
+        "n_failed",
+        "n_flags",
+        "cluster",
+    ]
     assert list(runs["name"]) == ["second", "first"]
     done = runs.set_index("id").loc[first]
     assert (done["status"], done["n_tasks"], done["n_failed"]) == ("finished", 10, 1)
@@ -91,15 +99,18 @@ def test_run_last_and_by_id(tmp_path: Path) -> None:
 def test_unknown_run_id_names_the_latest_runs(tmp_path: Path) -> None:
     with Store(tmp_path / "s.sqlite") as store:
         store.create_run("etl")
-        with pytest.raises(RunNotFound, match=r"no run 99 .* latest runs are 1 \(etl\)"):
+        with pytest.raises(
+            RunNotFound, match=r"no run 99 .* latest runs are 1 \(etl\)"
+        ):
             store.run(99)
         with pytest.raises(RunNotFound, match="not a run id"):
             store.run("yesterday")
 
 
 def test_last_in_an_empty_store_says_so(tmp_path: Path) -> None:
-    with Store(tmp_path / "s.sqlite") as store, pytest.raises(
-        RunNotFound, match="holds no runs yet"
+    with (
+        Store(tmp_path / "s.sqlite") as store,
+        pytest.raises(RunNotFound, match="holds no runs yet"),
     ):
         store.run("last")
 

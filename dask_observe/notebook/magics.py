@@ -193,7 +193,9 @@ class ObserveMagics(Magics):
     def _observe_status(self, args: argparse.Namespace) -> None:
         if self.recording is not None and self.recording.run is not None:
             run = self.recording.run
-            print(f"recording run {run.id} {run.name!r} into {self.recording.store.path}")
+            print(
+                f"recording run {run.id} {run.name!r} into {self.recording.store.path}"
+            )
         else:
             print("not recording")
         store = _open_store(args.store)

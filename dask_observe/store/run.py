@@ -7,6 +7,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dask_observe.store.store import Store
 
+#: The columns of ``Store.runs()`` and the keys of ``Run.summary()``.
+RUN_COLUMNS = (
+    "id",
+    "name",
+    "status",
+    "started",
+    "ended",
+    "duration_s",
+    "n_tasks",
+    "n_failed",
+    "n_flags",
+    "cluster",
+)
+
 
 class Run:
     """One recorded run: a cell, a ``record()`` block, or a headless recording.
@@ -38,9 +52,7 @@ class Run:
 
     def summary(self) -> dict[str, Any]:
         """The headline figures of the run."""
-        keys = ("id", "name", "status", "started", "ended", "duration_s")
-        keys += ("n_tasks", "n_failed", "n_flags", "cluster")
-        return {key: self._record[key] for key in keys}
+        return {key: self._record[key] for key in RUN_COLUMNS}
 
     def __repr__(self) -> str:
         return f"<dask_observe.Run {self.id} {self.name!r} {self.status}>"

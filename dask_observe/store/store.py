@@ -16,25 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.store.run import Run
+from dask_observe.store.run import RUN_COLUMNS, Run
 from dask_observe.store.schema import SchemaError, migrate
 
 if TYPE_CHECKING:
     import pandas as pd
 
 RUN_STATUSES = ("running", "finished", "failed", "interrupted")
-RUN_COLUMNS = (
-    "id",
-    "name",
-    "status",
-    "started",
-    "ended",
-    "duration_s",
-    "n_tasks",
-    "n_failed",
-    "n_flags",
-    "cluster",
-)
 
 
 class StoreError(Exception):
@@ -46,7 +34,7 @@ class RunNotFound(StoreError, LookupError):
 
 
 def _run_row(row: sqlite3.Row) -> dict[str, Any]:
-    record = {key: row[key] for key in row.keys()}
+    record = dict(zip(row.keys(), row, strict=True))
     ended = record["ended"]
     record["duration_s"] = None if ended is None else ended - record["started"]
     return record
@@ -173,7 +161,14 @@ class Store:
             cursor = conn.execute(
                 "INSERT INTO runs (name, status, started, cluster, span_id, host, pid)"
                 " VALUES (?, 'running', ?, ?, ?, ?, ?)",
-                (name, time.time(), cluster, span_id, socket.gethostname(), os.getpid()),
+                (
+                    name,
+                    time.time(),
+                    cluster,
+                    span_id,
+                    socket.gethostname(),
+                    os.getpid(),
+                ),
             )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
@@ -242,4 +237,3 @@ class Store:
     def run(self, run: int | str = "last") -> Run:
         """The run with this id, or the newest one for ``"last"``."""
         return Run(self, self.run_record(run))
-

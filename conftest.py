@@ -1,0 +1,58 @@
+"""Fixtures shared by tests/ and ui-tests/: a real LocalCluster, a store per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import dask.config
+import pytest
+from distributed import Client, LocalCluster
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+
+@pytest.fixture
+def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh store location, made the configured default (as a user would).
+
+    dask reads environment variables once, at import: this process is configured with
+    ``dask.config.set``, the processes it starts with ``DASK_OBSERVE__STORE``.
+    """
+    path = tmp_path / "observe-store" / "observe.sqlite"
+    monkeypatch.setenv("DASK_OBSERVE__STORE", str(path))
+    with dask.config.set({"observe.store": str(path)}):
+        yield path
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[LocalCluster]:
+    """Two single-threaded worker processes with nannies, shared by the session."""
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, dashboard_address=":0", processes=True
+    ) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def client(cluster: LocalCluster) -> Iterator[Client]:
+    with Client(cluster, set_as_default=True) as client:
+        yield client
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Refuse a run of the whole suite in which a suite collected no test.
+
+    pytest exits 5 only when nothing at all is collected; a suite that silently lost
+    its tests (an import error hidden by a skip, a renamed folder) must fail too.
+    """
+    root = config.rootpath
+    invoked = {(root / arg).resolve() for arg in config.args}
+    for suite in config.getini("testpaths"):
+        folder = (root / suite).resolve()
+        if folder in invoked and not any(
+            item.path.is_relative_to(folder) for item in items
+        ):
+            raise pytest.UsageError(f"the {suite}/ suite collected no tests")
