@@ -10,6 +10,7 @@ import os
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from dask_observe import config  # noqa: F401  (registers observe.* defaults)
 from dask_observe.store import Run, RunNotFound, Store, StoreError
 
 try:
@@ -48,9 +49,9 @@ def record(
 ) -> AbstractContextManager[Run]:
     """Record a block as one run: ``with dask_observe.record("etl") as run: ...``.
 
-    See :func:`dask_observe.recorder.record`.
+    See :func:`dask_observe.recording.record`.
     """
-    from dask_observe.recorder import record as _record
+    from dask_observe.recording import record as _record
 
     return _record(name, client=client, store=store)
 

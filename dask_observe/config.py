@@ -16,20 +16,24 @@ from typing import Any
 DEFAULTS_FILE = Path(__file__).with_name("observe.yaml")
 ENV_PREFIX = "DASK_OBSERVE__"
 
-_registered = False
-
 
 def _register_defaults() -> None:
-    """Merge the shipped defaults into dask's config, once per process."""
-    global _registered
-    if _registered:
+    """Merge the shipped defaults into dask's config.
+
+    Done at import, as distributed does: defaults merged later, inside a
+    ``dask.config.set`` block, would vanish when the block restores the config.
+    """
+    try:
+        import dask.config
+    except ImportError:  # a Jupyter server environment without dask
         return
-    import dask.config
     import yaml
 
     with DEFAULTS_FILE.open() as f:
         dask.config.update_defaults(yaml.safe_load(f))
-    _registered = True
+
+
+_register_defaults()
 
 
 def _from_environment(name: str) -> Any:
@@ -49,7 +53,6 @@ def get(name: str) -> Any:
         import dask.config
     except ImportError:
         return _from_environment(name)
-    _register_defaults()
     return dask.config.get(f"observe.{name}", default=None)
 
 

@@ -17,7 +17,7 @@ def run_demo(store: Store, n_workers: int = 2) -> Run:
     import dask.array as da
     from distributed import Client, LocalCluster
 
-    from dask_observe.recorder import record
+    from dask_observe.recording import record
 
     print(f"Starting a LocalCluster with {n_workers} workers ...", flush=True)
     with (

@@ -1,141 +1,172 @@
-"""Records a run: a span on the cluster, a row in the store.
+"""The recorder: pulls the cluster's telemetry and writes it to the store.
 
-The same machinery serves ``%%dask_record``, ``%dask_observe start/stop``,
-``dask_observe.record()`` and ``dask-observe demo``.
+It runs in its own thread beside the Dask client, so recording goes on while the
+kernel's main thread blocks in ``.compute()``. Each batch and the cursor that follows
+it are committed in one transaction, so a recorder that dies and starts again resumes
+exactly where the store ends: no gap while the scheduler still holds the records,
+and no duplicate.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+import threading
+import time
+from typing import TYPE_CHECKING, Any
 
-from dask_observe.store import Run, Store
+from dask_observe.store import Store
 
 if TYPE_CHECKING:
     from distributed import Client
 
 logger = logging.getLogger(__name__)
 
-NO_CLIENT_HELP = (
-    "No Dask client found. Create one first, e.g. "
-    "`from distributed import Client; client = Client()` for a local cluster, "
-    "or `Client('tcp://scheduler-address:8786')` for a running one."
-)
+_registry_lock = threading.Lock()
+_recorders: dict[tuple[str, str], Recorder] = {}
 
 
-class NoClientError(ValueError):
-    """Recording needs a Dask client, and none was given or found."""
+def install_plugins(client: Client) -> None:
+    """Register the capture plugins on the client's cluster (idempotent)."""
+    from dask_observe.capture.nanny import ObserveNannyPlugin
+    from dask_observe.capture.scheduler import ObserveSchedulerPlugin
+    from dask_observe.capture.settings import CaptureSettings
+    from dask_observe.capture.worker import ObserveWorkerPlugin
+
+    settings = CaptureSettings.from_config()
+    client.register_plugin(ObserveSchedulerPlugin(settings))
+    client.register_plugin(ObserveWorkerPlugin(settings))
+    client.register_plugin(ObserveNannyPlugin(settings))
 
 
-def resolve_client(client: Client | None) -> Client:
-    """The given client, else the current default one."""
-    if client is not None:
-        return client
-    from distributed import default_client
+class Recorder:
+    """Copies one cluster's telemetry into one store while anyone needs it."""
 
-    try:
-        found: Client = default_client()
-    except ValueError:
-        raise NoClientError(NO_CLIENT_HELP) from None
-    return found
-
-
-class Recording:
-    """One run in progress.
-
-    Tasks submitted between :meth:`start` and :meth:`stop` carry the run's span, so
-    the cluster attributes them to the run even while other clients use it.
-    """
-
-    def __init__(self, name: str, client: Client, store: Store) -> None:
-        self.name = name
+    def __init__(
+        self,
+        client: Client,
+        store: Store,
+        interval_s: float = 0.2,
+        flush_interval_s: float = 0.1,
+    ) -> None:
+        scheduler = client.scheduler
+        assert scheduler is not None
         self.client = client
         self.store = store
-        self.run: Run | None = None
-        self._span: contextlib.AbstractContextManager[str] | None = None
-        self._span_id: str | None = None
+        self.cluster = str(scheduler.address)
+        self.interval_s = interval_s
+        self.flush_interval_s = flush_interval_s
+        #: When a pull last saw a worker leave (monotonic clock).
+        self.worker_removed_at = -float("inf")
+        self._users = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pull_lock = threading.Lock()
 
-    def start(self) -> Run:
-        from distributed import span
+    # -- shared use --------------------------------------------------------------
+    @classmethod
+    def acquire(cls, client: Client, store: Store) -> Recorder:
+        """The running recorder of this cluster and store, started if need be."""
+        from dask.utils import parse_timedelta
 
-        from dask_observe.capture.scheduler import watch_span
+        from dask_observe.config import get
 
-        self._span = span(self.name)
-        self._span_id = self._span.__enter__()
-        try:
-            watch_span(self.client, self._span_id)
-            scheduler = self.client.scheduler
-            run_id = self.store.create_run(
-                self.name,
-                cluster=scheduler.address if scheduler is not None else None,
-                span_id=self._span_id,
-            )
-        except BaseException:
-            self._span.__exit__(None, None, None)
-            raise
-        self.run = self.store.run(run_id)
-        return self.run
+        scheduler = client.scheduler
+        assert scheduler is not None
+        key = (str(scheduler.address), str(store.path))
+        with _registry_lock:
+            recorder = _recorders.get(key)
+            if recorder is None:
+                recorder = _recorders[key] = cls(
+                    client,
+                    store,
+                    interval_s=parse_timedelta(get("recorder.pull-interval")),
+                    flush_interval_s=parse_timedelta(get("capture.flush-interval")),
+                )
+                recorder.start()
+            recorder._users += 1
+            return recorder
 
-    def stop(self, status: str = "finished") -> Run:
-        """End the run as ``finished`` or ``failed`` and return it, refreshed."""
-        from dask_observe.capture.scheduler import unwatch_span
+    def release(self) -> None:
+        """One user fewer; the last one drains the cluster's buffer and stops."""
+        with _registry_lock:
+            self._users -= 1
+            if self._users > 0:
+                return
+            _recorders.pop((self.cluster, str(self.store.path)), None)
+        self.stop()
 
-        assert self.run is not None and self._span is not None, "not started"
-        assert self._span_id is not None
-        self._span.__exit__(None, None, None)
-        counts: dict[str, int] = {}
-        try:
-            counts = unwatch_span(self.client, self._span_id)
-        except Exception as e:  # the cluster may be gone; the run still ends
-            logger.warning("dask-observe: cannot read task counts of the run: %s", e)
-        self.store.end_run(
-            self.run.id,
-            status,
-            n_tasks=sum(counts.values()),
-            n_failed=counts.get("erred", 0),
+    # -- running -----------------------------------------------------------------
+    def start(self) -> None:
+        install_plugins(self.client)
+        self._thread = threading.Thread(
+            target=self._run, name="dask-observe-recorder", daemon=True
         )
-        return self.run.refresh()
+        self._thread.start()
 
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.pull()
+            except Exception as e:  # a closed client or a lost scheduler
+                if self.client.status in ("closing", "closed"):
+                    return
+                logger.warning("dask-observe: recording paused: %s", e)
 
-@contextlib.contextmanager
-def record(
-    name: str = "run",
-    client: Client | None = None,
-    store: Store | str | None = None,
-) -> Iterator[Run]:
-    """Record the block as one run; the same as ``%%dask_record`` in a notebook.
+    def stop(self) -> None:
+        """Stop pulling, after one last pull of whatever the cluster still holds."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            self.pull()
+        except Exception as e:
+            logger.warning("dask-observe: could not read the last records: %s", e)
 
-    Parameters
-    ----------
-    name
-        The run's name, shown in listings.
-    client
-        The Dask client whose cluster to record; default: the current client.
-    store
-        A :class:`Store`, a path, or None for the configured default store.
+    def flush_cluster(self) -> None:
+        """Have every worker and nanny ship what it holds, without waiting for
+        their next flush: a run's last lines are then on the scheduler."""
+        from dask_observe.capture.shipper import flush_plugin
 
-    Yields
-    ------
-    Run
-        The run; after the block it is refreshed with the final status and counts.
+        self.client.run(flush_plugin, "dask-observe-worker")
+        self.client.run(flush_plugin, "dask-observe-nanny", nanny=True)
 
-    Raises
-    ------
-    NoClientError
-        When no client was given and none exists.
-    """
-    from dask_observe import open_store
+    def settle(self) -> None:
+        """After a worker left, wait for its nanny's next flush and pull again.
 
-    the_client = resolve_client(client)
-    # A store opened here stays open: the yielded Run reads through it afterwards.
-    the_store = store if isinstance(store, Store) else open_store(store)
-    recording = Recording(name, the_client, the_store)
-    run = recording.start()
-    status = "failed"
-    try:
-        yield run
-        status = "finished"
-    finally:
-        recording.stop(status)
+        A nanny whose worker just died is no longer known to the scheduler, so
+        :meth:`flush_cluster` cannot reach it; its last lines (the memory restart,
+        the exit signal) arrive with its own flush, one interval later.
+        """
+        if time.monotonic() - self.worker_removed_at < 5:
+            time.sleep(2 * self.flush_interval_s)
+            self.pull()
+
+    def pull(self) -> int:
+        """Copy every record the scheduler holds beyond the store's cursor."""
+        written = 0
+        with self._pull_lock:
+            while True:
+                instance, cursor = self.store.cursor(self.cluster)
+                reply: dict[str, Any] = self.client.sync(
+                    self.client.scheduler.dask_observe_pull,  # type: ignore[union-attr]
+                    cursor=cursor,
+                    instance=instance,
+                )
+                if reply["instance"] != instance:
+                    cursor = 0
+                records = reply["records"]
+                if any(
+                    r[1][0] == "event" and r[1][2] == "worker-removed" for r in records
+                ):
+                    self.worker_removed_at = time.monotonic()
+                last = records[-1][0] if records else cursor
+                self.store.ingest(
+                    self.cluster,
+                    records,
+                    instance=reply["instance"],
+                    last=last,
+                    dropped=reply["dropped"],
+                )
+                written += len(records)
+                if last >= reply["last"]:
+                    return written

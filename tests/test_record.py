@@ -10,7 +10,7 @@ import pytest
 from distributed import Client, LocalCluster, span
 
 import dask_observe
-from dask_observe.recorder import NoClientError
+from dask_observe.recording import NoClientError
 
 from .conftest import subprocess_env
 

@@ -1,26 +1,49 @@
-"""The scheduler side of capture."""
+"""The scheduler side of capture.
+
+Everything the cluster says lands in one bounded, numbered buffer here: the
+scheduler's own log records, those that workers and nannies push, a record per
+finished or failed task, sampled metrics, and lifecycle events. Recorders pull from
+it by cursor (``dask_observe_pull``), so nothing here waits for a reader.
+"""
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
+from tornado.ioloop import PeriodicCallback
+
+from dask_observe.capture.buffer import DropCountingBuffer, SequencedBuffer
+from dask_observe.capture.metrics import cluster_metrics, worker_metrics
+from dask_observe.capture.router import LogRouter, Sink
+from dask_observe.capture.settings import CaptureSettings
 
 if TYPE_CHECKING:
-    from distributed import Client, Scheduler
+    from distributed import Scheduler
 
 PLUGIN_NAME = "dask-observe"
 
-#: Task states that end a task's run on a worker, the ones a run counts.
-_COUNTED_STATES = frozenset({"memory", "erred"})
+#: Most records one pull returns; keeps each reply (and its serialisation) small.
+PULL_LIMIT = 10_000
+
+#: Event topics not kept: "all" repeats every other topic.
+_SKIPPED_TOPICS = frozenset({"all"})
+
+#: A log record as workers and nannies ship it: (time, level, logger, message, worker).
+ShippedLog = tuple[float, int, str, str, str | None]
+
+#: startstops actions, summed per task.
+_PHASES = ("compute", "transfer", "disk-read", "disk-write", "deserialize")
 
 
 class ObserveSchedulerPlugin(SchedulerPlugin):
-    """Counts the tasks that finish in each span a recorder watches.
+    """Collects the cluster's telemetry for recorders to pull.
 
-    A run is a ``distributed.span``; the recorder asks the plugin to watch the run's
-    span id, and the counts include the tasks of any sub-span the user opens inside.
+    It also counts the tasks that finish in each span a run watches: exact counts
+    that do not depend on how much of the buffer a recorder managed to read.
     """
 
     name = PLUGIN_NAME
@@ -28,64 +51,155 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
     # recorder, in this kernel or another one, is using.
     idempotent = True
 
-    def __init__(self) -> None:
-        self._scheduler: Scheduler | None = None
-        self._watched: dict[str, Counter[str]] = {}
+    def __init__(self, settings: CaptureSettings | None = None) -> None:
+        # Only settings here: the plugin is pickled on the client; what it runs
+        # with is made in start(), on the scheduler.
+        self.settings = settings or CaptureSettings()
 
+    # -- lifecycle ---------------------------------------------------------------
     async def start(self, scheduler: Scheduler) -> None:
-        self._scheduler = scheduler
+        #: Changes when the scheduler (and so the numbering) starts afresh.
+        self.instance = uuid.uuid4().hex
+        self.buffer = SequencedBuffer(self.settings.buffer_size)
+        # The scheduler logs from helper threads too: those records wait in a
+        # thread-safe buffer until the event loop moves them into the numbered one.
+        self._own_logs = DropCountingBuffer(self.settings.buffer_size)
+        self._sink = Sink(
+            "scheduler",
+            lambda record, worker: self._own_logs.append((*record, worker)),
+            levels=self.settings.levels,
+        )
+        self._watched: dict[str, Counter[str]] = {}
+        self._scheduler: Scheduler | None = scheduler
+        #: Records that workers, nannies and the scheduler's own log buffer had to
+        #: drop, since start. A counter, not a record: it must not be droppable.
+        self.dropped_upstream = 0
+        scheduler.handlers["dask_observe_pull"] = self.pull
+        scheduler.handlers["dask_observe_push"] = self.push
+        scheduler.handlers["dask_observe_watch"] = self.watch
+        scheduler.handlers["dask_observe_unwatch"] = self.unwatch
+        LogRouter.attach(self._sink)
+        self._sampler = PeriodicCallback(self.sample, self.settings.metrics_interval_ms)
+        self._sampler.start()
+
+    async def close(self) -> None:
+        self._sampler.stop()
+        LogRouter.detach(self._sink)
+
+    # -- hooks: the hot path -----------------------------------------------------
+    def transition(
+        self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any
+    ) -> None:
+        # The scheduler's hottest path: leave at once unless a task ran and ended.
+        if start != "processing" or (finish != "memory" and finish != "erred"):
+            return
+        assert self._scheduler is not None
+        ts = self._scheduler.tasks.get(key)
+        if ts is None:
+            return
+        span = (ts.annotations or {}).get("span") or {}
+        span_ids = span.get("ids", ())
+        if self._watched:
+            for span_id in span_ids:
+                counter = self._watched.get(span_id)
+                if counter is not None:
+                    counter[finish] += 1
+        phases = dict.fromkeys(_PHASES, 0.0)
+        begin = end = None
+        for ss in kwargs.get("startstops", ()):
+            action = ss["action"]
+            if action in phases:
+                phases[action] += ss["stop"] - ss["start"]
+            if action == "compute":
+                begin, end = ss["start"], ss["stop"]
+        self.buffer.append(
+            (
+                "task",
+                time.time(),
+                str(key),
+                ts.prefix.name,
+                " ".join(span_ids),
+                kwargs.get("worker"),
+                kwargs.get("thread"),
+                begin,
+                end,
+                finish,
+                kwargs.get("nbytes"),
+                *phases.values(),
+                kwargs.get("exception_text"),
+                kwargs.get("traceback_text"),
+            )
+        )
+
+    def add_worker(self, scheduler: Scheduler, worker: str) -> None:
+        ws = scheduler.workers.get(worker)
+        data = {"nthreads": ws.nthreads, "memory_limit": ws.memory_limit} if ws else {}
+        self._event("worker-added", worker, data)
+
+    def remove_worker(
+        self, scheduler: Scheduler, worker: str, *, stimulus_id: str, **kwargs: Any
+    ) -> None:
+        # The stimulus says why: heartbeat missing, worker closed, comm lost, ...
+        self._event("worker-removed", worker, {"stimulus_id": stimulus_id})
+
+    def restart(self, scheduler: Scheduler) -> None:
+        self._event("cluster-restart", None, {})
+
+    def log_event(self, topic: str, msg: Any) -> None:
+        if topic in _SKIPPED_TOPICS:
+            return
+        worker = msg.get("worker") if isinstance(msg, dict) else None
+        self._event(topic, worker if isinstance(worker, str) else None, msg)
+
+    def _event(self, kind: str, worker: str | None, data: Any) -> None:
+        self.buffer.append(("event", time.time(), kind, worker, data))
+
+    # -- periodic ----------------------------------------------------------------
+    def sample(self) -> None:
+        """Metrics of every worker and of the cluster, every metrics interval."""
+        assert self._scheduler is not None
+        now = time.time()
+        for ws in self._scheduler.workers.values():
+            self.buffer.append(("metrics", now, ws.address, worker_metrics(ws)))
+        self.buffer.append(("metrics", now, None, cluster_metrics(self._scheduler)))
+        self._move_own_logs()
+
+    def _move_own_logs(self) -> None:
+        records, dropped = self._own_logs.drain(len(self._own_logs) + 1)
+        self._add_logs("scheduler", records, dropped)
+
+    def _add_logs(self, source: str, records: list[ShippedLog], dropped: int) -> None:
+        for t, level, logger_name, message, worker in records:
+            self.buffer.append(("log", t, level, source, worker, logger_name, message))
+        self.dropped_upstream += dropped
+
+    # -- handlers (RPC) ----------------------------------------------------------
+    def push(self, source: str, records: list[ShippedLog], dropped: int = 0) -> None:
+        """Log records from a worker or nanny, each naming its worker."""
+        self._add_logs(source, records, dropped)
+
+    def pull(self, cursor: int = 0, instance: str | None = None) -> dict[str, Any]:
+        """Records numbered above ``cursor``; from the start for another instance.
+
+        ``dropped`` holds running totals, by kind of record, of what was dropped
+        unread: here, or (log lines) in a worker, nanny or the scheduler's own log
+        buffer before it got here.
+        """
+        self._move_own_logs()
+        if instance != self.instance:
+            cursor = 0
+        records = self.buffer.after(cursor, PULL_LIMIT)
+        dropped = dict(self.buffer.lost)
+        dropped["log"] = dropped.get("log", 0) + self.dropped_upstream
+        return {
+            "instance": self.instance,
+            "last": self.buffer.last,
+            "dropped": dropped,
+            "records": records,
+        }
 
     def watch(self, span_id: str) -> None:
         self._watched.setdefault(span_id, Counter())
 
     def unwatch(self, span_id: str) -> dict[str, int]:
         return dict(self._watched.pop(span_id, Counter()))
-
-    def counts(self, span_id: str) -> dict[str, int]:
-        return dict(self._watched.get(span_id, Counter()))
-
-    def transition(
-        self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any
-    ) -> None:
-        # The scheduler's hottest path: leave at once unless there is work.
-        if not self._watched or finish not in _COUNTED_STATES:
-            return
-        assert self._scheduler is not None
-        ts = self._scheduler.tasks.get(key)
-        if ts is None or ts.group.span_id is None:
-            return
-        spans = self._scheduler.extensions["spans"].spans
-        span = spans.get(ts.group.span_id)
-        while span is not None:
-            counter = self._watched.get(span.id)
-            if counter is not None:
-                counter[finish] += 1
-            span = span.parent
-
-
-def _plugin(dask_scheduler: Scheduler) -> ObserveSchedulerPlugin | None:
-    plugin = dask_scheduler.plugins.get(PLUGIN_NAME)
-    return plugin if isinstance(plugin, ObserveSchedulerPlugin) else None
-
-
-def _watch(dask_scheduler: Scheduler, span_id: str) -> None:
-    plugin = _plugin(dask_scheduler)
-    assert plugin is not None, "register ObserveSchedulerPlugin first"
-    plugin.watch(span_id)
-
-
-def _unwatch(dask_scheduler: Scheduler, span_id: str) -> dict[str, int]:
-    plugin = _plugin(dask_scheduler)
-    return plugin.unwatch(span_id) if plugin is not None else {}
-
-
-def watch_span(client: Client, span_id: str) -> None:
-    """Start counting the tasks of ``span_id`` on the client's scheduler."""
-    client.register_plugin(ObserveSchedulerPlugin())
-    client.run_on_scheduler(_watch, span_id=span_id)
-
-
-def unwatch_span(client: Client, span_id: str) -> dict[str, int]:
-    """Stop counting ``span_id`` and return its counts by final task state."""
-    counts: dict[str, int] = client.run_on_scheduler(_unwatch, span_id=span_id)
-    return counts

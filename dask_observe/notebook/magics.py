@@ -16,7 +16,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
-from dask_observe.recorder import NoClientError, Recording, resolve_client
+from dask_observe.recording import NoClientError, Recording, resolve_client
 from dask_observe.store import Run, Store, StoreError
 
 

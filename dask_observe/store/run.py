@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.store import telemetry
+
 if TYPE_CHECKING:
+    import pandas as pd
+
     from dask_observe.store.store import Store
 
-#: The columns of ``Store.runs()`` and the keys of ``Run.summary()``.
+#: The columns of ``Store.runs()``; ``Run.summary()`` has these keys and more.
 RUN_COLUMNS = (
     "id",
     "name",
@@ -21,11 +27,37 @@ RUN_COLUMNS = (
     "cluster",
 )
 
+TimeLike = float | str | datetime
+
+
+def epoch(value: TimeLike) -> float:
+    """Seconds since the epoch from a number, a datetime or an ISO string.
+
+    Times without a zone are taken as UTC, the zone every listing shows.
+    """
+    if isinstance(value, int | float):
+        return float(value)
+    import pandas as pd
+
+    stamp = pd.Timestamp(value)
+    if stamp.tzinfo is None:
+        stamp = stamp.tz_localize("UTC")
+    return float(stamp.timestamp())
+
+
+def _to_datetimes(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    import pandas as pd
+
+    for column in columns:
+        frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
+    return frame
+
 
 class Run:
     """One recorded run: a cell, a ``record()`` block, or a headless recording.
 
-    Obtain it with ``store.run(id)`` or ``store.run("last")``.
+    Obtain it with ``store.run(id)`` or ``store.run("last")``. Tasks belong to a run
+    by its span; logs, metrics and events by the run's cluster and time window.
     """
 
     def __init__(self, store: Store, record: dict[str, Any]) -> None:
@@ -50,9 +82,107 @@ class Run:
         self._record = self.store.run_record(self.id)
         return self
 
+    def _window(
+        self, since: TimeLike | None = None, until: TimeLike | None = None
+    ) -> tuple[str | None, float, float]:
+        start = float(self._record["started"])
+        end = self._record["ended"]
+        end = time.time() if end is None else float(end)
+        if since is not None:
+            start = max(start, epoch(since))
+        if until is not None:
+            end = min(end, epoch(until))
+        return self._record["cluster"], start, end
+
+    def logs(
+        self,
+        contains: str | None = None,
+        level: str | int | None = None,
+        worker: str | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        *,
+        source: str | None = None,
+        regex: bool = False,
+    ) -> pd.DataFrame:
+        """Log lines of the scheduler, workers and nannies during the run.
+
+        ``contains`` matches case-insensitively (a regular expression, case-sensitive,
+        with ``regex=True``); ``level`` is the lowest level shown; ``source`` is one of
+        scheduler, worker, nanny.
+
+        Columns: time, level, source, worker, logger, message.
+        """
+        sql, params = telemetry.log_query(
+            *self._window(since, until),
+            contains=contains,
+            regex=regex,
+            level=level,
+            worker=worker,
+            source=source,
+        )
+        frame = self.store.frame(sql, params, ("seq", *telemetry.LOG_COLUMNS))
+        frame["level"] = telemetry.level_names(frame["level"])
+        return _to_datetimes(frame.drop(columns="seq"), "time")
+
+    def tasks(self) -> pd.DataFrame:
+        """Every task that ran in the run, finished or failed, in the order it ended.
+
+        Columns: key, prefix, worker, start, stop, duration_s, status, nbytes, thread,
+        and seconds spent in compute, transfer, disk read/write and deserialisation;
+        exception and traceback for failed tasks.
+        """
+        span_id = self._record.get("span_id") or "\\0"
+        columns = [c for c in telemetry.TASK_COLUMNS if c != "duration_s"]
+        sql = (
+            f"SELECT {', '.join(columns)} FROM tasks"
+            " WHERE cluster = ? AND instr(span_ids, ?) > 0 ORDER BY seq"
+        )
+        frame = self.store.frame(sql, (self._record["cluster"], span_id), columns)
+        frame.insert(5, "duration_s", frame["stop"] - frame["start"])
+        return _to_datetimes(frame, "start", "stop")
+
+    def metrics(
+        self, name: str | None = None, worker: str | None = None
+    ) -> pd.DataFrame:
+        """Sampled metrics in long form: time, worker, name, value.
+
+        Rows whose worker is None are cluster-wide (workers, threads, memory, tasks
+        by state).
+        """
+        sql, params = telemetry.metric_query(*self._window(), name, worker)
+        return _to_datetimes(
+            self.store.frame(sql, params, telemetry.METRIC_COLUMNS), "time"
+        )
+
+    def events(self, kind: str | None = None) -> pd.DataFrame:
+        """Lifecycle events: workers added and removed, restarts, drops, topics."""
+        import json
+
+        cluster, start, end = self._window()
+        sql = "SELECT time, kind, worker, data FROM events WHERE cluster = ?"
+        sql += " AND time BETWEEN ? AND ?"
+        params: list[Any] = [cluster, start, end]
+        if kind is not None:
+            sql += " AND kind = ?"
+            params.append(kind)
+        frame = self.store.frame(
+            sql + " ORDER BY time, seq", params, telemetry.EVENT_COLUMNS
+        )
+        frame["data"] = [json.loads(d) for d in frame["data"]]
+        return _to_datetimes(frame, "time")
+
+    def dropped(self, kind: str | None = None) -> int:
+        """Records the capture had to drop during the run because a buffer was full;
+        ``kind`` narrows to one of log, task, metrics, event."""
+        counts = self.events("dropped")["data"]
+        return int(sum(d["count"] for d in counts if kind in (None, d["kind"])))
+
     def summary(self) -> dict[str, Any]:
         """The headline figures of the run."""
-        return {key: self._record[key] for key in RUN_COLUMNS}
+        summary = {key: self._record[key] for key in RUN_COLUMNS}
+        summary["dropped"] = self.dropped()
+        return summary
 
     def __repr__(self) -> str:
         return f"<dask_observe.Run {self.id} {self.name!r} {self.status}>"

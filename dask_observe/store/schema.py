@@ -32,6 +32,69 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX runs_status ON runs (status);
     """,
+    # 1 -> 2: telemetry. Every row that a UI streams carries ``seq``, one number
+    # series across the tables, so a reader resumes from a single cursor.
+    """
+    CREATE TABLE sequence (value INTEGER NOT NULL);
+    INSERT INTO sequence (value) VALUES (0);
+    CREATE TABLE cursors (
+        cluster   TEXT PRIMARY KEY,
+        instance  TEXT NOT NULL,
+        seq       INTEGER NOT NULL,
+        dropped   TEXT    NOT NULL  -- running totals by kind, as JSON
+    );
+    CREATE TABLE logs (
+        seq       INTEGER PRIMARY KEY,
+        cluster   TEXT    NOT NULL,
+        time      REAL    NOT NULL,
+        level     INTEGER NOT NULL,
+        source    TEXT    NOT NULL,
+        worker    TEXT,
+        logger    TEXT    NOT NULL,
+        message   TEXT    NOT NULL
+    );
+    CREATE INDEX logs_time ON logs (cluster, time);
+    CREATE TABLE tasks (
+        seq       INTEGER PRIMARY KEY,
+        cluster   TEXT    NOT NULL,
+        time      REAL    NOT NULL,
+        key       TEXT    NOT NULL,
+        prefix    TEXT    NOT NULL,
+        span_ids  TEXT    NOT NULL,
+        worker    TEXT,
+        thread    INTEGER,
+        start     REAL,
+        stop      REAL,
+        status    TEXT    NOT NULL,
+        nbytes    INTEGER,
+        compute_s REAL,
+        transfer_s REAL,
+        disk_read_s REAL,
+        disk_write_s REAL,
+        deserialize_s REAL,
+        exception TEXT,
+        traceback TEXT
+    );
+    CREATE INDEX tasks_time ON tasks (cluster, time);
+    CREATE TABLE metrics (
+        seq       INTEGER PRIMARY KEY,
+        cluster   TEXT    NOT NULL,
+        time      REAL    NOT NULL,
+        worker    TEXT,
+        name      TEXT    NOT NULL,
+        value     REAL    NOT NULL
+    );
+    CREATE INDEX metrics_time ON metrics (cluster, time);
+    CREATE TABLE events (
+        seq       INTEGER PRIMARY KEY,
+        cluster   TEXT    NOT NULL,
+        time      REAL    NOT NULL,
+        kind      TEXT    NOT NULL,
+        worker    TEXT,
+        data      TEXT    NOT NULL
+    );
+    CREATE INDEX events_time ON events (cluster, time);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

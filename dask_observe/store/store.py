@@ -6,16 +6,18 @@ open the same file; rows are plain dicts here and DataFrames at the public API.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.store import telemetry
 from dask_observe.store.run import RUN_COLUMNS, Run
 from dask_observe.store.schema import SchemaError, migrate
 
@@ -98,6 +100,7 @@ class Store:
                 self.path, timeout=30, isolation_level=None, check_same_thread=False
             )
             conn.row_factory = sqlite3.Row
+            conn.create_function("REGEXP", 2, telemetry.regexp, deterministic=True)
             conn.execute("PRAGMA journal_mode = WAL")
             # NORMAL is durable across a crash of any process in WAL mode; only a
             # power loss may drop the last transactions.
@@ -185,6 +188,59 @@ class Store:
                 " WHERE id = ?",
                 (status, time.time(), n_tasks, n_failed, run_id),
             )
+
+    # -- telemetry ---------------------------------------------------------------
+    def cursor(self, cluster: str) -> tuple[str | None, int]:
+        """The scheduler plugin instance and record number the store holds up to."""
+        rows = self._query(
+            "SELECT instance, seq FROM cursors WHERE cluster = ?", (cluster,)
+        )
+        return (rows[0]["instance"], rows[0]["seq"]) if rows else (None, 0)
+
+    def ingest(
+        self,
+        cluster: str,
+        records: Sequence[tuple[int, Sequence[Any]]],
+        *,
+        instance: str,
+        last: int,
+        dropped: dict[str, int] | None = None,
+    ) -> int:
+        """Write a pulled batch and move the cursor to ``last``, atomically.
+
+        ``dropped`` is the plugin's running totals of records dropped unread, by
+        kind; the store records what is new since the last batch.
+        """
+        dropped = dropped or {}
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT instance, dropped FROM cursors WHERE cluster = ?", (cluster,)
+            ).fetchone()
+            before = (
+                json.loads(row["dropped"])
+                if row and row["instance"] == instance
+                else {}
+            )
+            lost = {kind: n - before.get(kind, 0) for kind, n in dropped.items()}
+            written = telemetry.ingest(conn, cluster, records, lost)
+            conn.execute(
+                "INSERT INTO cursors (cluster, instance, seq, dropped)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (cluster) DO UPDATE"
+                " SET instance = excluded.instance, seq = excluded.seq,"
+                " dropped = excluded.dropped",
+                (cluster, instance, last, json.dumps(dropped)),
+            )
+        return written
+
+    def frame(
+        self, sql: str, params: Sequence[Any], columns: Sequence[str]
+    ) -> pd.DataFrame:
+        """The rows of a query as a DataFrame with these column names."""
+        import pandas as pd
+
+        with self._lock:
+            rows = self._conn.execute(sql, tuple(params)).fetchall()
+        return pd.DataFrame([tuple(row) for row in rows], columns=list(columns))
 
     # -- runs: reading -----------------------------------------------------------
     def run_records(self, limit: int | None = None) -> list[dict[str, Any]]:

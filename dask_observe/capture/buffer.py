@@ -1,0 +1,91 @@
+"""Bounded buffers that count what they drop."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+from collections.abc import Sequence
+from itertools import islice
+from typing import Any
+
+
+class DropCountingBuffer:
+    """A FIFO of at most ``maxlen`` records; when full, the oldest go and are counted.
+
+    Appends come from any thread (log records are emitted by task threads); the lock
+    keeps the drop count exact.
+    """
+
+    def __init__(self, maxlen: int) -> None:
+        if maxlen < 1:
+            raise ValueError(f"a buffer needs room for a record, not {maxlen}")
+        self._records: deque[Any] = deque(maxlen=maxlen)
+        self._lock = threading.Lock()
+        self.dropped = 0
+
+    def append(self, record: Any) -> None:
+        with self._lock:
+            if len(self._records) == self._records.maxlen:
+                self.dropped += 1
+            self._records.append(record)
+
+    def drain(self, limit: int) -> tuple[list[Any], int]:
+        """Take up to ``limit`` of the oldest records and the drops since last time."""
+        with self._lock:
+            n = min(limit, len(self._records))
+            taken = [self._records.popleft() for _ in range(n)]
+            dropped, self.dropped = self.dropped, 0
+        return taken, dropped
+
+    def count_lost(self, n: int) -> None:
+        """Count ``n`` records lost after they left the buffer (a failed send)."""
+        with self._lock:
+            self.dropped += n
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+
+class SequencedBuffer:
+    """A bounded log of records numbered 1, 2, 3, ... for readers that pull by cursor.
+
+    Records are tuples whose first item is their kind. When the buffer is full the
+    oldest goes; if no reader had taken it yet it is counted in :attr:`lost`, by kind.
+    Used on the scheduler's event loop only.
+    """
+
+    def __init__(self, maxlen: int) -> None:
+        self._records: deque[tuple[int, Any]] = deque(maxlen=maxlen)
+        self.last = 0
+        #: The highest number handed to a reader.
+        self.read_upto = 0
+        #: Records dropped unread, by kind, since the buffer was made.
+        self.lost: Counter[str] = Counter()
+
+    def append(self, record: Any) -> None:
+        if len(self._records) == self._records.maxlen:
+            number, oldest = self._records[0]
+            if number > self.read_upto:
+                self.lost[oldest[0]] += 1
+        self.last += 1
+        self._records.append((self.last, record))
+
+    def extend(self, records: Sequence[Any]) -> None:
+        for record in records:
+            self.append(record)
+
+    @property
+    def first(self) -> int:
+        """The oldest number still held (``last + 1`` when empty)."""
+        return self._records[0][0] if self._records else self.last + 1
+
+    def after(self, cursor: int, limit: int) -> list[tuple[int, Any]]:
+        """Up to ``limit`` records numbered above ``cursor``, oldest first."""
+        if not self._records or cursor >= self.last:
+            return []
+        start = max(0, cursor - self.first + 1)
+        end = min(len(self._records), start + limit)
+        taken = list(islice(self._records, start, end))
+        if taken:
+            self.read_upto = max(self.read_upto, taken[-1][0])
+        return taken

@@ -1,0 +1,63 @@
+"""Metrics sampled from the scheduler's view of workers and of the cluster."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distributed import Scheduler
+    from distributed.scheduler import WorkerState
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def worker_metrics(ws: WorkerState) -> dict[str, float]:
+    """One worker's memory, CPU, tasks, transfer and event loop, from its heartbeat."""
+    memory = ws.memory
+    m = ws.metrics
+    values: dict[str, Any] = {
+        "memory_managed": memory.managed,
+        "memory_unmanaged": memory.unmanaged,
+        "memory_spilled": memory.spilled,
+        "memory_process": memory.process,
+        "memory_limit": ws.memory_limit,
+        "nthreads": ws.nthreads,
+        "tasks_processing": len(ws.processing),
+        "tasks_executing": m.get("task_counts", {}).get("executing"),
+        "tasks_ready": m.get("task_counts", {}).get("ready"),
+        "cpu": m.get("cpu"),
+        "bandwidth": m.get("bandwidth", {}).get("total"),
+        "transfer_incoming_bytes": m.get("transfer", {}).get("incoming_bytes"),
+        "transfer_outgoing_bytes": m.get("transfer", {}).get("outgoing_bytes"),
+        "net_read_bps": m.get("host_net_io", {}).get("read_bps"),
+        "net_write_bps": m.get("host_net_io", {}).get("write_bps"),
+        "disk_read_bps": m.get("host_disk_io", {}).get("read_bps"),
+        "disk_write_bps": m.get("host_disk_io", {}).get("write_bps"),
+        "event_loop_interval": m.get("event_loop_interval"),
+        "gil_contention": m.get("gil_contention"),
+    }
+    return {
+        k: v for k, v in ((k, _number(v)) for k, v in values.items()) if v is not None
+    }
+
+
+def cluster_metrics(scheduler: Scheduler) -> dict[str, float]:
+    """Workers, threads, memory and tasks by state, summed over the cluster."""
+    workers = scheduler.workers.values()
+    values: dict[str, float] = {
+        "workers": len(workers),
+        "nthreads": sum(ws.nthreads for ws in workers),
+        "memory_managed": sum(ws.memory.managed for ws in workers),
+        "memory_unmanaged": sum(ws.memory.unmanaged for ws in workers),
+        "memory_spilled": sum(ws.memory.spilled for ws in workers),
+        "memory_limit": sum(ws.memory_limit or 0 for ws in workers),
+    }
+    # Per prefix, not per task: O(prefixes) however many tasks the graph holds.
+    for prefix in scheduler.task_prefixes.values():
+        for state, count in prefix.states.items():
+            if count and state != "forgotten":
+                key = f"tasks_{state}"
+                values[key] = values.get(key, 0) + count
+    return values

@@ -1,0 +1,109 @@
+"""One log handler per process, routing each record to the plugin it belongs to.
+
+A LocalCluster runs the scheduler and every nanny inside the client's process, and
+``processes=False`` puts workers there too: several plugins then share one logging
+tree. Each record goes to exactly one of them: by logger (``distributed.nanny*`` to a
+nanny, ``distributed.worker*`` to a worker, the rest of ``distributed`` to the
+scheduler), by the worker whose task is logging, or by the worker address or process
+id that the message names.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from dask_observe.capture.logs import CaptureHandler, LogTuple
+
+#: Roles in the order a record falls back to when its own role is absent.
+_FALLBACK = ("scheduler", "worker", "nanny")
+
+
+@dataclass(eq=False)
+class Sink:
+    """A plugin that takes records: its role, where they go, who it speaks for."""
+
+    role: str
+    append: Callable[[LogTuple, str | None], None]
+    worker: Callable[[], str | None] = lambda: None
+    pid: Callable[[], int | None] = lambda: None
+    levels: Mapping[str, int] = field(default_factory=dict)
+
+    def names(self, message: str) -> bool:
+        worker, pid = self.worker(), self.pid()
+        return bool(
+            (worker and worker in message) or (pid and f"process {pid} " in message)
+        )
+
+
+def _role_of(logger_name: str) -> str:
+    if logger_name.startswith("distributed.nanny"):
+        return "nanny"
+    if logger_name.startswith("distributed.worker"):
+        return "worker"
+    if logger_name.startswith("distributed"):
+        return "scheduler"
+    return "worker"  # user code logs from tasks
+
+
+def _task_worker() -> str | None:
+    """The address of the worker whose task runs on this thread, if any."""
+    from distributed.worker import thread_state  # type: ignore[attr-defined]
+
+    state = getattr(thread_state, "execution_state", None)
+    worker = state.get("worker") if isinstance(state, dict) else None
+    return getattr(worker, "address", None)
+
+
+class LogRouter:
+    """The process's single capture handler and the sinks it feeds."""
+
+    _lock = threading.Lock()
+    _instance: LogRouter | None = None
+
+    def __init__(self, levels: Mapping[str, int]) -> None:
+        self.sinks: list[Sink] = []
+        self.handler = CaptureHandler(levels, self._route)
+
+    @classmethod
+    def attach(cls, sink: Sink) -> None:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = LogRouter(sink.levels)
+                cls._instance.handler.install()
+            cls._instance.sinks = [*cls._instance.sinks, sink]
+
+    @classmethod
+    def detach(cls, sink: Sink) -> None:
+        with cls._lock:
+            router = cls._instance
+            if router is None:
+                return
+            router.sinks = [s for s in router.sinks if s is not sink]
+            if not router.sinks:
+                router.handler.uninstall()
+                cls._instance = None
+
+    def _route(self, record: LogTuple) -> None:
+        sinks = self.sinks  # replaced, never mutated: safe to read from any thread
+        if not sinks:
+            return
+        role = _role_of(record[2])
+        for wanted in (role, *_FALLBACK):
+            candidates = [s for s in sinks if s.role == wanted]
+            if candidates:
+                break
+        sink = candidates[0]
+        worker = sink.worker()
+        if len(candidates) > 1:
+            address = _task_worker()
+            named = [
+                s
+                for s in candidates
+                if (address and s.worker() == address) or s.names(record[3])
+            ]
+            if named:
+                sink = named[0]
+                worker = sink.worker()
+        sink.append(record, worker)

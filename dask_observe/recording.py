@@ -1,0 +1,152 @@
+"""Records a run: a span on the cluster, a row in the store, and the recorder
+copying the cluster's telemetry while the run lasts.
+
+The same machinery serves ``%%dask_record``, ``%dask_observe start/stop``,
+``dask_observe.record()`` and ``dask-observe demo``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from dask_observe.recorder import Recorder
+from dask_observe.store import Run, Store
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+logger = logging.getLogger(__name__)
+
+NO_CLIENT_HELP = (
+    "No Dask client found. Create one first, e.g. "
+    "`from distributed import Client; client = Client()` for a local cluster, "
+    "or `Client('tcp://scheduler-address:8786')` for a running one."
+)
+
+
+class NoClientError(ValueError):
+    """Recording needs a Dask client, and none was given or found."""
+
+
+def resolve_client(client: Client | None) -> Client:
+    """The given client, else the current default one."""
+    if client is not None:
+        return client
+    from distributed import default_client
+
+    try:
+        found: Client = default_client()
+    except ValueError:
+        raise NoClientError(NO_CLIENT_HELP) from None
+    return found
+
+
+class Recording:
+    """One run in progress.
+
+    Tasks submitted between :meth:`start` and :meth:`stop` carry the run's span, so
+    the cluster attributes them to the run even while other clients use it.
+    """
+
+    def __init__(self, name: str, client: Client, store: Store) -> None:
+        self.name = name
+        self.client = client
+        self.store = store
+        self.run: Run | None = None
+        self._span: contextlib.AbstractContextManager[str] | None = None
+        self._span_id: str | None = None
+        self._recorder: Recorder | None = None
+
+    def _scheduler_call(self, op: str, **kwargs: Any) -> Any:
+        return self.client.sync(getattr(self.client.scheduler, op), **kwargs)
+
+    def start(self) -> Run:
+        from distributed import span
+
+        self._recorder = Recorder.acquire(self.client, self.store)
+        self._span = span(self.name)
+        self._span_id = self._span.__enter__()
+        try:
+            self._scheduler_call("dask_observe_watch", span_id=self._span_id)
+            scheduler = self.client.scheduler
+            run_id = self.store.create_run(
+                self.name,
+                cluster=scheduler.address if scheduler is not None else None,
+                span_id=self._span_id,
+            )
+        except BaseException:
+            self._span.__exit__(None, None, None)
+            self._recorder.release()
+            raise
+        self.run = self.store.run(run_id)
+        return self.run
+
+    def stop(self, status: str = "finished") -> Run:
+        """End the run as ``finished`` or ``failed`` and return it, refreshed."""
+        assert self.run is not None and self._span is not None, "not started"
+        assert self._span_id is not None and self._recorder is not None
+        self._span.__exit__(None, None, None)
+        counts: dict[str, int] = {}
+        try:
+            counts = self._scheduler_call("dask_observe_unwatch", span_id=self._span_id)
+        except Exception as e:  # the cluster may be gone; the run still ends
+            logger.warning("dask-observe: cannot read task counts of the run: %s", e)
+        try:  # the run's last tasks and lines, readable as soon as it has ended
+            self._recorder.flush_cluster()
+            self._recorder.pull()
+            self._recorder.settle()
+        except Exception as e:
+            logger.warning("dask-observe: cannot read the run's last records: %s", e)
+        self._recorder.release()
+        self.store.end_run(
+            self.run.id,
+            status,
+            n_tasks=sum(counts.values()),
+            n_failed=counts.get("erred", 0),
+        )
+        return self.run.refresh()
+
+
+@contextlib.contextmanager
+def record(
+    name: str = "run",
+    client: Client | None = None,
+    store: Store | str | None = None,
+) -> Iterator[Run]:
+    """Record the block as one run; the same as ``%%dask_record`` in a notebook.
+
+    Parameters
+    ----------
+    name
+        The run's name, shown in listings.
+    client
+        The Dask client whose cluster to record; default: the current client.
+    store
+        A :class:`Store`, a path, or None for the configured default store.
+
+    Yields
+    ------
+    Run
+        The run; after the block it is refreshed with the final status and counts.
+
+    Raises
+    ------
+    NoClientError
+        When no client was given and none exists.
+    """
+    from dask_observe import open_store
+
+    the_client = resolve_client(client)
+    # A store opened here stays open: the yielded Run reads through it afterwards.
+    the_store = store if isinstance(store, Store) else open_store(store)
+    recording = Recording(name, the_client, the_store)
+    run = recording.start()
+    status = "failed"
+    try:
+        yield run
+        status = "finished"
+    finally:
+        recording.stop(status)

@@ -1,0 +1,196 @@
+"""Capture on real clusters with nannies: what dies keeps its last words."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dask.config
+import pytest
+from distributed import Client, KilledWorker, LocalCluster
+
+import dask_observe
+
+from .conftest import subprocess_env
+
+
+def eat_memory(line: str) -> None:
+    logging.getLogger("user.task").warning(line)
+    chunks = []
+    while True:  # until the nanny restarts this worker
+        chunks.append(b"\x01" * (50 * 2**20))
+        time.sleep(0.02)
+
+
+def log_then_die(line: str) -> None:
+    logging.getLogger("user.task").warning(line)
+    time.sleep(0.5)  # "a process that dies a moment later"
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def flood(n: int) -> int:
+    log = logging.getLogger("user.flood")
+    for i in range(n):
+        log.warning("flood line %d", i)
+    return n
+
+
+@pytest.fixture
+def fragile_cluster() -> Iterator[LocalCluster]:
+    """One worker process under a nanny; a task that kills it fails at once."""
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            memory_limit="600 MiB",
+            dashboard_address=":0",
+        ) as cluster,
+    ):
+        yield cluster
+
+
+def read_in_new_process(store_path: Path, code: str, *args: str) -> Any:
+    """Run ``code`` (which prints JSON) in a fresh interpreter on the same store."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env=subprocess_env(store_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+READ_RUN = """
+import json, sys, dask_observe
+run = dask_observe.open_store().run("last")
+logs = run.logs()
+tasks = run.tasks()
+print(json.dumps({
+    "status": run.status,
+    "line": logs[logs.message == sys.argv[1]][["source", "worker"]].to_dict("records"),
+    "nanny": logs[logs.source == "nanny"][["worker", "message"]].to_dict("records"),
+    "tasks": tasks[["key", "status", "worker"]].to_dict("records"),
+}))
+"""
+
+
+def test_a_worker_restarted_for_memory_leaves_its_line_the_nanny_message_and_task(
+    fragile_cluster: LocalCluster, store_path: Path
+) -> None:
+    line = f"about to eat memory {uuid.uuid4().hex}"
+    with Client(fragile_cluster) as client:
+        (worker,) = client.scheduler_info()["workers"]
+        with pytest.raises(KilledWorker), dask_observe.record("oom"):
+            client.submit(eat_memory, line, key="eater").result()
+    fragile_cluster.close()
+
+    seen = read_in_new_process(store_path, READ_RUN, line)
+    assert seen["status"] == "failed"
+    assert seen["line"] == [{"source": "worker", "worker": worker}]
+    restarts = [
+        n for n in seen["nanny"] if "exceeded 95% memory budget" in n["message"]
+    ]
+    assert restarts and restarts[0]["worker"] == worker
+    assert {"key": "eater", "status": "erred"} in [
+        {"key": t["key"], "status": t["status"]} for t in seen["tasks"]
+    ]
+
+
+def test_the_last_line_of_a_worker_killed_with_sigkill_is_kept(
+    fragile_cluster: LocalCluster, store_path: Path
+) -> None:
+    line = f"last words {uuid.uuid4().hex}"
+    with Client(fragile_cluster) as client:
+        (worker,) = client.scheduler_info()["workers"]
+        with pytest.raises(KilledWorker), dask_observe.record("sigkill"):
+            client.submit(log_then_die, line, key="doomed").result()
+    fragile_cluster.close()
+
+    seen = read_in_new_process(store_path, READ_RUN, line)
+    assert seen["line"] == [{"source": "worker", "worker": worker}]
+    killed = [n for n in seen["nanny"] if "was killed by signal 9" in n["message"]]
+    assert killed and killed[0]["worker"] == worker
+
+
+RECORDER_SCRIPT = """
+import logging, sys, time
+import dask_observe
+from distributed import Client, LocalCluster
+
+if __name__ == "__main__":
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as lc:
+        with Client(lc) as client, dask_observe.record("killed recorder"):
+            for i in range(10**6):
+                client.submit(abs, -i, key=f"step-{i}").result()
+                time.sleep(0.01)
+"""
+
+
+def test_a_recorder_killed_mid_run_leaves_a_readable_store_and_an_interrupted_run(
+    store_path: Path, tmp_path: Path
+) -> None:
+    script = tmp_path / "record_forever.py"
+    script.write_text(RECORDER_SCRIPT)
+    process = subprocess.Popen(
+        [sys.executable, str(script)], env=subprocess_env(store_path)
+    )
+    try:
+        deadline = time.monotonic() + 60
+        stored = 0
+        while stored < 20 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            if store_path.exists():
+                with dask_observe.open_store(store_path) as store:
+                    if store.run_records():
+                        stored = len(store.run("last").tasks())
+        assert stored >= 20, "the recorder never wrote tasks"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+    with dask_observe.open_store(store_path) as store:
+        run = store.run("last")
+        assert run.status == "interrupted"
+        tasks = run.tasks()
+        assert len(tasks) >= stored
+        assert tasks["key"].str.startswith("step-").all()
+        (check,) = store.frame("PRAGMA integrity_check", (), ("result",))["result"]
+        assert check == "ok"
+
+
+def test_a_flood_of_200000_lines_is_stored_or_counted_and_the_scheduler_answers(
+    store_path: Path,
+) -> None:
+    n = 200_000
+    slowest = 0.0
+    with (
+        dask.config.set({"observe.capture.buffer-size": 20_000}),
+        LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=":0") as lc,
+        Client(lc) as client,
+        dask_observe.record("flood") as run,
+    ):
+        flooding = client.submit(flood, n, key="flood")
+        probes = 0
+        while not flooding.done():
+            started = time.monotonic()
+            client.submit(abs, -probes, key=f"probe-{probes}").result(timeout=10)
+            slowest = max(slowest, time.monotonic() - started)
+            probes += 1
+        assert flooding.result() == n
+    assert probes > 0 and slowest < 2.0
+    stored = len(run.logs(contains="flood line", source="worker"))
+    dropped = run.dropped("log")
+    assert stored + dropped == n
+    assert stored > 0
