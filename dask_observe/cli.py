@@ -31,6 +31,61 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_logs(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        logs = store.run(args.run).logs(
+            contains=args.filter,
+            regex=args.regex,
+            level=args.level,
+            worker=args.worker,
+            source=args.source,
+            since=args.since,
+        )
+    logs["time"] = logs["time"].dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3]
+    for row in logs.to_dict("records"):
+        where = (
+            row["source"]
+            if row["worker"] is None
+            else f"{row['source']} {row['worker']}"
+        )
+        print(
+            f"{row['time']} {row['level']:<8} {where} {row['logger']}: {row['message']}"
+        )
+    return 0
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from distributed import Client
+
+    from dask_observe.recording import Recording
+
+    try:
+        client = Client(args.scheduler, timeout=args.timeout)
+    except OSError as e:
+        print(
+            f"dask-observe: error: cannot reach the scheduler at {args.scheduler}: {e}",
+            file=sys.stderr,
+        )
+        return 1
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with client, _open(args) as store:
+        recording = Recording(args.name, client, store, whole_cluster=True)
+        run = recording.start()
+        print(f"Recording run {run.id} {run.name!r} from {args.scheduler}")
+        print(f"into {store.path}")
+        print("Stop with Ctrl-C.", flush=True)
+        stop.wait()
+        run = recording.stop("finished")
+        summary = run.summary()
+        print(f"Recorded run {run.id}: {summary['n_tasks']} tasks, {run.status}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from dask_observe.demo import print_summary, run_demo
 
@@ -55,6 +110,24 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     runs = commands.add_parser("runs", help="list recorded runs, newest first")
     runs.set_defaults(func=cmd_runs)
+    logs = commands.add_parser("logs", help="log lines of a run, oldest first")
+    logs.add_argument("run", help="a run id, or last")
+    logs.add_argument(
+        "--filter", metavar="TEXT", help="lines containing TEXT (any case)"
+    )
+    logs.add_argument("--regex", action="store_true", help="--filter is a regex")
+    logs.add_argument("--worker", metavar="ADDRESS", help="lines about this worker")
+    logs.add_argument("--level", help="lowest level: debug, info, warning, error")
+    logs.add_argument("--source", choices=["scheduler", "worker", "nanny"])
+    logs.add_argument("--since", metavar="TIME", help="from this time (UTC)")
+    logs.set_defaults(func=cmd_logs)
+    rec = commands.add_parser(
+        "record", help="record a running cluster that no notebook watches"
+    )
+    rec.add_argument("--scheduler", required=True, metavar="ADDRESS")
+    rec.add_argument("--name", default="recording", help="the run's name")
+    rec.add_argument("--timeout", default="5s", help="to reach the scheduler")
+    rec.set_defaults(func=cmd_record)
     demo = commands.add_parser(
         "demo", help="record a sample workload on an embedded LocalCluster"
     )
@@ -67,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
-    except StoreError as e:
+    except (StoreError, ValueError) as e:  # unknown runs and levels, bad patterns
         print(f"dask-observe: error: {e}", file=sys.stderr)
         return 1
     return code

@@ -48,15 +48,20 @@ class Recording:
     """One run in progress.
 
     Tasks submitted between :meth:`start` and :meth:`stop` carry the run's span, so
-    the cluster attributes them to the run even while other clients use it.
+    the cluster attributes them to the run even while other clients use it. With
+    ``whole_cluster`` (a headless recorder) there is no span: the run holds every
+    task the cluster ran meanwhile, whoever submitted it.
     """
 
-    def __init__(self, name: str, client: Client, store: Store) -> None:
+    def __init__(
+        self, name: str, client: Client, store: Store, *, whole_cluster: bool = False
+    ) -> None:
+        self.whole_cluster = whole_cluster
         self.name = name
         self.client = client
         self.store = store
         self.run: Run | None = None
-        self._span: contextlib.AbstractContextManager[str] | None = None
+        self._span: contextlib.AbstractContextManager[str | None] | None = None
         self._span_id: str | None = None
         self._recorder: Recorder | None = None
 
@@ -67,10 +72,13 @@ class Recording:
         from distributed import span
 
         self._recorder = Recorder.acquire(self.client, self.store)
-        self._span = span(self.name)
+        self._span = (
+            contextlib.nullcontext(None) if self.whole_cluster else span(self.name)
+        )
         self._span_id = self._span.__enter__()
         try:
-            self._scheduler_call("dask_observe_watch", span_id=self._span_id)
+            if self._span_id is not None:
+                self._scheduler_call("dask_observe_watch", span_id=self._span_id)
             scheduler = self.client.scheduler
             run_id = self.store.create_run(
                 self.name,
@@ -87,11 +95,14 @@ class Recording:
     def stop(self, status: str = "finished") -> Run:
         """End the run as ``finished`` or ``failed`` and return it, refreshed."""
         assert self.run is not None and self._span is not None, "not started"
-        assert self._span_id is not None and self._recorder is not None
+        assert self._recorder is not None
         self._span.__exit__(None, None, None)
         counts: dict[str, int] = {}
         try:
-            counts = self._scheduler_call("dask_observe_unwatch", span_id=self._span_id)
+            if self._span_id is not None:
+                counts = self._scheduler_call(
+                    "dask_observe_unwatch", span_id=self._span_id
+                )
         except Exception as e:  # the cluster may be gone; the run still ends
             logger.warning("dask-observe: cannot read task counts of the run: %s", e)
         try:  # the run's last tasks and lines, readable as soon as it has ended
@@ -101,6 +112,10 @@ class Recording:
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's last records: %s", e)
         self._recorder.release()
+        if self._span_id is None:  # whole cluster: count what was stored
+            statuses = self.run.tasks()["status"]
+            counts = {"memory": int((statuses == "memory").sum())}
+            counts["erred"] = int((statuses == "erred").sum())
         self.store.end_run(
             self.run.id,
             status,

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import time
 from pathlib import Path
 
+from distributed import Client
+
+import dask_observe
 from dask_observe.store import Store
 
 from .conftest import DASK_OBSERVE, subprocess_env
 
 
-def dask_observe(store_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def dask_observe_cli(store_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [DASK_OBSERVE, *args],
         env=subprocess_env(store_path),
@@ -21,7 +26,7 @@ def dask_observe(store_path: Path, *args: str) -> subprocess.CompletedProcess[st
 
 
 def test_demo_records_a_run_and_says_where_to_look(store_path: Path) -> None:
-    done = dask_observe(store_path, "demo")
+    done = dask_observe_cli(store_path, "demo")
     assert done.returncode == 0, done.stderr
     assert "Recorded run 1 'demo': finished" in done.stdout
     assert str(store_path) in done.stdout
@@ -37,7 +42,7 @@ def test_runs_lists_the_recorded_runs(store_path: Path) -> None:
     with Store(store_path) as store:
         run_id = store.create_run("nightly etl", cluster="tcp://10.0.0.1:8786")
         store.end_run(run_id, "failed", n_tasks=42, n_failed=2)
-    done = dask_observe(store_path, "runs")
+    done = dask_observe_cli(store_path, "runs")
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.splitlines()
     assert header.split()[:3] == ["id", "name", "status"]
@@ -46,7 +51,7 @@ def test_runs_lists_the_recorded_runs(store_path: Path) -> None:
 
 
 def test_runs_on_an_empty_store_says_how_to_record_one(store_path: Path) -> None:
-    done = dask_observe(store_path, "runs")
+    done = dask_observe_cli(store_path, "runs")
     assert done.returncode == 0
     assert "No runs in" in done.stdout
     assert "dask-observe demo" in done.stdout
@@ -55,7 +60,7 @@ def test_runs_on_an_empty_store_says_how_to_record_one(store_path: Path) -> None
 def test_a_store_that_is_not_ours_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("hello")
-    done = dask_observe(path, "runs")
+    done = dask_observe_cli(path, "runs")
     assert done.returncode == 1
     assert done.stderr.startswith("dask-observe: error: cannot open")
     assert str(path) in done.stderr
@@ -63,6 +68,71 @@ def test_a_store_that_is_not_ours_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_an_unknown_command_shows_usage(store_path: Path) -> None:
-    done = dask_observe(store_path, "frobnicate")
+    done = dask_observe_cli(store_path, "frobnicate")
     assert done.returncode == 2
     assert "usage: dask-observe" in done.stderr
+
+
+def shout(x: int) -> int:
+    import logging
+
+    logging.getLogger("user.cli").warning("row %d looks <odd>", x)
+    return x
+
+
+def test_logs_prints_a_runs_lines_filtered(client: Client, store_path: Path) -> None:
+    with dask_observe.record("loud"):
+        client.gather(client.map(shout, range(3)))
+    done = dask_observe_cli(store_path, "logs", "last", "--filter", "LOOKS <ODD>")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3
+    assert all(" WARNING  worker tcp://" in line for line in lines)
+    assert sorted(line.split("user.cli: ")[1] for line in lines) == [
+        f"row {i} looks <odd>" for i in range(3)
+    ]
+    none = dask_observe_cli(store_path, "logs", "last", "--level", "error")
+    assert none.returncode == 0 and none.stdout == ""
+
+
+def test_logs_of_an_unknown_run_lists_the_latest(store_path: Path) -> None:
+    with Store(store_path) as store:
+        store.create_run("only one")
+    done = dask_observe_cli(store_path, "logs", "42")
+    assert done.returncode == 1
+    assert "no run 42" in done.stderr and "1 (only one)" in done.stderr
+
+
+def test_record_an_unreachable_scheduler_fails_fast_and_clearly(
+    store_path: Path,
+) -> None:
+    started = time.monotonic()
+    done = dask_observe_cli(store_path, "record", "--scheduler", "tcp://127.0.0.1:9")
+    assert time.monotonic() - started < 10
+    assert done.returncode == 1
+    assert "cannot reach the scheduler at tcp://127.0.0.1:9" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_record_headless_until_interrupted(client: Client, store_path: Path) -> None:
+    address = client.scheduler.address  # type: ignore[union-attr]
+    process = subprocess.Popen(
+        [DASK_OBSERVE, "record", "--scheduler", address, "--name", "nightly"],
+        env=subprocess_env(store_path),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith("Recording run 1 'nightly'")
+    process.stdout.readline(), process.stdout.readline()  # store path, how to stop
+    client.gather(client.map(shout, range(5), key=[f"shout-{i}" for i in range(5)]))
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    out, _ = process.communicate(timeout=30)
+    assert process.returncode == 0
+    assert "Recorded run 1" in out
+    with Store(store_path) as store:
+        run = store.run("last")
+        assert (run.name, run.status) == ("nightly", "finished")
+        assert set(run.tasks()["key"]) >= {f"shout-{i}" for i in range(5)}
+        assert len(run.logs(contains="looks <odd>")) == 5

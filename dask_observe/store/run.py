@@ -132,13 +132,16 @@ class Run:
         and seconds spent in compute, transfer, disk read/write and deserialisation;
         exception and traceback for failed tasks.
         """
-        span_id = self._record.get("span_id") or "\\0"
         columns = [c for c in telemetry.TASK_COLUMNS if c != "duration_s"]
-        sql = (
-            f"SELECT {', '.join(columns)} FROM tasks"
-            " WHERE cluster = ? AND instr(span_ids, ?) > 0 ORDER BY seq"
-        )
-        frame = self.store.frame(sql, (self._record["cluster"], span_id), columns)
+        sql = f"SELECT {', '.join(columns)} FROM tasks WHERE cluster = ?"
+        span_id = self._record.get("span_id")
+        if span_id:  # the run's span, or spans opened inside it
+            sql += " AND instr(span_ids, ?) > 0"
+            params: tuple[Any, ...] = (self._record["cluster"], span_id)
+        else:  # a whole-cluster recording: everything that ended meanwhile
+            sql += " AND time BETWEEN ? AND ?"
+            params = self._window()
+        frame = self.store.frame(sql + " ORDER BY seq", params, columns)
         frame.insert(5, "duration_s", frame["stop"] - frame["start"])
         return _to_datetimes(frame, "start", "stop")
 

@@ -1,0 +1,108 @@
+"""What a run holds, read through the Python API: logs, tasks, metrics."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import pytest
+from distributed import Client
+
+import dask_observe
+from dask_observe.store import Run
+
+
+def chatty(x: int) -> int:
+    log = logging.getLogger("user.etl")
+    log.warning("Loaded PARTITION %d of <table>", x)
+    log.error("partition %d: checksum mismatch", x) if x == 3 else None
+    log.info("not captured: user loggers default to WARNING")
+    time.sleep(0.3)
+    return x
+
+
+def broken(x: int) -> int:
+    raise RuntimeError(f"cannot parse row {x}")
+
+
+@pytest.fixture
+def run(client: Client, store_path: Path) -> Run:
+    with dask_observe.record("telemetry") as run:
+        client.gather(
+            client.map(chatty, range(6), key=[f"chatty-{i}" for i in range(6)])
+        )
+        with pytest.raises(RuntimeError):
+            client.submit(broken, 7, key="broken-7").result()
+        time.sleep(1.1)  # at least one metrics sample
+    return run
+
+
+def test_logs_have_the_documented_columns_and_every_workers_lines(run: Run) -> None:
+    logs = run.logs(contains="loaded partition")  # any case
+    assert list(logs.columns) == [
+        "time",
+        "level",
+        "source",
+        "worker",
+        "logger",
+        "message",
+    ]
+    assert sorted(logs["message"]) == [
+        f"Loaded PARTITION {i} of <table>" for i in range(6)
+    ]
+    assert set(logs["source"]) == {"worker"} and set(logs["level"]) == {"WARNING"}
+    assert set(logs["worker"]) <= set(run.tasks()["worker"])
+    assert str(logs["time"].dt.tz) == "UTC"
+    assert run.logs(contains="not captured").empty
+
+
+def test_logs_filter_by_level_worker_source_regex_and_time(run: Run) -> None:
+    errors = run.logs(level="error", source="worker")
+    assert set(errors["logger"]) == {"user.etl", "distributed.worker"}
+    ours = errors[errors["logger"] == "user.etl"]
+    assert list(ours["message"]) == ["partition 3: checksum mismatch"]
+    (failed,) = errors[errors["logger"] == "distributed.worker"]["message"]
+    assert failed.startswith("Compute Failed\nKey:       broken-7")
+    worker = ours["worker"].iloc[0]
+    assert set(run.logs(worker=worker)["worker"]) == {worker}
+    assert len(run.logs(contains=r"PARTITION [0-2] ", regex=True)) == 3
+    assert run.logs(contains="loaded partition", since=time.time() + 60).empty
+    with pytest.raises(ValueError, match="unknown log level"):
+        run.logs(level="loud")
+
+
+def test_tasks_hold_every_task_with_its_phases_and_errors(run: Run) -> None:
+    tasks = run.tasks().set_index("key")
+    assert set(tasks.index) == {*(f"chatty-{i}" for i in range(6)), "broken-7"}
+    assert list(run.tasks().columns[:8]) == [
+        "key", "prefix", "worker", "start", "stop", "duration_s", "status", "nbytes",
+    ]  # fmt: skip
+    chatty_rows = tasks.loc[[f"chatty-{i}" for i in range(6)]]
+    assert (chatty_rows["status"] == "memory").all()
+    assert (chatty_rows["duration_s"] >= 0.3).all()
+    assert (chatty_rows["compute_s"] >= 0.3).all()
+    assert (chatty_rows["prefix"] == "chatty").all()
+    failed = tasks.loc["broken-7"]
+    assert failed["status"] == "erred"
+    assert "cannot parse row 7" in failed["exception"]
+    assert "broken" in failed["traceback"]
+    assert run.summary()["n_failed"] == 1
+
+
+def test_metrics_are_long_form_per_worker_and_for_the_cluster(run: Run) -> None:
+    metrics = run.metrics()
+    assert list(metrics.columns) == ["time", "worker", "name", "value"]
+    per_worker = metrics.dropna(subset=["worker"])
+    assert {"memory_managed", "memory_limit", "cpu", "tasks_processing"} <= set(
+        per_worker["name"]
+    )
+    assert per_worker["worker"].nunique() == 2
+    cluster = metrics[metrics["worker"].isna()]
+    assert (cluster[cluster["name"] == "workers"]["value"] == 2).all()
+    limits = run.metrics(name="memory_limit")
+    assert set(limits["name"]) == {"memory_limit"} and (limits["value"] > 0).all()
+
+
+def test_nothing_was_dropped_in_a_quiet_run(run: Run) -> None:
+    assert run.summary()["dropped"] == 0
