@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, deque
-from collections.abc import Sequence
 from itertools import islice
 from typing import Any
 
@@ -69,10 +68,6 @@ class SequencedBuffer:
                 self.lost[oldest[0]] += 1
         self.last += 1
         self._records.append((self.last, record))
-
-    def extend(self, records: Sequence[Any]) -> None:
-        for record in records:
-            self.append(record)
 
     @property
     def first(self) -> int:
