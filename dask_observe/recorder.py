@@ -152,21 +152,24 @@ class Recorder:
                     cursor=cursor,
                     instance=instance,
                 )
-                if reply["instance"] != instance:
-                    cursor = 0
                 records = reply["records"]
                 if any(
                     r[1][0] == "event" and r[1][2] == "worker-removed" for r in records
                 ):
                     self.worker_removed_at = time.monotonic()
-                last = records[-1][0] if records else cursor
-                self.store.ingest(
+                # A new scheduler instance numbers from 1 again.
+                start = cursor if reply["instance"] == instance else 0
+                last = records[-1][0] if records else start
+                stored = self.store.ingest(
                     self.cluster,
                     records,
+                    read_at=(instance, cursor),
                     instance=reply["instance"],
                     last=last,
                     dropped=reply["dropped"],
                 )
+                if stored is None:  # another writer got there first: read again
+                    continue
                 written += len(records)
                 if last >= reply["last"]:
                     return written

@@ -104,3 +104,31 @@ def test_a_run_is_readable_from_another_process_after_the_cluster_is_gone(
         check=True,
     )
     assert out.stdout.split() == ["gone", "finished", "3"]
+
+
+def test_two_recorders_on_one_cluster_and_store_write_each_record_once(
+    client: Client, store_path: Path, tmp_path: Path
+) -> None:
+    import threading
+
+    from dask_observe.recorder import Recorder
+
+    with dask_observe.record("source"):
+        client.gather(
+            client.map(inc, range(200), key=[f"once-{i}" for i in range(200)])
+        )
+    # Two writers (as two processes would be) copy the same cluster into a new store
+    # at the same time.
+    path = tmp_path / "shared.sqlite"
+    stores = [dask_observe.open_store(path) for _ in range(2)]
+    recorders = [Recorder(client, store) for store in stores]
+    threads = [threading.Thread(target=r.pull) for r in recorders for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with dask_observe.open_store(path) as store:
+        tasks = store.frame("SELECT key FROM tasks", (), ["key"])["key"]
+    ours = tasks[tasks.str.startswith("once-")]
+    assert len(ours) == 200
+    assert ours.is_unique

@@ -202,20 +202,28 @@ class Store:
         cluster: str,
         records: Sequence[tuple[int, Sequence[Any]]],
         *,
+        read_at: tuple[str | None, int],
         instance: str,
         last: int,
         dropped: dict[str, int] | None = None,
-    ) -> int:
+    ) -> int | None:
         """Write a pulled batch and move the cursor to ``last``, atomically.
 
+        ``read_at`` is the cursor the batch was pulled from. When another writer
+        (a thread or process recording the same cluster) has moved the cursor
+        since, nothing is written and None is returned: no record is stored twice.
         ``dropped`` is the plugin's running totals of records dropped unread, by
         kind; the store records what is new since the last batch.
         """
         dropped = dropped or {}
         with self._transaction() as conn:
             row = conn.execute(
-                "SELECT instance, dropped FROM cursors WHERE cluster = ?", (cluster,)
+                "SELECT instance, seq, dropped FROM cursors WHERE cluster = ?",
+                (cluster,),
             ).fetchone()
+            current = (row["instance"], row["seq"]) if row else (None, 0)
+            if current != read_at:
+                return None
             before = (
                 json.loads(row["dropped"])
                 if row and row["instance"] == instance
