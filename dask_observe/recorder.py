@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: How recently a worker must have left for a run's end to wait for its nanny.
+SETTLE_AFTER_REMOVAL_S = 5.0
+
 _registry_lock = threading.Lock()
 _recorders: dict[tuple[str, str], Recorder] = {}
 
@@ -104,13 +107,20 @@ class Recorder:
         self._thread.start()
 
     def _run(self) -> None:
+        paused = False
         while not self._stop.wait(self.interval_s):
             try:
                 self.pull()
             except Exception as e:  # a closed client or a lost scheduler
                 if self.client.status in ("closing", "closed"):
                     return
-                logger.warning("dask-observe: recording paused: %s", e)
+                if not paused:  # once, not every interval while it lasts
+                    logger.warning("dask-observe: recording paused: %s", e)
+                paused = True
+                continue
+            if paused:
+                logger.warning("dask-observe: recording resumed")
+                paused = False
 
     def stop(self) -> None:
         """Stop pulling, after one last pull of whatever the cluster still holds."""
@@ -137,7 +147,7 @@ class Recorder:
         :meth:`flush_cluster` cannot reach it; its last lines (the memory restart,
         the exit signal) arrive with its own flush, one interval later.
         """
-        if time.monotonic() - self.worker_removed_at < 5:
+        if time.monotonic() - self.worker_removed_at < SETTLE_AFTER_REMOVAL_S:
             time.sleep(2 * self.flush_interval_s)
             self.pull()
 

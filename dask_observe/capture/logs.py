@@ -37,6 +37,9 @@ class CaptureHandler(logging.Handler):
         self.levels = dict(levels)
         self.sink = sink
         self._threshold: dict[str, int] = {}
+        #: What install() changed, so that uninstall() leaves logging as it was.
+        self._attached: list[logging.Logger] = []
+        self._lowered: dict[logging.Logger, int] = {}
 
     def threshold(self, name: str) -> int:
         """The configured level of the longest configured prefix of ``name``."""
@@ -71,16 +74,19 @@ class CaptureHandler(logging.Handler):
         for name, level in self.levels.items():
             logger = logging.getLogger(name or None)
             if logger.getEffectiveLevel() > level:
+                self._lowered.setdefault(logger, logger.level)
                 logger.setLevel(level)
-        for logger in self._loggers():
+        named = [logging.getLogger(name) for name in self.levels if name]
+        for logger in [logging.getLogger(), *(n for n in named if not n.propagate)]:
             if self not in logger.handlers:
                 logger.addHandler(self)
+                self._attached.append(logger)
 
     def uninstall(self) -> None:
-        for logger in self._loggers():
+        """Detach, and put back the levels that :meth:`install` lowered."""
+        for logger in self._attached:
             logger.removeHandler(self)
-
-    def _loggers(self) -> list[logging.Logger]:
-        root = logging.getLogger()
-        named = [logging.getLogger(name) for name in self.levels if name]
-        return [root, *(logger for logger in named if not logger.propagate)]
+        for logger, level in self._lowered.items():
+            logger.setLevel(level)
+        self._attached.clear()
+        self._lowered.clear()

@@ -29,12 +29,7 @@ class ObserveNannyPlugin(NannyPlugin):
         self.shipper: LogShipper | None = None
 
     def setup(self, nanny: Nanny) -> None:
-        self.shipper = LogShipper(
-            "nanny",
-            self.settings.levels,
-            self.settings.buffer_size,
-            self.settings.flush_interval_ms,
-        )
+        self.shipper = LogShipper("nanny", self.settings)
         self.shipper.start(
             nanny.scheduler.dask_observe_push,
             worker=lambda: nanny.worker_address,

@@ -51,10 +51,10 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
     # recorder, in this kernel or another one, is using.
     idempotent = True
 
-    def __init__(self, settings: CaptureSettings | None = None) -> None:
+    def __init__(self, settings: CaptureSettings) -> None:
         # Only settings here: the plugin is pickled on the client; what it runs
         # with is made in start(), on the scheduler.
-        self.settings = settings or CaptureSettings()
+        self.settings = settings
 
     # -- lifecycle ---------------------------------------------------------------
     async def start(self, scheduler: Scheduler) -> None:

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dask_observe.capture.logs import parse_levels
 
 
 @dataclass(frozen=True)
 class CaptureSettings:
-    """What the plugins need; pickled with them, so the client's config rules."""
+    """What the plugins need; pickled with them, so the client's config rules.
 
-    buffer_size: int = 100_000
-    flush_interval_ms: float = 100.0
-    metrics_interval_ms: float = 1000.0
-    levels: dict[str, int] = field(default_factory=lambda: parse_levels({}))
+    The defaults live in one place, ``observe.yaml``: build with :meth:`from_config`.
+    """
+
+    buffer_size: int
+    flush_interval_ms: float
+    metrics_interval_ms: float
+    levels: dict[str, int]
 
     @classmethod
     def from_config(cls) -> CaptureSettings:

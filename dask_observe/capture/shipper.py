@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from tornado.ioloop import PeriodicCallback
@@ -12,6 +12,7 @@ from tornado.ioloop import PeriodicCallback
 from dask_observe.capture.buffer import DropCountingBuffer
 from dask_observe.capture.logs import LogTuple
 from dask_observe.capture.router import LogRouter, Sink
+from dask_observe.capture.settings import CaptureSettings
 
 logger = logging.getLogger(__name__)
 
@@ -26,17 +27,11 @@ class LogShipper:
     dropped and counted, and the count travels with the next batch.
     """
 
-    def __init__(
-        self,
-        source: str,
-        levels: Mapping[str, int],
-        buffer_size: int,
-        interval_ms: float,
-    ) -> None:
+    def __init__(self, source: str, settings: CaptureSettings) -> None:
         self.source = source
-        self.levels = levels
-        self.buffer = DropCountingBuffer(buffer_size)
-        self.interval_ms = interval_ms
+        self.levels = settings.levels
+        self.buffer = DropCountingBuffer(settings.buffer_size)
+        self.interval_ms = settings.flush_interval_ms
         self._push: Callable[..., Any] | None = None
         self._sink: Sink | None = None
         self._callback: PeriodicCallback | None = None
@@ -75,10 +70,9 @@ class LogShipper:
 
     async def _flush(self) -> None:
         assert self._push is not None
-        remaining = len(self.buffer) + 1
-        while remaining > 0:
+        remaining = len(self.buffer)
+        while True:
             records, dropped = self.buffer.drain(min(BATCH, remaining))
-            remaining -= max(1, len(records))
             if not records and not dropped:
                 return
             try:
@@ -86,6 +80,9 @@ class LogShipper:
             except Exception as e:  # scheduler gone or restarting: count, go on
                 self.buffer.count_lost(len(records) + dropped)
                 logger.debug("dask-observe: cannot ship log records: %s", e)
+                return
+            remaining -= len(records)
+            if remaining <= 0:
                 return
 
     async def stop(self) -> None:

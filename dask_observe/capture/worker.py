@@ -27,12 +27,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self.shipper: LogShipper | None = None
 
     def setup(self, worker: Worker) -> None:
-        self.shipper = LogShipper(
-            "worker",
-            self.settings.levels,
-            self.settings.buffer_size,
-            self.settings.flush_interval_ms,
-        )
+        self.shipper = LogShipper("worker", self.settings)
         self.shipper.start(
             worker.scheduler.dask_observe_push, worker=lambda: worker.address
         )
