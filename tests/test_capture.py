@@ -86,17 +86,24 @@ print(json.dumps({
 """
 
 
+def kill_a_worker(
+    cluster: LocalCluster, store_path: Path, task: Any, line: str, key: str
+) -> tuple[str, Any]:
+    """Record a task that logs ``line`` and then kills its worker; close the cluster
+    and return the worker's address and what a new process reads of the run."""
+    with Client(cluster) as client:
+        (worker,) = client.scheduler_info()["workers"]
+        with pytest.raises(KilledWorker), dask_observe.record(key):
+            client.submit(task, line, key=key).result()
+    cluster.close()
+    return worker, read_in_new_process(store_path, READ_RUN, line)
+
+
 def test_a_worker_restarted_for_memory_leaves_its_line_the_nanny_message_and_task(
     fragile_cluster: LocalCluster, store_path: Path
 ) -> None:
     line = f"about to eat memory {uuid.uuid4().hex}"
-    with Client(fragile_cluster) as client:
-        (worker,) = client.scheduler_info()["workers"]
-        with pytest.raises(KilledWorker), dask_observe.record("oom"):
-            client.submit(eat_memory, line, key="eater").result()
-    fragile_cluster.close()
-
-    seen = read_in_new_process(store_path, READ_RUN, line)
+    worker, seen = kill_a_worker(fragile_cluster, store_path, eat_memory, line, "eater")
     assert seen["status"] == "failed"
     assert seen["line"] == [{"source": "worker", "worker": worker}]
     restarts = [
@@ -112,13 +119,9 @@ def test_the_last_line_of_a_worker_killed_with_sigkill_is_kept(
     fragile_cluster: LocalCluster, store_path: Path
 ) -> None:
     line = f"last words {uuid.uuid4().hex}"
-    with Client(fragile_cluster) as client:
-        (worker,) = client.scheduler_info()["workers"]
-        with pytest.raises(KilledWorker), dask_observe.record("sigkill"):
-            client.submit(log_then_die, line, key="doomed").result()
-    fragile_cluster.close()
-
-    seen = read_in_new_process(store_path, READ_RUN, line)
+    worker, seen = kill_a_worker(
+        fragile_cluster, store_path, log_then_die, line, "doomed"
+    )
     assert seen["line"] == [{"source": "worker", "worker": worker}]
     killed = [n for n in seen["nanny"] if "was killed by signal 9" in n["message"]]
     assert killed and killed[0]["worker"] == worker
@@ -194,3 +197,19 @@ def test_a_flood_of_200000_lines_is_stored_or_counted_and_the_scheduler_answers(
     dropped = run.dropped("log")
     assert stored + dropped == n
     assert stored > 0
+
+
+def test_capture_leaves_the_processs_logging_as_it_found_it() -> None:
+    from dask_observe.capture.logs import CaptureHandler, parse_levels
+
+    mine = logging.getLogger("user.detailed")
+    mine.setLevel(logging.ERROR)
+    handler = CaptureHandler(parse_levels({"user.detailed": "debug"}), lambda r: None)
+    handler.install()
+    try:
+        assert mine.getEffectiveLevel() == logging.DEBUG  # lowered to capture more
+        assert handler in logging.getLogger().handlers
+    finally:
+        handler.uninstall()
+    assert mine.level == logging.ERROR
+    assert handler not in logging.getLogger().handlers
