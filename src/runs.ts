@@ -40,6 +40,7 @@ export class RunsView extends Widget {
     try {
       this._render(await fetchRuns());
     } catch (reason) {
+      this._shown = ''; // redraw on the next success, replacing this message
       this._status.textContent = `Cannot list runs: ${String(reason)}`;
       throw reason;
     }
@@ -54,6 +55,13 @@ export class RunsView extends Widget {
   }
 
   private _render(runs: IRun[]): void {
+    // Most polls return what is shown already: leave the DOM (and any text the
+    // user is selecting in it) alone then.
+    const signature = JSON.stringify(runs);
+    if (signature === this._shown) {
+      return;
+    }
+    this._shown = signature;
     this._status.textContent =
       runs.length === 0
         ? 'No runs recorded yet. Record one with %%dask_record in a notebook, or run "dask-observe demo".'
@@ -62,6 +70,7 @@ export class RunsView extends Widget {
   }
 
   private _list: HTMLUListElement;
+  private _shown = '';
   private _poll: Poll;
   private _status: HTMLDivElement;
 }

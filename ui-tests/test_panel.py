@@ -40,3 +40,10 @@ def test_the_side_panel_lists_a_run_recorded_beforehand(
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=ARTIFACTS / "panel-runs.png")
+
+    # A run recorded while the panel is open appears on its next refresh, on top.
+    with dask_observe.record("later"):
+        client.submit(abs, -1).result()
+    expect(runs).to_have_count(2, timeout=15_000)
+    expect(runs.first.locator(".jp-DaskObserve-run-name")).to_have_text("later")
+    expect(panel.locator(".jp-DaskObserve-runs-status")).to_have_text("2 runs")
