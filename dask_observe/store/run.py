@@ -132,16 +132,11 @@ class Run:
         and seconds spent in compute, transfer, disk read/write and deserialisation;
         exception and traceback for failed tasks.
         """
-        columns = [c for c in telemetry.TASK_COLUMNS if c != "duration_s"]
-        sql = f"SELECT {', '.join(columns)} FROM tasks WHERE cluster = ?"
-        span_id = self._record.get("span_id")
-        if span_id:  # the run's span, or spans opened inside it
-            sql += " AND instr(span_ids, ?) > 0"
-            params: tuple[Any, ...] = (self._record["cluster"], span_id)
-        else:  # a whole-cluster recording: everything that ended meanwhile
-            sql += " AND time BETWEEN ? AND ?"
-            params = self._window()
-        frame = self.store.frame(sql + " ORDER BY seq", params, columns)
+        cluster, start, end = self._window()
+        sql, params, columns = telemetry.task_query(
+            cluster, self._record.get("span_id"), start, end
+        )
+        frame = self.store.frame(sql, params, columns)
         frame.insert(5, "duration_s", frame["stop"] - frame["start"])
         return _to_datetimes(frame, "start", "stop")
 
@@ -162,16 +157,8 @@ class Run:
         """Lifecycle events: workers added and removed, restarts, drops, topics."""
         import json
 
-        cluster, start, end = self._window()
-        sql = "SELECT time, kind, worker, data FROM events WHERE cluster = ?"
-        sql += " AND time BETWEEN ? AND ?"
-        params: list[Any] = [cluster, start, end]
-        if kind is not None:
-            sql += " AND kind = ?"
-            params.append(kind)
-        frame = self.store.frame(
-            sql + " ORDER BY time, seq", params, telemetry.EVENT_COLUMNS
-        )
+        sql, params = telemetry.event_query(*self._window(), kind)
+        frame = self.store.frame(sql, params, telemetry.EVENT_COLUMNS)
         frame["data"] = [json.loads(d) for d in frame["data"]]
         return _to_datetimes(frame, "time")
 

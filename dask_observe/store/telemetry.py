@@ -19,10 +19,25 @@ TASK_COLUMNS = (
 METRIC_COLUMNS = ("time", "worker", "name", "value")
 EVENT_COLUMNS = ("time", "kind", "worker", "data")
 
-_LOG_SQL = "INSERT INTO logs VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-_TASK_SQL = f"INSERT INTO tasks VALUES ({', '.join('?' * 19)})"
-_METRIC_SQL = "INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?)"
-_EVENT_SQL = "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)"
+#: The stored columns of each table after (seq, cluster), in the order of the
+#: records the scheduler plugin sends; named, so that a migration adding a column
+#: cannot shift them.
+_STORED = {
+    "logs": ("time", "level", "source", "worker", "logger", "message"),
+    "tasks": (
+        "time", "key", "prefix", "span_ids", "worker", "thread", "start", "stop",
+        "status", "nbytes", "compute_s", "transfer_s", "disk_read_s",
+        "disk_write_s", "deserialize_s", "exception", "traceback",
+    ),
+    "metrics": ("time", "worker", "name", "value"),
+    "events": ("time", "kind", "worker", "data"),
+}  # fmt: skip
+
+
+def _insert(table: str) -> str:
+    columns = ("seq", "cluster", *_STORED[table])
+    marks = ", ".join("?" * len(columns))
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
 
 
 def _json(data: Any) -> str:
@@ -65,10 +80,10 @@ def ingest(
         "UPDATE sequence SET value = value + ? RETURNING value", (total,)
     ).fetchone()
     seq = iter(range(last - total + 1, last + 1))
-    for sql, rows in ((_LOG_SQL, logs), (_TASK_SQL, tasks), (_METRIC_SQL, metrics),
-                      (_EVENT_SQL, events)):  # fmt: skip
+    for table, rows in (("logs", logs), ("tasks", tasks), ("metrics", metrics),
+                        ("events", events)):  # fmt: skip
         if rows:
-            conn.executemany(sql, [(next(seq), cluster, *row) for row in rows])
+            conn.executemany(_insert(table), [(next(seq), cluster, *r) for r in rows])
     return total
 
 
@@ -139,6 +154,23 @@ def _window(
     return where, params
 
 
+def _select(
+    table: str,
+    columns: Sequence[str],
+    window: tuple[str | None, float | None, float | None],
+    **equal: Any,
+) -> tuple[str, list[Any]]:
+    """Rows of ``table`` in a cluster's time window whose columns equal the given
+    values (None: any), oldest first."""
+    where, params = _window(table, *window)
+    for column, value in equal.items():
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    sql = f"SELECT {', '.join(columns)} FROM {table} WHERE {' AND '.join(where)}"
+    return f"{sql} ORDER BY time, seq", params
+
+
 def metric_query(
     cluster: str | None,
     since: float | None,
@@ -146,13 +178,32 @@ def metric_query(
     name: str | None,
     worker: str | None,
 ) -> tuple[str, list[Any]]:
-    where, params = _window("metrics", cluster, since, until)
-    for column, value in (("name", name), ("worker", worker)):
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(value)
-    sql = "SELECT time, worker, name, value FROM metrics"
-    return f"{sql} WHERE {' AND '.join(where)} ORDER BY time, seq", params
+    return _select(
+        "metrics", METRIC_COLUMNS, (cluster, since, until), name=name, worker=worker
+    )
+
+
+def event_query(
+    cluster: str | None, since: float | None, until: float | None, kind: str | None
+) -> tuple[str, list[Any]]:
+    return _select("events", EVENT_COLUMNS, (cluster, since, until), kind=kind)
+
+
+def task_query(
+    cluster: str | None,
+    span_id: str | None,
+    since: float | None,
+    until: float | None,
+) -> tuple[str, list[Any], list[str]]:
+    """Tasks of a run, in the order they ended: those of its span (and of spans
+    opened inside it), or, for a run without a span, all that ended in its window."""
+    columns = [c for c in TASK_COLUMNS if c != "duration_s"]  # derived on reading
+    if not span_id:
+        sql, params = _select("tasks", columns, (cluster, since, until))
+        return sql, params, columns
+    sql = f"SELECT {', '.join(columns)} FROM tasks WHERE cluster = ?"
+    sql += " AND instr(span_ids, ?) > 0 ORDER BY seq"
+    return sql, [cluster, span_id], columns
 
 
 def regexp(pattern: str, text: str | None) -> bool:
