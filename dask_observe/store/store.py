@@ -67,7 +67,7 @@ class Store:
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
         self.path = Path(path).expanduser()
         # One connection shared by the threads of this process (the kernel's main
-        # thread and the Dask client's loop); the lock keeps its use serial.
+        # thread reading, the recorder's thread writing); the lock keeps it serial.
         self._lock = threading.RLock()
         self._conn = self._connect(create)
         self._mark_interrupted_runs()
