@@ -186,3 +186,27 @@ def test_a_running_run_of_a_live_process_stays_running(tmp_path: Path) -> None:
         store.create_run("alive")
     with Store(tmp_path / "s.sqlite") as store:
         assert store.run("last").status == "running"
+
+
+def test_a_store_of_schema_1_is_migrated_and_its_runs_stay_readable(
+    tmp_path: Path,
+) -> None:
+    from dask_observe.store.schema import APPLICATION_ID, MIGRATIONS
+
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(MIGRATIONS[0])
+        conn.execute(
+            "INSERT INTO runs (name, status, started, ended, n_tasks, host, pid)"
+            " VALUES ('from v1', 'finished', 100.0, 160.0, 7, 'h', 1)"
+        )
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute("PRAGMA user_version = 1")
+    with Store(path) as store:
+        run = store.run("last")
+        assert (run.name, run.summary()["n_tasks"]) == ("from v1", 7)
+        assert run.logs().empty and run.tasks().empty
+        new = store.create_run("after the migration")
+        assert store.run(new).status == "running"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

@@ -84,7 +84,7 @@ class Run:
 
     def _window(
         self, since: TimeLike | None = None, until: TimeLike | None = None
-    ) -> tuple[str | None, float, float]:
+    ) -> telemetry.Window:
         start = float(self._record["started"])
         end = self._record["ended"]
         end = time.time() if end is None else float(end)
@@ -92,7 +92,13 @@ class Run:
             start = max(start, epoch(since))
         if until is not None:
             end = min(end, epoch(until))
-        return self._record["cluster"], start, end
+        return telemetry.Window(
+            self._record["cluster"],
+            start,
+            end,
+            self._record.get("seq_start"),
+            self._record.get("seq_end"),
+        )
 
     def logs(
         self,
@@ -114,7 +120,7 @@ class Run:
         Columns: time, level, source, worker, logger, message.
         """
         sql, params = telemetry.log_query(
-            *self._window(since, until),
+            self._window(since, until),
             contains=contains,
             regex=regex,
             level=level,
@@ -132,9 +138,8 @@ class Run:
         and seconds spent in compute, transfer, disk read/write and deserialisation;
         exception and traceback for failed tasks.
         """
-        cluster, start, end = self._window()
         sql, params, columns = telemetry.task_query(
-            cluster, self._record.get("span_id"), start, end
+            self._window(), self._record.get("span_id")
         )
         frame = self.store.frame(sql, params, columns)
         frame.insert(5, "duration_s", frame["stop"] - frame["start"])
@@ -148,7 +153,7 @@ class Run:
         Rows whose worker is None are cluster-wide (workers, threads, memory, tasks
         by state).
         """
-        sql, params = telemetry.metric_query(*self._window(), name, worker)
+        sql, params = telemetry.metric_query(self._window(), name, worker)
         return _to_datetimes(
             self.store.frame(sql, params, telemetry.METRIC_COLUMNS), "time"
         )
@@ -157,7 +162,7 @@ class Run:
         """Lifecycle events: workers added and removed, restarts, drops, topics."""
         import json
 
-        sql, params = telemetry.event_query(*self._window(), kind)
+        sql, params = telemetry.event_query(self._window(), kind)
         frame = self.store.frame(sql, params, telemetry.EVENT_COLUMNS)
         frame["data"] = [json.loads(d) for d in frame["data"]]
         return _to_datetimes(frame, "time")

@@ -162,8 +162,9 @@ class Store:
         """Insert a new ``running`` run and return its id."""
         with self._transaction() as conn:
             cursor = conn.execute(
-                "INSERT INTO runs (name, status, started, cluster, span_id, host, pid)"
-                " VALUES (?, 'running', ?, ?, ?, ?, ?)",
+                "INSERT INTO runs"
+                " (name, status, started, cluster, span_id, host, pid, seq_start)"
+                " VALUES (?, 'running', ?, ?, ?, ?, ?, (SELECT value FROM sequence))",
                 (
                     name,
                     time.time(),
@@ -184,8 +185,8 @@ class Store:
             raise ValueError(f"a run cannot end as {status!r}")
         with self._transaction() as conn:
             conn.execute(
-                "UPDATE runs SET status = ?, ended = ?, n_tasks = ?, n_failed = ?"
-                " WHERE id = ?",
+                "UPDATE runs SET status = ?, ended = ?, n_tasks = ?, n_failed = ?,"
+                " seq_end = (SELECT value FROM sequence) WHERE id = ?",
                 (status, time.time(), n_tasks, n_failed, run_id),
             )
 

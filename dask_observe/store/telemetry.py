@@ -8,7 +8,8 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from itertools import count
+from typing import Any, NamedTuple
 
 LOG_COLUMNS = ("time", "level", "source", "worker", "logger", "message")
 TASK_COLUMNS = (
@@ -53,37 +54,45 @@ def ingest(
     """Insert pulled records (``(number, record)`` pairs) inside the caller's
     transaction; ``lost`` counts records dropped before they could be read, by
     kind (log, task, metrics, event)."""
-    logs: list[tuple[Any, ...]] = []
-    tasks: list[tuple[Any, ...]] = []
-    metrics: list[tuple[Any, ...]] = []
-    events: list[tuple[Any, ...]] = [
-        (time.time(), "dropped", None, _json({"kind": kind, "count": count}))
-        for kind, count in lost.items()
-        if count
-    ]
-    for _, record in records:
-        kind, fields = record[0], record[1:]
-        if kind == "log":
-            logs.append(tuple(fields))
-        elif kind == "task":
-            tasks.append(tuple(fields))
-        elif kind == "metrics":
-            t, worker, values = fields
-            metrics.extend((t, worker, name, value) for name, value in values.items())
-        elif kind == "event":
-            t, event_kind, worker, data = fields
-            events.append((t, event_kind, worker, _json(data)))
-    total = len(logs) + len(tasks) + len(metrics) + len(events)
+    drops = [(kind, count) for kind, count in lost.items() if count]
+    # Numbers first (a metrics record becomes a row per metric), so that each row
+    # is built once, numbered in the order the cluster produced it.
+    total = len(drops) + sum(
+        len(record[3]) if record[0] == "metrics" else 1 for _, record in records
+    )
     if not total:
         return 0
     (last,) = conn.execute(
         "UPDATE sequence SET value = value + ? RETURNING value", (total,)
     ).fetchone()
-    seq = iter(range(last - total + 1, last + 1))
+    seq = count(last - total + 1)
+    logs: list[tuple[Any, ...]] = []
+    tasks: list[tuple[Any, ...]] = []
+    metrics: list[tuple[Any, ...]] = []
+    events: list[tuple[Any, ...]] = []
+    for _, record in records:
+        kind = record[0]
+        if kind == "task":
+            tasks.append((next(seq), cluster, *record[1:]))
+        elif kind == "log":
+            logs.append((next(seq), cluster, *record[1:]))
+        elif kind == "metrics":
+            _, t, worker, values = record
+            metrics.extend(
+                (next(seq), cluster, t, worker, name, value)
+                for name, value in values.items()
+            )
+        elif kind == "event":
+            _, t, event_kind, worker, data = record
+            events.append((next(seq), cluster, t, event_kind, worker, _json(data)))
+    now = time.time()
+    for kind, n in drops:
+        data = _json({"kind": kind, "count": n})
+        events.append((next(seq), cluster, now, "dropped", None, data))
     for table, rows in (("logs", logs), ("tasks", tasks), ("metrics", metrics),
                         ("events", events)):  # fmt: skip
         if rows:
-            conn.executemany(_insert(table), [(next(seq), cluster, *r) for r in rows])
+            conn.executemany(_insert(table), rows)
     return total
 
 
@@ -103,10 +112,68 @@ def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+class Window(NamedTuple):
+    """Which rows a query reads: a cluster, a time range, and, for a run, the
+    slice of the store's sequence in which its rows were written."""
+
+    cluster: str | None = None
+    since: float | None = None
+    until: float | None = None
+    seq_after: int | None = None
+    seq_upto: int | None = None
+
+
+def _window(table: str, window: Window) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    for condition, value in (
+        (f"{table}.seq > ?", window.seq_after),
+        (f"{table}.seq <= ?", window.seq_upto),
+        (f"{table}.cluster = ?", window.cluster),
+        (f"{table}.time >= ?", window.since),
+        (f"{table}.time <= ?", window.until),
+    ):
+        if value is not None:
+            where.append(condition)
+            params.append(value)
+    return where, params
+
+
+def _source(table: str, window: Window) -> str:
+    # A run's slice of the sequence is a range of the table's rowid: read it in
+    # order rather than through the time index, which costs a lookup a row.
+    return f"{table} NOT INDEXED" if window.seq_after is not None else table
+
+
+def _select(
+    table: str,
+    columns: Sequence[str],
+    window: Window,
+    *,
+    where: Sequence[tuple[str, Any]] = (),
+    order: str = "time, seq",
+    **equal: Any,
+) -> tuple[str, list[Any]]:
+    """Rows of ``table`` in ``window`` that meet each ``(clause, value)`` of
+    ``where`` and whose columns equal the given values (None: any)."""
+    # SQLite tests the terms in the order written: the filters, which reject most
+    # rows, go before the window's, which most rows pass (measured: a text filter
+    # over 1,000,000 lines took 203 ms behind the window terms).
+    clauses = [clause for clause, _ in where]
+    params = [value for _, value in where]
+    window_clauses, window_params = _window(table, window)
+    clauses += window_clauses
+    params += window_params
+    for column, value in equal.items():
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    sql = f"SELECT {', '.join(columns)} FROM {_source(table, window)}"
+    return f"{sql} WHERE {' AND '.join(clauses) or '1'} ORDER BY {order}", params
+
+
 def log_query(
-    cluster: str | None,
-    since: float | None,
-    until: float | None,
+    window: Window,
     *,
     contains: str | None = None,
     regex: bool = False,
@@ -115,95 +182,45 @@ def log_query(
     source: str | None = None,
 ) -> tuple[str, list[Any]]:
     """SQL and parameters for log lines; filters combine with AND."""
-    where, params = _window("logs", cluster, since, until)
+    where: list[tuple[str, Any]] = []
     if contains:
         if regex:
             re.compile(contains)  # a bad pattern is the caller's error, said early
-            where.append("message REGEXP ?")
-            params.append(contains)
+            where.append(("message REGEXP ?", contains))
         else:
-            where.append("message LIKE ? ESCAPE '\\'")
-            params.append(f"%{_escape_like(contains)}%")
+            where.append(("message LIKE ? ESCAPE '\\'", f"%{_escape_like(contains)}%"))
     if level is not None:
-        where.append("level >= ?")
-        params.append(level_number(level))
-    if worker is not None:
-        where.append("worker = ?")
-        params.append(worker)
-    if source is not None:
-        where.append("source = ?")
-        params.append(source)
-    sql = "SELECT seq, time, level, source, worker, logger, message FROM logs"
-    return f"{sql} WHERE {' AND '.join(where)} ORDER BY time, seq", params
-
-
-def _window(
-    table: str, cluster: str | None, since: float | None, until: float | None
-) -> tuple[list[str], list[Any]]:
-    where: list[str] = ["1"]
-    params: list[Any] = []
-    if cluster is not None:
-        where.append(f"{table}.cluster = ?")
-        params.append(cluster)
-    if since is not None:
-        where.append(f"{table}.time >= ?")
-        params.append(since)
-    if until is not None:
-        where.append(f"{table}.time <= ?")
-        params.append(until)
-    return where, params
-
-
-def _select(
-    table: str,
-    columns: Sequence[str],
-    window: tuple[str | None, float | None, float | None],
-    **equal: Any,
-) -> tuple[str, list[Any]]:
-    """Rows of ``table`` in a cluster's time window whose columns equal the given
-    values (None: any), oldest first."""
-    where, params = _window(table, *window)
-    for column, value in equal.items():
-        if value is not None:
-            where.append(f"{column} = ?")
-            params.append(value)
-    sql = f"SELECT {', '.join(columns)} FROM {table} WHERE {' AND '.join(where)}"
-    return f"{sql} ORDER BY time, seq", params
+        where.append(("level >= ?", level_number(level)))
+    columns = ("seq", *LOG_COLUMNS)
+    return _select("logs", columns, window, where=where, worker=worker, source=source)
 
 
 def metric_query(
-    cluster: str | None,
-    since: float | None,
-    until: float | None,
-    name: str | None,
-    worker: str | None,
+    window: Window, name: str | None, worker: str | None
 ) -> tuple[str, list[Any]]:
-    return _select(
-        "metrics", METRIC_COLUMNS, (cluster, since, until), name=name, worker=worker
-    )
+    return _select("metrics", METRIC_COLUMNS, window, name=name, worker=worker)
 
 
-def event_query(
-    cluster: str | None, since: float | None, until: float | None, kind: str | None
-) -> tuple[str, list[Any]]:
-    return _select("events", EVENT_COLUMNS, (cluster, since, until), kind=kind)
+def event_query(window: Window, kind: str | None) -> tuple[str, list[Any]]:
+    return _select("events", EVENT_COLUMNS, window, kind=kind)
 
 
-def task_query(
-    cluster: str | None,
-    span_id: str | None,
-    since: float | None,
-    until: float | None,
-) -> tuple[str, list[Any], list[str]]:
+def task_query(window: Window, span_id: str | None) -> tuple[str, list[Any], list[str]]:
     """Tasks of a run, in the order they ended: those of its span (and of spans
-    opened inside it), or, for a run without a span, all that ended in its window."""
+    opened inside it, whenever they ended), or, for a run without a span, all that
+    ended in its window."""
     columns = [c for c in TASK_COLUMNS if c != "duration_s"]  # derived on reading
     if not span_id:
-        sql, params = _select("tasks", columns, (cluster, since, until))
+        sql, params = _select("tasks", columns, window, order="seq")
         return sql, params, columns
-    sql = f"SELECT {', '.join(columns)} FROM tasks WHERE cluster = ?"
-    sql += " AND instr(span_ids, ?) > 0 ORDER BY seq"
-    return sql, [cluster, span_id], columns
+    sql, params = _select(
+        "tasks",
+        columns,
+        window._replace(since=None, until=None),
+        where=[("instr(span_ids, ?) > 0", span_id)],
+        order="seq",
+    )
+    return sql, params, columns
 
 
 def regexp(pattern: str, text: str | None) -> bool:

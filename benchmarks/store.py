@@ -1,0 +1,96 @@
+"""Store speed: task-event ingest rate, and a text filter over 1,000,000 log lines.
+
+    .venv/bin/python benchmarks/store.py --tasks 200000 --lines 1000000
+
+Records are made in the scheduler plugin's format and written the way the recorder
+writes them (batches of 10,000, each with its cursor, in one transaction).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dask_observe
+
+BATCH = 10_000
+CLUSTER = "tcp://bench:8786"
+
+
+def task_records(n: int, span_id: str) -> Iterator[tuple[str, ...] | tuple[Any, ...]]:
+    now = time.time()
+    for i in range(n):
+        yield (
+            "task", now, f"('inc-{i // 1000:x}', {i})", "inc", span_id,
+            f"tcp://10.0.0.{i % 50}:4000", 140000 + i % 4, now, now + 0.001, "memory",
+            28, 0.001, 0.0, 0.0, 0.0, 0.0, None, None,
+        )  # fmt: skip
+
+
+def log_records(n: int) -> Iterator[tuple[Any, ...]]:
+    now = time.time()
+    for i in range(n):
+        message = f"Finished partition {i} of table events in {i % 97} ms"
+        if i % 100_000 == 0:
+            message += " NeedleInTheHaystack"
+        yield ("log", now, logging.INFO, "worker", f"tcp://10.0.0.{i % 50}:4000",
+               "user.etl", message)  # fmt: skip
+
+
+def ingest(store: dask_observe.Store, records: Iterator[Any], n: int) -> float:
+    """Seconds to write ``n`` records in recorder-sized batches."""
+    started = time.perf_counter()
+    instance, cursor = store.cursor(CLUSTER)
+    batch: list[tuple[int, Any]] = []
+    for record in records:
+        cursor += 1
+        batch.append((cursor, record))
+        if len(batch) == BATCH:
+            store.ingest(CLUSTER, batch, read_at=(instance, cursor - len(batch)),
+                         instance="bench", last=cursor)  # fmt: skip
+            instance, batch = "bench", []
+    if batch:
+        store.ingest(CLUSTER, batch, read_at=(instance, cursor - len(batch)),
+                     instance="bench", last=cursor)  # fmt: skip
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tasks", type=int, default=200_000)
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    args = parser.parse_args()
+    path = Path(tempfile.mkdtemp()) / "bench.sqlite"
+    with dask_observe.open_store(path) as store:
+        run_id = store.create_run("bench", cluster=CLUSTER, span_id="span-1")
+        seconds = ingest(store, task_records(args.tasks, "span-1"), args.tasks)
+        print(f"ingest: {args.tasks} task events in {seconds:.2f} s "
+              f"= {args.tasks / seconds:,.0f} /s")  # fmt: skip
+        seconds = ingest(store, log_records(args.lines), args.lines)
+        print(f"ingest: {args.lines} log lines in {seconds:.2f} s "
+              f"= {args.lines / seconds:,.0f} /s")  # fmt: skip
+        store.end_run(run_id, "finished", n_tasks=args.tasks)
+        run = store.run(run_id)
+        assert len(run.tasks()) == args.tasks
+        timings = []
+        for _ in range(5):
+            started = time.perf_counter()
+            found = run.logs(contains="needleinthehaystack")
+            timings.append(time.perf_counter() - started)
+        expected = len(range(0, args.lines, 100_000))
+        assert len(found) == expected, (len(found), expected)
+        print(
+            f"filter: text over {args.lines} lines, median of 5: "
+            f"{1000 * statistics.median(timings):.0f} ms ({len(found)} found)"
+        )
+    print(f"store size: {path.stat().st_size / 2**20:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
