@@ -6,8 +6,9 @@ import logging
 import time
 from pathlib import Path
 
+import dask.config
 import pytest
-from distributed import Client
+from distributed import Client, LocalCluster
 
 import dask_observe
 from dask_observe.store import Run
@@ -105,4 +106,25 @@ def test_metrics_are_long_form_per_worker_and_for_the_cluster(run: Run) -> None:
 
 
 def test_nothing_was_dropped_in_a_quiet_run(run: Run) -> None:
+    assert run.summary()["dropped"] == 0
+
+
+def test_150000_tasks_are_all_in_run_tasks(store_path: Path) -> None:
+    # Dask's default queuing sends a task per free thread per round trip: about
+    # 1.6 ms a tiny task on these two cores, minutes for 150,000. Without queuing
+    # the workers take tasks in bulk; what is tested here is the capture.
+    n = 150_000
+    with (
+        dask.config.set({"distributed.scheduler.worker-saturation": float("inf")}),
+        LocalCluster(n_workers=2, threads_per_worker=2, dashboard_address=":0") as lc,
+        Client(lc) as client,
+        dask_observe.record("many tasks") as run,
+    ):
+        futures = client.map(abs, range(n), pure=False)
+        client.gather(futures)
+        del futures
+    tasks = run.tasks()
+    assert len(tasks) == n == run.summary()["n_tasks"]
+    assert tasks["key"].is_unique
+    assert (tasks["status"] == "memory").all()
     assert run.summary()["dropped"] == 0
