@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from dask_observe.store import Store, StoreError
+from dask_observe.text import flag_lines, log_lines
 
 
 def _open(args: argparse.Namespace) -> Store:
@@ -41,16 +42,24 @@ def cmd_logs(args: argparse.Namespace) -> int:
             source=args.source,
             since=args.since,
         )
-    logs["time"] = logs["time"].dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3]
-    for row in logs.to_dict("records"):
-        where = (
-            row["source"]
-            if row["worker"] is None
-            else f"{row['source']} {row['worker']}"
-        )
-        print(
-            f"{row['time']} {row['level']:<8} {where} {row['logger']}: {row['message']}"
-        )
+    for line in log_lines(logs):
+        print(line)
+    return 0
+
+
+def cmd_flags(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        flags = store.run(args.run).flags()
+    for line in flag_lines(flags):
+        print(line)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        run = store.run(args.run)
+        path = run.report().save(args.output or f"run-{run.id}.html")
+    print(f"Report of run {run.id} {run.name!r} written to {path}")
     return 0
 
 
@@ -121,6 +130,17 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--source", choices=["scheduler", "worker", "nanny"])
     logs.add_argument("--since", metavar="TIME", help="from this time (UTC)")
     logs.set_defaults(func=cmd_logs)
+    flags = commands.add_parser("flags", help="what went wrong in a run, and why")
+    flags.add_argument("run", help="a run id, or last")
+    flags.set_defaults(func=cmd_flags)
+    report = commands.add_parser(
+        "report", help="write a run's report: one offline HTML file"
+    )
+    report.add_argument("run", help="a run id, or last")
+    report.add_argument(
+        "-o", "--output", metavar="FILE", help="where (default: run-ID.html here)"
+    )
+    report.set_defaults(func=cmd_report)
     rec = commands.add_parser(
         "record", help="record a running cluster that no notebook watches"
     )
@@ -140,7 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
-    except (StoreError, ValueError) as e:  # unknown runs and levels, bad patterns
+    # Unknown runs and levels, bad patterns, a report path that cannot be written.
+    except (StoreError, ValueError, OSError) as e:
         print(f"dask-observe: error: {e}", file=sys.stderr)
         return 1
     return code

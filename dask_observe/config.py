@@ -38,7 +38,8 @@ _register_defaults()
 
 def _from_environment(name: str) -> Any:
     """Read ``observe.<name>`` from the environment as dask would."""
-    raw = os.environ.get(ENV_PREFIX + name.upper().replace("-", "_"))
+    variable = name.upper().replace(".", "__").replace("-", "_")
+    raw = os.environ.get(ENV_PREFIX + variable)
     if raw is None:
         return None
     try:
@@ -47,13 +48,45 @@ def _from_environment(name: str) -> Any:
         return raw
 
 
+def _shipped_default(name: str) -> Any:
+    import yaml
+
+    with DEFAULTS_FILE.open() as f:
+        value: Any = yaml.safe_load(f)["observe"]
+    for part in name.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
 def get(name: str) -> Any:
-    """Return the setting ``observe.<name>``, or None when it is unset."""
+    """Return the setting ``observe.<name>``, or None when it is unset.
+
+    Without dask (a Jupyter server's environment) the environment variable is
+    read as dask would, else the shipped default.
+    """
     try:
         import dask.config
     except ImportError:
-        return _from_environment(name)
+        found = _from_environment(name)
+        return _shipped_default(name) if found is None else found
     return dask.config.get(f"observe.{name}", default=None)
+
+
+def memory_fractions() -> dict[str, float]:
+    """Dask's worker memory thresholds (spill, pause, terminate) as fractions
+    of the memory limit; Dask's own defaults when dask is not importable."""
+    fractions = {"spill": 0.6, "pause": 0.8, "terminate": 0.95}
+    try:
+        import dask.config
+    except ImportError:
+        return fractions
+    for name in fractions:
+        value = dask.config.get(f"distributed.worker.memory.{name}", default=None)
+        if isinstance(value, int | float) and value:
+            fractions[name] = float(value)
+    return fractions
 
 
 def default_store_path() -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -65,8 +66,14 @@ class Recording:
         self._span_id: str | None = None
         self._recorder: Recorder | None = None
 
-    def _scheduler_call(self, op: str, **kwargs: Any) -> Any:
+    def scheduler_call(self, op: str, **kwargs: Any) -> Any:
+        """Call one of the capture plugin's handlers on the scheduler."""
         return self.client.sync(getattr(self.client.scheduler, op), **kwargs)
+
+    @property
+    def span_id(self) -> str | None:
+        """The run's span on the cluster (None for a whole-cluster recording)."""
+        return self._span_id
 
     def start(self) -> Run:
         from distributed import span
@@ -78,7 +85,7 @@ class Recording:
         self._span_id = self._span.__enter__()
         try:
             if self._span_id is not None:
-                self._scheduler_call("dask_observe_watch", span_id=self._span_id)
+                self.scheduler_call("dask_observe_watch", span_id=self._span_id)
             scheduler = self.client.scheduler
             run_id = self.store.create_run(
                 self.name,
@@ -96,11 +103,13 @@ class Recording:
         """End the run as ``finished`` or ``failed`` and return it, refreshed."""
         assert self.run is not None and self._span is not None, "not started"
         assert self._recorder is not None
+        # The run's wall time ends here, not after the flushes that follow.
+        ended = time.time()
         self._span.__exit__(None, None, None)
         counts: dict[str, int] = {}
         try:
             if self._span_id is not None:
-                counts = self._scheduler_call(
+                counts = self.scheduler_call(
                     "dask_observe_unwatch", span_id=self._span_id
                 )
         except Exception as e:  # the cluster may be gone; the run still ends
@@ -121,8 +130,14 @@ class Recording:
             status,
             n_tasks=sum(counts.values()),
             n_failed=counts.get("erred", 0),
+            ended=ended,
         )
-        return self.run.refresh()
+        run = self.run.refresh()
+        try:
+            self.store.set_flag_count(run.id, len(run.flags()))
+        except Exception as e:  # a rule's bug must not lose the run
+            logger.warning("dask-observe: cannot judge the run's flags: %s", e)
+        return run.refresh()
 
 
 @contextlib.contextmanager

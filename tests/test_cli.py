@@ -115,7 +115,8 @@ def test_record_an_unreachable_scheduler_fails_fast_and_clearly(
 
 
 def test_record_headless_until_interrupted(client: Client, store_path: Path) -> None:
-    address = client.scheduler.address  # type: ignore[union-attr]
+    assert client.scheduler is not None
+    address = str(client.scheduler.address)
     process = subprocess.Popen(
         [DASK_OBSERVE, "record", "--scheduler", address, "--name", "nightly"],
         env=subprocess_env(store_path),

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from distributed import LocalCluster
 from nbclient import NotebookClient
+from nbconvert import HTMLExporter
 
 import dask_observe
 
@@ -58,3 +62,89 @@ def test_a_notebook_records_a_cell_with_dask_record(
     assert (summary["name"], summary["status"]) == ("notebook-run", "finished")
     # 100 chunks of ones, their partial sums and the final aggregation.
     assert summary["n_tasks"] > 100
+
+
+Messages = list[tuple[float, dict[str, Any]]]
+
+
+class RecordingClient(NotebookClient):
+    """nbclient as is, keeping every iopub message (with its arrival time)."""
+
+    def __init__(self, nb: nbformat.NotebookNode, **kwargs: Any) -> None:
+        super().__init__(nb, **kwargs)
+        self.messages: Messages = []
+
+    def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
+        self.messages.append((time.monotonic(), msg))
+        return super().process_message(msg, cell, cell_index)
+
+
+def widget_updates(
+    messages: list[tuple[float, dict[str, Any]]],
+) -> list[tuple[float, str]]:
+    """(arrival, value) of every change to an HTML widget's value."""
+    updates = []
+    for arrived, msg in messages:
+        if msg["msg_type"] == "comm_msg":
+            state = msg["content"]["data"].get("state", {})
+            if "value" in state:
+                updates.append((arrived, state["value"]))
+    return updates
+
+
+def test_dask_record_shows_live_progress_then_leaves_a_static_report(
+    cluster: LocalCluster, store_path: Path, tmp_path: Path
+) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "%load_ext dask_observe\n"
+            "from distributed import Client\n"
+            f"client = Client({cluster.scheduler_address!r})"
+        ),
+        # The cell blocks in .compute(): the progress must move meanwhile.
+        nbformat.v4.new_code_cell(
+            "%%dask_record live\n"
+            "import time, dask\n"
+            "@dask.delayed\n"
+            "def nap(i):\n"
+            "    time.sleep(0.25)\n"
+            "    return i\n"
+            "sum(dask.compute(*[nap(i) for i in range(24)]))"
+        ),
+    ]
+    executor = RecordingClient(
+        nb, kernel_name="python3", timeout=120,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )  # fmt: skip
+    executor.execute()
+
+    updates = widget_updates(executor.messages)
+    headers = [v for _, v in updates if "tasks/s" in v]
+    done = [int(m[1]) for v in headers if (m := re.search(r"(\d+) / \d+ tasks", v))]
+    assert len(done) == len(headers)
+    assert done == sorted(done) and len({d for d in done if 0 < d < 24}) >= 3
+    # At least two updates a second while the tasks ran (~3 s on 2 workers).
+    times = [t for t, v in updates if "tasks/s" in v]
+    assert len(times) >= 2 * (times[-1] - times[0])
+    assert any("nap" in v and "/ 24" in v for _, v in updates)  # the prefix bar
+    assert any("processing" in v for _, v in updates)  # the worker memory bars
+
+    # The widget gave its place to the report, kept in the notebook as HTML.
+    outputs = nb.cells[1].outputs
+    kinds = [o.output_type for o in outputs]
+    assert all("application/vnd.jupyter.widget-view+json" not in o.get("data", {})
+               for o in outputs)  # fmt: skip
+    report = next(
+        o.data["text/html"] for o in outputs if "text/html" in o.get("data", {})
+    )
+    run = dask_observe.open_store().run("last")
+    assert f'data-run-id="{run.id}"' in report
+    assert re.search(
+        rf'data-figure="n_tasks" data-value="{run.summary()["n_tasks"]}"', report
+    )
+    assert "execute_result" in kinds  # the cell's value, after the report
+
+    # Exported to HTML (scripts or not), the notebook still shows the report.
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    assert 'class="dobs-report"' in body and 'aria-label="task stream"' in body

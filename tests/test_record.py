@@ -39,6 +39,7 @@ def test_a_recorded_block_becomes_a_finished_run_with_its_task_count(
         11,
         0,
     )
+    assert client.scheduler is not None
     assert row["cluster"] == client.scheduler.address
     assert row["ended"] >= row["started"]
 

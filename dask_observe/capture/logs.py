@@ -26,6 +26,15 @@ def parse_levels(config: Mapping[str, Any]) -> dict[str, int]:
 LogTuple = tuple[float, int, str, str]
 
 
+def _is_own_flush(record: logging.LogRecord) -> bool:
+    """The worker's "Run out-of-band function 'flush_plugin'", logged each time a
+    recorder flushes: our own noise, not the user's cluster talking."""
+    return record.args == ("flush_plugin",) and record.msg == _RUN_MESSAGE
+
+
+_RUN_MESSAGE = "Run out-of-band function %r"
+
+
 class CaptureHandler(logging.Handler):
     """Hands each record at or above its logger's configured level to ``sink``.
 
@@ -56,7 +65,7 @@ class CaptureHandler(logging.Handler):
         # propagation below a logger we are attached to: take it once.
         if getattr(record, "_dask_observe", False):
             return
-        if record.levelno < self.threshold(record.name):
+        if record.levelno < self.threshold(record.name) or _is_own_flush(record):
             return
         record._dask_observe = True
         try:

@@ -69,7 +69,8 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
             lambda record, worker: self._own_logs.append((*record, worker)),
             levels=self.settings.levels,
         )
-        self._watched: dict[str, Counter[str]] = {}
+        #: Per watched span: tasks that ended, by (prefix, memory|erred).
+        self._watched: dict[str, Counter[tuple[str, str]]] = {}
         self._scheduler: Scheduler | None = scheduler
         #: Records that workers, nannies and the scheduler's own log buffer had to
         #: drop, since start. A counter, not a record: it must not be droppable.
@@ -78,6 +79,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         scheduler.handlers["dask_observe_push"] = self.push
         scheduler.handlers["dask_observe_watch"] = self.watch
         scheduler.handlers["dask_observe_unwatch"] = self.unwatch
+        scheduler.handlers["dask_observe_progress"] = self.progress
         LogRouter.attach(self._sink)
         self._sampler = PeriodicCallback(self.sample, self.settings.metrics_interval_ms)
         self._sampler.start()
@@ -103,7 +105,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
             for span_id in span_ids:
                 counter = self._watched.get(span_id)
                 if counter is not None:
-                    counter[finish] += 1
+                    counter[ts.prefix.name, finish] += 1
         phases = dict.fromkeys(_PHASES, 0.0)
         begin = end = None
         for ss in kwargs.get("startstops", ()):
@@ -199,7 +201,47 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         }
 
     def watch(self, span_id: str) -> None:
+        """Count the span's tasks from now on. A metrics sample marks the run's
+        start, so that even a run shorter than the sampling interval has one."""
         self._watched.setdefault(span_id, Counter())
+        self.sample()
 
     def unwatch(self, span_id: str) -> dict[str, int]:
-        return dict(self._watched.pop(span_id, Counter()))
+        """Stop counting the span's tasks; its totals by ``memory`` / ``erred``.
+        A last metrics sample marks the run's end."""
+        self.sample()
+        totals: Counter[str] = Counter()
+        for (_, finish), n in self._watched.pop(span_id, Counter()).items():
+            totals[finish] += n
+        return dict(totals)
+
+    def progress(self, span_id: str) -> dict[str, Any]:
+        """A watched span's progress by prefix, and every worker's memory.
+
+        ``prefixes`` maps a prefix to ``[total, done, erred]``: the total from the
+        span's task groups (they count every task ever added), done and erred
+        from the transitions counted since ``watch``. O(groups + workers), never
+        O(tasks), so it is cheap at any graph size.
+        """
+        assert self._scheduler is not None
+        prefixes: dict[str, list[int]] = {}
+        spans = self._scheduler.extensions.get("spans")
+        span = getattr(spans, "spans", {}).get(span_id)
+        if span is not None:
+            for group in span.traverse_groups():
+                row = prefixes.setdefault(group.prefix.name, [0, 0, 0])
+                row[0] += len(group)
+        for (prefix, finish), n in self._watched.get(span_id, Counter()).items():
+            row = prefixes.setdefault(prefix, [0, 0, 0])
+            row[1 if finish == "memory" else 2] += n
+        workers = {
+            ws.address: [
+                ws.memory.managed,
+                ws.memory.unmanaged,
+                ws.memory.spilled,
+                ws.memory_limit or 0,
+                len(ws.processing),
+            ]
+            for ws in self._scheduler.workers.values()
+        }
+        return {"time": time.time(), "prefixes": prefixes, "workers": workers}

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import sys
+from collections.abc import Iterator
+from html import escape
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -16,8 +19,15 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
+from dask_observe.notebook.progress import (
+    LiveProgress,
+    TextView,
+    WidgetView,
+    has_widget_frontend,
+)
 from dask_observe.recording import NoClientError, Recording, resolve_client
 from dask_observe.store import Run, Store, StoreError
+from dask_observe.text import flag_lines, log_lines
 
 
 def _open_store(path: str | None) -> Store:
@@ -77,6 +87,23 @@ def _observe_parser() -> _Parser:
     status.add_argument("--store", default=None, help="store path")
     runs = commands.add_parser("runs", help="list recorded runs, newest first")
     runs.add_argument("--store", default=None, help="store path")
+    logs = commands.add_parser("logs", help="log lines of a run, oldest first")
+    logs.add_argument("run", nargs="?", default="last", help="run id or last")
+    logs.add_argument("--filter", metavar="TEXT", help="lines containing TEXT")
+    logs.add_argument("--regex", action="store_true", help="--filter is a regex")
+    logs.add_argument("--worker", metavar="ADDRESS", help="lines about this worker")
+    logs.add_argument("--level", help="lowest level: debug, info, warning, error")
+    logs.add_argument("--source", choices=["scheduler", "worker", "nanny"])
+    logs.add_argument("--store", default=None, help="store path")
+    flags = commands.add_parser("flags", help="what went wrong in a run, and why")
+    flags.add_argument("run", nargs="?", default="last", help="run id or last")
+    flags.add_argument("--store", default=None, help="store path")
+    report = commands.add_parser("report", help="a run's report, inline or to a file")
+    report.add_argument("run", nargs="?", default="last", help="run id or last")
+    report.add_argument("-o", "--output", metavar="FILE", help="write it to FILE")
+    report.add_argument("--store", default=None, help="store path")
+    dashboard = commands.add_parser("dashboard", help="the scheduler's dashboard")
+    dashboard.add_argument("page", nargs="?", default="status", help="e.g. workers")
     return parser
 
 
@@ -100,10 +127,15 @@ class ObserveMagics(Magics):
 
         Usage: %%dask_record [NAME] [--no-widget] [--no-report] [--store PATH]
 
-        Tasks submitted by the cell are tagged with the run's span. The run ends
-        ``finished``, or ``failed`` when the cell raised or was interrupted; the
-        summary line is printed either way unless ``--no-report``. Without a Dask
-        client the cell runs unrecorded. ``--store`` defaults to ``observe.store``.
+        Tasks submitted by the cell are tagged with the run's span. While the cell
+        runs, a live display shows progress by task prefix, worker memory, flags
+        and warnings (text without a widget frontend; none with ``--no-widget``).
+        The run ends ``finished``, or ``failed`` when the cell raised or was
+        interrupted; either way the display gives way to the run's report (the
+        summary line with ``--no-report``). Inside a ``%dask_observe start``
+        recording the cell's run nests: its tasks belong to both runs. Without a
+        Dask client the cell runs unrecorded. ``--store`` defaults to
+        ``observe.store``.
         """
         args = _RECORD_PARSER.parse_argstring(line)
         assert self.shell is not None
@@ -118,15 +150,20 @@ class ObserveMagics(Magics):
         try:
             recording = Recording(name, client, store)
             recording.start()
+            view = live = None
+            if not args.no_widget:
+                view = WidgetView(name) if has_widget_frontend() else TextView(name)
+                live = LiveProgress(recording, view).start()
             status = "failed"  # also when the cell is interrupted
             try:
                 result = self._run_cell(cell)
                 status = "finished"
                 return result
             finally:
+                if live is not None:
+                    live.stop()
                 run = recording.stop(status)
-                if not args.no_report:
-                    print(_describe(run))
+                _show_end(run, view, report=not args.no_report)
         finally:
             store.close()
 
@@ -154,6 +191,11 @@ class ObserveMagics(Magics):
           stop                          stop it
           status [--store PATH]         what is being recorded, and where
           runs [--store PATH]           the recorded runs, newest first
+          logs [RUN] [--filter TEXT] [--regex] [--worker W] [--level L]
+               [--source S]             a run's log lines
+          flags [RUN]                   what went wrong in a run, and why
+          report [RUN] [-o FILE]        a run's report, inline or to a file
+          dashboard [PAGE]              a link to the scheduler's dashboard
 
         A run can always be named ``last``.
         """
@@ -210,6 +252,85 @@ class ObserveMagics(Magics):
             return store.runs()
         finally:
             store.close()
+
+    def _observe_logs(self, args: argparse.Namespace) -> None:
+        with _reading(args) as store:
+            logs = store.run(args.run).logs(
+                contains=args.filter,
+                regex=args.regex,
+                level=args.level,
+                worker=args.worker,
+                source=args.source,
+            )
+        if logs.empty:
+            print("No log lines match.")
+        for line in log_lines(logs):
+            print(line)
+
+    def _observe_flags(self, args: argparse.Namespace) -> None:
+        with _reading(args) as store:
+            flags = store.run(args.run).flags()
+        for line in flag_lines(flags):
+            print(line)
+
+    def _observe_report(self, args: argparse.Namespace) -> Any:
+        with _reading(args) as store:
+            run = store.run(args.run)
+            report = run.report()
+            if args.output:
+                try:
+                    path = report.save(args.output)
+                except OSError as e:
+                    raise UsageError(f"cannot write the report: {e}") from None
+                print(f"Report of run {run.id} {run.name!r} written to {path}")
+                return None
+        return report
+
+    def _observe_dashboard(self, args: argparse.Namespace) -> Any:
+        from IPython.display import HTML
+
+        try:
+            client = resolve_client(None)
+        except NoClientError as e:
+            raise UsageError(str(e)) from None
+        link = client.dashboard_link
+        if not link:
+            raise UsageError("this cluster serves no dashboard (is bokeh installed?)")
+        url = link.rsplit("/", 1)[0] + "/" + args.page.lstrip("/")
+        print(url)
+        return HTML(f'<a href="{escape(url)}" target="_blank">{escape(url)}</a>')
+
+
+@contextlib.contextmanager
+def _reading(args: argparse.Namespace) -> Iterator[Store]:
+    """The store named by ``--store``; unknown runs and bad filters become
+    UsageError, as every bad argument of a magic."""
+    store = _open_store(args.store)
+    try:
+        yield store
+    except (StoreError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    finally:
+        store.close()
+
+
+def _show_end(run: Run, view: WidgetView | TextView | None, *, report: bool) -> None:
+    """Give the live display's place to the report; with ``report`` False, only
+    take the widget away (leaving the summary line where it was)."""
+    from IPython.display import Pretty, display
+
+    shown: Any = None
+    if report:
+        try:
+            shown = run.report()
+        except Exception as e:  # the run is stored; only its picture failed
+            print(f"dask-observe: cannot render the report: {e}", file=sys.stderr)
+            shown = Pretty(_describe(run))
+    if isinstance(view, WidgetView):
+        view.replace(shown if shown is not None else Pretty(_describe(run)))
+        view.close()
+    elif shown is not None:
+        display(shown)
 
 
 def load(ipython: InteractiveShell) -> None:

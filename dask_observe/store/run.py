@@ -11,6 +11,7 @@ from dask_observe.store import telemetry
 if TYPE_CHECKING:
     import pandas as pd
 
+    from dask_observe.report import Report
     from dask_observe.store.store import Store
 
 #: The columns of ``Store.runs()``; ``Run.summary()`` has these keys and more.
@@ -45,11 +46,15 @@ def epoch(value: TimeLike) -> float:
     return float(stamp.timestamp())
 
 
-def _to_datetimes(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+def _to_datetimes(
+    frame: pd.DataFrame, *columns: str, epoch: bool = False
+) -> pd.DataFrame:
+    """Seconds since the epoch to UTC timestamps, unless ``epoch`` keeps them."""
     import pandas as pd
 
-    for column in columns:
-        frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
+    if not epoch:
+        for column in columns:
+            frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
     return frame
 
 
@@ -77,6 +82,16 @@ class Run:
         """One of ``running``, ``finished``, ``failed``, ``interrupted``."""
         return str(self._record["status"])
 
+    @property
+    def started(self) -> float:
+        """When the run started, in seconds since the epoch."""
+        return float(self._record["started"])
+
+    def window_end(self) -> float:
+        """When the run ended, or now while it runs (seconds since the epoch)."""
+        end = self._record["ended"]
+        return time.time() if end is None else float(end)
+
     def refresh(self) -> Run:
         """Re-read this run from the store (its status may have changed)."""
         self._record = self.store.run_record(self.id)
@@ -85,13 +100,16 @@ class Run:
     def _window(
         self, since: TimeLike | None = None, until: TimeLike | None = None
     ) -> telemetry.Window:
-        start = float(self._record["started"])
-        end = self._record["ended"]
-        end = time.time() if end is None else float(end)
+        start = self.started
+        # A finished run holds what was recorded while it ran: its slice of the
+        # store ends at seq_end, and also holds lines stamped just after its end
+        # (a nanny reporting how a worker killed inside the run ended), which the
+        # final flush fetched. Only a running run is bounded by the clock.
+        end: float | None = None if self._record.get("seq_end") else time.time()
         if since is not None:
             start = max(start, epoch(since))
         if until is not None:
-            end = min(end, epoch(until))
+            end = epoch(until) if end is None else min(end, epoch(until))
         return telemetry.Window(
             self._record["cluster"],
             start,
@@ -110,6 +128,7 @@ class Run:
         *,
         source: str | None = None,
         regex: bool = False,
+        epoch: bool = False,
     ) -> pd.DataFrame:
         """Log lines of the scheduler, workers and nannies during the run.
 
@@ -117,7 +136,8 @@ class Run:
         with ``regex=True``); ``level`` is the lowest level shown; ``source`` is one of
         scheduler, worker, nanny.
 
-        Columns: time, level, source, worker, logger, message.
+        Columns: time, level, source, worker, logger, message. Times are UTC
+        timestamps, or seconds since the epoch with ``epoch=True``.
         """
         sql, params = telemetry.log_query(
             self._window(since, until),
@@ -129,24 +149,48 @@ class Run:
         )
         frame = self.store.frame(sql, params, ("seq", *telemetry.LOG_COLUMNS))
         frame["level"] = telemetry.level_names(frame["level"])
-        return _to_datetimes(frame.drop(columns="seq"), "time")
+        return _to_datetimes(frame.drop(columns="seq"), "time", epoch=epoch)
 
-    def tasks(self) -> pd.DataFrame:
+    def logs_after(
+        self, seq: int, level: str | int | None = None
+    ) -> list[tuple[int, float, str, str, str | None, str]]:
+        """Lines written to the store after sequence number ``seq``, oldest first:
+        (seq, time, level, source, worker, message). For live views that poll."""
+        window = self._window()._replace(
+            seq_after=max(seq, self._record["seq_start"] or 0)
+        )
+        sql, params = telemetry.log_query(window, level=level)
+        rows = self.store.frame(sql, params, ("seq", *telemetry.LOG_COLUMNS))
+        return [
+            (int(q), float(t), lv, src, w, m)
+            for q, t, lv, src, w, m in zip(
+                rows["seq"],
+                rows["time"],
+                telemetry.level_names(rows["level"]),
+                rows["source"],
+                rows["worker"],
+                rows["message"],
+                strict=True,
+            )
+        ]
+
+    def tasks(self, *, epoch: bool = False) -> pd.DataFrame:
         """Every task that ran in the run, finished or failed, in the order it ended.
 
         Columns: key, prefix, worker, start, stop, duration_s, status, nbytes, thread,
         and seconds spent in compute, transfer, disk read/write and deserialisation;
-        exception and traceback for failed tasks.
+        exception and traceback for failed tasks; ``ended``, when the scheduler
+        learnt that the task ended.
         """
         sql, params, columns = telemetry.task_query(
             self._window(), self._record.get("span_id")
         )
         frame = self.store.frame(sql, params, columns)
         frame.insert(5, "duration_s", frame["stop"] - frame["start"])
-        return _to_datetimes(frame, "start", "stop")
+        return _to_datetimes(frame, "start", "stop", "ended", epoch=epoch)
 
     def metrics(
-        self, name: str | None = None, worker: str | None = None
+        self, name: str | None = None, worker: str | None = None, *, epoch: bool = False
     ) -> pd.DataFrame:
         """Sampled metrics in long form: time, worker, name, value.
 
@@ -155,23 +199,37 @@ class Run:
         """
         sql, params = telemetry.metric_query(self._window(), name, worker)
         return _to_datetimes(
-            self.store.frame(sql, params, telemetry.METRIC_COLUMNS), "time"
+            self.store.frame(sql, params, telemetry.METRIC_COLUMNS), "time", epoch=epoch
         )
 
-    def events(self, kind: str | None = None) -> pd.DataFrame:
+    def events(self, kind: str | None = None, *, epoch: bool = False) -> pd.DataFrame:
         """Lifecycle events: workers added and removed, restarts, drops, topics."""
         import json
 
         sql, params = telemetry.event_query(self._window(), kind)
         frame = self.store.frame(sql, params, telemetry.EVENT_COLUMNS)
         frame["data"] = [json.loads(d) for d in frame["data"]]
-        return _to_datetimes(frame, "time")
+        return _to_datetimes(frame, "time", epoch=epoch)
 
     def dropped(self, kind: str | None = None) -> int:
         """Records the capture had to drop during the run because a buffer was full;
         ``kind`` narrows to one of log, task, metrics, event."""
         counts = self.events("dropped")["data"]
         return int(sum(d["count"] for d in counts if kind in (None, d["kind"])))
+
+    def flags(self) -> pd.DataFrame:
+        """What went wrong and why: time, kind, severity, worker, message,
+        evidence (a list of {time, worker, text}), advice. Judged from what is
+        recorded so far, so a running run has the flags raised up to now."""
+        from dask_observe.flags import evaluate
+
+        return evaluate(self)
+
+    def report(self) -> Report:
+        """The run's report: ``.html``, ``.save(path)``, shown inline in Jupyter."""
+        from dask_observe.report import Report
+
+        return Report.of(self)
 
     def summary(self) -> dict[str, Any]:
         """The headline figures of the run."""

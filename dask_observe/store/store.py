@@ -178,7 +178,13 @@ class Store:
         return cursor.lastrowid
 
     def end_run(
-        self, run_id: int, status: str, *, n_tasks: int = 0, n_failed: int = 0
+        self,
+        run_id: int,
+        status: str,
+        *,
+        n_tasks: int = 0,
+        n_failed: int = 0,
+        ended: float | None = None,
     ) -> None:
         """Close a run with its final status and counts."""
         if status not in RUN_STATUSES or status == "running":
@@ -187,8 +193,13 @@ class Store:
             conn.execute(
                 "UPDATE runs SET status = ?, ended = ?, n_tasks = ?, n_failed = ?,"
                 " seq_end = (SELECT value FROM sequence) WHERE id = ?",
-                (status, time.time(), n_tasks, n_failed, run_id),
+                (status, ended or time.time(), n_tasks, n_failed, run_id),
             )
+
+    def set_flag_count(self, run_id: int, n_flags: int) -> None:
+        """Record how many flags a finished run raised, for listings."""
+        with self._transaction() as conn:
+            conn.execute("UPDATE runs SET n_flags = ? WHERE id = ?", (n_flags, run_id))
 
     # -- telemetry ---------------------------------------------------------------
     def cursor(self, cluster: str) -> tuple[str | None, int]:

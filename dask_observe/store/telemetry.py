@@ -15,7 +15,7 @@ LOG_COLUMNS = ("time", "level", "source", "worker", "logger", "message")
 TASK_COLUMNS = (
     "key", "prefix", "worker", "start", "stop", "duration_s", "status", "nbytes",
     "thread", "compute_s", "transfer_s", "disk_read_s", "disk_write_s",
-    "deserialize_s", "exception", "traceback",
+    "deserialize_s", "exception", "traceback", "ended",
 )  # fmt: skip
 METRIC_COLUMNS = ("time", "worker", "name", "value")
 EVENT_COLUMNS = ("time", "kind", "worker", "data")
@@ -210,12 +210,13 @@ def task_query(window: Window, span_id: str | None) -> tuple[str, list[Any], lis
     opened inside it, whenever they ended), or, for a run without a span, all that
     ended in its window."""
     columns = [c for c in TASK_COLUMNS if c != "duration_s"]  # derived on reading
+    selected = ["time AS ended" if c == "ended" else c for c in columns]
     if not span_id:
-        sql, params = _select("tasks", columns, window, order="seq")
+        sql, params = _select("tasks", selected, window, order="seq")
         return sql, params, columns
     sql, params = _select(
         "tasks",
-        columns,
+        selected,
         window._replace(since=None, until=None),
         where=[("instr(span_ids, ?) > 0", span_id)],
         order="seq",

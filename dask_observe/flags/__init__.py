@@ -1,0 +1,49 @@
+"""Flags: what went wrong in a run, why, and what to do about it.
+
+Flags are computed from the recorded telemetry, never stored: a finished run and a
+live one are judged by the same rules (a live run over what has been recorded so
+far), and a better rule in a later version improves old runs too.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dask_observe.flags.rules import FLAG_KINDS, RULES, Context, Flag
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dask_observe.store import Run
+
+#: The columns of ``run.flags()``.
+FLAG_COLUMNS = ("time", "kind", "severity", "worker", "message", "evidence", "advice")
+
+#: Severities, mildest first.
+SEVERITIES = ("info", "warning", "error")
+
+__all__ = ["FLAG_COLUMNS", "FLAG_KINDS", "SEVERITIES", "Flag", "evaluate", "flag_list"]
+
+
+def flag_list(run: Run) -> list[Flag]:
+    """Every flag the run raises, in time order."""
+    context = Context(run)
+    flags = [flag for rule in RULES for flag in rule(context)]
+    return sorted(flags, key=lambda f: (f.time, f.kind))
+
+
+def evaluate(run: Run) -> pd.DataFrame:
+    """``run.flags()``: a DataFrame with the columns of FLAG_COLUMNS.
+
+    ``evidence`` holds a list of ``{"time", "worker", "text"}`` dicts: the log
+    lines or metric values the flag rests on.
+    """
+    import pandas as pd
+
+    rows = [
+        (f.time, f.kind, f.severity, f.worker, f.message, f.evidence, f.advice)
+        for f in flag_list(run)
+    ]
+    frame = pd.DataFrame(rows, columns=list(FLAG_COLUMNS))
+    frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)
+    return frame

@@ -1,0 +1,335 @@
+"""Live progress under a ``%%dask_record`` cell.
+
+A thread polls while the cell runs, so the display moves while the kernel's main
+thread blocks in ``.compute()``: the scheduler for progress by prefix and worker
+memory (one small reply, O(prefixes + workers)), the store for new warning and
+error lines and, less often, for flags. What the browser gets is aggregated: a few
+HTML widgets, each sent only when its text changed, never a message per task.
+Without a widget frontend (plain IPython) the same snapshot prints as text.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from html import escape
+from typing import TYPE_CHECKING, Any, Protocol
+
+from dask_observe.units import format_bytes, format_seconds
+
+if TYPE_CHECKING:
+    from dask_observe.recording import Recording
+
+logger = logging.getLogger(__name__)
+
+#: Polls a second; the issue asks for at least two updates a second.
+POLL_INTERVAL_S = 0.4
+#: How often flags are re-judged (they read the run's tasks from the store).
+FLAG_INTERVAL_S = 3.0
+#: Prefix bars shown; the rest are summed into one line.
+MAX_PREFIXES = 30
+#: Worker bars shown.
+MAX_WORKERS = 16
+#: Newest warning/error lines shown.
+MAX_ALERTS = 5
+
+
+@dataclass
+class Snapshot:
+    """What the display shows at one moment."""
+
+    elapsed: float = 0.0
+    #: prefix -> [total, done, erred]
+    prefixes: dict[str, list[int]] = field(default_factory=dict)
+    #: worker -> [managed, unmanaged, spilled, limit, processing]
+    workers: dict[str, list[float]] = field(default_factory=dict)
+    rate: float = 0.0
+    n_alerts: int = 0
+    alerts: collections.deque[tuple[float, str, str, str]] = field(
+        default_factory=lambda: collections.deque(maxlen=MAX_ALERTS)
+    )
+    #: (kind, severity, message)
+    flags: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def totals(self) -> tuple[int, int, int]:
+        total = sum(p[0] for p in self.prefixes.values())
+        done = sum(p[1] for p in self.prefixes.values())
+        erred = sum(p[2] for p in self.prefixes.values())
+        return max(total, done + erred), done, erred
+
+
+class View(Protocol):
+    def show(self, snapshot: Snapshot) -> None: ...
+    def close(self) -> None: ...
+
+
+# -- rendering -------------------------------------------------------------------
+
+_BAR = (
+    '<div style="display:flex;align-items:center;gap:6px;font-size:12px;'
+    'line-height:16px">'
+    '<span style="width:180px;overflow:hidden;text-overflow:ellipsis;'
+    'white-space:nowrap" title="{title}">{label}</span>'
+    '<span style="flex:0 0 260px;height:10px;display:flex;'
+    'background:rgba(127,127,127,.18)">{segments}</span>'
+    "<span>{text}</span></div>"
+)
+
+
+_RED = "#d62728"
+_AMBER = "#c66a00"
+
+
+def _segment(fraction: float, color: str) -> str:
+    width = max(0.0, min(fraction, 1.0)) * 100
+    return (
+        f'<span style="width:{width:.1f}%;background:{color}"></span>' if width else ""
+    )
+
+
+def header_html(s: Snapshot, name: str) -> str:
+    total, done, erred = s.totals
+    failed = f', <b style="color:#d62728">{erred:,} failed</b>' if erred else ""
+    return (
+        f'<div style="font-size:13px"><b>dask-observe</b> recording '
+        f"{escape(name)!s}: {done:,} / {total:,} tasks{failed} · "
+        f"{format_seconds(s.elapsed)} · {s.rate:,.0f} tasks/s · "
+        f"{len(s.workers)} workers</div>"
+    )
+
+
+def prefixes_html(s: Snapshot) -> str:
+    rows = sorted(s.prefixes.items(), key=lambda kv: -kv[1][0])
+    shown, rest = rows[:MAX_PREFIXES], rows[MAX_PREFIXES:]
+    html = []
+    for prefix, (total, done, erred) in shown:
+        total = max(total, done + erred, 1)
+        html.append(
+            _BAR.format(
+                title=escape(prefix),
+                label=escape(prefix),
+                segments=_segment(done / total, "#2a7fb8")
+                + _segment(erred / total, "#d62728"),
+                text=f"{done:,} / {total:,}" + (f" ({erred:,} erred)" if erred else ""),
+            )
+        )
+    if rest:
+        total = sum(r[1][0] for r in rest)
+        done = sum(r[1][1] for r in rest)
+        html.append(f"<div>+{len(rest)} more prefixes: {done:,} / {total:,}</div>")
+    return "".join(html)
+
+
+def workers_html(s: Snapshot) -> str:
+    rows = sorted(s.workers.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))
+    html = []
+    for worker, (managed, unmanaged, spilled, limit, processing) in rows[:MAX_WORKERS]:
+        scale = limit or max(managed + unmanaged + spilled, 1)
+        html.append(
+            _BAR.format(
+                title=escape(worker),
+                label=escape(worker.removeprefix("tcp://")),
+                segments=_segment(managed / scale, "#2a7fb8")
+                + _segment(unmanaged / scale, "#9ecae1")
+                + _segment(spilled / scale, "#8c8c8c"),
+                text=f"{format_bytes(managed + unmanaged)}"
+                + (f" / {format_bytes(limit)}" if limit else "")
+                + (f", {format_bytes(spilled)} spilled" if spilled else "")
+                + f", {int(processing)} processing",
+            )
+        )
+    if len(rows) > MAX_WORKERS:
+        html.append(f"<div>+{len(rows) - MAX_WORKERS} more workers</div>")
+    return "".join(html)
+
+
+def alerts_html(s: Snapshot) -> str:
+    html = [
+        f'<div style="font-size:12px;color:{_RED if sev == "error" else _AMBER}">'
+        f"⚑ <b>{escape(kind)}</b>: {escape(message)}</div>"
+        for kind, sev, message in s.flags
+    ]
+    if s.n_alerts:
+        html.append(
+            f'<div style="font-size:12px">{s.n_alerts:,} warning/error lines; '
+            "newest:</div>"
+        )
+        html += [
+            '<div style="font:11px monospace;white-space:pre-wrap;'
+            f'color:{_RED if level in ("ERROR", "CRITICAL") else _AMBER}">'
+            f"{escape(level)} {escape(who)}: {escape(_first_line(message))}</div>"
+            for _, level, who, message in s.alerts
+        ]
+    return "".join(html)
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[:limit] + "…"
+
+
+class WidgetView:
+    """ipywidgets: a header, prefix bars, worker memory bars, flags and alerts.
+    Each part is one HTML widget, updated only when its text changes."""
+
+    def __init__(self, name: str) -> None:
+        import ipywidgets
+        from IPython.display import display
+
+        self.name = name
+        self.parts = {
+            key: ipywidgets.HTML()
+            for key in ("header", "prefixes", "workers", "alerts")
+        }
+        self.box = ipywidgets.VBox(list(self.parts.values()))
+        self.handle = display(self.box, display_id=True)
+
+    def show(self, snapshot: Snapshot) -> None:
+        values = {
+            "header": header_html(snapshot, self.name),
+            "prefixes": prefixes_html(snapshot),
+            "workers": workers_html(snapshot),
+            "alerts": alerts_html(snapshot),
+        }
+        for key, value in values.items():
+            if self.parts[key].value != value:
+                self.parts[key].value = value
+
+    def replace(self, obj: Any) -> None:
+        """Give the display over to ``obj`` (the report), keeping its place."""
+        if self.handle is not None:
+            self.handle.update(obj)
+
+    def close(self) -> None:
+        self.box.close()
+        for part in self.parts.values():
+            part.close()
+
+
+class TextView:
+    """A status line every few seconds, for terminals and other frontends
+    without widgets."""
+
+    EVERY_S = 2.0
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._last = 0.0
+        self._said = ""
+
+    def show(self, snapshot: Snapshot) -> None:
+        now = time.monotonic()
+        if now - self._last < self.EVERY_S:
+            return
+        total, done, erred = snapshot.totals
+        line = (
+            f"[dask-observe] {self.name}: {done:,}/{total:,} tasks"
+            + (f", {erred:,} failed" if erred else "")
+            + f", {len(snapshot.workers)} workers"
+            + (f", {snapshot.n_alerts} warnings" if snapshot.n_alerts else "")
+            + "".join(f", flag {kind}" for kind, _, _ in snapshot.flags)
+        )
+        if line != self._said:
+            print(f"{line} ({format_seconds(snapshot.elapsed)})", file=sys.stderr)
+            self._said, self._last = line, now
+
+    def replace(self, obj: Any) -> None:
+        from IPython.display import display
+
+        display(obj)
+
+    def close(self) -> None:
+        pass
+
+
+def has_widget_frontend() -> bool:
+    """True in a Jupyter kernel with ipywidgets importable."""
+    try:
+        import ipywidgets  # noqa: F401
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+# -- polling ---------------------------------------------------------------------
+
+
+class LiveProgress:
+    """Polls a recording and shows it in a view until stopped."""
+
+    def __init__(self, recording: Recording, view: View) -> None:
+        self.recording = recording
+        self.view = view
+        self.snapshot = Snapshot()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, name="dask-observe-progress", daemon=True
+        )
+        self._started = time.monotonic()
+        self._log_seq = 0
+        self._flags_at = 0.0
+        self._rates: collections.deque[tuple[float, int]] = collections.deque(maxlen=12)
+
+    def start(self) -> LiveProgress:
+        self._thread.start()
+        return self
+
+    def stop(self) -> Snapshot:
+        """Stop polling; the last snapshot, after one final poll."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.snapshot
+
+    def _loop(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                self.poll()
+                self.view.show(self.snapshot)
+                failures = 0
+            except Exception as e:  # a display must never break the user's cell
+                failures += 1
+                if failures == 3:
+                    logger.warning("dask-observe: live progress stalls: %s", e)
+            self._stop.wait(POLL_INTERVAL_S)
+
+    def poll(self) -> None:
+        s = self.snapshot
+        s.elapsed = time.monotonic() - self._started
+        span_id = self.recording.span_id
+        if span_id is not None:
+            reply = self.recording.scheduler_call(
+                "dask_observe_progress", span_id=span_id
+            )
+            s.prefixes = reply["prefixes"]
+            s.workers = reply["workers"]
+        _, done, erred = s.totals
+        now = time.monotonic()
+        self._rates.append((now, done + erred))
+        t0, n0 = self._rates[0]
+        s.rate = (done + erred - n0) / (now - t0) if now > t0 else 0.0
+        self._poll_store(now)
+
+    def _poll_store(self, now: float) -> None:
+        run = self.recording.run
+        if run is None:
+            return
+        s = self.snapshot
+        for seq, t, level, source, worker, message in run.logs_after(
+            self._log_seq, level="warning"
+        ):
+            self._log_seq = max(self._log_seq, seq)
+            s.n_alerts += 1
+            s.alerts.append((t, level, worker or source, message))
+        if now - self._flags_at >= FLAG_INTERVAL_S:
+            from dask_observe.flags import flag_list
+
+            self._flags_at = now
+            s.flags = [(f.kind, f.severity, f.message) for f in flag_list(run)]

@@ -1,0 +1,245 @@
+"""The figures a report shows, computed once from a run's telemetry.
+
+Everything here is aggregated: the size of what a report draws depends on the
+number of workers, threads and prefixes, never on the number of tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dask_observe.flags import Flag
+    from dask_observe.store import Run
+
+#: The phases a task's time is split into, as ``run.tasks()`` names them.
+PHASE_COLUMNS = {
+    "compute": ("compute_s",),
+    "transfer": ("transfer_s",),
+    "disk": ("disk_read_s", "disk_write_s"),
+    "serialization": ("deserialize_s",),
+}
+
+#: The memory series of a worker, as the capture names the metrics.
+MEMORY_METRICS = (
+    "memory_managed",
+    "memory_unmanaged",
+    "memory_spilled",
+    "memory_limit",
+)
+
+#: Failed tasks a report details; the rest are counted.
+MAX_FAILURES = 20
+#: Log lines shown beside each failed task.
+FAILURE_LOG_LINES = 8
+
+
+@dataclass
+class Failure:
+    """A task that failed, what it raised, and what its worker said last."""
+
+    key: str
+    prefix: str
+    worker: str | None
+    time: float
+    exception: str
+    traceback: str
+    logs: list[tuple[float, str, str, str]]  # time, level, worker, message
+
+
+@dataclass
+class ReportData:
+    """A run's telemetry, reduced to what a report shows."""
+
+    summary: dict[str, Any]
+    start: float
+    end: float
+    #: One row a task: prefix, lane, start, stop (seconds since ``start``), the
+    #: phase seconds, nbytes and status.
+    tasks: pd.DataFrame
+    #: One row a prefix: count, total_s, mean_s, nbytes, errors; slowest first.
+    prefixes: pd.DataFrame
+    #: Seconds of task time in each phase of PHASE_COLUMNS.
+    phases: dict[str, float]
+    workers: int
+    threads: int
+    peak_memory: float | None
+    peak_spilled: float | None
+    #: Per worker ("" for the cluster): time (seconds since start), managed,
+    #: unmanaged, spilled, limit.
+    memory: dict[str, pd.DataFrame]
+    #: Workers that left during the run, with the reason the scheduler gave.
+    workers_removed: dict[str, str]
+    failures: list[Failure]
+    flags: list[Flag]
+    #: Warning and error lines: time, level, source, worker, logger, message.
+    alerts: pd.DataFrame
+    n_warnings: int
+    n_errors: int
+    dropped: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def duration(self) -> float:
+        return max(self.end - self.start, 1e-9)
+
+
+def _task_table(run: Run, start: float) -> pd.DataFrame:
+    tasks = run.tasks(epoch=True)
+    for column in ("start", "stop", "ended"):
+        tasks[column] = tasks[column] - start
+    tasks["duration_s"] = tasks["duration_s"].fillna(0.0)
+    # A lane per worker thread, as in Dask's task stream; threads numbered from 0
+    # within their worker (their ids are long and say nothing).
+    worker = tasks["worker"].fillna("?")
+    thread = tasks["thread"].fillna(0).astype("int64")
+    number = thread.groupby(worker).rank(method="dense").fillna(1).astype("int64") - 1
+    tasks["lane"] = worker + " #" + number.astype(str)
+    return tasks
+
+
+def _prefix_table(tasks: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
+    if tasks.empty:
+        return pd.DataFrame(
+            columns=["prefix", "count", "total_s", "mean_s", "nbytes", "errors"]
+        )
+    grouped = tasks.assign(errors=tasks["status"] == "erred").groupby("prefix")
+    table = pd.DataFrame(
+        {
+            "count": grouped.size(),
+            "total_s": grouped["duration_s"].sum(),
+            "mean_s": grouped["duration_s"].mean(),
+            "nbytes": grouped["nbytes"].sum(),
+            "errors": grouped["errors"].sum(),
+        }
+    )
+    return table.sort_values("total_s", ascending=False).reset_index()
+
+
+def _memory_series(run: Run, start: float) -> dict[str, pd.DataFrame]:
+    import pandas as pd
+
+    frames = [run.metrics(name, epoch=True) for name in MEMORY_METRICS]
+    metrics = pd.concat(frames, ignore_index=True)
+    if metrics.empty:
+        return {}
+    metrics["worker"] = metrics["worker"].fillna("")
+    metrics["time"] = metrics["time"] - start
+    wide = metrics.pivot_table(
+        index=["worker", "time"], columns="name", values="value", aggfunc="last"
+    ).reset_index()
+    for name in MEMORY_METRICS:
+        if name not in wide:
+            wide[name] = 0.0
+    wide = wide.rename(columns={n: n.removeprefix("memory_") for n in MEMORY_METRICS})
+    columns = ["time", "managed", "unmanaged", "spilled", "limit"]
+    return {
+        str(worker): group[columns].fillna(0.0).reset_index(drop=True)
+        for worker, group in wide.groupby("worker", sort=True)
+    }
+
+
+def _cluster_max(run: Run, name: str) -> float | None:
+    frame = run.metrics(name)
+    values = frame[frame["worker"].isna()]["value"]
+    return float(values.max()) if len(values) else None
+
+
+def _failures(run: Run, tasks: pd.DataFrame, start: float) -> list[Failure]:
+    erred = tasks[tasks["status"] == "erred"].head(MAX_FAILURES)
+    failures = []
+    for row in erred.to_dict("records"):
+        ended = start + float(row["ended"])
+        worker = row["worker"] if isinstance(row["worker"], str) else None
+        # The worker's own last words; for a task whose worker is not known (it
+        # died under it), the cluster's last warnings before the failure.
+        logs = run.logs(
+            worker=worker,
+            until=ended + 1.0,
+            level=None if worker else "warning",
+            epoch=True,
+        ).tail(FAILURE_LOG_LINES)
+        failures.append(
+            Failure(
+                key=str(row["key"]),
+                prefix=str(row["prefix"]),
+                worker=worker,
+                time=ended - start,
+                exception=str(row["exception"] or "unknown error"),
+                traceback=str(row["traceback"] or ""),
+                logs=[
+                    (float(t) - start, str(lv), str(w or s), str(m))
+                    for t, lv, s, w, m in zip(
+                        logs["time"],
+                        logs["level"],
+                        logs["source"],
+                        logs["worker"],
+                        logs["message"],
+                        strict=True,
+                    )
+                ],
+            )
+        )
+    return failures
+
+
+def _removed_workers(run: Run) -> dict[str, str]:
+    events = run.events("worker-removed")
+    return {
+        str(worker): str(data.get("stimulus_id", ""))
+        for worker, data in zip(events["worker"], events["data"], strict=True)
+        if worker
+    }
+
+
+def collect(run: Run) -> ReportData:
+    """Everything a report of ``run`` shows, read from the store once."""
+    from dask_observe.flags import flag_list
+
+    record = run.summary()
+    start = run.started
+    end = run.window_end()
+    tasks = _task_table(run, start)
+    phases = {
+        phase: float(tasks[list(columns)].fillna(0.0).to_numpy().sum())
+        for phase, columns in PHASE_COLUMNS.items()
+    }
+    workers = _cluster_max(run, "workers")
+    threads = _cluster_max(run, "nthreads")
+    peak = run.metrics("memory_process")
+    peak = peak[peak["worker"].notna()]
+    alerts = run.logs(level="warning", epoch=True)
+    alerts["time"] = alerts["time"] - start
+    levels = alerts["level"]
+    return ReportData(
+        summary=record,
+        start=start,
+        end=end,
+        tasks=tasks,
+        prefixes=_prefix_table(tasks),
+        phases=phases,
+        workers=int(workers) if workers else int(tasks["worker"].nunique()),
+        threads=int(threads) if threads else int(tasks["lane"].nunique()),
+        peak_memory=_peak_total(peak),
+        peak_spilled=_cluster_max(run, "memory_spilled"),
+        memory=_memory_series(run, start),
+        workers_removed=_removed_workers(run),
+        failures=_failures(run, tasks, start),
+        flags=flag_list(run),
+        alerts=alerts,
+        n_warnings=int((levels == "WARNING").sum()),
+        n_errors=int(levels.isin(["ERROR", "CRITICAL"]).sum()),
+        dropped=int(record.get("dropped", 0)),
+    )
+
+
+def _peak_total(process: pd.DataFrame) -> float | None:
+    """The highest sum of the workers' process memory at one sampling time."""
+    if process.empty:
+        return None
+    return float(process.groupby("time")["value"].sum().max())

@@ -1,0 +1,364 @@
+"""Inline SVG charts: the task stream and the memory timelines.
+
+No JavaScript: a chart must show in an exported notebook, on GitHub and with
+scripts stripped. Tasks are binned into pixel columns, so a chart's size depends on
+its lanes and width, not on how many tasks ran; runs small enough get a rectangle
+(with a tooltip) per task instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from html import escape
+from typing import TYPE_CHECKING
+
+from dask_observe.units import format_bytes, format_seconds
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+#: Dask's task-stream colours for the phases around a task's compute.
+PHASE_COLORS = {
+    "transfer": "#ff0000",
+    "disk-read": "#ffa500",
+    "disk-write": "#ffa500",
+    "deserialize": "#808080",
+}
+#: Colours for prefixes when distributed is not importable (viridis-like, as Dask's).
+_FALLBACK_PALETTE = (
+    "#440154", "#482173", "#433e85", "#38598c", "#2d708e", "#25858e", "#1e9b8a",
+    "#2ab07f", "#52c569", "#86d549", "#c2df23", "#fde725",
+)  # fmt: skip
+
+WIDTH = 860
+LABEL_WIDTH = 150
+#: Runs with at most this many tasks get a rectangle and tooltip per task.
+EXACT_LIMIT = 500
+#: Lanes drawn at most; more are merged per worker.
+MAX_LANES = 96
+
+
+def color_of(prefix: str) -> str:
+    """The colour Dask's dashboard gives a task prefix, so both look alike."""
+    try:
+        from distributed.utils import color_of as dask_color
+    except ImportError:
+        digest = hashlib.md5(prefix.encode(), usedforsecurity=False).hexdigest()
+        return _FALLBACK_PALETTE[int(digest[:8], 16) % len(_FALLBACK_PALETTE)]
+    return str(dask_color(prefix))
+
+
+def _segments(tasks: pd.DataFrame) -> pd.DataFrame:
+    """Compute and phase segments: lane, category, start, stop (seconds).
+
+    Only compute has recorded start/stop times; the phases that serve it are
+    placed against it (transfer, disk read and deserialisation before, disk write
+    after), as long as they lasted.
+    """
+    import pandas as pd
+
+    done = tasks[tasks["start"].notna() & tasks["stop"].notna()]
+    parts = [
+        pd.DataFrame(
+            {
+                "lane": done["lane"],
+                "category": done["prefix"],
+                "start": done["start"],
+                "stop": done["stop"],
+            }
+        )
+    ]
+    before = done["start"].copy()
+    for column, phase in (
+        ("deserialize_s", "deserialize"),
+        ("disk_read_s", "disk-read"),
+        ("transfer_s", "transfer"),
+    ):
+        length = done[column].fillna(0.0)
+        has = length > 0
+        parts.append(
+            pd.DataFrame(
+                {
+                    "lane": done["lane"][has],
+                    "category": phase,
+                    "start": (before - length)[has],
+                    "stop": before[has],
+                }
+            )
+        )
+        before = before - length
+    write = done["disk_write_s"].fillna(0.0)
+    has = write > 0
+    parts.append(
+        pd.DataFrame(
+            {
+                "lane": done["lane"][has],
+                "category": "disk-write",
+                "start": done["stop"][has],
+                "stop": (done["stop"] + write)[has],
+            }
+        )
+    )
+    return pd.concat(parts, ignore_index=True)
+
+
+def _lanes(tasks: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The tasks with lanes merged per worker when there are too many threads."""
+    lanes = sorted(tasks["lane"].unique())
+    if len(lanes) > MAX_LANES:
+        tasks = tasks.assign(lane=tasks["worker"].fillna("?"))
+        lanes = sorted(tasks["lane"].unique())
+    return tasks, lanes
+
+
+def task_stream(tasks: pd.DataFrame, duration: float) -> str:
+    """The task stream: a lane per worker thread, a colour per prefix, Dask's
+    phase colours for transfer, disk and deserialisation."""
+    if tasks.empty:
+        return '<p class="dobs-empty">No task ran in this run.</p>'
+    tasks, lanes = _lanes(tasks)
+    segments = _segments(tasks)
+    lane_h = max(3, min(16, 360 // len(lanes)))
+    plot_w = WIDTH - LABEL_WIDTH
+    height = lane_h * len(lanes) + 24
+    scale = plot_w / max(duration, 1e-9)
+    row_of = {lane: i for i, lane in enumerate(lanes)}
+    parts = [
+        f'<svg class="dobs-chart" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" '
+        'role="img" aria-label="task stream">'
+    ]
+    if lane_h >= 10:
+        for lane, i in row_of.items():
+            parts.append(
+                f'<text x="{LABEL_WIDTH - 4}" y="{i * lane_h + lane_h - 3}" '
+                f'text-anchor="end" class="dobs-lane">{escape(_short(lane))}</text>'
+            )
+    if len(tasks) <= EXACT_LIMIT:
+        parts += _exact_rects(tasks, segments, row_of, lane_h, scale)
+    else:
+        parts += _binned_rects(segments, row_of, lane_h, plot_w, duration)
+    parts.append(_time_axis(duration, lane_h * len(lanes), plot_w))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _short(lane: str) -> str:
+    return lane.removeprefix("tcp://").removeprefix("inproc://")
+
+
+def _fill(category: str) -> str:
+    return PHASE_COLORS.get(category) or color_of(category)
+
+
+def _exact_rects(
+    tasks: pd.DataFrame,
+    segments: pd.DataFrame,
+    row_of: dict[str, int],
+    lane_h: int,
+    scale: float,
+) -> list[str]:
+    parts = []
+    keys = iter(zip(tasks["key"], tasks["start"], tasks["stop"], strict=True))
+    n_compute = int((tasks["start"].notna() & tasks["stop"].notna()).sum())
+    for i, (lane, category, start, stop) in enumerate(segments.itertuples(index=False)):
+        x = LABEL_WIDTH + start * scale
+        w = max((stop - start) * scale, 0.5)
+        y = row_of[lane] * lane_h
+        title = category
+        if i < n_compute:  # compute segments come first, in task order
+            key, _, _ = next(keys)
+            title = f"{key} ({format_seconds(stop - start)})"
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 1}" '
+            f'fill="{_fill(category)}"><title>{escape(str(title))}</title></rect>'
+        )
+    return parts
+
+
+def _binned_rects(
+    segments: pd.DataFrame,
+    row_of: dict[str, int],
+    lane_h: int,
+    plot_w: int,
+    duration: float,
+) -> list[str]:
+    """A rectangle per run of pixel columns with the same dominant category;
+    its opacity says how busy the lane was there."""
+    import numpy as np
+
+    n_bins = plot_w // 3
+    width = duration / n_bins
+    categories = sorted(segments["category"].unique())
+    cat_of = {c: i for i, c in enumerate(categories)}
+    busy = np.zeros((len(row_of), len(categories), n_bins))
+    lane = segments["lane"].map(row_of).to_numpy()
+    cat = segments["category"].map(cat_of).to_numpy()
+    start = np.clip(segments["start"].to_numpy(), 0, duration)
+    stop = np.clip(segments["stop"].to_numpy(), 0, duration)
+    first = np.minimum((start / width).astype(int), n_bins - 1)
+    last = np.minimum((stop / width).astype(int), n_bins - 1)
+    one = first == last
+    np.add.at(busy, (lane[one], cat[one], first[one]), (stop - start)[one])
+    for i in np.flatnonzero(~one):  # segments across columns: few, usually
+        for b in range(first[i], last[i] + 1):
+            lo, hi = max(start[i], b * width), min(stop[i], (b + 1) * width)
+            busy[lane[i], cat[i], b] += max(hi - lo, 0.0)
+    return _bin_rects(busy, categories, lane_h, width, plot_w / n_bins)
+
+
+def _bin_rects(
+    busy: np.ndarray,
+    categories: list[str],
+    lane_h: int,
+    bin_s: float,
+    bin_px: float,
+) -> list[str]:
+    """One path per colour and opacity, a ``M x y h w v h h -w z`` per run of
+    columns: ~20 bytes a rectangle rather than ~100 for a ``<rect>``."""
+    import numpy as np
+
+    total = busy.sum(axis=1)  # lanes x bins
+    dominant = busy.argmax(axis=1)
+    # Opacity in quarters, so that neighbouring columns merge.
+    level = np.ceil(np.clip(total / bin_s, 0, 1) * 4) / 4
+    paths: dict[tuple[int, float], list[str]] = {}
+    n = busy.shape[2]
+    for row in range(busy.shape[0]):
+        b = 0
+        while b < n:
+            if level[row, b] == 0:
+                b += 1
+                continue
+            end = b + 1
+            while (
+                end < n
+                and dominant[row, end] == dominant[row, b]
+                and level[row, end] == level[row, b]
+            ):
+                end += 1
+            x = LABEL_WIDTH + b * bin_px
+            w = (end - b) * bin_px
+            paths.setdefault((int(dominant[row, b]), float(level[row, b])), []).append(
+                f"M{x:.0f} {row * lane_h}h{w:.0f}v{lane_h - 1}h-{w:.0f}z"
+            )
+            b = end
+    return [
+        f'<path fill="{_fill(categories[cat])}"'
+        + ("" if level_ >= 1 else f' fill-opacity="{level_:.2f}"')
+        + f' d="{"".join(d)}"/>'
+        for (cat, level_), d in paths.items()
+    ]
+
+
+def _time_axis(duration: float, y: int, plot_w: int) -> str:
+    ticks = []
+    for i in range(5):
+        t = duration * i / 4
+        x = LABEL_WIDTH + plot_w * i / 4
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
+        ticks.append(
+            f'<text x="{x:.0f}" y="{y + 16}" text-anchor="{anchor}" '
+            f'class="dobs-axis">{format_seconds(t)}</text>'
+        )
+    return (
+        f'<line x1="{LABEL_WIDTH}" y1="{y + 2}" x2="{LABEL_WIDTH + plot_w}" '
+        f'y2="{y + 2}" stroke="#999"/>' + "".join(ticks)
+    )
+
+
+def legend(prefixes: list[str], more: int) -> str:
+    """Colour swatches for prefixes and the phases."""
+    items = [(p, color_of(p)) for p in prefixes] + [
+        ("transfer", PHASE_COLORS["transfer"]),
+        ("disk", PHASE_COLORS["disk-read"]),
+        ("deserialize", PHASE_COLORS["deserialize"]),
+    ]
+    spans = "".join(
+        f'<span class="dobs-key"><i style="background:{color}"></i>'
+        f"{escape(name)}</span>"
+        for name, color in items
+    )
+    extra = f'<span class="dobs-key">+{more} more prefixes</span>' if more else ""
+    return f'<div class="dobs-legend">{spans}{extra}</div>'
+
+
+# -- memory ----------------------------------------------------------------------
+
+MEMORY_COLORS = {"managed": "#2a7fb8", "unmanaged": "#9ecae1", "spilled": "#8c8c8c"}
+MEMORY_POINTS = 240
+
+
+def _downsample(series: pd.DataFrame) -> pd.DataFrame:
+    """At most MEMORY_POINTS samples, keeping each bucket's peak."""
+    if len(series) <= MEMORY_POINTS:
+        return series
+    bucket = (series.index.to_numpy() * MEMORY_POINTS) // len(series)
+    return series.groupby(bucket).max()
+
+
+def memory_chart(
+    series: pd.DataFrame,
+    duration: float,
+    *,
+    title: str,
+    width: int = 420,
+    height: int = 90,
+    note: str = "",
+) -> str:
+    """Stacked managed / unmanaged / spilled memory against the limit (dashed)."""
+    series = _downsample(series.reset_index(drop=True))
+    peak = float((series["managed"] + series["unmanaged"] + series["spilled"]).max())
+    limit = float(series["limit"].max())
+    # A limit far above what was used would flatten the chart: then the scale
+    # follows the peak and the limit is only named.
+    top = max(peak if peak < 0.25 * limit else max(peak, limit), 1.0) * 1.05
+    sx = width / max(duration, 1e-9)
+    sy = height / top
+    x = [f"{t * sx:.1f}" for t in series["time"]]
+    lower = [0.0] * len(series)
+    layers = []
+    for name in ("managed", "unmanaged", "spilled"):
+        upper = [lo + float(v) for lo, v in zip(lower, series[name], strict=True)]
+        if max(upper) > max(lower, default=0):
+            points = [
+                f"{xi},{height - u * sy:.1f}" for xi, u in zip(x, upper, strict=True)
+            ]
+            points += [
+                f"{xi},{height - lo * sy:.1f}"
+                for xi, lo in zip(reversed(x), reversed(lower), strict=True)
+            ]
+            layers.append(
+                f'<polygon points="{" ".join(points)}" fill="{MEMORY_COLORS[name]}"/>'
+            )
+        lower = upper
+    limit_line = (
+        f'<line x1="0" x2="{width}" y1="{height - limit * sy:.1f}" '
+        f'y2="{height - limit * sy:.1f}" stroke="#d62728" stroke-dasharray="4 3"/>'
+        if limit and limit <= top
+        else ""
+    )
+    caption = (
+        f"{escape(title)}: peak {format_bytes(peak)}"
+        + (f" of {format_bytes(limit)}" if limit else "")
+        + (f" {escape(note)}" if note else "")
+    )
+    return (
+        f'<figure class="dobs-mem"><figcaption>{caption}</figcaption>'
+        f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="memory">'
+        f'<rect width="{width}" height="{height}" class="dobs-plot"/>'
+        f"{''.join(layers)}{limit_line}</svg></figure>"
+    )
+
+
+def memory_legend() -> str:
+    spans = "".join(
+        f'<span class="dobs-key"><i style="background:{c}"></i>{n}</span>'
+        for n, c in MEMORY_COLORS.items()
+    )
+    return (
+        f'<div class="dobs-legend">{spans}<span class="dobs-key">'
+        '<i style="background:#d62728;height:2px"></i>memory limit</span></div>'
+    )

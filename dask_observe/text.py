@@ -1,0 +1,36 @@
+"""Plain-text forms of logs and flags, shared by the CLI and the magics."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def log_lines(logs: pd.DataFrame) -> Iterator[str]:
+    """One line a record: time, level, where it came from, logger, message."""
+    stamps = logs["time"].dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3]
+    for stamp, row in zip(stamps, logs.to_dict("records"), strict=True):
+        where = (
+            row["source"]
+            if row["worker"] is None
+            else f"{row['source']} {row['worker']}"
+        )
+        yield f"{stamp} {row['level']:<8} {where} {row['logger']}: {row['message']}"
+
+
+def flag_lines(flags: pd.DataFrame) -> Iterator[str]:
+    """Each flag: its kind and message, the advice, and the evidence indented."""
+    if flags.empty:
+        yield "No flags: nothing looked wrong."
+        return
+    for row in flags.to_dict("records"):
+        yield f"[{row['severity']}] {row['kind']}: {row['message']}"
+        yield f"    advice: {row['advice']}"
+        for e in row["evidence"]:
+            stamp = dt.datetime.fromtimestamp(e["time"], dt.UTC).strftime("%H:%M:%S.%f")
+            who = f" {e['worker']}" if e["worker"] else ""
+            yield f"    {stamp[:-3]}{who}: {e['text']}"

@@ -1,0 +1,54 @@
+"""Bytes and seconds for people to read, and durations from config.
+
+Reports and flags are also built in the Jupyter server, where dask may not be
+importable; so these do not lean on ``dask.utils``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def format_bytes(n: float | None) -> str:
+    """``1536`` -> ``"1.50 KiB"``; ``"?"`` for a missing value."""
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "?"
+    value = float(n)
+    for unit in _BYTE_UNITS:
+        if abs(value) < 1024 or unit == _BYTE_UNITS[-1]:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_seconds(s: float | None) -> str:
+    """A duration with a unit that suits it: ``850 us``, ``12.3 ms``, ``4.56 s``,
+    ``2 min 5 s``."""
+    if s is None or math.isnan(s):
+        return "?"
+    if s == 0:
+        return "0 s"
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} us"
+    if s < 1:
+        return f"{s * 1e3:.1f} ms"
+    if s < 120:
+        return f"{s:.2f} s"
+    minutes, seconds = divmod(round(s), 60)
+    if minutes < 120:
+        return f"{minutes} min {seconds} s"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def parse_seconds(value: str | float) -> float:
+    """``"100ms"``, ``"1 s"``, ``2`` (seconds) -> seconds; ValueError otherwise."""
+    if isinstance(value, int | float):
+        return float(value)
+    found = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([a-z]*)\s*", value)
+    if not found or found[2] not in ("", *_SECONDS):
+        raise ValueError(f"not a duration: {value!r} (e.g. '100ms', '2s', '1min')")
+    return float(found[1]) * _SECONDS.get(found[2] or "s", 1.0)

@@ -1,0 +1,105 @@
+"""Reports of runs recorded on a real LocalCluster: what a user sees in them."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from pathlib import Path
+
+import dask
+import pytest
+from distributed import Client
+
+import dask_observe
+
+
+def slow(x: int) -> int:
+    time.sleep(0.02)
+    return x
+
+
+def shout(x: int) -> int:
+    logging.getLogger("distributed.worker").warning(
+        "<script>alert(1)</script> shouted %d", x
+    )
+    return x
+
+
+def boom(x: int) -> int:
+    raise ValueError(f"<b>bad</b> input {x}")
+
+
+def figures(html: str) -> dict[str, str]:
+    """The headline figures, as the report marks them for machines."""
+    return dict(re.findall(r'data-figure="(\w+)" data-value="([^"]*)"', html))
+
+
+@pytest.fixture
+def failed_run(client: Client, store_path: Path) -> dask_observe.Run:
+    with (
+        pytest.raises(ValueError, match="bad"),
+        dask_observe.record("mixed", client=client) as run,
+    ):
+        client.gather(client.map(slow, range(40)))
+        client.submit(shout, 1).result()
+        client.submit(boom, 1).result()
+    return run
+
+
+def test_the_report_shows_the_runs_figures_and_needs_nothing_from_outside(
+    failed_run: dask_observe.Run, tmp_path: Path
+) -> None:
+    report = failed_run.report()
+    summary = failed_run.summary()
+    assert summary["status"] == "failed"
+    shown = figures(report.inline_html)
+    assert int(shown["n_tasks"]) == summary["n_tasks"] == 42
+    assert int(shown["n_failed"]) == summary["n_failed"] == 1
+    assert float(shown["duration_s"]) == pytest.approx(summary["duration_s"], abs=1e-3)
+    assert int(shown["workers"]) == 2 and int(shown["threads"]) == 2
+    assert float(shown["compute_s"]) >= 40 * 0.02
+    assert int(shown["n_flags"]) == len(failed_run.flags()) == summary["n_flags"]
+
+    for html in (report.inline_html, report.html):
+        # Offline and static: no script, nothing loaded from anywhere.
+        assert "<script" not in html
+        assert not re.search(r"\b(src|href)\s*=|url\(|@import", html)
+        # A task stream and a memory chart per worker and for the cluster.
+        assert 'aria-label="task stream"' in html
+        assert html.count('aria-label="memory"') == 3
+
+    inline = report.inline_html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; shouted 1" in inline
+    assert 'data-flag="task-errors"' in inline
+    # The failure with its exception, escaped, and its worker's last lines.
+    failure = inline[inline.index("Failed tasks (1)") :]
+    assert "ValueError" in failure and "&lt;b&gt;bad&lt;/b&gt; input 1" in failure
+    assert "Compute Failed" in failure
+    for prefix in ("slow", "shout", "boom"):
+        assert f"<td>{prefix}</td>" in inline
+    assert f"%dask_observe report {failed_run.id} -o" in inline
+
+    saved = report.save(tmp_path)
+    assert saved == tmp_path / f"run-{failed_run.id}.html"
+    page = saved.read_text()
+    assert page.startswith("<!DOCTYPE html>") and figures(page) == shown
+
+
+def test_a_10000_task_run_reports_in_under_300_kb_and_is_flagged_tiny(
+    client: Client, store_path: Path
+) -> None:
+    # Queued tiny tasks cost ~1.6 ms each on 2 cores; without queuing ~0.5 ms.
+    with (
+        dask.config.set({"distributed.scheduler.worker-saturation": float("inf")}),
+        dask_observe.record("many", client=client) as run,
+    ):
+        client.gather(client.map(abs, range(-10_000, 0)))
+    report = run.report()
+    assert run.summary()["n_tasks"] == 10_000
+    assert int(figures(report.inline_html)["n_tasks"]) == 10_000
+    assert len(report.inline_html.encode()) < 300_000
+    assert len(report.html.encode()) < 300_000
+    flags = run.flags()
+    assert list(flags["kind"]) == ["tiny-tasks"]
+    assert "x more work" in flags["advice"][0]
