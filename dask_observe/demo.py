@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from dask_observe.store import Run, Store
 
@@ -38,15 +39,27 @@ def run_demo(store: Store, n_workers: int = 2) -> Run:
 def print_summary(run: Run, store: Store) -> None:
     summary = run.summary()
     failed = summary["n_failed"]
+    report = run.report().save(_report_path(store, run))
+    flags = run.flags()
     print()
     print(f"Recorded run {run.id} {run.name!r}: {run.status}")
     print(f"  tasks      {summary['n_tasks']} ({failed} failed)")
     print(f"  wall time  {summary['duration_s']:.2f} s")
+    print(f"  flags      {', '.join(flags['kind']) or 'none'}")
     print(f"  store      {store.path}")
+    print(f"  report     {report}")
     print()
     print("Where to look next:")
     print("  dask-observe runs          every recorded run")
+    print(f"  dask-observe logs {run.id}      the run's log lines")
     print('  jupyter lab                the "Dask Observe" panel in the left sidebar')
     print(
         "  %load_ext dask_observe     in a notebook; then %%dask_record NAME on a cell"
     )
+
+
+def _report_path(store: Store, run: Run) -> Path:
+    """Reports of demo runs go beside the store, where the user's data lives."""
+    folder = store.path.parent / "reports"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"run-{run.id}.html"

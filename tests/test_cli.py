@@ -36,6 +36,22 @@ def test_demo_records_a_run_and_says_where_to_look(store_path: Path) -> None:
         assert (run.name, run.status) == ("demo", "finished")
         # 200 mapped tasks and their sum, plus the array computation.
         assert run.summary()["n_tasks"] > 201
+    report = store_path.parent / "reports" / "run-1.html"
+    assert f"report     {report}" in done.stdout
+    assert 'data-run-id="1"' in report.read_text()
+    # The demo's workload is a clean one.
+    assert "flags      none" in done.stdout
+
+    flags = dask_observe_cli(store_path, "flags", "last")
+    assert (flags.returncode, flags.stdout) == (0, "No flags: nothing looked wrong.\n")
+    elsewhere = store_path.parent / "copy.html"
+    saved = dask_observe_cli(store_path, "report", "1", "-o", str(elsewhere))
+    assert saved.returncode == 0, saved.stderr
+    assert f"written to {elsewhere}" in saved.stdout
+    assert 'data-run-id="1"' in elsewhere.read_text()
+    bad = dask_observe_cli(store_path, "report", "1", "-o", "/nonexistent/r.html")
+    assert bad.returncode == 1 and "No such file or directory" in bad.stderr
+    assert "Traceback" not in bad.stderr
 
 
 def test_runs_lists_the_recorded_runs(store_path: Path) -> None:

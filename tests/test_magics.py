@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -179,3 +180,127 @@ def test_a_bad_store_path_is_a_usage_error_naming_it(
     ).error_in_exec
     assert type(error).__name__ == "UsageError"
     assert f"{tmp_path}/file is a file, not a directory" in str(error)
+
+
+def test_an_interrupted_cell_fails_its_run_and_reports_what_ran(
+    ip: InteractiveShell,
+    client: Client,
+    store_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ip.user_ns["client"] = client
+    result = ip.run_cell(
+        "%%dask_record stopped\n"
+        "done = client.gather(client.map(lambda x: x + 1, range(5)))\n"
+        "raise KeyboardInterrupt\n"
+    )
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    run_ = dask_observe.open_store().run("last")
+    assert (run_.status, run_.summary()["n_tasks"]) == ("failed", 5)
+    # Without HTML the report shows as its headline.
+    assert "run 1 'stopped' failed: 5 tasks" in capsys.readouterr().out
+
+
+def test_a_long_cell_without_widgets_prints_text_progress(
+    ip: InteractiveShell,
+    client: Client,
+    store_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ip.user_ns["client"] = client
+    run(
+        ip,
+        "%%dask_record napping\n"
+        "import time\n"
+        "client.gather(client.map(lambda x: time.sleep(0.3), range(20)))\n",
+    )
+    err = capsys.readouterr().err
+    assert re.search(r"\[dask-observe\] napping: \d+/20 tasks, 2 workers", err)
+
+
+def test_no_widget_shows_no_progress(
+    ip: InteractiveShell,
+    client: Client,
+    store_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ip.user_ns["client"] = client
+    run(
+        ip,
+        "%%dask_record napping --no-widget\n"
+        "import time\n"
+        "client.gather(client.map(lambda x: time.sleep(0.3), range(20)))\n",
+    )
+    assert "[dask-observe]" not in capsys.readouterr().err
+
+
+def test_a_dask_record_cell_inside_a_started_run_nests(
+    ip: InteractiveShell, client: Client, store_path: Path
+) -> None:
+    ip.user_ns["client"] = client
+    run(ip, "%dask_observe start outer")
+    run(ip, "client.submit(lambda: 1).result()")
+    run(ip, "%%dask_record inner\nclient.gather(client.map(str, range(3)))\n")
+    run(ip, "%dask_observe stop")
+    store = dask_observe.open_store()
+    runs = store.runs().set_index("name")
+    assert runs.loc["inner", "n_tasks"] == 3
+    assert runs.loc["outer", "n_tasks"] == 4  # its own task and the inner cell's
+    assert (runs["status"] == "finished").all()
+
+
+def test_logs_flags_and_report_of_a_run(
+    ip: InteractiveShell,
+    client: Client,
+    store_path: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ip.user_ns["client"] = client
+    ip.run_cell(
+        "%%dask_record oops --no-report\n"
+        "import logging\n"
+        "def loud(x):\n"
+        "    logging.getLogger('distributed.worker').warning('loud %d', x)\n"
+        "    return 1 / x\n"
+        "client.gather(client.map(loud, [1, 0]))\n"
+    )
+    capsys.readouterr()
+    run(ip, "%dask_observe logs --filter '^loud [01]$' --regex --level warning")
+    lines = capsys.readouterr().out.splitlines()
+    assert sorted(line.split(": ")[-1] for line in lines) == ["loud 0", "loud 1"]
+    assert all(" WARNING  worker tcp://" in line for line in lines)
+
+    run(ip, "%dask_observe flags last")
+    out = capsys.readouterr().out
+    assert (
+        "[error] task-errors: 1 task(s) raised an exception: ZeroDivisionError" in out
+    )
+    assert "advice:" in out
+
+    report = run(ip, "%dask_observe report")
+    assert 'data-flag="task-errors"' in report._repr_html_()  # type: ignore[attr-defined]
+    target = tmp_path / "oops.html"
+    run(ip, f"%dask_observe report 1 -o {target}")
+    assert "written to" in capsys.readouterr().out
+    assert 'data-run-id="1"' in target.read_text()
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("%dask_observe logs 99", "no run 99"),
+        ("%dask_observe flags nope", "'nope' is not a run id"),
+        ("%dask_observe logs --level loud", "unknown log level 'loud'"),
+        ("%dask_observe logs --filter ( --regex", "missing )"),
+        ("%dask_observe report -o /nonexistent/dir/r.html", "cannot write the report"),
+    ],
+)
+def test_reading_commands_turn_bad_input_into_usage_errors(
+    ip: InteractiveShell, client: Client, store_path: Path, line: str, says: str
+) -> None:
+    ip.user_ns["client"] = client
+    run(ip, "%%dask_record one --no-report\nclient.submit(abs, -1).result()\n")
+    error = ip.run_cell(line).error_in_exec
+    assert type(error).__name__ == "UsageError"
+    assert says in str(error)

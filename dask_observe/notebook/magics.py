@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import shlex
 import sys
 from collections.abc import Iterator
 from html import escape
@@ -61,6 +62,15 @@ class _Parser(MagicArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{message}\n{self.format_usage().strip()}")
+
+    def parse_argstring(self, argstring: str) -> argparse.Namespace:
+        """Split as a shell would, so that ``--filter "two words"`` is one
+        argument without its quotes (IPython's own splitting keeps them)."""
+        try:
+            return self.parse_args(shlex.split(argstring))
+        except ValueError as e:  # an unclosed quote
+            self.error(str(e))
+            raise  # error() raises; this keeps type checkers informed
 
 
 def _record_parser() -> _Parser:

@@ -219,7 +219,8 @@ class TextView:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._last = 0.0
+        # The first line after EVERY_S: a quick cell prints no progress at all.
+        self._last = time.monotonic()
         self._said = ""
 
     def show(self, snapshot: Snapshot) -> None:

@@ -185,7 +185,10 @@ def log_query(
     where: list[tuple[str, Any]] = []
     if contains:
         if regex:
-            re.compile(contains)  # a bad pattern is the caller's error, said early
+            try:  # a bad pattern is the caller's error, said early
+                re.compile(contains)
+            except re.error as e:
+                raise ValueError(f"bad regular expression {contains!r}: {e}") from None
             where.append(("message REGEXP ?", contains))
         else:
             where.append(("message LIKE ? ESCAPE '\\'", f"%{_escape_like(contains)}%"))
