@@ -63,14 +63,15 @@ class _Parser(MagicArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{message}\n{self.format_usage().strip()}")
 
-    def parse_argstring(self, argstring: str) -> argparse.Namespace:
+    def parse_argstring(self, argstring: str, *, partial: bool = False) -> Any:
         """Split as a shell would, so that ``--filter "two words"`` is one
         argument without its quotes (IPython's own splitting keeps them)."""
         try:
-            return self.parse_args(shlex.split(argstring))
+            argv = shlex.split(argstring)
         except ValueError as e:  # an unclosed quote
             self.error(str(e))
             raise  # error() raises; this keeps type checkers informed
+        return self.parse_known_args(argv) if partial else self.parse_args(argv)
 
 
 def _record_parser() -> _Parser:
