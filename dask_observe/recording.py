@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,16 @@ if TYPE_CHECKING:
     from distributed import Client
 
 logger = logging.getLogger(__name__)
+
+# dask-expr warns that annotations are ignored when a DataFrame is made inside a
+# span; the span's own annotation still reaches the scheduler (the client adds it
+# when it submits), so the warning would only mislead. Hidden when the run's span
+# is the only annotation; any other still warns.
+warnings.filterwarnings(
+    "ignore",
+    message=r"Dask annotations \{'span': \{[^{}]*\}\} detected",
+    category=UserWarning,
+)
 
 NO_CLIENT_HELP = (
     "No Dask client found. Create one first, e.g. "
@@ -83,18 +94,23 @@ class Recording:
             contextlib.nullcontext(None) if self.whole_cluster else span(self.name)
         )
         self._span_id = self._span.__enter__()
+        run_id = None
         try:
-            if self._span_id is not None:
-                self.scheduler_call("dask_observe_watch", span_id=self._span_id)
             scheduler = self.client.scheduler
             run_id = self.store.create_run(
                 self.name,
                 cluster=scheduler.address if scheduler is not None else None,
                 span_id=self._span_id,
             )
+            # After the run's row: the metrics sample that watching takes must
+            # land in the run's slice of the store.
+            if self._span_id is not None:
+                self.scheduler_call("dask_observe_watch", span_id=self._span_id)
         except BaseException:
             self._span.__exit__(None, None, None)
             self._recorder.release()
+            if run_id is not None:
+                self.store.end_run(run_id, "failed")
             raise
         self.run = self.store.run(run_id)
         return self.run

@@ -82,6 +82,7 @@ print(json.dumps({
     "line": logs[logs.message == sys.argv[1]][["source", "worker"]].to_dict("records"),
     "nanny": logs[logs.source == "nanny"][["worker", "message"]].to_dict("records"),
     "tasks": tasks[["key", "status", "worker"]].to_dict("records"),
+    "flags": run.flags()[["kind", "worker", "message"]].to_dict("records"),
 }))
 """
 
@@ -113,6 +114,17 @@ def test_a_worker_restarted_for_memory_leaves_its_line_the_nanny_message_and_tas
     assert {"key": "eater", "status": "erred"} in [
         {"key": t["key"], "status": t["status"]} for t in seen["tasks"]
     ]
+    # The flags name the cause: the nanny's memory restart, not a signal.
+    flags = {f["kind"]: f for f in seen["flags"]}
+    # (The worker may have paused on its way up: memory-pressure is true too.)
+    assert {"memory-restart", "killed-worker"} <= set(flags)
+    assert set(flags) <= {"memory-restart", "killed-worker", "memory-pressure"}
+    assert flags["memory-restart"]["worker"] == worker
+    killed = flags["killed-worker"]["message"]
+    assert "'eater' failed with KilledWorker" in killed
+    assert f"The last, {worker}, died because its nanny restarted it" in killed
+    assert "exceeding 95% of its memory limit (RSS " in killed
+    assert "signal" not in killed
 
 
 def test_the_last_line_of_a_worker_killed_with_sigkill_is_kept(
@@ -125,6 +137,13 @@ def test_the_last_line_of_a_worker_killed_with_sigkill_is_kept(
     assert seen["line"] == [{"source": "worker", "worker": worker}]
     killed = [n for n in seen["nanny"] if "was killed by signal 9" in n["message"]]
     assert killed and killed[0]["worker"] == worker
+    # The flags name the signal, and no memory trouble.
+    flags = {f["kind"]: f for f in seen["flags"]}
+    assert set(flags) == {"killed-worker", "worker-lost"}
+    for kind in flags:
+        assert "killed by signal 9 (SIGKILL)" in flags[kind]["message"]
+        assert "memory" not in flags[kind]["message"]
+        assert flags[kind]["worker"] == worker
 
 
 RECORDER_SCRIPT = """

@@ -8,6 +8,7 @@ it by cursor (``dask_observe_pull``), so nothing here waits for a reader.
 
 from __future__ import annotations
 
+import pickle
 import time
 import uuid
 from collections import Counter
@@ -37,6 +38,19 @@ ShippedLog = tuple[float, int, str, str, str | None]
 
 #: startstops actions, summed per task.
 _PHASES = ("compute", "transfer", "disk-read", "disk-write", "deserialize")
+
+
+def _scheduler_exception(kwargs: dict[str, Any]) -> str | None:
+    """The text of an error the scheduler raised itself (KilledWorker): it sends
+    only the pickled exception, which it made, so reading it back is safe."""
+    exception = kwargs.get("exception")
+    if not isinstance(exception, bytes):
+        return None
+    try:
+        error = pickle.loads(exception)
+    except Exception:
+        return None
+    return f"{type(error).__name__}: {error}"
 
 
 class ObserveSchedulerPlugin(SchedulerPlugin):
@@ -128,7 +142,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
                 finish,
                 kwargs.get("nbytes"),
                 *phases.values(),
-                kwargs.get("exception_text"),
+                kwargs.get("exception_text") or _scheduler_exception(kwargs),
                 kwargs.get("traceback_text"),
             )
         )

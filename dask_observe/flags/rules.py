@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from dask_observe import config
 from dask_observe.units import format_bytes, format_seconds, parse_seconds
 
@@ -125,6 +127,20 @@ class Context:
         ]
 
     @cached_property
+    def pauses(self) -> list[tuple[float, str]]:
+        """(time, worker) of each change of a worker's status to paused."""
+        events = self.run.events(epoch=True)
+        return [
+            (float(t), str(kind))
+            for t, kind, d in zip(
+                events["time"], events["kind"], events["data"], strict=True
+            )
+            if isinstance(d, dict)
+            and d.get("action") == "worker-status-change"
+            and d.get("status") == "paused"
+        ]
+
+    @cached_property
     def memory_restarts(self) -> list[tuple[float, str, dict[str, Any]]]:
         """(time, worker, event) of each nanny memory restart: pid and rss."""
         events = self.run.events("worker-restart-memory", epoch=True)
@@ -201,27 +217,29 @@ def _planned(stimulus: str) -> bool:
 
 
 def memory_pressure(ctx: Context) -> list[Flag]:
-    lines = ctx.logs("Pausing worker")
-    by_worker: dict[str | None, list[tuple[float, str | None, str]]] = {}
-    for line in lines:
-        by_worker.setdefault(line[1], []).append(line)
-    flags = []
-    for worker, seen in by_worker.items():
-        flags.append(
-            Flag(
-                "memory-pressure",
-                "warning",
-                seen[0][0],
-                worker,
-                f"Worker {worker or '?'} was paused {len(seen)} time(s): its memory "
-                f"passed {ctx.memory['pause']:.0%} of its limit, so it stopped "
-                "starting tasks until memory fell again.",
-                "Give workers more memory or fewer threads, or use smaller chunks so "
-                "that fewer intermediate results are held at once.",
-                [_evidence(t, w, m) for t, w, m in seen[:MAX_EVIDENCE]],
-            )
+    """Workers paused for memory: their "Pausing worker" lines, and the status
+    changes the scheduler logged (which survive a worker that dies right after)."""
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for t, worker, message in ctx.logs("Pausing worker"):
+        seen.setdefault(worker or "?", []).append(_evidence(t, worker, message))
+    for t, worker in ctx.pauses:
+        if worker not in seen:  # the line was lost with its worker
+            seen[worker] = [_evidence(t, worker, "status changed to paused")]
+    return [
+        Flag(
+            "memory-pressure",
+            "warning",
+            evidence[0]["time"],
+            worker,
+            f"Worker {worker} was paused {len(evidence)} time(s): its memory "
+            f"passed {ctx.memory['pause']:.0%} of its limit, so it stopped "
+            "starting tasks until memory fell again.",
+            "Give workers more memory or fewer threads, or use smaller chunks so "
+            "that fewer intermediate results are held at once.",
+            evidence[:MAX_EVIDENCE],
         )
-    return flags
+        for worker, evidence in seen.items()
+    ]
 
 
 def memory_restart(ctx: Context) -> list[Flag]:
@@ -363,18 +381,15 @@ def spilling(ctx: Context) -> list[Flag]:
 
 
 def event_loop_blocked(ctx: Context) -> list[Flag]:
-    tick = _setting("event-loop-blocked.tick", 1.0)
-    lines = ctx.logs("Event loop was unresponsive")
-    evidence = [_evidence(t, w, m) for t, w, m in lines]
-    slow = ctx.metric("event_loop_interval")
-    slow = slow[slow["value"] > tick]
-    evidence += [
-        _evidence(float(t), str(w), f"event loop tick {format_seconds(v)}")
-        for t, w, v in zip(slow["time"], slow["worker"], slow["value"], strict=True)
+    """From distributed's own "Event loop was unresponsive" lines (logged past
+    ``distributed.admin.tick.limit``, 3 s by default). The heartbeat's
+    event_loop_interval is not used: it averages since the previous heartbeat,
+    so a block at the end of one run would show in the next."""
+    evidence = [
+        _evidence(t, w, m) for t, w, m in ctx.logs("Event loop was unresponsive")
     ]
     if not evidence:
         return []
-    evidence.sort(key=lambda e: e["time"])
     return [
         Flag(
             "event-loop-blocked",
@@ -513,49 +528,58 @@ def task_errors(ctx: Context) -> list[Flag]:
 
 
 def load_imbalance(ctx: Context) -> list[Flag]:
-    spread = _setting("load-imbalance.spread", 0.5)
+    """Workers idle while another had tasks waiting for a thread.
+
+    Judged from the sampled ``tasks_processing`` of each worker: a sample counts
+    when one worker holds more tasks than it has threads and another holds none.
+    A single long task, or the short tail of a graph, never counts.
+    """
+    share = _setting("load-imbalance.share", 0.3)
     min_time = _setting("load-imbalance.min-time", 2.0)
-    done = ctx.finished
-    if done.empty:
-        return []
-    begin, end = float(done["start"].min()), float(done["stop"].max())
-    active = end - begin
-    if active < min_time:
-        return []
-    # Only workers that were there the whole time: one that died or joined late
-    # is idle for a reason other than the schedule.
-    gone = {w for _, w, _ in ctx.removals}
+    processing = ctx.metric("tasks_processing")
     threads = ctx.metric("nthreads")
-    present = threads[(threads["time"] <= begin + 0.1 * active)]
-    nthreads = {
-        str(w): float(v)
-        for w, v in zip(present["worker"], present["value"], strict=True)
-        if w not in gone
-    }
-    if len(nthreads) < 2:
+    if processing.empty or threads.empty:
         return []
-    busy_s = done.groupby("worker")["duration_s"].sum()
-    share = {w: float(busy_s.get(w, 0.0)) / (n * active) for w, n in nthreads.items()}
-    busiest = max(share, key=share.__getitem__)
-    idlest = min(share, key=share.__getitem__)
-    if share[busiest] - share[idlest] <= spread:
+    nthreads = threads.groupby("worker")["value"].max()
+    samples = processing.pivot_table(
+        index="time", columns="worker", values="value", aggfunc="last"
+    )
+    busy = samples.gt(nthreads.reindex(samples.columns).fillna(1.0), axis=1)
+    idle = samples.eq(0)
+    active = samples.gt(0).any(axis=1)
+    uneven = busy.any(axis=1) & idle.any(axis=1)
+    n_active = int(active.sum())
+    n_uneven = int(uneven.sum())
+    interval = float(np.median(np.diff(samples.index))) if len(samples) > 1 else 1.0
+    if n_uneven * interval < min_time or n_uneven < share * max(n_active, 1):
         return []
+    times = samples.index[uneven]
+    evidence = []
+    for t in times[:MAX_EVIDENCE]:
+        row = samples.loc[t]
+        waiting = [f"{w} held {int(row[w])} tasks" for w in row.index if busy.loc[t, w]]
+        idlers = [str(w) for w in row.index if idle.loc[t, w]]
+        evidence.append(
+            _evidence(
+                float(t),
+                _workers(list(busy.columns[busy.loc[t]]) + idlers),
+                f"{'; '.join(waiting)} while {', '.join(idlers)} had none",
+            )
+        )
+    overloaded = str(busy[uneven].sum().idxmax())
+    idlest = str(idle[uneven].sum().idxmax())
     return [
         Flag(
             "load-imbalance",
             "warning",
-            begin,
-            _workers([busiest, idlest]),
-            f"Work was uneven: {busiest} was busy {share[busiest]:.0%} of the "
-            f"{format_seconds(active)} that tasks ran, {idlest} only "
-            f"{share[idlest]:.0%}.",
-            "Cut the work into more, smaller pieces than there are threads, avoid "
-            "pinning tasks to workers, and check for one partition much larger "
-            "than the others.",
-            [
-                _evidence(begin, w, f"busy {s:.0%} of {format_seconds(active)}")
-                for w, s in sorted(share.items(), key=lambda i: -i[1])
-            ][:MAX_EVIDENCE],
+            float(times[0]),
+            _workers([overloaded, idlest]),
+            f"Work was uneven: for about {format_seconds(n_uneven * interval)} "
+            f"{overloaded} had tasks waiting for a thread while {idlest} sat idle.",
+            "Avoid pinning tasks to workers (workers=, resources=), split large "
+            "partitions, and let the scheduler place work (check for one partition "
+            "much larger than the others).",
+            evidence,
         )
     ]
 

@@ -1,0 +1,176 @@
+"""Flags, each provoked for real on a LocalCluster, and clean work that raises none.
+
+(KilledWorker by memory and by signal are provoked in test_capture.py, whose
+clusters already kill their workers.)
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dask
+import dask.dataframe
+import distributed
+import dask.array as da
+import dask.config
+import pandas as pd
+import pytest
+from distributed import Client, LocalCluster, get_worker
+
+import dask_observe
+
+
+def hold_memory(fraction: float, seconds: float) -> int:
+    """Grow this worker's process to ``fraction`` of its memory limit for a while."""
+    import psutil
+
+    limit = get_worker().memory_manager.memory_limit
+    assert limit
+    need = int(fraction * limit) - psutil.Process().memory_info().rss
+    blocks = []
+    while need > 0:  # in pieces: one big allocation would block the event loop
+        blocks.append(b"\x01" * min(need, 32 * 2**20))
+        need -= len(blocks[-1])
+        time.sleep(0.01)
+    time.sleep(seconds)
+    return sum(map(len, blocks))
+
+
+def array_of(mib: int, seed: int) -> bytes:
+    return bytes([seed % 256]) * (mib * 2**20)
+
+
+def hog_the_gil(seconds: float) -> None:
+    """Hold the GIL for ``seconds``: no other thread, the event loop's included,
+    runs meanwhile (the switch interval is how long a thread may keep it)."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(seconds + 5)
+    try:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+    finally:
+        sys.setswitchinterval(previous)
+
+
+def nap(x: int) -> int:
+    time.sleep(0.02)
+    return x
+
+
+def kinds(run: dask_observe.Run) -> list[str]:
+    return sorted(run.flags()["kind"])
+
+
+@pytest.fixture(scope="module")
+def roomy_cluster() -> Iterator[LocalCluster]:
+    """One worker process (under a nanny) with a known 1.5 GiB memory limit."""
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        memory_limit="1.5 GiB",
+        dashboard_address=":0",
+    ) as cluster:
+        yield cluster
+
+
+def test_a_paused_worker_raises_memory_pressure(
+    roomy_cluster: LocalCluster, store_path: Path
+) -> None:
+    with (
+        Client(roomy_cluster) as client,
+        dask_observe.record("pressure", client=client) as run,
+    ):
+        client.submit(hold_memory, 0.87, 2.0, pure=False).result()
+    assert kinds(run) == ["memory-pressure"]
+    flag = run.flags().iloc[0]
+    assert "was paused" in flag["message"] and "80% of its limit" in flag["message"]
+    assert any("Pausing worker" in e["text"] for e in flag["evidence"])
+
+
+def test_spilled_results_raise_spilling(
+    roomy_cluster: LocalCluster, store_path: Path
+) -> None:
+    with (
+        Client(roomy_cluster) as client,
+        dask_observe.record("spill", client=client) as run,
+    ):
+        # 1.2 GB of results kept: more than 60% of the limit must go to disk.
+        held = client.map(array_of, [50] * 24, range(24))
+        client.gather(held[:1])
+        distributed.wait(held)
+        time.sleep(1.5)  # a metrics sample with the spilled bytes
+    del held
+    assert kinds(run) == ["spilling"]
+    flag = run.flags().iloc[0]
+    assert "spilled data to disk" in flag["message"]
+    assert "MiB" in flag["message"] and "writing" in flag["message"]
+
+
+def test_a_task_holding_the_gil_for_seconds_raises_event_loop_blocked(
+    client: Client, store_path: Path
+) -> None:
+    with dask_observe.record("gil", client=client) as run:
+        client.submit(hog_the_gil, 4.0, pure=False).result()
+    assert kinds(run) == ["event-loop-blocked"]
+    flag = run.flags().iloc[0]
+    assert any("Event loop was unresponsive" in e["text"] for e in flag["evidence"])
+    assert "Release the GIL" in flag["advice"]
+
+
+def test_work_pinned_to_one_worker_raises_load_imbalance(
+    client: Client, store_path: Path
+) -> None:
+    first, _ = client.scheduler_info()["workers"]
+    with dask_observe.record("pinned", client=client) as run:
+        futures = client.map(time.sleep, [0.25] * 14, workers=[first], pure=False)
+        client.gather(futures)
+    assert kinds(run) == ["load-imbalance"]
+    flag = run.flags().iloc[0]
+    assert f"{first} had tasks waiting for a thread" in flag["message"]
+    assert flag["evidence"] and "had none" in flag["evidence"][0]["text"]
+
+
+def test_moving_data_between_workers_raises_high_transfer(
+    client: Client, store_path: Path
+) -> None:
+    first, second = client.scheduler_info()["workers"]
+    with (
+        dask.config.set({"observe.flags.high-transfer.min-time": "0.1s"}),
+        dask_observe.record("moving", client=client) as run,
+    ):
+        blobs = client.map(array_of, [40] * 8, range(8), workers=[first])
+        sizes = client.map(len, blobs, workers=[second])
+        assert client.gather(sizes) == [40 * 2**20] * 8
+        flags = run.flags()  # judged on the live run, inside the config
+    assert list(flags["kind"]) == ["high-transfer"]
+    assert "waiting for data from other workers" in flags.iloc[0]["message"]
+
+
+def test_a_failing_task_raises_task_errors(client: Client, store_path: Path) -> None:
+    with (
+        pytest.raises(ZeroDivisionError),
+        dask_observe.record("errors", client=client) as run,
+    ):
+        client.submit(lambda: 1 / 0).result()
+    assert kinds(run) == ["task-errors"]
+    assert "ZeroDivisionError (1)" in run.flags().iloc[0]["message"]
+
+
+def test_clean_workloads_raise_no_flag(client: Client, store_path: Path) -> None:
+    with dask_observe.record("array", client=client) as array_run:
+        x = da.random.random((4000, 4000), chunks=(1000, 1000))
+        (x + x.T).mean(axis=0).std().compute()
+    with dask_observe.record("groupby", client=client) as groupby_run:
+        frame = pd.DataFrame({"k": [i % 10 for i in range(200_000)], "v": 1.0})
+        dd = dask.dataframe.from_pandas(frame, npartitions=8)
+        assert dd.groupby("k")["v"].sum().compute().sum() == 200_000
+    with dask_observe.record("map", client=client) as map_run:
+        client.gather(client.map(nap, range(200)))
+    for run in (array_run, groupby_run, map_run):
+        assert run.summary()["n_tasks"] > 8
+        assert kinds(run) == [], run.flags()[["kind", "message"]].to_string()
+        assert run.summary()["n_flags"] == 0
