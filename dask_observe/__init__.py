@@ -22,12 +22,15 @@ if TYPE_CHECKING:
     from distributed import Client
     from IPython.core.interactiveshell import InteractiveShell
 
+    from dask_observe.comparison import Comparison
+
 __all__ = [
     "Run",
     "RunNotFound",
     "Store",
     "StoreError",
     "__version__",
+    "compare",
     "open_store",
     "record",
 ]
@@ -54,6 +57,23 @@ def record(
     from dask_observe.recording import record as _record
 
     return _record(name, client=client, store=store)
+
+
+def compare(
+    a: Run | int | str,
+    b: Run | int | str,
+    *,
+    threshold: float | None = None,
+    store: Store | None = None,
+) -> Comparison:
+    """Compare run ``b`` against run ``a``: headline figures and per-prefix times
+    side by side with ratios ``b / a``, regressions and improvements marked.
+
+    See :func:`dask_observe.comparison.compare`.
+    """
+    from dask_observe.comparison import compare as _compare
+
+    return _compare(a, b, threshold=threshold, store=store)
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:

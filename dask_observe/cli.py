@@ -104,6 +104,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from dask_observe.comparison import compare
+
+    with _open(args) as store:
+        comparison = compare(args.a, args.b, threshold=args.threshold, store=store)
+    print(comparison.text())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dask-observe",
@@ -141,6 +150,16 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", metavar="FILE", help="where (default: run-ID.html here)"
     )
     report.set_defaults(func=cmd_report)
+    compare = commands.add_parser(
+        "compare", help="two runs side by side: b against a, with ratios"
+    )
+    compare.add_argument("a", help="the earlier run: an id, or last")
+    compare.add_argument("b", help="the run compared against it")
+    compare.add_argument(
+        "--threshold", type=float, default=None,
+        help="relative change marked as regression (default 0.1)",
+    )  # fmt: skip
+    compare.set_defaults(func=cmd_compare)
     rec = commands.add_parser(
         "record", help="record a running cluster that no notebook watches"
     )

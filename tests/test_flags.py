@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dask
-import dask.dataframe
-import distributed
 import dask.array as da
 import dask.config
+import dask.dataframe
+import distributed
 import pandas as pd
 import pytest
 from distributed import Client, LocalCluster, get_worker

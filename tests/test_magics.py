@@ -304,3 +304,15 @@ def test_reading_commands_turn_bad_input_into_usage_errors(
     error = ip.run_cell(line).error_in_exec
     assert type(error).__name__ == "UsageError"
     assert says in str(error)
+
+
+def test_compare_two_runs_in_the_notebook(
+    ip: InteractiveShell, client: Client, store_path: Path
+) -> None:
+    ip.user_ns["client"] = client
+    for name in ("a", "b"):
+        run(ip, f"%%dask_record {name} --no-report\nclient.submit(abs, -1).result()\n")
+    comparison = run(ip, "%dask_observe compare 1 2")
+    assert "Run 1 'a' -> run 2 'b'" in repr(comparison)
+    error = ip.run_cell("%dask_observe compare 1 3").error_in_exec
+    assert type(error).__name__ == "UsageError" and "no run 3" in str(error)

@@ -113,6 +113,11 @@ def _observe_parser() -> _Parser:
     report.add_argument("run", nargs="?", default="last", help="run id or last")
     report.add_argument("-o", "--output", metavar="FILE", help="write it to FILE")
     report.add_argument("--store", default=None, help="store path")
+    compare = commands.add_parser("compare", help="two runs side by side")
+    compare.add_argument("a", help="the earlier run: id or last")
+    compare.add_argument("b", help="the run compared against it")
+    compare.add_argument("--threshold", type=float, default=None)
+    compare.add_argument("--store", default=None, help="store path")
     dashboard = commands.add_parser("dashboard", help="the scheduler's dashboard")
     dashboard.add_argument("page", nargs="?", default="status", help="e.g. workers")
     return parser
@@ -206,6 +211,7 @@ class ObserveMagics(Magics):
                [--source S]             a run's log lines
           flags [RUN]                   what went wrong in a run, and why
           report [RUN] [-o FILE]        a run's report, inline or to a file
+          compare A B [--threshold T]   run B against run A, with ratios
           dashboard [PAGE]              a link to the scheduler's dashboard
 
         A run can always be named ``last``.
@@ -296,6 +302,12 @@ class ObserveMagics(Magics):
                 print(f"Report of run {run.id} {run.name!r} written to {path}")
                 return None
         return report
+
+    def _observe_compare(self, args: argparse.Namespace) -> Any:
+        from dask_observe.comparison import compare
+
+        with _reading(args) as store:
+            return compare(args.a, args.b, threshold=args.threshold, store=store)
 
     def _observe_dashboard(self, args: argparse.Namespace) -> Any:
         from IPython.display import HTML

@@ -87,7 +87,7 @@ class ReportData:
         return max(self.end - self.start, 1e-9)
 
 
-def _task_table(run: Run, start: float) -> pd.DataFrame:
+def task_table(run: Run, start: float) -> pd.DataFrame:
     tasks = run.tasks(epoch=True)
     for column in ("start", "stop", "ended"):
         tasks[column] = tasks[column] - start
@@ -101,7 +101,7 @@ def _task_table(run: Run, start: float) -> pd.DataFrame:
     return tasks
 
 
-def _prefix_table(tasks: pd.DataFrame) -> pd.DataFrame:
+def prefix_table(tasks: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     if tasks.empty:
@@ -144,7 +144,7 @@ def _memory_series(run: Run, start: float) -> dict[str, pd.DataFrame]:
     }
 
 
-def _cluster_max(run: Run, name: str) -> float | None:
+def cluster_max(run: Run, name: str) -> float | None:
     frame = run.metrics(name)
     values = frame[frame["worker"].isna()]["value"]
     return float(values.max()) if len(values) else None
@@ -204,15 +204,9 @@ def collect(run: Run) -> ReportData:
     record = run.summary()
     start = run.started
     end = run.window_end()
-    tasks = _task_table(run, start)
-    phases = {
-        phase: float(tasks[list(columns)].fillna(0.0).to_numpy().sum())
-        for phase, columns in PHASE_COLUMNS.items()
-    }
-    workers = _cluster_max(run, "workers")
-    threads = _cluster_max(run, "nthreads")
-    peak = run.metrics("memory_process")
-    peak = peak[peak["worker"].notna()]
+    tasks = task_table(run, start)
+    workers = cluster_max(run, "workers")
+    threads = cluster_max(run, "nthreads")
     alerts = run.logs(level="warning", epoch=True)
     alerts["time"] = alerts["time"] - start
     levels = alerts["level"]
@@ -221,12 +215,12 @@ def collect(run: Run) -> ReportData:
         start=start,
         end=end,
         tasks=tasks,
-        prefixes=_prefix_table(tasks),
-        phases=phases,
+        prefixes=prefix_table(tasks),
+        phases=phase_totals(tasks),
         workers=int(workers) if workers else int(tasks["worker"].nunique()),
         threads=int(threads) if threads else int(tasks["lane"].nunique()),
-        peak_memory=_peak_total(peak),
-        peak_spilled=_cluster_max(run, "memory_spilled"),
+        peak_memory=peak_memory(run),
+        peak_spilled=cluster_max(run, "memory_spilled"),
         memory=_memory_series(run, start),
         workers_removed=_removed_workers(run),
         failures=_failures(run, tasks, start),
@@ -238,8 +232,18 @@ def collect(run: Run) -> ReportData:
     )
 
 
-def _peak_total(process: pd.DataFrame) -> float | None:
+def phase_totals(tasks: pd.DataFrame) -> dict[str, float]:
+    """Seconds of task time in each phase of PHASE_COLUMNS."""
+    return {
+        phase: float(tasks[list(columns)].fillna(0.0).to_numpy().sum())
+        for phase, columns in PHASE_COLUMNS.items()
+    }
+
+
+def peak_memory(run: Run) -> float | None:
     """The highest sum of the workers' process memory at one sampling time."""
+    process = run.metrics("memory_process")
+    process = process[process["worker"].notna()]
     if process.empty:
         return None
     return float(process.groupby("time")["value"].sum().max())

@@ -1,0 +1,241 @@
+"""Run-to-run comparison: did this change make it slower, or hungrier?
+
+``compare(a, b)`` puts the headline figures and the time of each task prefix of
+two runs side by side, with the ratio ``b / a``. For every figure lower is
+better, so a ratio beyond ``1 + threshold`` is a regression and one under
+``1 - threshold`` an improvement; figures too small to measure are not judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+from dask_observe import config
+from dask_observe.units import format_bytes, format_seconds
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dask_observe.store import Run, Store
+
+#: Columns of ``Comparison.table``.
+COMPARISON_COLUMNS = ("figure", "unit", "a", "b", "ratio", "verdict")
+
+#: Below these, differences are noise: never marked.
+_FLOORS = {"s": 0.05, "bytes": 2**20, "tasks": 0}
+
+#: Figures where more is not worse (shown, never marked).
+_NEUTRAL = frozenset({"tasks"})
+
+
+class NothingToCompare(ValueError):
+    """A run without tasks has nothing to compare."""
+
+
+@dataclass
+class Comparison:
+    """Two runs side by side. ``table`` has the columns COMPARISON_COLUMNS."""
+
+    a: dict[str, Any]
+    b: dict[str, Any]
+    table: pd.DataFrame
+    threshold: float
+
+    @property
+    def regressions(self) -> pd.DataFrame:
+        return self.table[self.table["verdict"] == "regression"]
+
+    @property
+    def improvements(self) -> pd.DataFrame:
+        return self.table[self.table["verdict"] == "improvement"]
+
+    def text(self) -> str:
+        """The table as plain text, for terminals."""
+        rows = [
+            f"Run {self.a['id']} {self.a['name']!r} -> run {self.b['id']} "
+            f"{self.b['name']!r} (ratio b/a; marked beyond +/-{self.threshold:.0%})"
+        ]
+        for r in self.table.to_dict("records"):
+            ratio = "" if r["ratio"] != r["ratio"] else f"{r['ratio']:.2f}x"
+            rows.append(
+                f"  {r['figure']:<32} {_shown(r['a'], r['unit']):>12} "
+                f"{_shown(r['b'], r['unit']):>12} {ratio:>8}  {r['verdict']}"
+            )
+        return "\n".join(rows)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_html_(self) -> str:
+        return render_html(self)
+
+
+def _shown(value: float | None, unit: str) -> str:
+    if value is None or value != value:
+        return "-"
+    if unit == "s":
+        return format_seconds(value)
+    if unit == "bytes":
+        return format_bytes(value)
+    return f"{int(value):,}"
+
+
+def figures(run: Run) -> dict[str, Any]:
+    """The figures a comparison reads of one run: (unit, value) by name, and the
+    total compute seconds of each prefix."""
+    from dask_observe.report.model import (
+        cluster_max,
+        peak_memory,
+        phase_totals,
+        prefix_table,
+        task_table,
+    )
+
+    summary = run.summary()
+    tasks = task_table(run, run.started)
+    if tasks.empty:
+        raise NothingToCompare(
+            f"run {run.id} {run.name!r} has no tasks: nothing to compare"
+        )
+    values: dict[str, tuple[str, float | None]] = {
+        "wall time": ("s", summary["duration_s"]),
+    }
+    for phase, seconds in phase_totals(tasks).items():
+        values[f"{phase} time"] = ("s", seconds)
+    values["peak memory"] = ("bytes", peak_memory(run))
+    values["spilled (peak)"] = ("bytes", cluster_max(run, "memory_spilled") or 0.0)
+    values["tasks"] = ("tasks", float(summary["n_tasks"]))
+    values["failed tasks"] = ("tasks", float(summary["n_failed"]))
+    prefixes = prefix_table(tasks).set_index("prefix")["total_s"]
+    return {"summary": summary, "values": values, "prefixes": prefixes.to_dict()}
+
+
+def _verdict(figure: str, unit: str, a: float | None, b: float | None, t: float) -> str:
+    if a is None or b is None or figure in _NEUTRAL:
+        return ""
+    if max(a, b) < _FLOORS.get(unit, 0) or max(a, b) == 0:
+        return ""
+    if a == 0:
+        return "regression"
+    ratio = b / a
+    if ratio > 1 + t:
+        return "regression"
+    if ratio < 1 - t:
+        return "improvement"
+    return ""
+
+
+def compare(
+    a: Run | int | str,
+    b: Run | int | str,
+    *,
+    threshold: float | None = None,
+    store: Store | None = None,
+) -> Comparison:
+    """Compare run ``b`` against run ``a`` (ratios are ``b / a``).
+
+    Runs may be given as :class:`Run` objects or as ids (or ``"last"``) in
+    ``store`` (default: the configured store). ``threshold`` (default
+    ``observe.compare.threshold``, 0.1) is the relative change marked as a
+    regression or improvement.
+
+    Raises
+    ------
+    NothingToCompare
+        When a run has no tasks.
+    """
+    import pandas as pd
+
+    if threshold is None:
+        threshold = float(config.get("compare.threshold") or 0.1)
+    if threshold < 0:
+        raise ValueError(f"threshold must be 0 or more, not {threshold}")
+    run_a, run_b = (_resolve(r, store) for r in (a, b))
+    fa, fb = figures(run_a), figures(run_b)
+    rows = []
+    for name, (unit, va) in fa["values"].items():
+        vb = fb["values"][name][1]
+        rows.append((name, unit, va, vb))
+    for prefix in sorted(set(fa["prefixes"]) | set(fb["prefixes"])):
+        pa, pb = fa["prefixes"].get(prefix), fb["prefixes"].get(prefix)
+        rows.append((f"prefix {prefix}", "s", pa, pb))
+    table = pd.DataFrame(
+        [
+            (
+                name,
+                unit,
+                va,
+                vb,
+                _ratio(va, vb),
+                _verdict(name, unit, va, vb, threshold),
+            )
+            for name, unit, va, vb in rows
+        ],
+        columns=list(COMPARISON_COLUMNS),
+    )
+    return Comparison(fa["summary"], fb["summary"], table, threshold)
+
+
+def _ratio(a: float | None, b: float | None) -> float:
+    if a is None or b is None or a == 0:
+        return 1.0 if a == b else float("nan")
+    return b / a
+
+
+def _resolve(run: Run | int | str, store: Store | None) -> Run:
+    from dask_observe.store import Run
+
+    if isinstance(run, Run):
+        return run
+    if store is None:
+        from dask_observe import open_store
+
+        store = open_store()
+    return store.run(run)
+
+
+# -- HTML ------------------------------------------------------------------------
+
+_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "": "#8c8c8c"}
+
+
+def _bar(ratio: float, verdict: str) -> str:
+    """A bar from the 1.0 line: right for slower/bigger, left for faster."""
+    width, middle = 160, 80
+    if ratio != ratio:
+        return ""
+    # log2 scale: 2x fills one side, 0.5x the other.
+    import math
+
+    offset = max(-1.0, min(1.0, math.log2(max(ratio, 1e-9)))) * middle
+    x, w = (middle, offset) if offset >= 0 else (middle + offset, -offset)
+    return (
+        f'<svg width="{width}" height="12" role="img" aria-label="ratio">'
+        f'<rect x="{x:.1f}" y="2" width="{max(w, 1):.1f}" height="8" '
+        f'fill="{_COLORS[verdict]}"/>'
+        f'<line x1="{middle}" x2="{middle}" y1="0" y2="12" stroke="#999"/></svg>'
+    )
+
+
+def render_html(c: Comparison) -> str:
+    head = (
+        f"<b>Run {c.a['id']} {escape(repr(str(c.a['name'])))}</b> (a) vs "
+        f"<b>run {c.b['id']} {escape(repr(str(c.b['name'])))}</b> (b): "
+        f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s) "
+        f"beyond ±{c.threshold:.0%}"
+    )
+    rows = "".join(
+        f'<tr data-verdict="{escape(r["verdict"])}"><td>{escape(r["figure"])}</td>'
+        f"<td>{_shown(r['a'], r['unit'])}</td><td>{_shown(r['b'], r['unit'])}</td>"
+        f"<td>{'' if r['ratio'] != r['ratio'] else format(r['ratio'], '.2f') + 'x'}"
+        f"</td><td>{_bar(r['ratio'], r['verdict'])}</td>"
+        f'<td style="color:{_COLORS[r["verdict"]]}">{escape(r["verdict"])}</td></tr>'
+        for r in c.table.to_dict("records")
+    )
+    return (
+        '<div class="dobs-compare" style="font-size:13px">'
+        f"<p>{head}</p><table><tr><th>figure</th><th>a</th><th>b</th>"
+        f"<th>b/a</th><th></th><th></th></tr>{rows}</table></div>"
+    )

@@ -1,0 +1,95 @@
+"""Comparing recorded runs: a slower run shows as a regression, a run against
+itself as no change at all."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from distributed import Client
+
+import dask_observe
+from dask_observe.comparison import NothingToCompare
+
+from .conftest import DASK_OBSERVE, subprocess_env
+
+
+def work(x: float) -> float:
+    time.sleep(x)
+    return x
+
+
+@pytest.fixture
+def two_runs(client: Client, store_path: Path) -> tuple[dask_observe.Run, ...]:
+    runs = []
+    for name, seconds in (("before", 0.05), ("after", 0.15)):
+        with dask_observe.record(name, client=client) as run:
+            client.gather(client.map(work, [seconds] * 20, pure=False))
+        runs.append(run)
+    return tuple(runs)
+
+
+def test_a_slower_run_is_marked_as_a_regression(
+    two_runs: tuple[dask_observe.Run, ...], store_path: Path
+) -> None:
+    before, after = two_runs
+    comparison = dask_observe.compare(before, after)
+    table = comparison.table.set_index("figure")
+    assert table.loc["prefix work", "ratio"] == pytest.approx(3.0, rel=0.2)
+    assert table.loc["prefix work", "verdict"] == "regression"
+    assert table.loc["wall time", "verdict"] == "regression"
+    assert table.loc["compute time", "verdict"] == "regression"
+    assert table.loc["tasks", "ratio"] == 1.0 and table.loc["tasks", "verdict"] == ""
+    # Read the other way round, the same change is an improvement.
+    back = dask_observe.compare(after.id, before.id).table.set_index("figure")
+    assert back.loc["prefix work", "verdict"] == "improvement"
+
+    html = comparison._repr_html_()
+    assert html.count('data-verdict="regression"') == len(comparison.regressions)
+    assert 'aria-label="ratio"' in html and "<script" not in html
+
+
+def test_a_run_compared_with_itself_changes_nothing(
+    two_runs: tuple[dask_observe.Run, ...],
+) -> None:
+    before, _ = two_runs
+    table = dask_observe.compare(before, before).table
+    assert (table["ratio"] == 1.0).all()
+    assert (table["verdict"] == "").all()
+
+
+def test_a_run_without_tasks_cannot_be_compared(
+    client: Client, two_runs: tuple[dask_observe.Run, ...]
+) -> None:
+    with dask_observe.record("idle", client=client) as idle:
+        pass
+    with pytest.raises(NothingToCompare, match=f"run {idle.id} 'idle' has no tasks"):
+        dask_observe.compare(two_runs[0], idle)
+
+
+def test_compare_from_the_command_line(
+    two_runs: tuple[dask_observe.Run, ...], store_path: Path
+) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [DASK_OBSERVE, "compare", "1", "last", "--threshold", "0.5"],
+        env=subprocess_env(store_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Run 1 'before' -> run 2 'after'" in done.stdout
+    line = next(x for x in done.stdout.splitlines() if "prefix work" in x)
+    assert line.rstrip().endswith("regression")
+
+    bad = subprocess.run(
+        [DASK_OBSERVE, "compare", "1", "7"],
+        env=subprocess_env(store_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 1 and "no run 7" in bad.stderr
