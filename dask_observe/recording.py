@@ -22,15 +22,19 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# dask-expr warns that annotations are ignored when a DataFrame is made inside a
-# span; the span's own annotation still reaches the scheduler (the client adds it
-# when it submits), so the warning would only mislead. Hidden when the run's span
-# is the only annotation; any other still warns.
-warnings.filterwarnings(
-    "ignore",
-    message=r"Dask annotations \{'span': \{[^{}]*\}\} detected",
-    category=UserWarning,
-)
+
+def _hide_span_annotation_warning() -> None:
+    """dask-expr warns that annotations are ignored when a DataFrame is made
+    inside a span; the span's own annotation still reaches the scheduler (the
+    client adds it when it submits), so the warning would only mislead. Hidden
+    when the run's span is the only annotation; any other still warns. Set at
+    each start: code that resets warning filters (pytest does) drops it."""
+    warnings.filterwarnings(
+        "ignore",
+        message=r"Dask annotations \{'span': \{[^{}]*\}\} detected",
+        category=UserWarning,
+    )
+
 
 NO_CLIENT_HELP = (
     "No Dask client found. Create one first, e.g. "
@@ -89,6 +93,7 @@ class Recording:
     def start(self) -> Run:
         from distributed import span
 
+        _hide_span_annotation_warning()
         self._recorder = Recorder.acquire(self.client, self.store)
         self._span = (
             contextlib.nullcontext(None) if self.whole_cluster else span(self.name)
