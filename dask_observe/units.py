@@ -52,3 +52,9 @@ def parse_seconds(value: str | float) -> float:
     if not found or found[2] not in ("", *_SECONDS):
         raise ValueError(f"not a duration: {value!r} (e.g. '100ms', '2s', '1min')")
     return float(found[1]) * _SECONDS.get(found[2] or "s", 1.0)
+
+
+def text_or_none(value: object) -> str | None:
+    """A text cell of a DataFrame, or None where it is missing (None or NaN:
+    pandas 3 stores missing strings as NaN)."""
+    return value if isinstance(value, str) and value else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import time
@@ -96,9 +97,14 @@ def shout(x: int) -> int:
     return x
 
 
+def scheduler_says(line: str) -> None:
+    logging.getLogger("distributed.scheduler").info(line)
+
+
 def test_logs_prints_a_runs_lines_filtered(client: Client, store_path: Path) -> None:
     with dask_observe.record("loud"):
         client.gather(client.map(shout, range(3)))
+        client.run_on_scheduler(scheduler_says, "from the scheduler")
     done = dask_observe_cli(store_path, "logs", "last", "--filter", "LOOKS <ODD>")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -109,6 +115,14 @@ def test_logs_prints_a_runs_lines_filtered(client: Client, store_path: Path) -> 
     ]
     none = dask_observe_cli(store_path, "logs", "last", "--level", "error")
     assert none.returncode == 0 and none.stdout == ""
+    # The scheduler's own lines have no worker: none is printed for them.
+    scheduler = dask_observe_cli(store_path, "logs", "last", "--source", "scheduler")
+    lines = scheduler.stdout.splitlines()
+    assert lines[-1].endswith(
+        " INFO     scheduler distributed.scheduler: from the scheduler"
+    )
+    assert all(line.split()[3] == "scheduler" for line in lines)
+    assert all(line.split()[4].startswith("distributed.") for line in lines)
 
 
 def test_logs_of_an_unknown_run_lists_the_latest(store_path: Path) -> None:

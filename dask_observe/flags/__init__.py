@@ -7,6 +7,7 @@ far), and a better rule in a later version improves old runs too.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from dask_observe.flags.rules import FLAG_KINDS, RULES, Context, Flag
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from dask_observe.store import Run
+
+logger = logging.getLogger(__name__)
 
 #: The columns of ``run.flags()``.
 FLAG_COLUMNS = ("time", "kind", "severity", "worker", "message", "evidence", "advice")
@@ -26,9 +29,20 @@ __all__ = ["FLAG_COLUMNS", "FLAG_KINDS", "SEVERITIES", "Flag", "evaluate", "flag
 
 
 def flag_list(run: Run) -> list[Flag]:
-    """Every flag the run raises, in time order."""
+    """Every flag the run raises, in time order.
+
+    A rule that fails (on telemetry it did not expect) is logged and skipped: the
+    other flags, and the report that shows them, still appear.
+    """
     context = Context(run)
-    flags = [flag for rule in RULES for flag in rule(context)]
+    flags = []
+    for rule in RULES:
+        try:
+            flags += rule(context)
+        except Exception:
+            logger.exception(
+                "dask-observe: the %s rule failed on run %s", rule.__name__, run.id
+            )
     return sorted(flags, key=lambda f: (f.time, f.kind))
 
 

@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dask_observe import config
-from dask_observe.units import format_bytes, format_seconds, parse_seconds
+from dask_observe.units import (
+    format_bytes,
+    format_seconds,
+    parse_seconds,
+    text_or_none,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,11 +60,12 @@ class Flag:
 
 
 def _evidence(time: float, worker: str | None, text: str) -> dict[str, Any]:
-    return {"time": time, "worker": worker, "text": text}
+    return {"time": time, "worker": text_or_none(worker), "text": text}
 
 
-def _workers(names: Iterable[str | None]) -> str | None:
-    unique = sorted({n for n in names if n})
+def _workers(names: Iterable[object]) -> str | None:
+    # Rows without a worker hold None or NaN, depending on the column's dtype.
+    unique = sorted({n for n in names if isinstance(n, str) and n})
     return ", ".join(unique) if unique else None
 
 
@@ -91,14 +97,12 @@ class Context:
     def logs(self, contains: str) -> list[tuple[float, str | None, str]]:
         """(time, worker, message) of the lines containing ``contains``."""
         frame = self.run.logs(contains=contains, epoch=True)
-        return list(
-            zip(
-                frame["time"].astype(float),
-                frame["worker"].where(frame["worker"].notna(), None),
-                frame["message"].astype(str),
-                strict=True,
+        return [
+            (float(t), w if isinstance(w, str) else None, str(m))
+            for t, w, m in zip(
+                frame["time"], frame["worker"], frame["message"], strict=True
             )
-        )
+        ]
 
     def metric(self, name: str) -> pd.DataFrame:
         """Per-worker samples of one metric: time, worker, value."""
@@ -119,11 +123,11 @@ class Context:
         """(time, worker, stimulus id) of the workers the scheduler removed."""
         events = self.run.events("worker-removed", epoch=True)
         return [
-            (float(t), str(w), str(d.get("stimulus_id", "")))
-            for t, w, d in zip(
+            (float(t), w, str(d.get("stimulus_id", "")))
+            for t, worker, d in zip(
                 events["time"], events["worker"], events["data"], strict=True
             )
-            if w
+            if (w := text_or_none(worker))
         ]
 
     @cached_property
@@ -145,7 +149,7 @@ class Context:
         """(time, worker, event) of each nanny memory restart: pid and rss."""
         events = self.run.events("worker-restart-memory", epoch=True)
         return [
-            (float(t), str(d.get("worker") or w), d)
+            (float(t), str(d.get("worker") or text_or_none(w)), d)
             for t, w, d in zip(
                 events["time"], events["worker"], events["data"], strict=True
             )

@@ -173,6 +173,16 @@ def _first_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[:limit] + "…"
 
 
+def widget_values(snapshot: Snapshot, name: str) -> dict[str, str]:
+    """The HTML of each part of the widget display."""
+    return {
+        "header": header_html(snapshot, name),
+        "prefixes": prefixes_html(snapshot),
+        "workers": workers_html(snapshot),
+        "alerts": alerts_html(snapshot),
+    }
+
+
 class WidgetView:
     """ipywidgets: a header, prefix bars, worker memory bars, flags and alerts.
     Each part is one HTML widget, updated only when its text changes."""
@@ -190,14 +200,8 @@ class WidgetView:
         self.handle = display(self.box, display_id=True)
 
     def show(self, snapshot: Snapshot) -> None:
-        values = {
-            "header": header_html(snapshot, self.name),
-            "prefixes": prefixes_html(snapshot),
-            "workers": workers_html(snapshot),
-            "alerts": alerts_html(snapshot),
-        }
-        for key, value in values.items():
-            if self.parts[key].value != value:
+        for key, value in widget_values(snapshot, self.name).items():
+            if self.parts[key].value != value:  # a comm message only on change
                 self.parts[key].value = value
 
     def replace(self, obj: Any) -> None:

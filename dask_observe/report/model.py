@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.units import text_or_none
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -155,7 +157,7 @@ def _failures(run: Run, tasks: pd.DataFrame, start: float) -> list[Failure]:
     failures = []
     for row in erred.to_dict("records"):
         ended = start + float(row["ended"])
-        worker = row["worker"] if isinstance(row["worker"], str) else None
+        worker = text_or_none(row["worker"])
         # The worker's own last words; for a task whose worker is not known (it
         # died under it), the cluster's last warnings before the failure.
         logs = run.logs(
@@ -173,7 +175,7 @@ def _failures(run: Run, tasks: pd.DataFrame, start: float) -> list[Failure]:
                 exception=str(row["exception"] or "unknown error"),
                 traceback=str(row["traceback"] or ""),
                 logs=[
-                    (float(t) - start, str(lv), str(w or s), str(m))
+                    (float(t) - start, str(lv), text_or_none(w) or str(s), str(m))
                     for t, lv, s, w, m in zip(
                         logs["time"],
                         logs["level"],

@@ -11,7 +11,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.report import svg
-from dask_observe.units import format_bytes, format_seconds
+from dask_observe.units import format_bytes, format_seconds, text_or_none
 
 if TYPE_CHECKING:
     from dask_observe.flags import Flag
@@ -110,7 +110,7 @@ def _summary(data: ReportData) -> str:
 
 def _flag(flag: Flag) -> str:
     evidence = "".join(
-        f"<tr><td>{_clock(e['time'])}</td><td>{escape(str(e['worker'] or ''))}</td>"
+        f"<tr><td>{_clock(e['time'])}</td><td>{escape(e['worker'] or '')}</td>"
         f"<td>{escape(str(e['text']))}</td></tr>"
         for e in flag.evidence
     )
@@ -258,7 +258,7 @@ def _alerts(data: ReportData, limits: Limits) -> str:
             shown["time"].astype(float),
             shown["level"].astype(str),
             [
-                str(w or s)
+                text_or_none(w) or str(s)
                 for w, s in zip(shown["worker"], shown["source"], strict=True)
             ],
             shown["message"].astype(str),
