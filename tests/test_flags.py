@@ -121,6 +121,29 @@ def test_a_task_holding_the_gil_for_seconds_raises_event_loop_blocked(
     assert "Release the GIL" in flag["advice"]
 
 
+def spin(seconds: float) -> None:
+    """Pure Python: holds the GIL but for the interpreter's switches."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_python_threads_fighting_for_the_gil_raise_gil_contention(
+    store_path: Path,
+) -> None:
+    # distributed measures contention with gilknocker (a test dependency here).
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=4, dashboard_address=":0") as lc,
+        Client(lc) as client,
+        dask_observe.record("threads", client=client) as run,
+    ):
+        client.gather(client.map(spin, [3.0] * 4, pure=False))
+    assert kinds(run) == ["gil-contention"]
+    flag = run.flags().iloc[0]
+    assert "waited for the GIL" in flag["message"]
+    assert all(e["text"].startswith("GIL contention") for e in flag["evidence"])
+
+
 def test_work_pinned_to_one_worker_raises_load_imbalance(
     client: Client, store_path: Path
 ) -> None:

@@ -384,16 +384,30 @@ def spilling(ctx: Context) -> list[Flag]:
 # -- the event loop and the GIL -----------------------------------------------
 
 
+#: A worker's heartbeat metrics describe the seconds before it: samples this soon
+#: after a run starts may describe the run before.
+_HEARTBEAT_LAG_S = 2.0
+
+
 def event_loop_blocked(ctx: Context) -> list[Flag]:
     """From distributed's own "Event loop was unresponsive" lines (logged past
-    ``distributed.admin.tick.limit``, 3 s by default). The heartbeat's
-    event_loop_interval is not used: it averages since the previous heartbeat,
-    so a block at the end of one run would show in the next."""
+    ``distributed.admin.tick.limit``, 3 s by default) and from workers' sampled
+    ``event_loop_interval`` over ``observe.flags.event-loop-blocked.tick``."""
+    tick = _setting("event-loop-blocked.tick", 1.0)
     evidence = [
         _evidence(t, w, m) for t, w, m in ctx.logs("Event loop was unresponsive")
     ]
+    slow = ctx.metric("event_loop_interval")
+    slow = slow[
+        (slow["value"] > tick) & (slow["time"] > ctx.run.started + _HEARTBEAT_LAG_S)
+    ]
+    evidence += [
+        _evidence(float(t), str(w), f"event loop ticks every {format_seconds(v)}")
+        for t, w, v in zip(slow["time"], slow["worker"], slow["value"], strict=True)
+    ]
     if not evidence:
         return []
+    evidence.sort(key=lambda e: float(e["time"]))
     return [
         Flag(
             "event-loop-blocked",
@@ -401,8 +415,8 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
             evidence[0]["time"],
             _workers(e["worker"] for e in evidence),
             f"The event loop of a worker or the scheduler was unresponsive "
-            f"{len(evidence)} time(s): something held it (or the GIL) for seconds, "
-            "so heartbeats and transfers waited.",
+            f"({len(evidence)} observation(s)): something held it (or the GIL) for "
+            "seconds, so heartbeats and transfers waited.",
             "Release the GIL in long-running tasks (NumPy or Numba with nogil), "
             "split them up, or avoid moving very large objects between workers.",
             evidence[:MAX_EVIDENCE],
@@ -411,9 +425,20 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
 
 
 def gil_contention(ctx: Context) -> list[Flag]:
+    """Task threads of one worker fighting over the GIL, where distributed
+    measures it (with gilknocker installed).
+
+    Only workers with several threads are judged: in a one-thread worker a task
+    holding the GIL shows as contention too, but the remedy (and the flag) is
+    event-loop-blocked's. A single high sample is noise; two or more count.
+    """
     share = _setting("gil-contention.share", 0.5)
     values = ctx.metric("gil_contention")
-    high = values[values["value"] > share]
+    threads = ctx.metric("nthreads").groupby("worker")["value"].max()
+    threaded = set(threads[threads > 1].index)
+    high = values[(values["value"] > share) & values["worker"].isin(threaded)]
+    counts = high.groupby("worker").size()
+    high = high[high["worker"].isin(counts[counts >= 2].index)]
     if high.empty:
         return []
     return [
@@ -422,9 +447,10 @@ def gil_contention(ctx: Context) -> list[Flag]:
             "warning",
             float(high["time"].min()),
             _workers(high["worker"]),
-            f"Threads waited for the GIL more than {share:.0%} of the time.",
+            f"Task threads waited for the GIL more than {share:.0%} of the time "
+            f"({len(high)} samples): they took turns instead of running together.",
             "Use processes rather than threads (more workers, one thread each), or "
-            "code that releases the GIL.",
+            "code that releases the GIL (NumPy, pandas, Numba with nogil).",
             [
                 _evidence(float(t), str(w), f"GIL contention {v:.0%}")
                 for t, w, v in zip(

@@ -1,0 +1,86 @@
+"""A %%dask_record cell run in a real JupyterLab notebook, in a real Chromium."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import nbformat
+from distributed import Client
+from playwright.sync_api import Page, expect
+
+import dask_observe
+from conftest import ARTIFACTS, Lab
+
+
+def write_notebook(folder: Path, scheduler: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "%load_ext dask_observe\n"
+            "from distributed import Client\n"
+            f"client = Client({scheduler!r})"
+        ),
+        nbformat.v4.new_code_cell(
+            "%%dask_record browser\n"
+            "import time, dask\n"
+            "@dask.delayed\n"
+            "def nap(i):\n"
+            "    time.sleep(0.3)\n"
+            "    return i\n"
+            "sum(dask.compute(*[nap(i) for i in range(30)]))"
+        ),
+    ]
+    path = folder / "record.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_a_dask_record_cell_shows_progress_then_its_report(
+    client: Client, store_path: Path, lab: Lab, page: Page, tmp_path: Path
+) -> None:
+    assert client.scheduler is not None
+    write_notebook(tmp_path, str(client.scheduler.address))
+    page.goto(lab.page_url("lab/tree/record.ipynb"))
+    expect(page.locator(".jp-Notebook")).to_be_visible(timeout=30_000)
+    expect(
+        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    ).to_be_attached(timeout=60_000)
+
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Run$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Run All Cells$")).click()
+
+    # The live display: its header moves while the cell blocks in dask.compute.
+    header = page.locator(".jupyter-widgets", has_text="tasks/s").last
+    expect(header).to_be_visible(timeout=60_000)
+    seen: list[int] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and header.count():
+        found = re.search(r"(\d+) / 30 tasks", header.inner_text(timeout=2_000) or "")
+        if found:
+            seen.append(int(found[1]))
+            if len(set(seen)) == 2:
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=ARTIFACTS / "notebook-progress.png")
+        time.sleep(0.3)
+    moving = sorted({n for n in seen if 0 < n < 30})
+    assert len(moving) >= 2, seen
+
+    # Then the report takes the widget's place, as static HTML.
+    report = page.locator(".dobs-report")
+    expect(report).to_be_visible(timeout=30_000)
+    expect(page.locator(".jupyter-widgets", has_text="tasks/s")).to_have_count(0)
+    run = dask_observe.open_store().run("last")
+    expect(report.locator('[data-figure="n_tasks"]')).to_have_text(
+        f"{run.summary()['n_tasks']:,}"
+    )
+    expect(report.locator("svg[aria-label='task stream']")).to_be_visible()
+    expect(report).to_contain_text("No flag: nothing looked wrong.")
+    report.scroll_into_view_if_needed()
+    page.screenshot(path=ARTIFACTS / "notebook-report.png")
