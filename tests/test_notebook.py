@@ -105,9 +105,11 @@ def test_dask_record_shows_live_progress_then_leaves_a_static_report(
         # The cell blocks in .compute(): the progress must move meanwhile.
         nbformat.v4.new_code_cell(
             "%%dask_record live\n"
-            "import time, dask\n"
+            "import logging, time, dask\n"
             "@dask.delayed\n"
             "def nap(i):\n"
+            "    if i == 3:\n"
+            "        logging.getLogger('user').warning('<b>careful</b> with %d', i)\n"
             "    time.sleep(0.25)\n"
             "    return i\n"
             "sum(dask.compute(*[nap(i) for i in range(24)]))"
@@ -129,6 +131,10 @@ def test_dask_record_shows_live_progress_then_leaves_a_static_report(
     assert len(times) >= 2 * (times[-1] - times[0])
     assert any("nap" in v and "/ 24" in v for _, v in updates)  # the prefix bar
     assert any("processing" in v for _, v in updates)  # the worker memory bars
+    # A worker's warning arrives while the cell runs, counted, and as text.
+    alerts = [v for _, v in updates if "warning/error line" in v]
+    assert alerts and "1 warning/error line; newest" in alerts[0]
+    assert "&lt;b&gt;careful&lt;/b&gt; with 3" in alerts[0]
 
     # The widget gave its place to the report, kept in the notebook as HTML.
     outputs = nb.cells[1].outputs

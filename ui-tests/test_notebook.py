@@ -9,6 +9,7 @@ from pathlib import Path
 import nbformat
 from distributed import Client
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import dask_observe
 from conftest import ARTIFACTS, Lab
@@ -49,6 +50,16 @@ def test_a_dask_record_cell_shows_progress_then_its_report(
     write_notebook(tmp_path, str(client.scheduler.address))
     page.goto(lab.page_url("lab/tree/record.ipynb"))
     expect(page.locator(".jp-Notebook")).to_be_visible(timeout=30_000)
+    # JupyterLab may ask which kernel to start: the notebook's own, python3.
+    accept = page.locator(".jp-Dialog .jp-mod-accept")
+    try:
+        accept.wait_for(timeout=8_000)
+        accept.click()
+    except PlaywrightTimeout:
+        pass
+    expect(page.locator(".jp-Toolbar-kernelName")).to_contain_text(
+        "Python 3", timeout=30_000
+    )
     expect(
         page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
     ).to_be_attached(timeout=60_000)

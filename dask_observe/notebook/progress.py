@@ -159,7 +159,8 @@ def alerts_html(s: Snapshot) -> str:
     ]
     if s.n_alerts:
         html.append(
-            f'<div style="font-size:12px">{s.n_alerts:,} warning/error lines; '
+            f'<div style="font-size:12px">{s.n_alerts:,} warning/error '
+            f"line{'' if s.n_alerts == 1 else 's'}; "
             "newest:</div>"
         )
         html += [
