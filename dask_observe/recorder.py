@@ -24,6 +24,9 @@ logger = logging.getLogger(__name__)
 #: How recently a worker must have left for a run's end to wait for its nanny.
 SETTLE_AFTER_REMOVAL_S = 5.0
 
+#: How often a recorder tells the store that its cluster is still watched.
+TOUCH_INTERVAL_S = 3.0
+
 _registry_lock = threading.Lock()
 _recorders: dict[tuple[str, str], Recorder] = {}
 
@@ -39,6 +42,29 @@ def install_plugins(client: Client) -> None:
     client.register_plugin(ObserveSchedulerPlugin(settings))
     client.register_plugin(ObserveWorkerPlugin(settings))
     client.register_plugin(ObserveNannyPlugin(settings))
+
+
+def dashboard_address(client: Client) -> str | None:
+    """``http://host:port`` of the scheduler's dashboard, or None without one.
+
+    The host is the scheduler's own (as the kernel reaches it), the port the
+    one its dashboard service listens on.
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        port = client.scheduler_info().get("services", {}).get("dashboard")
+    except Exception:  # a scheduler that cannot say: no dashboard to offer
+        return None
+    scheduler = client.scheduler
+    if not port or scheduler is None:
+        return None
+    host = urlsplit(str(scheduler.address)).hostname
+    if not host:  # inproc:// and other transports without a host
+        return None
+    if ":" in host:  # an IPv6 address goes in brackets
+        host = f"[{host}]"
+    return f"http://{host}:{int(port)}"
 
 
 class Recorder:
@@ -101,6 +127,7 @@ class Recorder:
     # -- running -----------------------------------------------------------------
     def start(self) -> None:
         install_plugins(self.client)
+        self.store.register_cluster(self.cluster, dashboard_address(self.client))
         self._thread = threading.Thread(
             target=self._run, name="dask-observe-recorder", daemon=True
         )
@@ -108,9 +135,13 @@ class Recorder:
 
     def _run(self) -> None:
         paused = False
+        touched = time.monotonic()
         while not self._stop.wait(self.interval_s):
             try:
                 self.pull()
+                if time.monotonic() - touched > TOUCH_INTERVAL_S:
+                    self.store.touch_cluster(self.cluster)
+                    touched = time.monotonic()
             except Exception as e:  # a closed client or a lost scheduler
                 if self.client.status in ("closing", "closed"):
                     return

@@ -10,11 +10,19 @@ from typing import Any
 
 import pytest
 from tornado.httpclient import HTTPClientError
+from tornado.websocket import websocket_connect
 
 from dask_observe.store import Store
 
 #: Every route of the extension, for the authentication walk.
-ROUTES = ["dask-observe/api/runs"]
+ROUTES = [
+    "dask-observe/api/runs",
+    "dask-observe/api/runs/1",
+    "dask-observe/api/runs/last/logs",
+    "dask-observe/api/runs/1/report",
+    "dask-observe/api/clusters",
+    "dask-observe/api/stream",
+]
 
 
 @pytest.fixture
@@ -72,6 +80,16 @@ async def test_every_route_refuses_the_unauthenticated(
     assert b"dask-observe" not in response.body
 
 
+async def test_the_stream_refuses_an_unauthenticated_websocket_upgrade(
+    jp_serverapp: Any, jp_base_url: str, jp_http_port: int, http_server_client: Any
+) -> None:
+    # (http_server_client: the server listens once a client fixture asks for it)
+    url = f"ws://localhost:{jp_http_port}{jp_base_url}dask-observe/api/stream"
+    with pytest.raises(HTTPClientError) as info:
+        await websocket_connect(url)
+    assert info.value.code == 403
+
+
 def test_the_server_side_reads_the_store_without_dask(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     with Store(path) as store:
@@ -81,8 +99,12 @@ def test_the_server_side_reads_the_store_without_dask(tmp_path: Path) -> None:
         "import sys; sys.modules['dask'] = None; sys.modules['distributed'] = None\n"
         "from pathlib import Path\n"
         "from dask_observe.server import _load_jupyter_server_extension\n"
-        "from dask_observe.server.routes import read_runs\n"
-        "print(read_runs(Path(sys.argv[1]))[0]['name'])\n"
+        "from dask_observe.server.routes import read_runs, read_run, read_report\n"
+        "from dask_observe.server.stream import Subscription\n"
+        "path = Path(sys.argv[1])\n"
+        "print(read_runs(path)[0]['name'])\n"
+        "assert read_run(path, 'last')['flags'] == []\n"
+        "assert 'dobs-report' in read_report(path, 'last')\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(path)],

@@ -1,21 +1,36 @@
-"""REST routes under ``<base_url>dask-observe/api/``; all authenticated."""
+"""REST routes under ``<base_url>dask-observe/api/``; all authenticated.
+
+Every answer is JSON (untrusted text travels JSON-encoded), except a run's report,
+which is HTML that escapes what it shows and is served under a policy that lets
+no script run.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler
+from jupyter_server.auth.decorator import authorized, ws_authenticated
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from dask_observe.store import Store, StoreError
+from dask_observe.store import RunNotFound, Store, StoreError, telemetry
 
 #: The resource name for jupyter_server's authorizer.
 AUTH_RESOURCE = "dask-observe"
+
+#: Log lines one page holds at most.
+MAX_PAGE = 5_000
+
+#: A report page may show styles and inline images, and run nothing.
+REPORT_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+T = TypeVar("T")
 
 
 def read_runs(path: Path) -> list[dict[str, Any]]:
@@ -26,7 +41,55 @@ def read_runs(path: Path) -> list[dict[str, Any]]:
         return store.run_records()
 
 
-class StoreHandler(APIHandler):
+def read_run(path: Path, run_id: str) -> dict[str, Any]:
+    """A run's record, summary and flags."""
+    with Store(path, create=False) as store:
+        run = store.run(run_id)
+        flags = run.flags()
+        flags["time"] = flags["time"].map(lambda t: t.timestamp())
+        return {
+            "run": store.run_record(run.id),
+            "summary": run.summary(),
+            "flags": flags.to_dict("records"),
+        }
+
+
+def read_logs(path: Path, run_id: str, query: dict[str, Any]) -> dict[str, Any]:
+    """One page of a run's log lines in store order: those numbered above
+    ``after`` (and at most ``upto``), filtered as the Python API filters."""
+    with Store(path, create=False) as store:
+        record = store.run_record(run_id)
+        upto = record["seq_end"]
+        if query["upto"] is not None:
+            upto = query["upto"] if upto is None else min(upto, query["upto"])
+        window = telemetry.Window(
+            record["cluster"], record["started"], None, record["seq_start"], upto
+        )
+        sql, params = telemetry.stream_query(
+            "logs", window, query["after"], query["limit"] + 1, logs=query["filters"]
+        )
+        rows = [dict(r) for r in store.rows(sql, params)]
+    more = len(rows) > query["limit"]
+    rows = rows[: query["limit"]]
+    names = telemetry.level_names(r["level"] for r in rows)
+    for row, name in zip(rows, names, strict=True):
+        row["level"] = name
+    return {"lines": rows, "next": rows[-1]["seq"] if more else None}
+
+
+def read_report(path: Path, run_id: str) -> str:
+    with Store(path, create=False) as store:
+        return store.run(run_id).report().html
+
+
+def read_clusters(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    with Store(path, create=False) as store:
+        return store.clusters()
+
+
+class StoreReader(JupyterHandler):
     """Base of the handlers that read the store; it is handed in, not global."""
 
     auth_resource = AUTH_RESOURCE
@@ -34,12 +97,24 @@ class StoreHandler(APIHandler):
     def initialize(self, store_path: Path) -> None:
         self.store_path = store_path
 
-    async def read(self, reader: Any, *args: Any) -> Any:
-        """Run a blocking store read off the event loop."""
+    async def read(self, reader: Callable[..., T], *args: Any) -> T:
+        """Run a blocking store read off the event loop; a missing run is 404, a
+        bad filter 400. Their messages quote what the request (or the store: run
+        names) said, so they are HTML-escaped, whatever page carries them."""
         try:
             return await asyncio.to_thread(reader, self.store_path, *args)
+        except RunNotFound as e:
+            raise web.HTTPError(404, escape(str(e))) from e
         except StoreError as e:
-            raise web.HTTPError(500, str(e)) from e
+            if not self.store_path.exists():
+                raise web.HTTPError(404, "no runs recorded yet") from e
+            raise web.HTTPError(500, escape(str(e))) from e
+        except ValueError as e:
+            raise web.HTTPError(400, escape(str(e))) from e
+
+
+class StoreHandler(StoreReader, APIHandler):
+    """A store reader that answers JSON, errors included."""
 
 
 class RunsHandler(StoreHandler):
@@ -52,10 +127,88 @@ class RunsHandler(StoreHandler):
         self.finish(json.dumps({"runs": runs}))
 
 
+class RunHandler(StoreHandler):
+    """``GET dask-observe/api/runs/<id>``: a run with its summary and flags."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, run_id: str) -> None:
+        self.finish(json.dumps(await self.read(read_run, run_id), default=str))
+
+
+class RunLogsHandler(StoreHandler):
+    """``GET dask-observe/api/runs/<id>/logs``: a page of log lines.
+
+    Query: contains, regex (1/true), level, worker, source; after and upto
+    (sequence numbers), limit. ``next`` is the ``after`` of the next page.
+    """
+
+    def _int(self, name: str, default: int | None) -> int | None:
+        raw = self.get_query_argument(name, None)
+        if raw is None:
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise web.HTTPError(400, f"{name} must be a whole number") from None
+
+    @web.authenticated
+    @authorized
+    async def get(self, run_id: str) -> None:
+        limit = self._int("limit", 1000) or 1000
+        query = {
+            "after": self._int("after", 0) or 0,
+            "upto": self._int("upto", None),
+            "limit": max(1, min(limit, MAX_PAGE)),
+            "filters": {
+                "contains": self.get_query_argument("contains", None),
+                "regex": self.get_query_argument("regex", "") in ("1", "true"),
+                "level": self.get_query_argument("level", None),
+                "worker": self.get_query_argument("worker", None),
+                "source": self.get_query_argument("source", None),
+            },
+        }
+        self.finish(json.dumps(await self.read(read_logs, run_id, query)))
+
+
+class RunReportHandler(StoreReader):
+    """``GET dask-observe/api/runs/<id>/report``: the full report, as HTML
+    (errors as Jupyter's own HTML error page, which escapes its message)."""
+
+    # Not web.authenticated: it would redirect to the login page; every route of
+    # ours answers 403 to a request without credentials, this one included.
+    @ws_authenticated
+    @authorized
+    async def get(self, run_id: str) -> None:
+        html = await self.read(read_report, run_id)
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header("Content-Security-Policy", REPORT_POLICY)
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.finish(html)
+
+
+class ClustersHandler(StoreHandler):
+    """``GET dask-observe/api/clusters``: clusters recorders have watched, with
+    their dashboard address and whether a recorder still watches them."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.finish(json.dumps({"clusters": await self.read(read_clusters)}))
+
+
 def route_table(base_url: str, store_path: Path) -> list[tuple[str, Any, Any]]:
     """The handlers of the extension, rooted at ``base_url``."""
+    from dask_observe.server.stream import StreamHandler
+
     kwargs = {"store_path": store_path}
     api = url_path_join(base_url, "dask-observe", "api")
+    run = url_path_join(api, "runs", r"(last|\d+)")
     return [
         (url_path_join(api, "runs"), RunsHandler, kwargs),
+        (run, RunHandler, kwargs),
+        (url_path_join(run, "logs"), RunLogsHandler, kwargs),
+        (url_path_join(run, "report"), RunReportHandler, kwargs),
+        (url_path_join(api, "clusters"), ClustersHandler, kwargs),
+        (url_path_join(api, "stream"), StreamHandler, kwargs),
     ]

@@ -101,6 +101,18 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN seq_start INTEGER;
     ALTER TABLE runs ADD COLUMN seq_end INTEGER;
     """,
+    # 2 -> 3: clusters that recorders have seen, with their dashboard: the only
+    # addresses the Jupyter server's dashboard proxy will reach. ``id`` is a short
+    # stable name for URLs; ``last_seen`` says whether a recorder still watches.
+    """
+    CREATE TABLE clusters (
+        id         TEXT PRIMARY KEY,
+        address    TEXT NOT NULL UNIQUE,
+        dashboard  TEXT,
+        first_seen REAL NOT NULL,
+        last_seen  REAL NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -6,6 +6,7 @@ open the same file; rows are plain dicts here and DataFrames at the public API.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -50,6 +51,16 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:  # alive, but someone else's
         return True
     return True
+
+
+#: How recently a recorder must have reported a cluster for it to count as alive
+#: (recorders report every few seconds while they run).
+CLUSTER_ALIVE_S = 15.0
+
+
+def cluster_id_of(address: str) -> str:
+    """A short, stable, URL-safe name for a scheduler address."""
+    return hashlib.sha256(address.encode()).hexdigest()[:12]
 
 
 class Store:
@@ -141,6 +152,14 @@ class Store:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
 
+    def rows(self, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+        """The rows of a query (from :mod:`dask_observe.store.telemetry`)."""
+        return self._query(sql, tuple(params))
+
+    def last_seq(self) -> int:
+        """The highest sequence number written so far."""
+        return int(self._query("SELECT value FROM sequence")[0]["value"])
+
     def close(self) -> None:
         """Close the connection; the file stays as it is."""
         with self._lock:
@@ -200,6 +219,43 @@ class Store:
         """Record how many flags a finished run raised, for listings."""
         with self._transaction() as conn:
             conn.execute("UPDATE runs SET n_flags = ? WHERE id = ?", (n_flags, run_id))
+
+    # -- clusters ----------------------------------------------------------------
+    def register_cluster(self, address: str, dashboard: str | None) -> str:
+        """Record that a recorder watches the scheduler at ``address`` (whose
+        dashboard, if any, is served at ``dashboard``); return the cluster's id."""
+        cluster_id = cluster_id_of(address)
+        now = time.time()
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT INTO clusters (id, address, dashboard, first_seen, last_seen)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (address) DO UPDATE"
+                " SET dashboard = excluded.dashboard, last_seen = excluded.last_seen",
+                (cluster_id, address, dashboard, now, now),
+            )
+        return cluster_id
+
+    def touch_cluster(self, address: str) -> None:
+        """A recorder still watches this cluster."""
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE clusters SET last_seen = ? WHERE address = ?",
+                (time.time(), address),
+            )
+
+    def clusters(self) -> list[dict[str, Any]]:
+        """Every cluster recorders have watched, most recently seen first, with
+        ``alive``: whether a recorder reported it within CLUSTER_ALIVE_S."""
+        now = time.time()
+        return [
+            {**dict(row), "alive": now - row["last_seen"] < CLUSTER_ALIVE_S}
+            for row in self._query("SELECT * FROM clusters ORDER BY last_seen DESC")
+        ]
+
+    def cluster(self, cluster_id: str) -> dict[str, Any] | None:
+        """One cluster by its id, or None."""
+        rows = self._query("SELECT * FROM clusters WHERE id = ?", (cluster_id,))
+        return dict(rows[0]) if rows else None
 
     # -- telemetry ---------------------------------------------------------------
     def cursor(self, cluster: str) -> tuple[str | None, int]:

@@ -152,6 +152,7 @@ def _select(
     *,
     where: Sequence[tuple[str, Any]] = (),
     order: str = "time, seq",
+    limit: int | None = None,
     **equal: Any,
 ) -> tuple[str, list[Any]]:
     """Rows of ``table`` in ``window`` that meet each ``(clause, value)`` of
@@ -169,7 +170,42 @@ def _select(
             clauses.append(f"{column} = ?")
             params.append(value)
     sql = f"SELECT {', '.join(columns)} FROM {_source(table, window)}"
-    return f"{sql} WHERE {' AND '.join(clauses) or '1'} ORDER BY {order}", params
+    sql = f"{sql} WHERE {' AND '.join(clauses) or '1'} ORDER BY {order}"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return sql, params
+
+
+def stream_query(
+    table: str,
+    window: Window,
+    after: int,
+    limit: int,
+    *,
+    logs: dict[str, Any] | None = None,
+) -> tuple[str, list[Any]]:
+    """Rows of ``table`` numbered above ``after`` in ``window``, oldest first, at
+    most ``limit``: what a live view asks for next. ``logs`` holds log filters
+    (contains, regex, level, worker, source)."""
+    columns = {
+        "logs": ("seq", *LOG_COLUMNS),
+        "metrics": ("seq", *METRIC_COLUMNS),
+        "events": ("seq", *EVENT_COLUMNS),
+    }[table]
+    after = max(after, window.seq_after or 0)
+    window = window._replace(seq_after=after)
+    if table != "logs":
+        return _select(table, columns, window, order="seq", limit=limit)
+    filters = dict(logs or {})
+    where = log_filters(
+        filters.pop("contains", None),
+        bool(filters.pop("regex", False)),
+        filters.pop("level", None),
+    )
+    return _select(
+        "logs", columns, window, where=where, order="seq", limit=limit, **filters
+    )
 
 
 def log_query(
@@ -182,6 +218,15 @@ def log_query(
     source: str | None = None,
 ) -> tuple[str, list[Any]]:
     """SQL and parameters for log lines; filters combine with AND."""
+    where = log_filters(contains, regex, level)
+    columns = ("seq", *LOG_COLUMNS)
+    return _select("logs", columns, window, where=where, worker=worker, source=source)
+
+
+def log_filters(
+    contains: str | None, regex: bool, level: str | int | None
+) -> list[tuple[str, Any]]:
+    """The WHERE terms of a text and level filter on log lines."""
     where: list[tuple[str, Any]] = []
     if contains:
         if regex:
@@ -194,8 +239,7 @@ def log_query(
             where.append(("message LIKE ? ESCAPE '\\'", f"%{_escape_like(contains)}%"))
     if level is not None:
         where.append(("level >= ?", level_number(level)))
-    columns = ("seq", *LOG_COLUMNS)
-    return _select("logs", columns, window, where=where, worker=worker, source=source)
+    return where
 
 
 def metric_query(

@@ -1,0 +1,179 @@
+"""The server's REST routes and event stream over a run recorded on a real
+LocalCluster, served by a real Jupyter server (pytest-jupyter)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from distributed import Client
+from tornado.httpclient import HTTPClientError
+
+import dask_observe
+
+N_LINES = 10_000
+
+
+@pytest.fixture
+def jp_server_config(store_path: Path) -> dict[str, Any]:
+    return {"ServerApp": {"jpserver_extensions": {"dask_observe": True}}}
+
+
+def chatter(n: int) -> int:
+    log = logging.getLogger("user.chatter")
+    for i in range(n):
+        log.warning("line %05d <script>alert(%d)</script>", i, i)
+    return n
+
+
+def fail(x: int) -> int:
+    raise RuntimeError(f"broken {x}")
+
+
+@pytest.fixture
+def recorded(client: Client, store_path: Path) -> dask_observe.Run:
+    with (
+        pytest.raises(RuntimeError),
+        dask_observe.record("chatty", client=client) as run,
+    ):
+        client.submit(chatter, N_LINES).result()
+        client.submit(fail, 1).result()
+    return run
+
+
+async def get_json(jp_fetch: Any, *parts: str, **params: Any) -> Any:
+    response = await jp_fetch("dask-observe", "api", *parts, params=params)
+    assert response.headers["Content-Type"].startswith("application/json")
+    return json.loads(response.body)
+
+
+async def test_a_runs_detail_logs_report_and_cluster(
+    jp_fetch: Any, recorded: dask_observe.Run, client: Client
+) -> None:
+    detail = await get_json(jp_fetch, "runs", str(recorded.id))
+    assert detail["run"]["name"] == "chatty" and detail["run"]["status"] == "failed"
+    assert detail["summary"]["n_failed"] == 1
+    assert [f["kind"] for f in detail["flags"]] == ["task-errors"]
+
+    # Pages in store order; each line's text comes back JSON-encoded, as it was.
+    page = await get_json(
+        jp_fetch, "runs", "last", "logs", contains="<SCRIPT>", limit="4000"
+    )
+    assert len(page["lines"]) == 4000 and page["next"] == page["lines"][-1]["seq"]
+    assert page["lines"][0]["message"] == "line 00000 <script>alert(0)</script>"
+    assert page["lines"][0]["level"] == "WARNING"
+    total, after = len(page["lines"]), page["next"]
+    while after is not None:  # pages of at most 5,000 whatever the limit asked
+        more = await get_json(
+            jp_fetch, "runs", "last", "logs", contains="<script>", after=str(after),
+            limit="9999",
+        )  # fmt: skip
+        assert 0 < len(more["lines"]) <= 5000
+        total, after = total + len(more["lines"]), more["next"]
+    assert total == N_LINES
+
+    response = await jp_fetch("dask-observe", "api", "runs", str(recorded.id), "report")
+    assert response.headers["Content-Type"].startswith("text/html")
+    assert "default-src 'none'" in response.headers["Content-Security-Policy"]
+    html = response.body.decode()
+    assert 'class="dobs-report"' in html and "<script" not in html
+
+    clusters = (await get_json(jp_fetch, "clusters"))["clusters"]
+    assert client.scheduler is not None
+    (cluster,) = [c for c in clusters if c["address"] == client.scheduler.address]
+    assert cluster["alive"] is True
+    assert cluster["dashboard"] == client.dashboard_link.removesuffix("/status")
+
+
+@pytest.mark.parametrize(
+    ("parts", "params", "code", "says"),
+    [
+        (("runs", "99"), {}, 404, "no run 99"),
+        (("runs", "1", "logs"), {"contains": "(", "regex": "1"}, 400, "bad regular"),
+        (("runs", "1", "logs"), {"level": "<b>loud</b>"}, 400, "unknown log level"),
+        (("runs", "1", "logs"), {"after": "x"}, 400, "after must be a whole number"),
+        (("runs", "%3Cscript%3E"), {}, 404, ""),
+    ],
+)
+async def test_bad_requests_are_json_errors_that_echo_nothing_unescaped(
+    jp_fetch: Any,
+    recorded: dask_observe.Run,
+    parts: tuple[str, ...],
+    params: dict[str, str],
+    code: int,
+    says: str,
+) -> None:
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch("dask-observe", "api", *parts, params=params)
+    assert info.value.code == code
+    assert info.value.response is not None
+    body = info.value.response.body.decode()
+    assert "<script>" not in body and "<b>" not in body
+    if says:
+        assert says in json.loads(body)["message"]
+
+
+async def receive(ws: Any, timeout: float = 10) -> dict[str, Any]:
+    message = await asyncio.wait_for(ws.read_message(), timeout)
+    assert message is not None, "the server closed the stream"
+    return dict(json.loads(message))
+
+
+async def test_the_stream_resumes_exactly_after_a_disconnect(
+    jp_ws_fetch: Any, recorded: dask_observe.Run
+) -> None:
+    seen: list[int] = []
+    subscribe = {"type": "subscribe", "run": recorded.id, "kinds": ["logs"],
+                 "filters": {"contains": "<script>"}}  # fmt: skip
+
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    ws.write_message(json.dumps({**subscribe, "after": 0}))
+    assert (await receive(ws))["type"] == "subscribed"
+    first = await receive(ws)
+    assert first["type"] == "batch"
+    seen += [row["seq"] for row in first["logs"]]
+    ws.close()  # mid-way: 10,000 lines come in batches of 2,000
+
+    assert 0 < len(seen) < N_LINES
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    ws.write_message(json.dumps({**subscribe, "after": first["last"]}))
+    assert (await receive(ws))["after"] == first["last"]
+    while len(seen) < N_LINES:
+        batch = await receive(ws)
+        assert batch["type"] == "batch"
+        seen += [row["seq"] for row in batch["logs"]]
+    ws.close()
+    assert len(seen) == len(set(seen)) == N_LINES  # no duplicate, no gap
+    assert seen == sorted(seen)
+
+
+async def test_the_stream_pushes_new_rows_and_says_what_is_wrong(
+    jp_ws_fetch: Any, client: Client, store_path: Path
+) -> None:
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    ws.write_message(json.dumps({"type": "subscribe", "run": 5}))
+    error = await receive(ws)
+    assert error["type"] == "error"  # no store yet, then no run 5
+    ws.write_message("not json")
+    assert (await receive(ws))["type"] == "error"
+
+    with dask_observe.record("live", client=client) as run:
+        ws.write_message(json.dumps({"type": "subscribe", "run": run.id,
+                                     "kinds": ["logs", "progress"]}))  # fmt: skip
+        assert (await receive(ws))["type"] == "subscribed"
+        await asyncio.to_thread(lambda: client.submit(chatter, 3).result())
+        lines: list[str] = []
+        progress: dict[str, Any] = {}
+        while len(lines) < 3 or not progress:
+            message = await receive(ws)
+            if message["type"] == "batch":
+                lines += [r["message"] for r in message.get("logs", [])]
+            elif message["type"] == "progress":
+                progress = message["prefixes"]
+        assert lines[-1] == "line 00002 <script>alert(2)</script>"
+        assert progress == {"chatter": [1, 0]}
+    ws.close()
