@@ -22,6 +22,7 @@ ROUTES = [
     "dask-observe/api/runs/1/report",
     "dask-observe/api/clusters",
     "dask-observe/api/stream",
+    "dask-observe/dashboard/0123456789ab/status",
 ]
 
 

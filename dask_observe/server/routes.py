@@ -199,6 +199,7 @@ class ClustersHandler(StoreHandler):
 
 def route_table(base_url: str, store_path: Path) -> list[tuple[str, Any, Any]]:
     """The handlers of the extension, rooted at ``base_url``."""
+    from dask_observe.server.proxy import DashboardProxyHandler
     from dask_observe.server.stream import StreamHandler
 
     kwargs = {"store_path": store_path}
@@ -211,4 +212,11 @@ def route_table(base_url: str, store_path: Path) -> list[tuple[str, Any, Any]]:
         (url_path_join(run, "report"), RunReportHandler, kwargs),
         (url_path_join(api, "clusters"), ClustersHandler, kwargs),
         (url_path_join(api, "stream"), StreamHandler, kwargs),
+        (
+            url_path_join(
+                base_url, "dask-observe", "dashboard", r"([0-9a-f]{12})", "(.*)"
+            ),
+            DashboardProxyHandler,
+            kwargs,
+        ),
     ]
