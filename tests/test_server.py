@@ -106,6 +106,12 @@ def test_the_server_side_reads_the_store_without_dask(tmp_path: Path) -> None:
         "print(read_runs(path)[0]['name'])\n"
         "assert read_run(path, 'last')['flags'] == []\n"
         "assert 'dobs-report' in read_report(path, 'last')\n"
+        "import dask_observe.server.proxy\n"
+        "from dask_observe.store import Store\n"
+        "with Store(path, create=False) as store:\n"
+        "    sub = Subscription(store, {'run': 'last',\n"
+        "                               'kinds': ['logs', 'flags', 'progress']})\n"
+        "    sub.rows_after(0); sub.flags(0.0); sub.progress()\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(path)],

@@ -4,8 +4,13 @@ LocalCluster, served by a real Jupyter server (pytest-jupyter)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
+import os
+import socket
+import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +182,98 @@ async def test_the_stream_pushes_new_rows_and_says_what_is_wrong(
         assert lines[-1] == "line 00002 <script>alert(2)</script>"
         assert progress == {"chatter": [1, 0]}
     ws.close()
+
+
+def ws_frame(text: str) -> bytes:
+    """One masked text frame, as a browser sends it."""
+    payload = text.encode()
+    mask = os.urandom(4)
+    header = bytes([0x81])
+    if len(payload) < 126:
+        header += bytes([0x80 | len(payload)])
+    else:
+        header += bytes([0x80 | 126]) + struct.pack(">H", len(payload))
+    return header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+async def read_frame(reader: asyncio.StreamReader) -> dict[str, Any]:
+    first, second = await reader.readexactly(2)
+    length = second & 0x7F
+    if length == 126:
+        (length,) = struct.unpack(">H", await reader.readexactly(2))
+    elif length == 127:
+        (length,) = struct.unpack(">Q", await reader.readexactly(8))
+    assert first & 0x0F == 1, "a text frame"
+    return dict(json.loads(await reader.readexactly(length)))
+
+
+async def test_a_client_that_stops_reading_gets_a_gap_it_can_fill_over_rest(
+    jp_fetch: Any,
+    jp_http_port: int,
+    jp_base_url: str,
+    jp_auth_header: dict[str, str],
+    store_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dask_observe.server import stream
+    from dask_observe.store import Store
+
+    monkeypatch.setattr(stream, "MAX_PENDING_BYTES", 256 * 1024)
+    n = 200_000
+    with Store(store_path) as store:
+        run_id = store.create_run("flood", cluster="tcp://flood:1")
+        records = [
+            (i + 1, ("log", time.time(), 30, "worker", "w", "flood", f"line {i:06d}"))
+            for i in range(n)
+        ]
+        store.ingest("tcp://flood:1", records, read_at=(None, 0), instance="i",
+                     last=n, dropped={})  # fmt: skip
+        store.end_run(run_id, "finished")
+
+    # A raw socket with a tiny receive window, so that unread data backs up.
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", jp_http_port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(
+        (
+            f"GET {jp_base_url}dask-observe/api/stream HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{jp_http_port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+            "Sec-WebSocket-Version: 13\r\n"
+            f"Authorization: {jp_auth_header['Authorization']}\r\n\r\n"
+        ).encode()
+    )
+    assert b" 101 " in await reader.readuntil(b"\r\n\r\n")
+    subscribe = {"type": "subscribe", "run": run_id, "kinds": ["logs"], "after": 0}
+    writer.write(ws_frame(json.dumps(subscribe)))
+    await writer.drain()
+    await asyncio.sleep(3)  # not reading: the server must stop queueing for us
+
+    streamed: list[int] = []
+    gaps: list[tuple[int, int]] = []
+    while True:
+        message = await asyncio.wait_for(read_frame(reader), 10)
+        if message["type"] == "batch":
+            streamed += [row["seq"] for row in message["logs"]]
+            if message["last"] >= n:
+                break
+        elif message["type"] == "gap":
+            gaps.append((message["after"], message["upto"]))
+            if message["upto"] >= n:
+                break
+    writer.close()
+    assert gaps, "the server kept queueing for a client that did not read"
+
+    # What the gaps skipped is there over REST, and nothing is missing overall.
+    filled: list[int] = []
+    for after, upto in gaps:
+        while after is not None and after < upto:
+            page = await get_json(
+                jp_fetch, "runs", str(run_id), "logs",
+                after=str(after), upto=str(upto), limit="5000",
+            )  # fmt: skip
+            filled += [line["seq"] for line in page["lines"]]
+            after = page["next"]
+    assert sorted(streamed + filled) == list(range(1, n + 1))
