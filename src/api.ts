@@ -46,3 +46,23 @@ export async function fetchRuns(): Promise<IRun[]> {
   const body = await requestAPI<{ runs: IRun[] }>('runs');
   return body.runs;
 }
+
+/**
+ * A cluster a recorder watched, as `dask-observe/api/clusters` returns it.
+ */
+export interface ICluster {
+  id: string;
+  address: string;
+  dashboard: string | null;
+  first_seen: number;
+  last_seen: number;
+  alive: boolean;
+}
+
+/**
+ * The clusters recorders watch or watched, most recently seen first.
+ */
+export async function fetchClusters(): Promise<ICluster[]> {
+  const body = await requestAPI<{ clusters: ICluster[] }>('clusters');
+  return body.clusters;
+}

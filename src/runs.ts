@@ -13,6 +13,7 @@ export class RunsView extends Widget {
   constructor(options: RunsView.IOptions = {}) {
     super();
     this.addClass('jp-DaskObserve-runs');
+    this._openReport = options.openReport ?? null;
     const heading = document.createElement('h3');
     heading.textContent = 'Runs';
     this._status = document.createElement('div');
@@ -66,8 +67,12 @@ export class RunsView extends Widget {
       runs.length === 0
         ? 'No runs recorded yet. Record one with %%dask_record in a notebook, or run "dask-observe demo".'
         : `${runs.length} run${runs.length === 1 ? '' : 's'}`;
-    this._list.replaceChildren(...runs.map(Private.runCard));
+    this._list.replaceChildren(
+      ...runs.map(run => Private.runCard(run, this._openReport))
+    );
   }
+
+  private _openReport: ((runId: number) => void) | null;
 
   private _list: HTMLUListElement;
   private _shown = '';
@@ -87,6 +92,10 @@ export namespace RunsView {
      * Milliseconds between refreshes while the panel is visible.
      */
     refreshInterval?: number;
+    /**
+     * Open a run's report in the main area; without it, cards have no button.
+     */
+    openReport?: (runId: number) => void;
   }
 }
 
@@ -104,7 +113,10 @@ namespace Private {
   /**
    * One run: its name and status, then tasks, wall time, start and id.
    */
-  export function runCard(run: IRun): HTMLLIElement {
+  export function runCard(
+    run: IRun,
+    openReport: ((runId: number) => void) | null
+  ): HTMLLIElement {
     const item = document.createElement('li');
     item.className = `jp-DaskObserve-run jp-DaskObserve-run-${run.status}`;
     item.dataset.runId = String(run.id);
@@ -135,6 +147,14 @@ namespace Private {
       span('jp-DaskObserve-run-id', `#${run.id}`)
     );
     item.append(head, meta);
+    if (openReport !== null && run.status !== 'running') {
+      const button = document.createElement('button');
+      button.className = 'jp-DaskObserve-run-report';
+      button.textContent = 'Report';
+      button.title = `Open the report of run ${run.id}`;
+      button.addEventListener('click', () => openReport(run.id));
+      meta.append(button);
+    }
     item.title = run.cluster ? `Recorded on ${run.cluster}` : '';
     return item;
   }

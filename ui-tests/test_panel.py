@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import uuid
 from pathlib import Path
 
 from distributed import Client
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Dialog, Page, expect
 
 import dask_observe
 from conftest import ARTIFACTS, Lab
@@ -47,3 +49,96 @@ def test_the_side_panel_lists_a_run_recorded_beforehand(
     expect(runs).to_have_count(2, timeout=15_000)
     expect(runs.first.locator(".jp-DaskObserve-run-name")).to_have_text("later")
     expect(panel.locator(".jp-DaskObserve-runs-status")).to_have_text("2 runs")
+
+
+def test_a_runs_report_opens_in_a_tab(
+    client: Client, store_path: Path, lab: Lab, page: Page
+) -> None:
+    with dask_observe.record("reported") as run:
+        client.gather(client.map(lambda x: x * 2, range(5)))
+
+    page.goto(lab.page_url())
+    page.locator(PANEL_TAB).click()
+    card = page.locator(f'.jp-DaskObserve-run[data-run-id="{run.id}"]')
+    card.locator(".jp-DaskObserve-run-report").click()
+
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Run 1 report")
+    expect(tab).to_be_visible()
+    report = page.frame_locator(".jp-DaskObserve-tab iframe").locator(".dobs-report")
+    expect(report).to_be_visible(timeout=20_000)
+    expect(report.locator('[data-figure="n_tasks"]')).to_have_text("5")
+    page.screenshot(path=ARTIFACTS / "panel-report-tab.png")
+
+
+def test_the_dashboard_opens_through_the_proxy(
+    client: Client, store_path: Path, lab: Lab, page: Page
+) -> None:
+    with dask_observe.record("registers the cluster"):
+        client.submit(abs, -1).result()
+
+    page.goto(lab.page_url())
+    page.locator(PANEL_TAB).click()
+    cluster = page.locator(".jp-DaskObserve-cluster").first
+    assert client.scheduler is not None
+    expect(cluster.locator(".jp-DaskObserve-cluster-address")).to_have_text(
+        str(client.scheduler.address)
+    )
+    expect(cluster.locator(".jp-DaskObserve-cluster-seen")).to_have_text("live")
+    cluster.locator('.jp-DaskObserve-dashboard-button[data-page="status"]').click()
+
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Dask status")
+    expect(tab).to_be_visible()
+    # Bokeh draws on canvases once its document arrived over the (proxied)
+    # websocket: scripts ran and the socket works.
+    frame = page.frame_locator(".jp-DaskObserve-tab iframe")
+    expect(frame.locator("canvas").first).to_be_visible(timeout=30_000)
+    page.screenshot(path=ARTIFACTS / "panel-dashboard-status.png")
+
+
+def say(line: str) -> None:
+    logging.getLogger("distributed.worker").warning(line)
+
+
+def test_live_logs_arrive_within_two_seconds_as_text_and_filter(
+    client: Client, store_path: Path, lab: Lab, page: Page
+) -> None:
+    dialogs: list[str] = []
+
+    def on_dialog(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    workers = list(client.scheduler_info()["workers"])
+    with dask_observe.record("live logs"):
+        page.goto(lab.page_url())
+        page.locator(PANEL_TAB).click()
+        logs = page.locator(".jp-DaskObserve-logs")
+        expect(logs.locator(".jp-DaskObserve-logs-state")).to_have_text(
+            "", timeout=20_000
+        )
+
+        marker = uuid.uuid4().hex[:8]
+        hostile = f"<img src=x onerror=alert(1)> {marker}"
+        client.submit(say, hostile, workers=[workers[0]], pure=False).result()
+        line = logs.locator(".jp-DaskObserve-log", has_text=marker)
+        expect(line).to_have_count(1, timeout=2_000)  # within 2 s of the task
+        expect(line.locator(".jp-DaskObserve-log-message")).to_have_text(hostile)
+        expect(line.locator(".jp-DaskObserve-log-where")).to_have_text(workers[0])
+        assert logs.locator("img").count() == 0  # text, not markup
+
+        # A line from the other worker; then filters narrow the view.
+        client.submit(
+            say, f"second {marker}", workers=[workers[1]], pure=False
+        ).result()
+        expect(logs.locator(".jp-DaskObserve-log", has_text=marker)).to_have_count(2)
+        logs.locator(".jp-DaskObserve-logs-filter").fill(workers[1])
+        shown = logs.locator(".jp-DaskObserve-log", has_text=marker)
+        expect(shown).to_have_count(1)
+        expect(shown.locator(".jp-DaskObserve-log-message")).to_have_text(
+            f"second {marker}"
+        )
+        logs.locator(".jp-DaskObserve-logs-filter").fill("onerror=alert")
+        expect(logs.locator(".jp-DaskObserve-log")).to_have_count(1)
+        page.screenshot(path=ARTIFACTS / "panel-live-logs.png")
+    assert dialogs == []

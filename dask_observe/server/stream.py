@@ -2,7 +2,7 @@
 
 The client sends ``{"type": "subscribe", "run": ID | "cluster": ID, "kinds":
 [...], "after": SEQ, "filters": {...}}``; ``kinds`` among logs, metrics, events,
-flags, progress. The server answers ``{"type": "subscribed", ...}`` and then, as
+flags, progress; ``after`` may be ``-N`` to start about N rows before the end. The server answers ``{"type": "subscribed", ...}`` and then, as
 rows are committed, ``{"type": "batch", "last": SEQ, "logs": [...], ...}``: every
 row numbered up to ``last`` that matches is in that batch or an earlier one, so a
 client that reconnects with ``after = last`` misses nothing and gets nothing twice.
@@ -55,9 +55,12 @@ class Subscription:
             raise SubscriptionError(f"unknown kinds {unknown}; use some of {KINDS}")
         self.kinds: list[str] = kinds
         after = message.get("after", 0)
-        if not isinstance(after, int) or after < 0:
-            raise SubscriptionError("'after' must be a sequence number (0 or more)")
-        self.cursor = after
+        if not isinstance(after, int) or isinstance(after, bool):
+            raise SubscriptionError(
+                "'after' must be a sequence number, or -N for about the last N rows"
+            )
+        # -N: a view opening on a long-lived cluster starts near the end.
+        self.cursor = after if after >= 0 else max(0, store.last_seq() + after)
         filters = message.get("filters") or {}
         if not isinstance(filters, dict) or set(filters) - {
             "contains", "regex", "level", "worker", "source",

@@ -1,0 +1,251 @@
+import { Widget } from '@lumino/widgets';
+
+import { ConnectionState, ILogLine, LogStream } from './stream';
+
+/**
+ * Pixel height of one line; the list is virtualized on it.
+ */
+const ROW_HEIGHT = 18;
+
+/**
+ * Lines drawn beyond the visible ones, above and below.
+ */
+const OVERSCAN = 10;
+
+const LEVELS: Record<string, number> = {
+  DEBUG: 10,
+  INFO: 20,
+  WARNING: 30,
+  ERROR: 40,
+  CRITICAL: 50
+};
+
+/**
+ * Live log lines of every process of the cluster, interleaved in store order.
+ *
+ * Filters by text (or a regular expression) and lowest level; follows the
+ * newest line or pauses; keeps at most `maxLines` (the oldest go first) and
+ * draws only the lines in view, so 100,000 lines scroll as easily as 100.
+ * Lines are untrusted text: they are written with `textContent` only.
+ */
+export class LogsView extends Widget {
+  constructor(options: LogsView.IOptions) {
+    super();
+    this.addClass('jp-DaskObserve-logs');
+    this._stream = options.stream;
+    this._maxLines = options.maxLines ?? 100_000;
+
+    const heading = document.createElement('h3');
+    heading.textContent = 'Logs';
+    this._state = document.createElement('span');
+    this._state.className = 'jp-DaskObserve-logs-state';
+    heading.append(' ', this._state);
+
+    const bar = document.createElement('div');
+    bar.className = 'jp-DaskObserve-logs-bar';
+    this._filter = document.createElement('input');
+    this._filter.type = 'search';
+    this._filter.placeholder = 'filter';
+    this._filter.className = 'jp-DaskObserve-logs-filter';
+    this._regex = this._checkbox('regex', false);
+    this._level = document.createElement('select');
+    this._level.className = 'jp-DaskObserve-logs-level';
+    for (const name of ['DEBUG', 'INFO', 'WARNING', 'ERROR']) {
+      const option = document.createElement('option');
+      option.value = name;
+      option.textContent = name.toLowerCase() + '+';
+      this._level.append(option);
+    }
+    this._level.value = 'DEBUG';
+    this._follow = this._checkbox('follow', true);
+    this._count = document.createElement('span');
+    this._count.className = 'jp-DaskObserve-logs-count';
+    bar.append(
+      this._filter,
+      this._regex.parentElement!,
+      this._level,
+      this._follow.parentElement!,
+      this._count
+    );
+
+    this._viewport = document.createElement('div');
+    this._viewport.className = 'jp-DaskObserve-logs-viewport';
+    this._spacer = document.createElement('div');
+    this._spacer.className = 'jp-DaskObserve-logs-spacer';
+    this._rows = document.createElement('div');
+    this._rows.className = 'jp-DaskObserve-logs-rows';
+    this._spacer.append(this._rows);
+    this._viewport.append(this._spacer);
+    this.node.append(heading, bar, this._viewport);
+
+    for (const control of [this._filter, this._regex, this._level]) {
+      control.addEventListener('input', () => this._refilter());
+    }
+    this._viewport.addEventListener('scroll', () => {
+      // Scrolling up pauses following; back at the bottom resumes it.
+      const atBottom =
+        this._viewport.scrollTop + this._viewport.clientHeight >=
+        this._viewport.scrollHeight - ROW_HEIGHT;
+      if (this._follow.checked !== atBottom && !this._scrolling) {
+        this._follow.checked = atBottom;
+      }
+      this._schedule();
+    });
+    this._follow.addEventListener('change', () => this._schedule());
+    this._stream.lines.connect((_, lines) => this._append(lines));
+    this._stream.stateChanged.connect((_, state) => this._showState(state));
+    this._showState(this._stream.state);
+  }
+
+  /**
+   * The lines that pass the filters, oldest first.
+   */
+  get shown(): readonly ILogLine[] {
+    return this._shown;
+  }
+
+  private _checkbox(label: string, checked: boolean): HTMLInputElement {
+    const box = document.createElement('input');
+    box.type = 'checkbox';
+    box.checked = checked;
+    const wrapper = document.createElement('label');
+    wrapper.className = `jp-DaskObserve-logs-${label}`;
+    wrapper.append(box, ` ${label}`);
+    return box;
+  }
+
+  private _showState(state: ConnectionState): void {
+    this._state.textContent = state === 'open' ? '' : `(${state})`;
+    this._state.dataset.state = state;
+  }
+
+  private _matcher(): (line: ILogLine) => boolean {
+    const level = LEVELS[this._level.value] ?? 0;
+    const text = this._filter.value;
+    let test: (message: string) => boolean = () => true;
+    this._filter.classList.remove('jp-mod-invalid');
+    if (text && this._regex.checked) {
+      try {
+        const pattern = new RegExp(text);
+        test = message => pattern.test(message);
+      } catch {
+        this._filter.classList.add('jp-mod-invalid');
+      }
+    } else if (text) {
+      const lowered = text.toLowerCase();
+      test = message => message.toLowerCase().includes(lowered);
+    }
+    return line =>
+      (LEVELS[line.level] ?? 0) >= level &&
+      test(`${line.worker ?? line.source} ${line.message}`);
+  }
+
+  private _append(lines: ILogLine[]): void {
+    this._all.push(...lines);
+    const matches = this._matcher();
+    this._shown.push(...lines.filter(matches));
+    const excess = this._all.length - this._maxLines;
+    if (excess > 0) {
+      const dropped = this._all.splice(0, excess);
+      const lastDropped = dropped[dropped.length - 1].seq;
+      const keep = this._shown.findIndex(line => line.seq > lastDropped);
+      this._shown.splice(0, keep < 0 ? this._shown.length : keep);
+    }
+    this._schedule();
+  }
+
+  private _refilter(): void {
+    this._shown = this._all.filter(this._matcher());
+    this._schedule();
+  }
+
+  private _schedule(): void {
+    if (this._frame === 0) {
+      this._frame = requestAnimationFrame(() => {
+        this._frame = 0;
+        this._draw();
+      });
+    }
+  }
+
+  private _draw(): void {
+    const total = this._shown.length;
+    this._spacer.style.height = `${total * ROW_HEIGHT}px`;
+    this._count.textContent = `${total.toLocaleString()} of ${this._all.length.toLocaleString()} lines`;
+    if (this._follow.checked) {
+      this._scrolling = true;
+      this._viewport.scrollTop = this._viewport.scrollHeight;
+      this._scrolling = false;
+    }
+    const first = Math.max(
+      0,
+      Math.floor(this._viewport.scrollTop / ROW_HEIGHT) - OVERSCAN
+    );
+    const visible =
+      Math.ceil(this._viewport.clientHeight / ROW_HEIGHT) + 2 * OVERSCAN;
+    const rows = this._shown.slice(first, first + visible).map(Private.row);
+    this._rows.style.transform = `translateY(${first * ROW_HEIGHT}px)`;
+    this._rows.replaceChildren(...rows);
+  }
+
+  private _all: ILogLine[] = [];
+  private _count: HTMLSpanElement;
+  private _filter: HTMLInputElement;
+  private _follow: HTMLInputElement;
+  private _frame = 0;
+  private _level: HTMLSelectElement;
+  private _maxLines: number;
+  private _regex: HTMLInputElement;
+  private _rows: HTMLDivElement;
+  private _scrolling = false;
+  private _shown: ILogLine[] = [];
+  private _spacer: HTMLDivElement;
+  private _state: HTMLSpanElement;
+  private _stream: LogStream;
+  private _viewport: HTMLDivElement;
+}
+
+/**
+ * The namespace for `LogsView` statics.
+ */
+export namespace LogsView {
+  export interface IOptions {
+    /**
+     * Where the lines come from.
+     */
+    stream: LogStream;
+    /**
+     * Lines kept at most; the oldest go first.
+     */
+    maxLines?: number;
+  }
+}
+
+namespace Private {
+  function span(className: string, text: string): HTMLSpanElement {
+    const element = document.createElement('span');
+    element.className = className;
+    element.textContent = text;
+    return element;
+  }
+
+  /**
+   * One line: time, level, where from, and the message's first line (the whole
+   * message in the tooltip).
+   */
+  export function row(line: ILogLine): HTMLDivElement {
+    const element = document.createElement('div');
+    element.className = `jp-DaskObserve-log jp-DaskObserve-log-${line.level}`;
+    element.dataset.seq = String(line.seq);
+    const time = new Date(line.time * 1000).toLocaleTimeString();
+    const message = line.message.split('\n', 1)[0];
+    element.append(
+      span('jp-DaskObserve-log-time', time),
+      span('jp-DaskObserve-log-level', line.level),
+      span('jp-DaskObserve-log-where', line.worker ?? line.source),
+      span('jp-DaskObserve-log-message', message)
+    );
+    element.title = line.message;
+    return element;
+  }
+}
