@@ -3,8 +3,9 @@
 The client sends ``{"type": "subscribe", "run": ID | "cluster": ID, "kinds":
 [...], "after": SEQ, "filters": {...}}``; ``kinds`` among logs, metrics, events,
 flags, progress; ``after`` may be ``-N`` to start about N rows before the end.
-The server answers ``{"type": "subscribed", ...}`` and then, as rows are committed, ``{"type": "batch", "last": SEQ, "logs": [...], ...}``: every
-row numbered up to ``last`` that matches is in that batch or an earlier one, so a
+The server answers ``{"type": "subscribed", ...}`` and then, as rows are
+committed, ``{"type": "batch", "last": SEQ, "logs": [...], ...}``: every row
+numbered up to ``last`` that matches is in that batch or an earlier one, so a
 client that reconnects with ``after = last`` misses nothing and gets nothing twice.
 
 A client that does not keep up is not buffered without bound: once more than
