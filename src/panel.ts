@@ -1,7 +1,8 @@
 import { PanelLayout, Widget } from '@lumino/widgets';
 
-import { ICluster } from './api';
+import { ICluster, IRun } from './api';
 import { ClustersView } from './clusters';
+import { FlagsView } from './flags';
 import { observeIcon } from './icon';
 import { LogsView } from './logs';
 import { RunsView } from './runs';
@@ -34,16 +35,48 @@ export class ObservePanel extends Widget {
       onClusters: clusters => this._followNewest(clusters)
     });
     this.logs = new LogsView({ stream: this.stream });
-    this.runs = new RunsView({ openReport: options.openReport });
+    this.flagStream = new LogStream(['flags']);
+    this.flags = new FlagsView(this.flagStream);
+    this.runs = new RunsView({
+      openReport: options.openReport,
+      onRuns: runs => this._judgeNewest(runs)
+    });
     layout.addWidget(this.clusters);
+    layout.addWidget(this.flags);
     layout.addWidget(this.logs);
     layout.addWidget(this.runs);
   }
 
   dispose(): void {
     this.stream.dispose();
+    this.flagStream.dispose();
     super.dispose();
   }
+
+  /**
+   * Show the flags of the newest run (the server judges them again while it
+   * runs and sends them when they change).
+   */
+  private _judgeNewest(runs: IRun[]): void {
+    const newest = runs[0];
+    if (newest && newest.id !== this._judging) {
+      this._judging = newest.id;
+      this.flags.setRun(`run ${newest.id}`);
+      this.flagStream.follow({ run: newest.id });
+    }
+  }
+
+  /**
+   * The flags of the newest run.
+   */
+  readonly flags: FlagsView;
+
+  /**
+   * The websocket that brings the newest run's flags.
+   */
+  readonly flagStream: LogStream;
+
+  private _judging: number | null = null;
 
   /**
    * Follow the logs of the most recently seen live cluster, starting from

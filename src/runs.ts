@@ -14,6 +14,7 @@ export class RunsView extends Widget {
     super();
     this.addClass('jp-DaskObserve-runs');
     this._openReport = options.openReport ?? null;
+    this._onRuns = options.onRuns ?? null;
     const heading = document.createElement('h3');
     heading.textContent = 'Runs';
     this._status = document.createElement('div');
@@ -39,7 +40,9 @@ export class RunsView extends Widget {
    */
   async refresh(): Promise<void> {
     try {
-      this._render(await fetchRuns());
+      const runs = await fetchRuns();
+      this._onRuns?.(runs);
+      this._render(runs);
     } catch (reason) {
       this._shown = ''; // redraw on the next success, replacing this message
       this._status.textContent = `Cannot list runs: ${String(reason)}`;
@@ -72,6 +75,7 @@ export class RunsView extends Widget {
     );
   }
 
+  private _onRuns: ((runs: IRun[]) => void) | null;
   private _openReport: ((runId: number) => void) | null;
 
   private _list: HTMLUListElement;
@@ -96,6 +100,10 @@ export namespace RunsView {
      * Open a run's report in the main area; without it, cards have no button.
      */
     openReport?: (runId: number) => void;
+    /**
+     * Told the runs, newest first, on every refresh.
+     */
+    onRuns?: (runs: IRun[]) => void;
   }
 }
 

@@ -16,6 +16,19 @@ export interface ILogLine {
 }
 
 /**
+ * A flag as the stream sends it.
+ */
+export interface IFlag {
+  time: number;
+  kind: string;
+  severity: 'info' | 'warning' | 'error';
+  worker: string | null;
+  message: string;
+  advice: string;
+  evidence: { time: number; worker: string | null; text: string }[];
+}
+
+/**
  * What a subscription follows: a run, or a cluster by its id.
  */
 export interface ITarget {
@@ -32,6 +45,21 @@ export type ConnectionState = 'connecting' | 'open' | 'reconnecting' | 'closed';
  * exactly there.
  */
 export class LogStream {
+  /**
+   * @param kinds - what to subscribe to: log lines by default; flags are sent
+   * for runs only, whole, each time they change.
+   */
+  constructor(kinds: ('logs' | 'flags')[] = ['logs']) {
+    this._kinds = kinds;
+  }
+
+  /**
+   * A run's flags, whenever they change.
+   */
+  get flags(): ISignal<this, IFlag[]> {
+    return this._flags;
+  }
+
   /**
    * Lines as they arrive, in store order.
    */
@@ -86,7 +114,7 @@ export class LogStream {
       socket.send(
         JSON.stringify({
           type: 'subscribe',
-          kinds: ['logs'],
+          kinds: this._kinds,
           after: this._last,
           ...this._target
         })
@@ -115,6 +143,8 @@ export class LogStream {
       if (message.logs?.length) {
         this._lines.emit(message.logs as ILogLine[]);
       }
+    } else if (message.type === 'flags') {
+      this._flags.emit(message.flags as IFlag[]);
     } else if (message.type === 'gap') {
       // The server skipped ahead for a slow page: resume from there.
       this._last = message.upto;
@@ -128,6 +158,8 @@ export class LogStream {
     }
   }
 
+  private _flags = new Signal<this, IFlag[]>(this);
+  private _kinds: ('logs' | 'flags')[];
   private _last = 0;
   private _lines = new Signal<this, ILogLine[]>(this);
   private _retries = 0;

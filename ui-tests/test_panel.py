@@ -95,8 +95,10 @@ def test_the_dashboard_opens_through_the_proxy(
     page.screenshot(path=ARTIFACTS / "panel-dashboard-status.png")
 
 
-def say(line: str) -> None:
-    logging.getLogger("distributed.worker").warning(line)
+# Tasks are lambdas: cloudpickle ships them by value. A function of this module
+# would travel by reference, and workers started before pytest put ui-tests/ on
+# sys.path (the session's cluster, in a whole-suite run) could not import it.
+say = lambda line: logging.getLogger("distributed.worker").warning(line)  # noqa: E731
 
 
 def test_live_logs_arrive_within_two_seconds_as_text_and_filter(
@@ -142,3 +144,31 @@ def test_live_logs_arrive_within_two_seconds_as_text_and_filter(
         expect(logs.locator(".jp-DaskObserve-log")).to_have_count(1)
         page.screenshot(path=ARTIFACTS / "panel-live-logs.png")
     assert dialogs == []
+
+
+divide = lambda x: 1 / x  # noqa: E731  (a lambda: see say)
+
+
+def test_a_flag_raised_in_a_run_appears_with_its_evidence(
+    client: Client, store_path: Path, lab: Lab, page: Page
+) -> None:
+    try:
+        with dask_observe.record("<b>bad</b> division"):
+            client.submit(divide, 0).result()
+    except ZeroDivisionError:
+        pass
+
+    page.goto(lab.page_url())
+    page.locator(PANEL_TAB).click()
+    flags = page.locator(".jp-DaskObserve-flags")
+    flag = flags.locator('.jp-DaskObserve-flag[data-kind="task-errors"]')
+    expect(flag).to_be_visible(timeout=20_000)
+    expect(flags.locator(".jp-DaskObserve-flags-run")).to_have_text("run 1")
+    expect(flag.locator(".jp-DaskObserve-flag-message")).to_contain_text(
+        "ZeroDivisionError (1)"
+    )
+    evidence = flag.locator(".jp-DaskObserve-flag-evidence")
+    expect(evidence).to_be_hidden()
+    flag.click()
+    expect(evidence).to_contain_text("division by zero")
+    page.screenshot(path=ARTIFACTS / "panel-flags.png")
