@@ -1,3 +1,4 @@
+import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { ConnectionState, ILogLine, LogStream } from './stream';
@@ -102,6 +103,20 @@ export class LogsView extends Widget {
    */
   get shown(): readonly ILogLine[] {
     return this._shown;
+  }
+
+  /**
+   * Lines that arrived while the panel was hidden were laid out in no space:
+   * draw (and follow) again once it shows or changes size.
+   */
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._schedule();
+  }
+
+  protected onResize(msg: Widget.ResizeMessage): void {
+    super.onResize(msg);
+    this._schedule();
   }
 
   private _checkbox(label: string, checked: boolean): HTMLInputElement {
