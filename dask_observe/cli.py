@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 
-from dask_observe.store import Store, StoreError
+from dask_observe.store import Run, Store, StoreError
 from dask_observe.text import flag_lines, log_lines
+
+#: How often ``logs --follow`` looks for new lines, and how many it reads at once.
+FOLLOW_INTERVAL_S = 0.5
+FOLLOW_PAGE = 5000
 
 
 def _open(args: argparse.Namespace) -> Store:
@@ -34,7 +39,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     with _open(args) as store:
-        logs = store.run(args.run).logs(
+        run = store.run(args.run)
+        if args.follow:
+            _follow(run, args)
+            return 0
+        logs = run.logs(
             contains=args.filter,
             regex=args.regex,
             level=args.level,
@@ -45,6 +54,41 @@ def cmd_logs(args: argparse.Namespace) -> int:
     for line in log_lines(logs):
         print(line)
     return 0
+
+
+def _follow(run: Run, args: argparse.Namespace) -> None:
+    """Print the run's lines in the order they were stored, page by page, then
+    each new one as it is stored, until the run has ended and all its lines are
+    out (or Ctrl-C). Paging by sequence number prints every line exactly once."""
+    import pandas as pd
+
+    from dask_observe.store.run import epoch
+
+    filters = {
+        "contains": args.filter, "regex": args.regex, "level": args.level,
+        "worker": args.worker, "source": args.source,
+    }  # fmt: skip
+    since = epoch(args.since) if args.since else None
+    after = 0
+    try:
+        while True:
+            ended = run.refresh().status != "running"
+            rows = run.log_page(after, FOLLOW_PAGE, **filters)
+            if rows:
+                after = rows[-1]["seq"]
+                frame = pd.DataFrame(rows).drop(columns="seq")
+                if since is not None:
+                    frame = frame[frame["time"] >= since]
+                frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)
+                for line in log_lines(frame):
+                    print(line, flush=True)
+            if len(rows) == FOLLOW_PAGE:
+                continue  # more stored already: no wait
+            if ended:
+                return
+            time.sleep(FOLLOW_INTERVAL_S)
+    except KeyboardInterrupt:
+        return
 
 
 def cmd_flags(args: argparse.Namespace) -> int:
@@ -138,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--level", help="lowest level: debug, info, warning, error")
     logs.add_argument("--source", choices=["scheduler", "worker", "nanny"])
     logs.add_argument("--since", metavar="TIME", help="from this time (UTC)")
+    logs.add_argument(
+        "--follow", action="store_true",
+        help="keep printing new lines until the run ends (or Ctrl-C)",
+    )  # fmt: skip
     logs.set_defaults(func=cmd_logs)
     flags = commands.add_parser("flags", help="what went wrong in a run, and why")
     flags.add_argument("run", help="a run id, or last")

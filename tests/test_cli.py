@@ -167,3 +167,27 @@ def test_record_headless_until_interrupted(client: Client, store_path: Path) -> 
         assert (run.name, run.status) == ("nightly", "finished")
         assert set(run.tasks()["key"]) >= {f"shout-{i}" for i in range(5)}
         assert len(run.logs(contains="looks <odd>")) == 5
+
+
+def test_logs_follow_prints_lines_as_they_come_and_stops_with_the_run(
+    client: Client, store_path: Path
+) -> None:
+    with dask_observe.record("followed"):
+        client.gather(client.map(shout, range(2)))  # before the follower starts
+        follower = subprocess.Popen(
+            [DASK_OBSERVE, "logs", "last", "--follow", "--filter", "looks"],
+            env=subprocess_env(store_path),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert follower.stdout is not None
+        first = [follower.stdout.readline() for _ in range(2)]
+        client.gather(client.map(shout, range(2, 5)))  # while it follows
+        later = [follower.stdout.readline() for _ in range(3)]
+    # The run ended: the follower prints what is left and exits by itself.
+    rest, _ = follower.communicate(timeout=30)
+    assert follower.returncode == 0
+    lines = first + later + rest.splitlines(keepends=True)
+    assert sorted(line.split("user.cli: ")[1].strip() for line in lines) == [
+        f"row {i} looks <odd>" for i in range(5)
+    ]

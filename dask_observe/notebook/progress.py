@@ -350,12 +350,11 @@ class LiveProgress:
         self._rates.append((now, done + erred))
         t0, n0 = self._rates[0]
         s.rate = (done + erred - n0) / (now - t0) if now > t0 else 0.0
-        for seq, t, level, source, worker, message in run.logs_after(
-            self._log_seq, level="warning"
-        ):
-            self._log_seq = max(self._log_seq, seq)
+        for line in run.log_page(self._log_seq, limit=5000, level="warning"):
+            self._log_seq = line["seq"]
             s.n_alerts += 1
-            s.alerts.append((t, level, text_or_none(worker) or source, message))
+            who = text_or_none(line["worker"]) or line["source"]
+            s.alerts.append((line["time"], line["level"], who, line["message"]))
 
     def _judge(self) -> None:
         from dask_observe.flags import flag_list

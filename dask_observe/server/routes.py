@@ -19,7 +19,7 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from dask_observe.store import RunNotFound, Store, StoreError, telemetry
+from dask_observe.store import RunNotFound, Store, StoreError
 
 #: The resource name for jupyter_server's authorizer.
 AUTH_RESOURCE = "dask-observe"
@@ -58,22 +58,11 @@ def read_logs(path: Path, run_id: str, query: dict[str, Any]) -> dict[str, Any]:
     """One page of a run's log lines in store order: those numbered above
     ``after`` (and at most ``upto``), filtered as the Python API filters."""
     with Store(path, create=False) as store:
-        record = store.run_record(run_id)
-        upto = record["seq_end"]
-        if query["upto"] is not None:
-            upto = query["upto"] if upto is None else min(upto, query["upto"])
-        window = telemetry.Window(
-            record["cluster"], record["started"], None, record["seq_start"], upto
+        rows = store.run(run_id).log_page(
+            query["after"], query["limit"] + 1, query["upto"], **query["filters"]
         )
-        sql, params = telemetry.stream_query(
-            "logs", window, query["after"], query["limit"] + 1, logs=query["filters"]
-        )
-        rows = [dict(r) for r in store.rows(sql, params)]
     more = len(rows) > query["limit"]
     rows = rows[: query["limit"]]
-    names = telemetry.level_names(r["level"] for r in rows)
-    for row, name in zip(rows, names, strict=True):
-        row["level"] = name
     return {"lines": rows, "next": rows[-1]["seq"] if more else None}
 
 

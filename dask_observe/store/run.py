@@ -151,28 +151,28 @@ class Run:
         frame["level"] = telemetry.level_names(frame["level"])
         return _to_datetimes(frame.drop(columns="seq"), "time", epoch=epoch)
 
-    def logs_after(
-        self, seq: int, level: str | int | None = None
-    ) -> list[tuple[int, float, str, str, str | None, str]]:
-        """Lines written to the store after sequence number ``seq``, oldest first:
-        (seq, time, level, source, worker, message). For live views that poll."""
-        window = self._window()._replace(
-            seq_after=max(seq, self._record["seq_start"] or 0)
-        )
-        sql, params = telemetry.log_query(window, level=level)
-        rows = self.store.frame(sql, params, ("seq", *telemetry.LOG_COLUMNS))
-        return [
-            (int(q), float(t), lv, src, w, m)
-            for q, t, lv, src, w, m in zip(
-                rows["seq"],
-                rows["time"],
-                telemetry.level_names(rows["level"]),
-                rows["source"],
-                rows["worker"],
-                rows["message"],
-                strict=True,
-            )
-        ]
+    def log_page(
+        self,
+        after: int = 0,
+        limit: int = 1000,
+        upto: int | None = None,
+        **filters: Any,
+    ) -> list[dict[str, Any]]:
+        """Up to ``limit`` lines numbered above ``after`` (and at most ``upto``),
+        in the order they were stored, as dicts with ``seq`` and the columns of
+        :meth:`logs` (times in seconds since the epoch). ``filters`` as for
+        :meth:`logs`: contains, regex, level, worker, source. For views that
+        page or poll: the last ``seq`` is where the next page starts."""
+        window = self._window()
+        if upto is not None:
+            end = window.seq_upto
+            window = window._replace(seq_upto=upto if end is None else min(end, upto))
+        sql, params = telemetry.stream_query("logs", window, after, limit, logs=filters)
+        rows = [dict(r) for r in self.store.rows(sql, params)]
+        names = telemetry.level_names(r["level"] for r in rows)
+        for row, name in zip(rows, names, strict=True):
+            row["level"] = name
+        return rows
 
     def tasks(self, *, epoch: bool = False) -> pd.DataFrame:
         """Every task that ran in the run, finished or failed, in the order it ended.
