@@ -128,6 +128,9 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
                 phases[action] += ss["stop"] - ss["start"]
             if action == "compute":
                 begin, end = ss["start"], ss["stop"]
+        exception = kwargs.get("exception_text")
+        if exception is None and finish == "erred":  # KilledWorker: see below
+            exception = _scheduler_exception(kwargs)
         self.buffer.append(
             (
                 "task",
@@ -142,7 +145,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
                 finish,
                 kwargs.get("nbytes"),
                 *phases.values(),
-                kwargs.get("exception_text") or _scheduler_exception(kwargs),
+                exception,
                 kwargs.get("traceback_text"),
             )
         )
