@@ -201,37 +201,27 @@ def test_an_interrupted_cell_fails_its_run_and_reports_what_ran(
     assert "run 1 'stopped' failed: 5 tasks" in capsys.readouterr().out
 
 
-def test_a_long_cell_without_widgets_prints_text_progress(
+#: A cell of about 3 s on the session's two single-threaded workers.
+NAPPING = (
+    "import time\nclient.gather(client.map(lambda x: time.sleep(0.3), range(20)))\n"
+)
+
+
+@pytest.mark.parametrize(("options", "shown"), [("", True), ("--no-widget", False)])
+def test_a_long_cell_without_widgets_prints_text_progress_unless_told_not_to(
     ip: InteractiveShell,
     client: Client,
     store_path: Path,
     capsys: pytest.CaptureFixture[str],
+    options: str,
+    shown: bool,
 ) -> None:
     ip.user_ns["client"] = client
-    run(
-        ip,
-        "%%dask_record napping\n"
-        "import time\n"
-        "client.gather(client.map(lambda x: time.sleep(0.3), range(20)))\n",
-    )
+    run(ip, f"%%dask_record napping {options}\n{NAPPING}")
     err = capsys.readouterr().err
-    assert re.search(r"\[dask-observe\] napping: \d+/20 tasks, 2 workers", err)
-
-
-def test_no_widget_shows_no_progress(
-    ip: InteractiveShell,
-    client: Client,
-    store_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    ip.user_ns["client"] = client
-    run(
-        ip,
-        "%%dask_record napping --no-widget\n"
-        "import time\n"
-        "client.gather(client.map(lambda x: time.sleep(0.3), range(20)))\n",
-    )
-    assert "[dask-observe]" not in capsys.readouterr().err
+    found = re.search(r"\[dask-observe\] napping: \d+/20 tasks, 2 workers", err)
+    assert bool(found) == shown
+    assert ("[dask-observe]" in err) == shown
 
 
 def test_a_dask_record_cell_inside_a_started_run_nests(
