@@ -247,11 +247,6 @@ class TextView:
             print(f"{line} ({format_seconds(snapshot.elapsed)})", file=sys.stderr)
             self._said, self._last = line, now
 
-    def replace(self, obj: Any) -> None:
-        from IPython.display import display
-
-        display(obj)
-
     def close(self) -> None:
         pass
 
