@@ -20,6 +20,7 @@ ROUTES = [
     "dask-observe/api/runs/1",
     "dask-observe/api/runs/last/logs",
     "dask-observe/api/runs/1/report",
+    "dask-observe/api/runs/1/compare/2",
     "dask-observe/api/clusters",
     "dask-observe/api/stream",
     "dask-observe/dashboard/0123456789ab/status",

@@ -8,6 +8,7 @@ import base64
 import json
 import logging
 import os
+import re
 import socket
 import struct
 import time
@@ -19,6 +20,7 @@ from distributed import Client
 from tornado.httpclient import HTTPClientError
 
 import dask_observe
+from dask_observe.store import Store
 
 N_LINES = 10_000
 
@@ -94,6 +96,34 @@ async def test_a_runs_detail_logs_report_and_cluster(
     assert cluster["dashboard"] == client.dashboard_link.removesuffix("/status")
 
 
+async def test_two_runs_compared_as_a_page_that_runs_no_script(
+    jp_fetch: Any, client: Client, store_path: Path
+) -> None:
+    for name in ("<b>before</b>", "after"):
+        with dask_observe.record(name, client=client):
+            client.gather(client.map(inc, range(50 if name == "after" else 10)))
+    response = await jp_fetch("dask-observe", "api", "runs", "1", "compare", "2")
+    assert response.headers["Content-Type"].startswith("text/html")
+    assert "default-src 'none'" in response.headers["Content-Security-Policy"]
+    html = response.body.decode()
+    assert 'class="dobs-compare"' in html and "<script" not in html
+    assert "&lt;b&gt;before&lt;/b&gt;" in html and "<b>before" not in html
+    # 10 tasks then 50: b/a is 5 (a count of tasks is no verdict by itself).
+    row = re.search(r'<tr data-verdict="\w*"><td>tasks</td>.*?</tr>', html)
+    assert row is not None and "5.00x" in row.group(0)
+
+    with Store(store_path) as store:
+        empty = store.create_run("no tasks")
+        store.end_run(empty, "finished")
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch("dask-observe", "api", "runs", "1", "compare", str(empty))
+    assert info.value.code == 400
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
 @pytest.mark.parametrize(
     ("parts", "params", "code", "says"),
     [
@@ -154,6 +184,44 @@ async def test_the_stream_resumes_exactly_after_a_disconnect(
     ws.close()
     assert len(seen) == len(set(seen)) == N_LINES  # no duplicate, no gap
     assert seen == sorted(seen)
+
+
+async def test_the_stream_starts_a_time_window_back_with_since(
+    jp_ws_fetch: Any, recorded: dask_observe.Run
+) -> None:
+    # What the panel's metrics charts ask for: the samples of the last minutes.
+    metrics = recorded.metrics(epoch=True)
+    times = sorted(set(metrics["time"]))
+    assert len(times) >= 2
+    cut = (times[-2] + times[-1]) / 2  # between the last two samples
+    expected = metrics[metrics["time"] > cut]
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    ws.write_message(
+        json.dumps(
+            {
+                "type": "subscribe",
+                "run": recorded.id,
+                "kinds": ["metrics"],
+                "since": time.time() - cut,
+            }
+        )
+    )
+    assert (await receive(ws))["type"] == "subscribed"
+    batch = await receive(ws)
+    assert {r["time"] for r in batch["metrics"]} == {times[-1]}
+    assert len(batch["metrics"]) == len(expected)
+    ws.write_message(
+        json.dumps(
+            {
+                "type": "subscribe",
+                "run": recorded.id,
+                "kinds": ["metrics"],
+                "since": "long",
+            }
+        )
+    )
+    assert "seconds" in (await receive(ws))["message"]
+    ws.close()
 
 
 async def test_the_stream_pushes_new_rows_and_says_what_is_wrong(

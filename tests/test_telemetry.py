@@ -101,6 +101,15 @@ def test_metrics_are_long_form_per_worker_and_for_the_cluster(run: Run) -> None:
     assert per_worker["worker"].nunique() == 2
     cluster = metrics[metrics["worker"].isna()]
     assert (cluster[cluster["name"] == "workers"]["value"] == 2).all()
+    # Cluster-wide series for the panel's sparklines: mean CPU and the host's
+    # network rate counted once (both workers run on this one host).
+    assert {"cpu", "net_bps", "memory_managed"} <= set(cluster["name"])
+    last = metrics[metrics["time"] == metrics["time"].max()]
+    host_rates = last[last["name"].isin(["net_read_bps", "net_write_bps"])]
+    per_worker_rate = host_rates.groupby("worker")["value"].sum()
+    cluster_rate = last[last["worker"].isna() & (last["name"] == "net_bps")]["value"]
+    assert len(per_worker_rate) == 2 and len(cluster_rate) == 1
+    assert cluster_rate.iloc[0] == pytest.approx(per_worker_rate.max())
     limits = run.metrics(name="memory_limit")
     assert set(limits["name"]) == {"memory_limit"} and (limits["value"] > 0).all()
 

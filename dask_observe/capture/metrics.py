@@ -54,10 +54,24 @@ def cluster_metrics(scheduler: Scheduler) -> dict[str, float]:
         "memory_spilled": sum(ws.memory.spilled for ws in workers),
         "memory_limit": sum(ws.memory_limit or 0 for ws in workers),
     }
+    # What a cluster-wide sparkline plots: mean CPU, and network bytes/s of the
+    # hosts. Every worker reports its whole host's counters, so a host counts
+    # once (its largest report), however many workers it runs.
+    cpus = [c for ws in workers if isinstance(c := ws.metrics.get("cpu"), int | float)]
+    if cpus:
+        values["cpu"] = sum(cpus) / len(cpus)
+    hosts: dict[str, float] = {}
+    for ws in workers:
+        io = ws.metrics.get("host_net_io") or {}
+        rate = (io.get("read_bps") or 0) + (io.get("write_bps") or 0)
+        hosts[ws.host] = max(hosts.get(ws.host, 0.0), float(rate))
+    if hosts:
+        values["net_bps"] = sum(hosts.values())
     # Per prefix, not per task: O(prefixes) however many tasks the graph holds.
     for prefix in scheduler.task_prefixes.values():
         for state, count in prefix.states.items():
             if count and state != "forgotten":
                 key = f"tasks_{state}"
                 values[key] = values.get(key, 0) + count
+    values.setdefault("tasks_processing", 0)  # a chart draws idle time too
     return values

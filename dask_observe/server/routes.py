@@ -71,6 +71,18 @@ def read_report(path: Path, run_id: str) -> str:
         return store.run(run_id).report().html
 
 
+def read_comparison(path: Path, a: str, b: str) -> str:
+    from dask_observe.comparison import compare
+
+    with Store(path, create=False) as store:
+        body = compare(a, b, store=store)._repr_html_()
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>Runs {escape(a)} and {escape(b)} compared</title></head>"
+        f'<body style="font:13px system-ui,sans-serif">{body}</body></html>'
+    )
+
+
 def read_clusters(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -100,6 +112,13 @@ class StoreReader(JupyterHandler):
             raise web.HTTPError(500, escape(str(e))) from e
         except ValueError as e:
             raise web.HTTPError(400, escape(str(e))) from e
+
+    def finish_html(self, html: str) -> None:
+        """Answer a page of ours: static HTML under a policy that runs no script."""
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header("Content-Security-Policy", REPORT_POLICY)
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.finish(html)
 
 
 class StoreHandler(StoreReader, APIHandler):
@@ -169,11 +188,17 @@ class RunReportHandler(StoreReader):
     @ws_authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        html = await self.read(read_report, run_id)
-        self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.set_header("Content-Security-Policy", REPORT_POLICY)
-        self.set_header("X-Content-Type-Options", "nosniff")
-        self.finish(html)
+        self.finish_html(await self.read(read_report, run_id))
+
+
+class RunComparisonHandler(StoreReader):
+    """``GET dask-observe/api/runs/<a>/compare/<b>``: run b against run a, as
+    HTML under the report's no-script policy (a run without tasks: 400)."""
+
+    @ws_authenticated  # 403, not a login redirect (see RunReportHandler)
+    @authorized
+    async def get(self, a: str, b: str) -> None:
+        self.finish_html(await self.read(read_comparison, a, b))
 
 
 class ClustersHandler(StoreHandler):
@@ -199,6 +224,7 @@ def route_table(base_url: str, store_path: Path) -> list[tuple[str, Any, Any]]:
         (run, RunHandler, kwargs),
         (url_path_join(run, "logs"), RunLogsHandler, kwargs),
         (url_path_join(run, "report"), RunReportHandler, kwargs),
+        (url_path_join(run, "compare", r"(last|\d+)"), RunComparisonHandler, kwargs),
         (url_path_join(api, "clusters"), ClustersHandler, kwargs),
         (url_path_join(api, "stream"), StreamHandler, kwargs),
         (

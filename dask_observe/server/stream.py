@@ -2,7 +2,8 @@
 
 The client sends ``{"type": "subscribe", "run": ID | "cluster": ID, "kinds":
 [...], "after": SEQ, "filters": {...}}``; ``kinds`` among logs, metrics, events,
-flags, progress; ``after`` may be ``-N`` to start about N rows before the end.
+flags, progress; ``after`` may be ``-N`` to start about N rows before the end;
+``since`` (seconds) starts at the rows of the last so many seconds instead.
 The server answers ``{"type": "subscribed", ...}`` and then, as rows are
 committed, ``{"type": "batch", "last": SEQ, "logs": [...], ...}``: every row
 numbered up to ``last`` that matches is in that batch or an earlier one, so a
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,13 @@ class Subscription:
             )
         # -N: a view opening on a long-lived cluster starts near the end.
         self.cursor = after if after >= 0 else max(0, store.last_seq() + after)
+        since = message.get("since")
+        if since is not None:
+            # A time window instead (a metrics chart of the last minutes): start
+            # at the first row of the kinds asked that is at most `since` s old.
+            if not isinstance(since, int | float) or isinstance(since, bool):
+                raise SubscriptionError("'since' must be a number of seconds")
+            self.cursor = max(self.cursor, self._first_seq_since(since) - 1)
         filters = message.get("filters") or {}
         if not isinstance(filters, dict) or set(filters) - {
             "contains", "regex", "level", "worker", "source",
@@ -92,6 +101,16 @@ class Subscription:
         self._flags_at = 0.0
         self._progress: dict[str, list[int]] = {}
         self._progress_cursor = self.window.seq_after or 0
+
+    def _first_seq_since(self, seconds: float) -> int:
+        oldest = time.time() - seconds
+        firsts = [
+            self.store.rows(f"SELECT min(seq) AS seq FROM {kind} WHERE time >= ?",
+                            [oldest])[0]["seq"]
+            for kind in self.kinds if kind in ROW_KINDS
+        ]  # fmt: skip
+        found = [f for f in firsts if f is not None]
+        return min(found) if found else self.store.last_seq() + 1
 
     def describe(self) -> dict[str, Any]:
         return {
