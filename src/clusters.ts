@@ -28,6 +28,17 @@ export class ClustersView extends Widget {
   }
 
   /**
+   * Milliseconds between refreshes while the panel is visible.
+   */
+  get refreshInterval(): number {
+    return this._poll.frequency.interval;
+  }
+
+  set refreshInterval(ms: number) {
+    this._poll.frequency = { ...this._poll.frequency, interval: ms };
+  }
+
+  /**
    * Fetch the clusters now and redraw them when they changed.
    */
   async refresh(): Promise<void> {

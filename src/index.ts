@@ -5,10 +5,11 @@ import {
 } from '@jupyterlab/application';
 
 import { MainAreaWidget } from '@jupyterlab/apputils';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { find } from '@lumino/algorithm';
 
-import { ObservePanel } from './panel';
-import { dashboardTab, reportTab } from './tabs';
+import { IPanelSettings, ObservePanel } from './panel';
+import { comparisonTab, dashboardTab, reportTab } from './tabs';
 
 /**
  * Command ids live under the `dask-observe:` prefix.
@@ -17,14 +18,24 @@ export namespace CommandIDs {
   export const openPanel = 'dask-observe:open-panel';
   export const openReport = 'dask-observe:open-report';
   export const openDashboard = 'dask-observe:open-dashboard';
+  export const openComparison = 'dask-observe:open-comparison';
 }
 
+/**
+ * The plugin's id, which is also the name of its settings schema.
+ */
+const PLUGIN_ID = 'dask-observe:plugin';
+
 const plugin: JupyterFrontEndPlugin<void> = {
-  id: 'dask-observe:plugin',
+  id: PLUGIN_ID,
   description: 'A side panel that shows what dask-observe recorded.',
   autoStart: true,
-  optional: [ILayoutRestorer],
-  activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null) => {
+  optional: [ILayoutRestorer, ISettingRegistry],
+  activate: (
+    app: JupyterFrontEnd,
+    restorer: ILayoutRestorer | null,
+    registry: ISettingRegistry | null
+  ) => {
     const { commands, shell } = app;
     // A tab already open for the same page is brought forward, not doubled.
     const show = (widget: MainAreaWidget): void => {
@@ -48,13 +59,33 @@ const plugin: JupyterFrontEndPlugin<void> = {
         show(dashboardTab(String(args.cluster), String(args.page ?? 'status')))
     });
 
+    commands.addCommand(CommandIDs.openComparison, {
+      label: args => `Compare run ${args.b} with run ${args.a}`,
+      execute: args => show(comparisonTab(Number(args.a), Number(args.b)))
+    });
+
     const panel = new ObservePanel({
       openReport: run => void commands.execute(CommandIDs.openReport, { run }),
+      openComparison: (a, b) =>
+        void commands.execute(CommandIDs.openComparison, { a, b }),
       openDashboard: (cluster, page) =>
         void commands.execute(CommandIDs.openDashboard, { cluster, page })
     });
     shell.add(panel, 'left', { rank: 900 });
     restorer?.add(panel, panel.id);
+
+    if (registry) {
+      // Settings come after the panel is up; it follows their changes.
+      void registry.load(PLUGIN_ID).then(
+        settings => {
+          const apply = () =>
+            panel.configure(settings.composite as unknown as IPanelSettings);
+          apply();
+          settings.changed.connect(apply);
+        },
+        reason => console.warn('dask-observe: settings not loaded', reason)
+      );
+    }
 
     commands.addCommand(CommandIDs.openPanel, {
       label: 'Open the Dask Observe panel',

@@ -57,7 +57,9 @@ export class LogsView extends Widget {
       option.textContent = name.toLowerCase() + '+';
       this._level.append(option);
     }
-    this._level.value = 'DEBUG';
+    this._level.value = options.level ?? 'DEBUG';
+    this._source = this._select('source', ['scheduler', 'worker', 'nanny']);
+    this._worker = this._select('worker', []);
     this._follow = this._checkbox('follow', true);
     this._count = document.createElement('span');
     this._count.className = 'jp-DaskObserve-logs-count';
@@ -65,6 +67,8 @@ export class LogsView extends Widget {
       this._filter,
       this._regex.parentElement!,
       this._level,
+      this._source,
+      this._worker,
       this._follow.parentElement!,
       this._count
     );
@@ -79,7 +83,14 @@ export class LogsView extends Widget {
     this._viewport.append(this._spacer);
     this.node.append(heading, bar, this._viewport);
 
-    for (const control of [this._filter, this._regex, this._level]) {
+    const controls = [
+      this._filter,
+      this._regex,
+      this._level,
+      this._source,
+      this._worker
+    ];
+    for (const control of controls) {
       control.addEventListener('input', () => this._refilter());
     }
     this._viewport.addEventListener('scroll', () => {
@@ -94,6 +105,7 @@ export class LogsView extends Widget {
     });
     this._follow.addEventListener('change', () => this._schedule());
     this._stream.lines.connect((_, lines) => this._append(lines));
+    this._stream.reset.connect(() => this._clear());
     this._stream.stateChanged.connect((_, state) => this._showState(state));
     this._showState(this._stream.state);
   }
@@ -103,6 +115,38 @@ export class LogsView extends Widget {
    */
   get shown(): readonly ILogLine[] {
     return this._shown;
+  }
+
+  /**
+   * Lines kept at most; the oldest go first.
+   */
+  get maxLines(): number {
+    return this._maxLines;
+  }
+
+  set maxLines(value: number) {
+    this._maxLines = value;
+    this._append([]);
+  }
+
+  /**
+   * The lowest level shown (DEBUG, INFO, WARNING or ERROR).
+   */
+  get level(): string {
+    return this._level.value;
+  }
+
+  set level(value: string) {
+    this._level.value = value;
+    this._refilter();
+  }
+
+  /**
+   * Mark the lines of these workers: they have left the cluster.
+   */
+  setGone(workers: ReadonlySet<string>): void {
+    this._gone = workers;
+    this._schedule();
   }
 
   /**
@@ -129,6 +173,28 @@ export class LogsView extends Widget {
     return box;
   }
 
+  /**
+   * A choice of one value or all (the empty value).
+   */
+  private _select(name: string, values: string[]): HTMLSelectElement {
+    const select = document.createElement('select');
+    select.className = `jp-DaskObserve-logs-${name}`;
+    select.title = `Show the lines of one ${name}`;
+    select.append(new Option(`all ${name}s`, ''));
+    for (const value of values) {
+      select.append(new Option(value, value));
+    }
+    return select;
+  }
+
+  private _clear(): void {
+    this._all = [];
+    this._shown = [];
+    this._workers.clear();
+    this._worker.replaceChildren(this._worker.options[0]);
+    this._schedule();
+  }
+
   private _showState(state: ConnectionState): void {
     this._state.textContent = state === 'open' ? '' : `(${state})`;
     this._state.dataset.state = state;
@@ -150,12 +216,31 @@ export class LogsView extends Widget {
       const lowered = text.toLowerCase();
       test = message => message.toLowerCase().includes(lowered);
     }
+    const source = this._source.value;
+    const worker = this._worker.value;
     return line =>
       (LEVELS[line.level] ?? 0) >= level &&
+      (!source || line.source === source) &&
+      (!worker || line.worker === worker) &&
       test(`${line.worker ?? line.source} ${line.message}`);
   }
 
+  /**
+   * Offer this worker in the worker filter (whether or not it logged yet).
+   */
+  addWorker(worker: string): void {
+    if (!this._workers.has(worker)) {
+      this._workers.add(worker);
+      this._worker.append(new Option(worker, worker));
+    }
+  }
+
   private _append(lines: ILogLine[]): void {
+    for (const line of lines) {
+      if (line.worker) {
+        this.addWorker(line.worker);
+      }
+    }
     this._all.push(...lines);
     const matches = this._matcher();
     this._shown.push(...lines.filter(matches));
@@ -198,12 +283,18 @@ export class LogsView extends Widget {
     );
     const visible =
       Math.ceil(this._viewport.clientHeight / ROW_HEIGHT) + 2 * OVERSCAN;
-    const rows = this._shown.slice(first, first + visible).map(Private.row);
+    const rows = this._shown
+      .slice(first, first + visible)
+      .map(line => Private.row(line, this._gone));
     this._rows.style.transform = `translateY(${first * ROW_HEIGHT}px)`;
     this._rows.replaceChildren(...rows);
   }
 
   private _all: ILogLine[] = [];
+  private _gone: ReadonlySet<string> = new Set();
+  private _source: HTMLSelectElement;
+  private _worker: HTMLSelectElement;
+  private _workers = new Set<string>();
   private _count: HTMLSpanElement;
   private _filter: HTMLInputElement;
   private _follow: HTMLInputElement;
@@ -233,6 +324,10 @@ export namespace LogsView {
      * Lines kept at most; the oldest go first.
      */
     maxLines?: number;
+    /**
+     * The lowest level shown at first (default DEBUG: everything).
+     */
+    level?: string;
   }
 }
 
@@ -248,19 +343,33 @@ namespace Private {
    * One line: time, level, where from, and the message's first line (the whole
    * message in the tooltip).
    */
-  export function row(line: ILogLine): HTMLDivElement {
+  export function row(
+    line: ILogLine,
+    gone: ReadonlySet<string>
+  ): HTMLDivElement {
     const element = document.createElement('div');
     element.className = `jp-DaskObserve-log jp-DaskObserve-log-${line.level}`;
     element.dataset.seq = String(line.seq);
-    const time = new Date(line.time * 1000).toLocaleTimeString();
+    // Compact, for a narrow sidebar: 24-hour time, workers without "tcp://".
+    const time = new Date(line.time * 1000).toLocaleTimeString([], {
+      hour12: false
+    });
     const message = line.message.split('\n', 1)[0];
     element.append(
       span('jp-DaskObserve-log-time', time),
       span('jp-DaskObserve-log-level', line.level),
-      span('jp-DaskObserve-log-where', line.worker ?? line.source),
+      span(
+        'jp-DaskObserve-log-where',
+        line.worker?.replace(/^\w+:\/\//, '') ?? line.source
+      ),
       span('jp-DaskObserve-log-message', message)
     );
     element.title = line.message;
+    if (line.worker && gone.has(line.worker)) {
+      // From a worker that has since died or left: its logs live only here now.
+      element.classList.add('jp-mod-gone');
+      element.title = `(${line.worker} has left the cluster)\n${line.message}`;
+    }
     return element;
   }
 }

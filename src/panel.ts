@@ -5,6 +5,7 @@ import { ClustersView } from './clusters';
 import { FlagsView } from './flags';
 import { observeIcon } from './icon';
 import { LogsView } from './logs';
+import { MetricsView } from './metrics';
 import { RunsView } from './runs';
 import { LogStream } from './stream';
 
@@ -19,7 +20,41 @@ const LOG_TAIL = 20_000;
 export const PANEL_ID = 'dask-observe-panel';
 
 /**
+ * The panel's settings (the `dask-observe:plugin` schema).
+ */
+export interface IPanelSettings {
+  /**
+   * Milliseconds between refreshes of the clusters and runs lists, and at most
+   * one redraw of the metrics per such interval (capped at one second).
+   */
+  refreshInterval: number;
+  /**
+   * Log lines kept in the browser; the oldest go first.
+   */
+  logBufferSize: number;
+  /**
+   * The lowest log level shown when the panel opens.
+   */
+  defaultLevel: string;
+  /**
+   * Seconds of metrics the sparklines span.
+   */
+  metricsWindow: number;
+}
+
+export const DEFAULT_SETTINGS: IPanelSettings = {
+  refreshInterval: 5000,
+  logBufferSize: 100_000,
+  defaultLevel: 'DEBUG',
+  metricsWindow: 300
+};
+
+/**
  * The Dask Observe side panel: one widget holding the views of the store.
+ *
+ * Live, it follows the most recently seen live cluster and the newest run's
+ * flags; a run's "Logs" button replays that run in the same views until
+ * "Back to live".
  */
 export class ObservePanel extends Widget {
   constructor(options: ObservePanel.IOptions) {
@@ -28,29 +63,111 @@ export class ObservePanel extends Widget {
     this.addClass('jp-DaskObserve-panel');
     this.title.icon = observeIcon;
     this.title.caption = 'Dask Observe';
+    const settings = { ...DEFAULT_SETTINGS, ...options.settings };
     const layout = (this.layout = new PanelLayout());
     this.stream = new LogStream();
+    this.metricsStream = new LogStream(['metrics', 'events']);
+    this.flagStream = new LogStream(['flags']);
     this.clusters = new ClustersView({
       openPage: options.openDashboard,
-      onClusters: clusters => this._followNewest(clusters)
+      onClusters: clusters => this._followNewest(clusters),
+      refreshInterval: settings.refreshInterval
     });
-    this.logs = new LogsView({ stream: this.stream });
-    this.flagStream = new LogStream(['flags']);
+    this._replayBar = new Widget();
+    this._replayBar.addClass('jp-DaskObserve-replay');
+    this._replayBar.hide();
+    this.metrics = new MetricsView({
+      stream: this.metricsStream,
+      windowSeconds: settings.metricsWindow
+    });
+    this.logs = new LogsView({
+      stream: this.stream,
+      maxLines: settings.logBufferSize,
+      level: settings.defaultLevel
+    });
+    this.metrics.goneChanged.connect((_, gone) => this.logs.setGone(gone));
+    this.metrics.workerAdded.connect((_, worker) =>
+      this.logs.addWorker(worker)
+    );
     this.flags = new FlagsView(this.flagStream);
     this.runs = new RunsView({
       openReport: options.openReport,
-      onRuns: runs => this._judgeNewest(runs)
+      openComparison: options.openComparison,
+      replay: run => this.replay(run),
+      onRuns: runs => this._judgeNewest(runs),
+      refreshInterval: settings.refreshInterval
     });
-    layout.addWidget(this.clusters);
-    layout.addWidget(this.flags);
-    layout.addWidget(this.logs);
-    layout.addWidget(this.runs);
+    this.configure(settings);
+    for (const view of [
+      this.clusters,
+      this._replayBar,
+      this.metrics,
+      this.flags,
+      this.logs,
+      this.runs
+    ]) {
+      layout.addWidget(view);
+    }
+  }
+
+  /**
+   * Apply changed settings to the open views.
+   */
+  configure(settings: Partial<IPanelSettings>): void {
+    const s = (this._settings = { ...this._settings, ...settings });
+    this.clusters.refreshInterval = s.refreshInterval;
+    this.runs.refreshInterval = s.refreshInterval;
+    this.metrics.refreshInterval = Math.min(1000, s.refreshInterval);
+    this.metrics.windowSeconds = s.metricsWindow;
+    this.logs.maxLines = s.logBufferSize;
+    if (settings.defaultLevel !== undefined) {
+      this.logs.level = s.defaultLevel;
+    }
+  }
+
+  /**
+   * Show a run's logs, metrics and flags (all of them, from its start) in
+   * place of the live ones.
+   */
+  replay(runId: number): void {
+    this._replaying = runId;
+    this.stream.follow({ run: runId });
+    this.metricsStream.follow({ run: runId });
+    this._showFlags(runId);
+    const label = document.createElement('span');
+    label.textContent = `Showing run ${runId}`;
+    const back = document.createElement('button');
+    back.className = 'jp-DaskObserve-replay-live';
+    back.textContent = 'Back to live';
+    back.addEventListener('click', () => this.live());
+    this._replayBar.node.replaceChildren(label, back);
+    this._replayBar.node.dataset.runId = String(runId);
+    this._replayBar.show();
+  }
+
+  /**
+   * Follow the newest live cluster and run again.
+   */
+  live(): void {
+    this._replaying = null;
+    this._replayBar.hide();
+    this._following = null;
+    this._judging = null;
+    this._followNewest(this._clusters);
+    this._judgeNewest(this._runs);
   }
 
   dispose(): void {
     this.stream.dispose();
+    this.metricsStream.dispose();
     this.flagStream.dispose();
     super.dispose();
+  }
+
+  private _showFlags(runId: number): void {
+    this._judging = runId;
+    this.flags.setRun(`run ${runId}`);
+    this.flagStream.follow({ run: runId });
   }
 
   /**
@@ -58,49 +175,36 @@ export class ObservePanel extends Widget {
    * runs and sends them when they change).
    */
   private _judgeNewest(runs: IRun[]): void {
+    this._runs = runs;
     const newest = runs[0];
-    if (newest && newest.id !== this._judging) {
-      this._judging = newest.id;
-      this.flags.setRun(`run ${newest.id}`);
-      this.flagStream.follow({ run: newest.id });
+    if (newest && newest.id !== this._judging && this._replaying === null) {
+      this._showFlags(newest.id);
     }
   }
 
   /**
-   * The flags of the newest run.
-   */
-  readonly flags: FlagsView;
-
-  /**
-   * The websocket that brings the newest run's flags.
-   */
-  readonly flagStream: LogStream;
-
-  private _judging: number | null = null;
-
-  /**
-   * Follow the logs of the most recently seen live cluster, starting from
-   * about its last LOG_TAIL rows.
+   * Follow the logs and metrics of the most recently seen live cluster,
+   * starting from about its last LOG_TAIL rows and metricsWindow seconds.
    */
   private _followNewest(clusters: ICluster[]): void {
+    this._clusters = clusters;
+    // The followed cluster gone (and no other live one yet): grey its workers.
+    const followed = clusters.find(c => c.id === this._following);
+    this.metrics.node.classList.toggle(
+      'jp-mod-gone',
+      this._replaying === null && followed !== undefined && !followed.alive
+    );
     const newest = clusters.find(c => c.alive);
-    if (newest && newest.id !== this._following) {
+    if (newest && newest.id !== this._following && this._replaying === null) {
       this._following = newest.id;
       this.stream.follow({ cluster: newest.id }, -LOG_TAIL);
+      this.metricsStream.follow(
+        { cluster: newest.id },
+        0,
+        this._settings.metricsWindow
+      );
     }
   }
-
-  /**
-   * The live log lines.
-   */
-  readonly logs: LogsView;
-
-  /**
-   * The websocket the live views read.
-   */
-  readonly stream: LogStream;
-
-  private _following: string | null = null;
 
   /**
    * The clusters being (or once) recorded, with their dashboard pages.
@@ -108,9 +212,47 @@ export class ObservePanel extends Widget {
   readonly clusters: ClustersView;
 
   /**
+   * The flags of the newest (or replayed) run.
+   */
+  readonly flags: FlagsView;
+
+  /**
+   * The websocket that brings the flags.
+   */
+  readonly flagStream: LogStream;
+
+  /**
+   * The live (or replayed) log lines.
+   */
+  readonly logs: LogsView;
+
+  /**
+   * Workers with their memory, CPU and tasks, and sparklines.
+   */
+  readonly metrics: MetricsView;
+
+  /**
+   * The websocket the metrics view reads.
+   */
+  readonly metricsStream: LogStream;
+
+  /**
    * The list of recorded runs.
    */
   readonly runs: RunsView;
+
+  /**
+   * The websocket the logs view reads.
+   */
+  readonly stream: LogStream;
+
+  private _clusters: ICluster[] = [];
+  private _following: string | null = null;
+  private _judging: number | null = null;
+  private _replayBar: Widget;
+  private _replaying: number | null = null;
+  private _runs: IRun[] = [];
+  private _settings: IPanelSettings = { ...DEFAULT_SETTINGS };
 }
 
 /**
@@ -123,8 +265,16 @@ export namespace ObservePanel {
      */
     openReport: (runId: number) => void;
     /**
+     * Open the comparison of run `b` against run `a` in the main area.
+     */
+    openComparison: (a: number, b: number) => void;
+    /**
      * Open a page of a cluster's dashboard in the main area.
      */
     openDashboard: (clusterId: string, page: string) => void;
+    /**
+     * Settings to start with (the rest are defaults).
+     */
+    settings?: Partial<IPanelSettings>;
   }
 }

@@ -13,15 +13,27 @@ export class RunsView extends Widget {
   constructor(options: RunsView.IOptions = {}) {
     super();
     this.addClass('jp-DaskObserve-runs');
-    this._openReport = options.openReport ?? null;
+    this._actions = {
+      openReport: options.openReport ?? null,
+      replay: options.replay ?? null,
+      pick: (runId, picked) => this._pick(runId, picked),
+      picked: this._picked
+    };
     this._onRuns = options.onRuns ?? null;
     const heading = document.createElement('h3');
     heading.textContent = 'Runs';
     this._status = document.createElement('div');
     this._status.className = 'jp-DaskObserve-runs-status';
+    this._compare = document.createElement('button');
+    this._compare.className = 'jp-DaskObserve-runs-compare';
+    this._compare.addEventListener('click', () => {
+      const [a, b] = [...this._picked].sort((x, y) => x - y);
+      options.openComparison?.(a, b);
+    });
+    this._showPicked();
     this._list = document.createElement('ul');
     this._list.className = 'jp-DaskObserve-runList';
-    this.node.append(heading, this._status, this._list);
+    this.node.append(heading, this._status, this._compare, this._list);
 
     this._poll = new Poll({
       factory: () => this.refresh(),
@@ -33,6 +45,17 @@ export class RunsView extends Widget {
       name: 'dask-observe:runs',
       standby: 'when-hidden'
     });
+  }
+
+  /**
+   * Milliseconds between refreshes while the panel is visible.
+   */
+  get refreshInterval(): number {
+    return this._poll.frequency.interval;
+  }
+
+  set refreshInterval(ms: number) {
+    this._poll.frequency = { ...this._poll.frequency, interval: ms };
   }
 
   /**
@@ -70,13 +93,54 @@ export class RunsView extends Widget {
       runs.length === 0
         ? 'No runs recorded yet. Record one with %%dask_record in a notebook, or run "dask-observe demo".'
         : `${runs.length} run${runs.length === 1 ? '' : 's'}`;
+    const ids = new Set(runs.map(run => run.id));
+    for (const id of this._picked) {
+      if (!ids.has(id)) {
+        this._picked.delete(id); // deleted from the store meanwhile
+      }
+    }
+    this._showPicked();
     this._list.replaceChildren(
-      ...runs.map(run => Private.runCard(run, this._openReport))
+      ...runs.map(run => Private.runCard(run, this._actions))
     );
   }
 
+  /**
+   * Two runs picked (the two most recently, when a third is picked) open
+   * their comparison.
+   */
+  private _pick(runId: number, picked: boolean): void {
+    if (picked) {
+      this._picked.add(runId);
+      if (this._picked.size > 2) {
+        const [oldest] = this._picked;
+        this._picked.delete(oldest);
+        const box = this._list.querySelector<HTMLInputElement>(
+          `[data-run-id="${oldest}"] .jp-DaskObserve-run-pick`
+        );
+        if (box) {
+          box.checked = false;
+        }
+      }
+    } else {
+      this._picked.delete(runId);
+    }
+    this._showPicked();
+  }
+
+  private _showPicked(): void {
+    const [a, b] = [...this._picked].sort((x, y) => x - y);
+    this._compare.disabled = this._picked.size !== 2;
+    this._compare.textContent =
+      this._picked.size === 2
+        ? `Compare #${a} with #${b}`
+        : 'Tick two runs to compare them';
+  }
+
+  private _actions: Private.IActions;
+  private _compare: HTMLButtonElement;
   private _onRuns: ((runs: IRun[]) => void) | null;
-  private _openReport: ((runId: number) => void) | null;
+  private _picked = new Set<number>();
 
   private _list: HTMLUListElement;
   private _shown = '';
@@ -104,10 +168,42 @@ export namespace RunsView {
      * Told the runs, newest first, on every refresh.
      */
     onRuns?: (runs: IRun[]) => void;
+    /**
+     * Open the comparison of run `b` against run `a` (a < b).
+     */
+    openComparison?: (a: number, b: number) => void;
+    /**
+     * Show a run's logs and metrics again in the live views.
+     */
+    replay?: (runId: number) => void;
   }
 }
 
 namespace Private {
+  /**
+   * What a run card's controls do.
+   */
+  export interface IActions {
+    openReport: ((runId: number) => void) | null;
+    replay: ((runId: number) => void) | null;
+    pick: (runId: number, picked: boolean) => void;
+    picked: ReadonlySet<number>;
+  }
+
+  function button(
+    className: string,
+    text: string,
+    title: string,
+    onClick: () => void
+  ): HTMLButtonElement {
+    const element = document.createElement('button');
+    element.className = className;
+    element.textContent = text;
+    element.title = title;
+    element.addEventListener('click', onClick);
+    return element;
+  }
+
   /**
    * An element with a class and text content (never parsed as HTML).
    */
@@ -121,17 +217,21 @@ namespace Private {
   /**
    * One run: its name and status, then tasks, wall time, start and id.
    */
-  export function runCard(
-    run: IRun,
-    openReport: ((runId: number) => void) | null
-  ): HTMLLIElement {
+  export function runCard(run: IRun, actions: IActions): HTMLLIElement {
     const item = document.createElement('li');
     item.className = `jp-DaskObserve-run jp-DaskObserve-run-${run.status}`;
     item.dataset.runId = String(run.id);
 
     const head = document.createElement('div');
     head.className = 'jp-DaskObserve-run-head';
+    const pick = document.createElement('input');
+    pick.type = 'checkbox';
+    pick.className = 'jp-DaskObserve-run-pick';
+    pick.title = 'Pick for a comparison';
+    pick.checked = actions.picked.has(run.id);
+    pick.addEventListener('change', () => actions.pick(run.id, pick.checked));
     head.append(
+      pick,
       span('jp-DaskObserve-run-name', run.name),
       span('jp-DaskObserve-run-status', run.status)
     );
@@ -155,13 +255,26 @@ namespace Private {
       span('jp-DaskObserve-run-id', `#${run.id}`)
     );
     item.append(head, meta);
+    const { openReport, replay } = actions;
+    if (replay !== null) {
+      meta.append(
+        button(
+          'jp-DaskObserve-run-replay',
+          'Logs',
+          `Show the logs and metrics of run ${run.id} in the views above`,
+          () => replay(run.id)
+        )
+      );
+    }
     if (openReport !== null && run.status !== 'running') {
-      const button = document.createElement('button');
-      button.className = 'jp-DaskObserve-run-report';
-      button.textContent = 'Report';
-      button.title = `Open the report of run ${run.id}`;
-      button.addEventListener('click', () => openReport(run.id));
-      meta.append(button);
+      meta.append(
+        button(
+          'jp-DaskObserve-run-report',
+          'Report',
+          `Open the report of run ${run.id}`,
+          () => openReport(run.id)
+        )
+      );
     }
     item.title = run.cluster ? `Recorded on ${run.cluster}` : '';
     return item;

@@ -29,6 +29,31 @@ export interface IFlag {
 }
 
 /**
+ * A metric sample as the stream sends it: one value of one worker (or of the
+ * whole cluster when `worker` is null).
+ */
+export interface IMetric {
+  seq: number;
+  time: number;
+  worker: string | null;
+  name: string;
+  value: number;
+}
+
+/**
+ * A lifecycle event as the stream sends it (worker-added, worker-removed, ...).
+ */
+export interface IEvent {
+  seq: number;
+  time: number;
+  kind: string;
+  worker: string | null;
+  data: Record<string, unknown>;
+}
+
+export type StreamKind = 'logs' | 'flags' | 'metrics' | 'events';
+
+/**
  * What a subscription follows: a run, or a cluster by its id.
  */
 export interface ITarget {
@@ -49,8 +74,36 @@ export class LogStream {
    * @param kinds - what to subscribe to: log lines by default; flags are sent
    * for runs only, whole, each time they change.
    */
-  constructor(kinds: ('logs' | 'flags')[] = ['logs']) {
+  constructor(kinds: StreamKind[] = ['logs']) {
     this._kinds = kinds;
+  }
+
+  /**
+   * Metric samples as they arrive, in store order.
+   */
+  get metrics(): ISignal<this, IMetric[]> {
+    return this._metrics;
+  }
+
+  /**
+   * Lifecycle events as they arrive, in store order.
+   */
+  get events(): ISignal<this, IEvent[]> {
+    return this._events;
+  }
+
+  /**
+   * Told before a new `follow` replaces what was followed: views start over.
+   */
+  get reset(): ISignal<this, ITarget> {
+    return this._reset;
+  }
+
+  /**
+   * What is followed now, if anything.
+   */
+  get target(): ITarget | null {
+    return this._target;
   }
 
   /**
@@ -79,10 +132,13 @@ export class LogStream {
   }
 
   /**
-   * Follow ``target`` from sequence number ``after`` (0: from its start).
+   * Follow ``target`` from sequence number ``after`` (0: from its start; -N:
+   * about N rows before its end), or from ``since`` seconds ago when given.
    */
-  follow(target: ITarget, after = 0): void {
+  follow(target: ITarget, after = 0, since?: number): void {
     this._target = target;
+    this._since = since;
+    this._reset.emit(target);
     this._last = after;
     this._retries = 0;
     this._connect();
@@ -116,6 +172,7 @@ export class LogStream {
           type: 'subscribe',
           kinds: this._kinds,
           after: this._last,
+          ...(this._since === undefined ? {} : { since: this._since }),
           ...this._target
         })
       );
@@ -143,6 +200,12 @@ export class LogStream {
       if (message.logs?.length) {
         this._lines.emit(message.logs as ILogLine[]);
       }
+      if (message.metrics?.length) {
+        this._metrics.emit(message.metrics as IMetric[]);
+      }
+      if (message.events?.length) {
+        this._events.emit(message.events as IEvent[]);
+      }
     } else if (message.type === 'flags') {
       this._flags.emit(message.flags as IFlag[]);
     } else if (message.type === 'gap') {
@@ -158,11 +221,15 @@ export class LogStream {
     }
   }
 
+  private _events = new Signal<this, IEvent[]>(this);
   private _flags = new Signal<this, IFlag[]>(this);
-  private _kinds: ('logs' | 'flags')[];
+  private _kinds: StreamKind[];
+  private _metrics = new Signal<this, IMetric[]>(this);
+  private _reset = new Signal<this, ITarget>(this);
   private _last = 0;
   private _lines = new Signal<this, ILogLine[]>(this);
   private _retries = 0;
+  private _since: number | undefined = undefined;
   private _socket: WebSocket | null = null;
   private _state: ConnectionState = 'closed';
   private _stateChanged = new Signal<this, ConnectionState>(this);

@@ -65,3 +65,15 @@ export function dashboardTab(
     ['allow-scripts', 'allow-same-origin']
   );
 }
+
+/**
+ * Run `b` compared against run `a`: static HTML like a report.
+ */
+export function comparisonTab(a: number, b: number): MainAreaWidget<IFrame> {
+  return frameTab(
+    `dask-observe/api/runs/${a}/compare/${b}`,
+    `Runs ${a} ↔ ${b}`,
+    `dask-observe-compare-${a}-${b}`,
+    []
+  );
+}

@@ -53,6 +53,9 @@ def test_the_wheel_installs_without_node_and_both_extensions_are_ok(
     line = next(x for x in labextensions.splitlines() if "dask-observe v" in x)
     assert "enabled" in line and "OK" in line
     assert str(venv / "share" / "jupyter" / "labextensions") in labextensions
+    # The panel's settings schema ships with it (Settings Editor, "Dask Observe").
+    schema = venv / "share/jupyter/labextensions/dask-observe/schemas/dask-observe"
+    assert '"logBufferSize"' in (schema / "plugin.json").read_text()
     server = run(python, "-c", server_app, "list", **here)
     assert "dask_observe enabled" in server.replace("\x1b[32m", "").replace(
         "\x1b[0m", ""

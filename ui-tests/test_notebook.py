@@ -8,11 +8,12 @@ from pathlib import Path
 
 import nbformat
 from distributed import Client
+from lab_server import Lab
 from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import dask_observe
-from conftest import ARTIFACTS, Lab
+from conftest import ARTIFACTS
 
 
 def write_notebook(folder: Path, scheduler: str) -> Path:

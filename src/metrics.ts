@@ -1,0 +1,487 @@
+import { Message } from '@lumino/messaging';
+import { ISignal, Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
+
+import { formatBytes } from './format';
+import { IEvent, IMetric, LogStream } from './stream';
+
+/**
+ * The samples a view keeps: names it draws, per worker and for the cluster.
+ */
+const KEPT = new Set([
+  'memory_managed',
+  'memory_unmanaged',
+  'memory_spilled',
+  'memory_limit',
+  'nthreads',
+  'workers',
+  'cpu',
+  'tasks_processing',
+  'net_read_bps',
+  'net_write_bps',
+  'net_bps'
+]);
+
+/**
+ * The key of the cluster-wide series (their rows have no worker).
+ */
+const CLUSTER = '';
+
+/**
+ * One sparkline: what it plots from a worker's (or the cluster's) samples.
+ */
+interface IChart {
+  label: string;
+  unit: 'bytes' | 'percent' | 'count' | 'bytes/s';
+  value: (s: Sample, cluster: boolean) => number | undefined;
+}
+
+type Sample = Map<string, number>;
+
+const CHARTS: IChart[] = [
+  {
+    label: 'memory',
+    unit: 'bytes',
+    value: s => add(s.get('memory_managed'), s.get('memory_unmanaged'))
+  },
+  { label: 'CPU', unit: 'percent', value: s => s.get('cpu') },
+  {
+    label: 'processing',
+    unit: 'count',
+    value: s => s.get('tasks_processing')
+  },
+  {
+    label: 'network',
+    unit: 'bytes/s',
+    value: (s, cluster) =>
+      cluster
+        ? s.get('net_bps')
+        : add(s.get('net_read_bps'), s.get('net_write_bps'))
+  }
+];
+
+function add(a?: number, b?: number): number | undefined {
+  return a === undefined && b === undefined ? undefined : (a ?? 0) + (b ?? 0);
+}
+
+/**
+ * The samples of one worker (or of the cluster), oldest first.
+ */
+class Series {
+  times: number[] = [];
+  samples: Sample[] = [];
+
+  /**
+   * The sample taken at `time`, created when it is the newest.
+   */
+  at(time: number): Sample {
+    const last = this.times.length - 1;
+    if (last >= 0 && this.times[last] === time) {
+      return this.samples[last];
+    }
+    const sample: Sample = new Map();
+    this.times.push(time);
+    this.samples.push(sample);
+    return sample;
+  }
+
+  latest(): Sample | undefined {
+    return this.samples[this.samples.length - 1];
+  }
+
+  /**
+   * Forget the samples before `oldest` (in one splice, once enough are stale).
+   */
+  trim(oldest: number): void {
+    let stale = 0;
+    while (stale < this.times.length && this.times[stale] < oldest) {
+      stale++;
+    }
+    if (stale > 32 || stale === this.times.length) {
+      this.times.splice(0, stale);
+      this.samples.splice(0, stale);
+    }
+  }
+}
+
+/**
+ * Workers of the followed cluster, each with a memory bar (managed, unmanaged
+ * and spilled against its limit), CPU and tasks processing; below them
+ * sparklines of memory, CPU, tasks processing and network over the last
+ * minutes, for the whole cluster or for the worker picked in the list.
+ *
+ * Fed by a stream of metrics and lifecycle events; workers that left the
+ * cluster stay listed, greyed, and `gone` tells other views which they are.
+ * Redraws at most once per `refreshInterval`, whatever the sample rate.
+ */
+export class MetricsView extends Widget {
+  constructor(options: MetricsView.IOptions) {
+    super();
+    this.addClass('jp-DaskObserve-metrics');
+    this._stream = options.stream;
+    this.windowSeconds = options.windowSeconds ?? 300;
+    this.refreshInterval = options.refreshInterval ?? 1000;
+
+    const heading = document.createElement('h3');
+    heading.textContent = 'Workers';
+    this._summary = document.createElement('span');
+    this._summary.className = 'jp-DaskObserve-metrics-summary';
+    heading.append(' ', this._summary);
+    this._workers = document.createElement('ul');
+    this._workers.className = 'jp-DaskObserve-workerList';
+    this._chartsTitle = document.createElement('div');
+    this._chartsTitle.className = 'jp-DaskObserve-charts-title';
+    this._charts = document.createElement('div');
+    this._charts.className = 'jp-DaskObserve-charts';
+    this.node.append(heading, this._workers, this._chartsTitle, this._charts);
+
+    this._stream.metrics.connect((_, rows) => this._addMetrics(rows));
+    this._stream.events.connect((_, rows) => this._addEvents(rows));
+    this._stream.reset.connect(() => this._clear());
+    this._redraw();
+  }
+
+  /**
+   * Seconds of samples the sparklines show, back from the newest sample.
+   */
+  windowSeconds: number;
+
+  /**
+   * Milliseconds between redraws at most.
+   */
+  refreshInterval: number;
+
+  /**
+   * Workers that have left the cluster, by address.
+   */
+  get gone(): ReadonlySet<string> {
+    return this._gone;
+  }
+
+  /**
+   * Told when a worker leaves (or comes back).
+   */
+  get goneChanged(): ISignal<this, ReadonlySet<string>> {
+    return this._goneChanged;
+  }
+
+  /**
+   * Told of each worker the first time a sample of it arrives.
+   */
+  get workerAdded(): ISignal<this, string> {
+    return this._workerAdded;
+  }
+
+  /**
+   * The worker whose charts show, or null for the whole cluster.
+   */
+  get selected(): string | null {
+    return this._selected;
+  }
+
+  set selected(worker: string | null) {
+    this._selected = worker;
+    this._schedule(true);
+  }
+
+  dispose(): void {
+    window.clearTimeout(this._timer);
+    super.dispose();
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._schedule(true);
+  }
+
+  private _clear(): void {
+    this._series.clear();
+    this._gone.clear();
+    this._selected = null;
+    this._goneChanged.emit(this._gone);
+    this._schedule(true);
+  }
+
+  private _addMetrics(rows: IMetric[]): void {
+    for (const row of rows) {
+      if (!KEPT.has(row.name)) {
+        continue;
+      }
+      const key = row.worker ?? CLUSTER;
+      let series = this._series.get(key);
+      if (!series) {
+        series = new Series();
+        this._series.set(key, series);
+        if (row.worker) {
+          this._workerAdded.emit(row.worker);
+        }
+      }
+      series.at(row.time).set(row.name, row.value);
+      this._newest = Math.max(this._newest, row.time);
+    }
+    const oldest = this._newest - this.windowSeconds;
+    for (const series of this._series.values()) {
+      series.trim(oldest);
+    }
+    this._schedule(false);
+  }
+
+  private _addEvents(rows: IEvent[]): void {
+    let changed = false;
+    for (const event of rows) {
+      if (!event.worker) {
+        continue;
+      }
+      if (event.kind === 'worker-removed') {
+        changed = !this._gone.has(event.worker) || changed;
+        this._gone.add(event.worker);
+      } else if (event.kind === 'worker-added') {
+        changed = this._gone.delete(event.worker) || changed;
+      }
+    }
+    if (changed) {
+      this._goneChanged.emit(this._gone);
+      this._schedule(true);
+    }
+  }
+
+  /**
+   * Redraw soon: at once when asked (a click, a worker leaving), else at the
+   * next refresh tick.
+   */
+  private _schedule(now: boolean): void {
+    if (this._timer !== 0 && !now) {
+      return;
+    }
+    window.clearTimeout(this._timer);
+    const wait = now
+      ? 0
+      : Math.max(0, this._drawn + this.refreshInterval - Date.now());
+    this._timer = window.setTimeout(() => {
+      this._timer = 0;
+      this._drawn = Date.now();
+      this._redraw();
+    }, wait);
+  }
+
+  private _redraw(): void {
+    if (!this.isVisible && this._drawn !== 0) {
+      return; // drawn again when shown
+    }
+    const cluster = this._series.get(CLUSTER)?.latest();
+    const workers = [...this._series.keys()].filter(k => k !== CLUSTER).sort();
+    if (cluster) {
+      const used = add(
+        cluster.get('memory_managed'),
+        cluster.get('memory_unmanaged')
+      );
+      this._summary.textContent =
+        `${cluster.get('workers') ?? 0} workers, ` +
+        `${cluster.get('nthreads') ?? 0} threads, ` +
+        `${cluster.get('tasks_processing') ?? 0} processing, ` +
+        `${formatBytes(used ?? 0)} of ${formatBytes(cluster.get('memory_limit') ?? 0)}`;
+    } else {
+      this._summary.textContent = workers.length ? '' : 'no samples yet';
+    }
+    if (this._selected !== null && !this._series.has(this._selected)) {
+      this._selected = null;
+    }
+    this._workers.replaceChildren(
+      ...workers.map(worker => this._workerRow(worker))
+    );
+    const key = this._selected ?? CLUSTER;
+    this._chartsTitle.textContent =
+      this._selected === null
+        ? `Whole cluster, last ${Math.round(this.windowSeconds / 60)} min`
+        : `Worker ${this._selected}`;
+    const series = this._series.get(key);
+    this._charts.replaceChildren(
+      ...CHARTS.map(chart =>
+        Private.sparkline(
+          chart,
+          series,
+          this._selected === null,
+          this._newest,
+          this.windowSeconds
+        )
+      )
+    );
+  }
+
+  private _workerRow(worker: string): HTMLLIElement {
+    const sample = this._series.get(worker)!.latest() ?? new Map();
+    const item = document.createElement('li');
+    item.className = 'jp-DaskObserve-worker';
+    item.dataset.worker = worker;
+    const gone = this._gone.has(worker);
+    item.classList.toggle('jp-mod-gone', gone);
+    item.classList.toggle('jp-mod-selected', worker === this._selected);
+    item.title = gone
+      ? `${worker} has left the cluster`
+      : `${worker}: click to chart it`;
+    item.addEventListener('click', () => {
+      this.selected = this._selected === worker ? null : worker;
+    });
+
+    const name = Private.span(
+      'jp-DaskObserve-worker-name',
+      worker.replace(/^\w+:\/\//, '')
+    );
+    const limit = sample.get('memory_limit') ?? 0;
+    const parts: [string, number][] = [
+      ['managed', sample.get('memory_managed') ?? 0],
+      ['unmanaged', sample.get('memory_unmanaged') ?? 0],
+      ['spilled', sample.get('memory_spilled') ?? 0]
+    ];
+    const bar = document.createElement('div');
+    bar.className = 'jp-DaskObserve-membar';
+    const total = parts.reduce((sum, [, v]) => sum + v, 0);
+    // Against the limit; a worker without one is drawn against what it holds.
+    const scale = limit > 0 ? Math.max(limit, total) : total || 1;
+    for (const [part, bytes] of parts) {
+      const segment = document.createElement('div');
+      segment.className = `jp-DaskObserve-membar-${part}`;
+      segment.dataset.bytes = String(bytes);
+      segment.style.width = `${((100 * bytes) / scale).toFixed(2)}%`;
+      bar.append(segment);
+    }
+    const used = parts[0][1] + parts[1][1];
+    bar.title =
+      parts.map(([p, v]) => `${p} ${formatBytes(v)}`).join(', ') +
+      (limit > 0 ? ` of a ${formatBytes(limit)} limit` : ' (no limit)');
+    const numbers = document.createElement('div');
+    numbers.className = 'jp-DaskObserve-worker-numbers';
+    numbers.append(
+      Private.span(
+        'jp-DaskObserve-worker-memory',
+        limit > 0
+          ? `${formatBytes(used)} / ${formatBytes(limit)}`
+          : formatBytes(used)
+      ),
+      Private.span(
+        'jp-DaskObserve-worker-cpu',
+        `CPU ${Math.round(sample.get('cpu') ?? 0)}%`
+      ),
+      Private.span(
+        'jp-DaskObserve-worker-processing',
+        `${sample.get('tasks_processing') ?? 0} processing`
+      )
+    );
+    if (gone) {
+      numbers.append(Private.span('jp-DaskObserve-worker-gone', 'gone'));
+    }
+    item.append(name, bar, numbers);
+    return item;
+  }
+
+  private _charts: HTMLDivElement;
+  private _chartsTitle: HTMLDivElement;
+  private _drawn = 0;
+  private _gone = new Set<string>();
+  private _goneChanged = new Signal<this, ReadonlySet<string>>(this);
+  private _newest = 0;
+  private _selected: string | null = null;
+  private _series = new Map<string, Series>();
+  private _stream: LogStream;
+  private _summary: HTMLSpanElement;
+  private _timer = 0;
+  private _workerAdded = new Signal<this, string>(this);
+  private _workers: HTMLUListElement;
+}
+
+/**
+ * The namespace for `MetricsView` statics.
+ */
+export namespace MetricsView {
+  export interface IOptions {
+    /**
+     * A stream subscribed to metrics and events.
+     */
+    stream: LogStream;
+    /**
+     * Seconds the sparklines span (default 300).
+     */
+    windowSeconds?: number;
+    /**
+     * Milliseconds between redraws at most (default 1000).
+     */
+    refreshInterval?: number;
+  }
+}
+
+namespace Private {
+  const SVG = 'http://www.w3.org/2000/svg';
+  const WIDTH = 120;
+  const HEIGHT = 28;
+
+  export function span(className: string, text: string): HTMLSpanElement {
+    const element = document.createElement('span');
+    element.className = className;
+    element.textContent = text;
+    return element;
+  }
+
+  function shown(value: number, unit: IChart['unit']): string {
+    switch (unit) {
+      case 'bytes':
+        return formatBytes(value);
+      case 'bytes/s':
+        return `${formatBytes(value)}/s`;
+      case 'percent':
+        return `${Math.round(value)}%`;
+      default:
+        return String(Math.round(value));
+    }
+  }
+
+  /**
+   * A labelled sparkline with the newest value; built with DOM calls only.
+   */
+  export function sparkline(
+    chart: IChart,
+    series: Series | undefined,
+    cluster: boolean,
+    newest: number,
+    windowSeconds: number
+  ): HTMLDivElement {
+    const points: [number, number][] = [];
+    if (series) {
+      for (let i = 0; i < series.times.length; i++) {
+        const value = chart.value(series.samples[i], cluster);
+        if (value !== undefined && series.times[i] >= newest - windowSeconds) {
+          points.push([series.times[i], value]);
+        }
+      }
+    }
+    const box = document.createElement('div');
+    box.className = 'jp-DaskObserve-chart';
+    box.dataset.chart = chart.label;
+    const last = points[points.length - 1];
+    box.dataset.value = last ? String(last[1]) : '';
+    const label = span('jp-DaskObserve-chart-label', chart.label);
+    const value = span(
+      'jp-DaskObserve-chart-value',
+      last ? shown(last[1], chart.unit) : '–'
+    );
+    const svg = document.createElementNS(SVG, 'svg');
+    svg.setAttribute('viewBox', `0 0 ${WIDTH} ${HEIGHT}`);
+    svg.setAttribute('preserveAspectRatio', 'none');
+    svg.setAttribute('class', 'jp-DaskObserve-sparkline');
+    if (points.length > 1) {
+      const top = Math.max(...points.map(p => p[1])) || 1;
+      // A history shorter than the window fills the width.
+      const start = points[0][0];
+      const span = Math.max(newest - start, 1e-3);
+      const xy = points.map(
+        ([t, v]) =>
+          `${(((t - start) / span) * WIDTH).toFixed(1)},` +
+          `${(HEIGHT - 1 - (v / top) * (HEIGHT - 2)).toFixed(1)}`
+      );
+      const line = document.createElementNS(SVG, 'polyline');
+      line.setAttribute('points', xy.join(' '));
+      svg.append(line);
+    }
+    box.append(label, value, svg);
+    return box;
+  }
+}

@@ -1,0 +1,127 @@
+"""A real ``jupyter lab`` on a free port, and Chromium's settings for these
+machines: shared by the browser tests and the panel benchmark."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+CHROMIUM = os.environ.get("DASK_OBSERVE_CHROMIUM", "/usr/bin/chromium")
+# Flags that let Chromium run headless as root on a machine with no network.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+@dataclass
+class Lab:
+    url: str
+    token: str
+    home: Path  # the server's config, runtime, settings and workspaces
+    store_path: Path
+    root: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def settings(self) -> Path:
+        """JUPYTERLAB_SETTINGS_DIR: a user's settings, as files."""
+        return self.home / "settings"
+
+    def set_user_settings(self, plugin: str, values: str) -> None:
+        """Write a plugin's user settings (read when a page loads)."""
+        package, name = plugin.split(":")
+        folder = self.settings / package
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.jupyterlab-settings").write_text(values)
+
+    def page_url(self, path: str = "lab") -> str:
+        return f"{self.url}{path}?token={self.token}"
+
+    def start(self) -> None:
+        """Start the server (again: same port, token and files) and wait for it."""
+        env = {
+            **os.environ,
+            "DASK_OBSERVE__STORE": str(self.store_path),
+            "JUPYTER_CONFIG_DIR": str(self.home / "config"),
+            "JUPYTER_RUNTIME_DIR": str(self.home / "runtime"),
+            "JUPYTERLAB_SETTINGS_DIR": str(self.settings),
+            "JUPYTERLAB_WORKSPACES_DIR": str(self.home / "workspaces"),
+        }
+        log = self.root / "jupyter-lab.log"
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+                    f"--port={self.url.rsplit(':', 1)[1].strip('/')}",
+                    "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
+                    f"--ServerApp.root_dir={self.root}",
+                ],
+                env=env, stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        _wait_until_up(self, self.process, log)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_until_up(lab: Lab, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited early:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(lab.page_url("api/status"), timeout=2):
+                return
+        except OSError:
+            time.sleep(0.25)
+    raise RuntimeError(f"jupyter lab did not answer in 90 s:\n{log.read_text()}")
+
+
+@contextmanager
+def running_lab(store_path: Path, folder: Path) -> Iterator[Lab]:
+    """``jupyter lab`` as a user starts it, on a free port, with a fresh workspace
+    in ``folder``, reading the store at ``store_path``."""
+    port = _free_port()
+    lab = Lab(
+        f"http://127.0.0.1:{port}/", secrets.token_hex(16), folder / "lab",
+        store_path, folder,
+    )  # fmt: skip
+    # No "get notified about Jupyter news?" toast over the screenshots.
+    lab.set_user_settings(
+        "@jupyterlab/apputils-extension:notification", '{"fetchNews": "false"}'
+    )
+    try:
+        lab.start()
+        yield lab
+    finally:
+        lab.stop()

@@ -1,0 +1,244 @@
+"""The panel's workers, metrics, runs, settings and themes, in a real JupyterLab."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from distributed import Client, LocalCluster
+from lab_server import Lab
+from PIL import Image, ImageStat
+from playwright.sync_api import Page, expect
+
+import dask_observe
+from conftest import ARTIFACTS
+
+PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="dask-observe-panel"]'
+
+# Tasks are lambdas (shipped by value): see test_panel.py.
+say = lambda line: logging.getLogger("distributed.worker").warning(line)  # noqa: E731
+# Many lines, on a logger that the workers do not print to the test's output.
+chatter = lambda n: list(  # noqa: E731
+    map(logging.getLogger("user.filler").warning, ["filler %d"] * n, range(n))
+)
+hold = lambda n: b"x" * n  # noqa: E731
+die = lambda: os.kill(os.getpid(), signal.SIGKILL)  # noqa: E731
+
+
+@pytest.fixture
+def own_client() -> Iterator[Client]:
+    """A cluster of its own, with nannies, for a test that kills a worker."""
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, dashboard_address=":0", processes=True
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        yield client
+
+
+def open_panel(page: Page, lab: Lab) -> None:
+    page.goto(lab.page_url())
+    page.locator(PANEL_TAB).click()
+    expect(page.locator("#dask-observe-panel")).to_be_visible()
+
+
+def test_workers_show_memory_cpu_and_charts_and_a_dead_workers_lines_are_marked(
+    own_client: Client, store_path: Path, lab: Lab, page: Page
+) -> None:
+    client = own_client
+    first, second = sorted(client.scheduler_info()["workers"])
+    with dask_observe.record("workers", client=client):
+        open_panel(page, lab)
+        metrics = page.locator(".jp-DaskObserve-metrics")
+        rows = metrics.locator(".jp-DaskObserve-worker")
+        expect(rows).to_have_count(2, timeout=20_000)
+        row = metrics.locator(f'.jp-DaskObserve-worker[data-worker="{first}"]')
+        expect(row.locator(".jp-DaskObserve-worker-cpu")).to_have_text(
+            re.compile(r"CPU \d+%")
+        )
+        expect(metrics.locator(".jp-DaskObserve-metrics-summary")).to_contain_text(
+            "2 workers, 2 threads"
+        )
+
+        # 60 MB held on the first worker: its managed memory bar grows to it.
+        held = client.submit(hold, 60_000_000, workers=[first], pure=False)
+        held.result()
+        managed = row.locator(".jp-DaskObserve-membar-managed")
+        at_least_60_mb = re.compile(r"^([6-9]\d{7}|\d{9,})(\.\d*)?$")
+        expect(managed).to_have_attribute("data-bytes", at_least_60_mb, timeout=10_000)
+        width = managed.evaluate("el => el.getBoundingClientRect().width")
+        assert width > 0
+        expect(row.locator(".jp-DaskObserve-worker-memory")).to_contain_text(" / ")
+
+        # Cluster-wide sparklines draw once two samples are in.
+        charts = metrics.locator(".jp-DaskObserve-chart")
+        expect(charts).to_have_count(4)
+        memory = metrics.locator('.jp-DaskObserve-chart[data-chart="memory"]')
+        expect(memory.locator("polyline")).to_have_count(1, timeout=10_000)
+        assert float(memory.get_attribute("data-value") or 0) >= 60e6
+        # A click charts that worker alone; a second click the cluster again.
+        title = metrics.locator(".jp-DaskObserve-charts-title")
+        row.click()
+        expect(title).to_have_text(f"Worker {first}")
+        row.click()
+        expect(title).to_contain_text("Whole cluster")
+
+        # The second worker says something, then dies: it is marked gone, and so
+        # are its lines, which live on in the panel.
+        marker = uuid.uuid4().hex[:8]
+        client.submit(say, f"last words {marker}", workers=[second], pure=False)
+        logs = page.locator(".jp-DaskObserve-logs")
+        line = logs.locator(".jp-DaskObserve-log", has_text=marker)
+        expect(line).to_have_count(1, timeout=5_000)
+        client.submit(die, workers=[second], pure=False, allow_other_workers=False)
+        dead = metrics.locator(f'.jp-DaskObserve-worker[data-worker="{second}"]')
+        expect(dead).to_have_class(re.compile("jp-mod-gone"), timeout=15_000)
+        expect(dead.locator(".jp-DaskObserve-worker-gone")).to_have_text("gone")
+        expect(line).to_have_class(re.compile("jp-mod-gone"))
+        expect(line).to_have_attribute("title", re.compile("has left the cluster"))
+        page.screenshot(path=ARTIFACTS / "panel-workers.png")
+
+        # Worker and source filters narrow the lines.
+        logs.locator(".jp-DaskObserve-logs-worker").select_option(first)
+        expect(line).to_have_count(0)
+        logs.locator(".jp-DaskObserve-logs-worker").select_option("")
+        expect(line).to_have_count(1)
+        logs.locator(".jp-DaskObserve-logs-source").select_option("nanny")
+        expect(
+            logs.locator(".jp-DaskObserve-log", has_text="killed by signal 9")
+        ).to_have_count(1, timeout=10_000)
+        expect(line).to_have_count(0)
+        del held
+
+
+def test_two_runs_compare_in_a_tab_and_a_finished_run_replays(
+    client: Client, store_path: Path, lab: Lab, page: Page
+) -> None:
+    markers = [uuid.uuid4().hex[:8] for _ in range(2)]
+    for n, marker in zip((10, 50), markers, strict=True):
+        with dask_observe.record(f"{n} tasks", client=client):
+            client.submit(say, f"run line {marker}", pure=False).result()
+            client.gather(client.map(lambda x: x + 1, range(n - 1)))
+
+    open_panel(page, lab)
+    runs = page.locator(".jp-DaskObserve-runs")
+    compare = runs.locator(".jp-DaskObserve-runs-compare")
+    expect(compare).to_be_disabled()
+    for run_id in (1, 2):
+        card = runs.locator(f'.jp-DaskObserve-run[data-run-id="{run_id}"]')
+        card.locator(".jp-DaskObserve-run-pick").check()
+    expect(compare).to_have_text("Compare #1 with #2")
+    compare.click()
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Runs 1 ↔ 2")
+    expect(tab).to_be_visible()
+    table = page.frame_locator(".jp-DaskObserve-tab iframe").locator(".dobs-compare")
+    expect(table.locator("tr", has_text="tasks").first).to_contain_text("5.00x")
+    page.screenshot(path=ARTIFACTS / "panel-compare-tab.png")
+
+    # Replaying run 1 shows its lines, not run 2's, until "Back to live".
+    first_run = runs.locator('.jp-DaskObserve-run[data-run-id="1"]')
+    first_run.locator(".jp-DaskObserve-run-replay").click()
+    bar = page.locator(".jp-DaskObserve-replay")
+    expect(bar).to_contain_text("Showing run 1")
+    logs = page.locator(".jp-DaskObserve-logs")
+    expect(logs.locator(".jp-DaskObserve-log", has_text=markers[0])).to_have_count(1)
+    expect(logs.locator(".jp-DaskObserve-log", has_text=markers[1])).to_have_count(0)
+    expect(page.locator(".jp-DaskObserve-worker")).to_have_count(2)
+    expect(page.locator(".jp-DaskObserve-flags-run")).to_have_text("run 1")
+    bar.locator(".jp-DaskObserve-replay-live").click()
+    expect(bar).to_be_hidden()
+    expect(logs.locator(".jp-DaskObserve-log", has_text=markers[1])).to_have_count(1)
+    expect(page.locator(".jp-DaskObserve-flags-run")).to_have_text("run 2")
+
+
+def contrast(page: Page, selector: str) -> float:
+    """The WCAG contrast ratio of an element's text against what it is drawn on."""
+    ratio: float = page.evaluate(
+        """selector => {
+          const el = document.querySelector(selector);
+          const rgb = c => c.match(/[\\d.]+/g).map(Number);
+          // Backgrounds up the tree, down to the first opaque one, composited.
+          const layers = [];
+          for (let node = el; node; node = node.parentElement) {
+            const c = rgb(getComputedStyle(node).backgroundColor);
+            if ((c[3] ?? 1) > 0) layers.push(c);
+            if ((c[3] ?? 1) === 1) break;
+          }
+          let colour = [255, 255, 255];
+          for (const c of layers.reverse()) {
+            const a = c[3] ?? 1;
+            colour = [0, 1, 2].map(i => a * c[i] + (1 - a) * colour[i]);
+          }
+          const lum = ([r, g, b]) => {
+            const f = v =>
+              (v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+            return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+          };
+          // Text drawn with some transparency shows part of the background.
+          const fg = rgb(getComputedStyle(el).color), alpha = fg[3] ?? 1;
+          const seen = [0, 1, 2].map(i => alpha * fg[i] + (1 - alpha) * colour[i]);
+          const a = lum(seen), b = lum(colour);
+          return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+        }""",
+        selector,
+    )
+    return ratio
+
+
+def test_settings_apply_and_the_panel_reads_well_in_light_and_dark(
+    client: Client, store_path: Path, lab: Lab, page: Page
+) -> None:
+    lab.set_user_settings(
+        "dask-observe:plugin", '{"defaultLevel": "WARNING", "logBufferSize": 1000}'
+    )
+    info = lambda line: logging.getLogger("distributed.worker").info(line)  # noqa: E731
+    marker = uuid.uuid4().hex[:8]
+    with dask_observe.record("themes", client=client):
+        open_panel(page, lab)
+        logs = page.locator(".jp-DaskObserve-logs")
+        expect(logs.locator(".jp-DaskObserve-logs-level")).to_have_value(
+            "WARNING", timeout=10_000
+        )
+        client.submit(info, f"quiet {marker}", pure=False).result()
+        client.submit(say, f"loud {marker}", pure=False).result()
+        expect(logs.locator(".jp-DaskObserve-log", has_text="loud")).to_have_count(1)
+        expect(logs.locator(".jp-DaskObserve-log", has_text="quiet")).to_have_count(0)
+        # 1,500 more lines; the browser keeps the newest 1,000.
+        client.submit(chatter, 1500, pure=False).result()
+        expect(logs.locator(".jp-DaskObserve-logs-count")).to_contain_text(
+            "of 1,000 lines", timeout=10_000
+        )
+        expect(page.locator(".jp-DaskObserve-worker")).to_have_count(2)
+
+        shots = {}
+        for theme in ("JupyterLab Light", "JupyterLab Dark"):
+            if theme != "JupyterLab Light":
+                page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+                menu = page.locator(".lm-Menu-itemLabel")
+                menu.get_by_text("Theme", exact=True).hover()
+                menu.get_by_text(theme, exact=True).click()
+                expect(page.locator("body")).to_have_attribute(
+                    "data-jp-theme-name", theme, timeout=10_000
+                )
+            for selector in (
+                "#dask-observe-panel h3",
+                ".jp-DaskObserve-log-WARNING .jp-DaskObserve-log-message",
+                ".jp-DaskObserve-worker-numbers",
+                ".jp-DaskObserve-run-name",
+            ):
+                assert contrast(page, selector) >= 4.5, (theme, selector)
+            path = ARTIFACTS / f"panel-{theme.split()[-1].lower()}.png"
+            page.locator("#dask-observe-panel").screenshot(path=path)
+            shots[theme] = path
+
+    # The two screenshots, compared: the same panel, light on dark in one.
+    light, dark = (Image.open(shots[t]).convert("L") for t in shots)
+    assert light.size == dark.size
+    assert ImageStat.Stat(dark).mean[0] < ImageStat.Stat(light).mean[0] - 100
