@@ -1,10 +1,16 @@
-"""Recording overhead: paired runs of one workload, unrecorded, recorded by
-dask-observe, and under distributed.performance_report, on one LocalCluster.
+"""Recording overhead: one workload run unrecorded, recorded by dask-observe, and
+under distributed.performance_report, side by side on one LocalCluster.
 
-    .venv/bin/python benchmarks/overhead.py --tasks 20000 --pairs 5
+    .venv/bin/python benchmarks/overhead.py --tasks 20000 --rounds 6
 
-Prints the median ratio of each to the unrecorded run measured just before it
-(pairs taken side by side, because these machines are noisy).
+Each round runs the three once, in an order rotated from round to round, so that
+each comes first, second and third equally often: whatever a run leaves behind
+for the next one (garbage, a backlog, a warm cache) weighs on all three alike.
+Prints, per round and as the median over rounds, the ratio of the recorded and
+of the reported run to the unrecorded run of the same round.
+
+``--order fixed`` runs the older design instead: pairs (unrecorded, recorded) and
+(unrecorded, reported), always in that order.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from distributed import Client, LocalCluster, performance_report
@@ -35,36 +43,58 @@ def workload(client: Client, n: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=20_000)
-    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--order", choices=["rotated", "fixed"], default="rotated")
     args = parser.parse_args()
+
     tmp = Path(tempfile.mkdtemp())
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as lc,
         Client(lc) as client,
         dask_observe.open_store(tmp / "bench.sqlite") as store,
     ):
+        variants: dict[str, Callable[[int], AbstractContextManager[object]]] = {
+            "unrecorded": lambda i: nullcontext(),
+            "dask-observe": lambda i: dask_observe.record(
+                f"bench {i}", client=client, store=store
+            ),
+            "performance_report": lambda i: performance_report(
+                filename=str(tmp / f"report-{i}.html")
+            ),
+        }
+        names = list(variants)
         workload(client, 1000)  # warm up
-        ours, theirs = [], []
-        for i in range(args.pairs):
-            base = workload(client, args.tasks)
-            with dask_observe.record(f"bench {i}", client=client, store=store):
-                recorded = workload(client, args.tasks)
-            ours.append(recorded / base)
-            base = workload(client, args.tasks)
-            with performance_report(filename=str(tmp / f"report-{i}.html")):
-                reported = workload(client, args.tasks)
-            theirs.append(reported / base)
+        ratios: dict[str, list[float]] = {"dask-observe": [], "performance_report": []}
+        for i in range(args.rounds):
+            if args.order == "rotated":
+                order = names[i % 3 :] + names[: i % 3]
+            else:
+                order = [names[0], names[1], names[0], names[2]]
+            seconds: dict[str, float] = {}
+            for name in order:
+                with variants[name](i):
+                    took = workload(client, args.tasks)
+                if args.order == "fixed" and name in ratios:
+                    # each measured run against the unrecorded one just before it
+                    ratios[name].append(took / seconds["unrecorded"])
+                seconds[name] = took
+            if args.order == "rotated":
+                for name in ratios:
+                    ratios[name].append(seconds[name] / seconds["unrecorded"])
             print(
-                f"pair {i}: base {base:.2f} s, dask-observe x{ours[-1]:.3f}, "
-                f"performance_report x{theirs[-1]:.3f}",
+                f"round {i} ({', '.join(order)}): "
+                f"unrecorded {seconds['unrecorded']:.2f} s"
+                f", dask-observe x{ratios['dask-observe'][-1]:.3f}"
+                f", performance_report x{ratios['performance_report'][-1]:.3f}",
                 flush=True,
             )
         run = store.run("last")
         print(f"stored tasks of last run: {len(run.tasks())} of {args.tasks}")
-    print(f"median ratio dask-observe/unrecorded: {statistics.median(ours):.3f}")
-    print(
-        f"median ratio performance_report/unrecorded: {statistics.median(theirs):.3f}"
-    )
+    for name, values in ratios.items():
+        print(
+            f"median ratio {name}/unrecorded: {statistics.median(values):.3f} "
+            f"(rounds {min(values):.3f}-{max(values):.3f})"
+        )
 
 
 if __name__ == "__main__":

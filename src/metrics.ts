@@ -220,8 +220,13 @@ export class MetricsView extends Widget {
       this._newest = Math.max(this._newest, row.time);
     }
     const oldest = this._newest - this.windowSeconds;
-    for (const series of this._series.values()) {
+    for (const [key, series] of this._series) {
       series.trim(oldest);
+      if (series.times.length === 0 && key !== CLUSTER) {
+        // Left the window (a worker long gone): no longer listed.
+        this._series.delete(key);
+        this._gone.delete(key);
+      }
     }
     this._schedule(false);
   }
