@@ -19,6 +19,7 @@ import pytest
 from distributed import Client, KilledWorker, LocalCluster
 
 import dask_observe
+from dask_observe.capture.buffer import SequencedBuffer
 
 from .conftest import subprocess_env
 
@@ -149,6 +150,7 @@ def test_the_last_line_of_a_worker_killed_with_sigkill_is_kept(
 RECORDER_SCRIPT = """
 import logging, sys, time
 import dask_observe
+from dask_observe.capture.buffer import SequencedBuffer
 from distributed import Client, LocalCluster
 
 if __name__ == "__main__":
@@ -232,3 +234,21 @@ def test_capture_leaves_the_processs_logging_as_it_found_it() -> None:
         handler.uninstall()
     assert mine.level == logging.ERROR
     assert handler not in logging.getLogger().handlers
+
+
+@pytest.mark.parametrize("cursor_back", [0, 1, 115, 40_000, 60_000, 100_000, 10**6])
+def test_a_full_ring_hands_out_exactly_the_records_after_a_cursor(
+    cursor_back: int,
+) -> None:
+    # The scheduler's ring of 100,000 after 250,000 appends: a reader anywhere
+    # (near the newest, the usual case, or far behind) gets the right numbers.
+    ring = SequencedBuffer(100_000)
+    for i in range(250_000):
+        ring.append(("task", i))
+    cursor = max(0, ring.last - cursor_back)
+    taken = ring.after(cursor, 5_000)
+    first = max(cursor + 1, ring.first)
+    expected = list(range(first, min(ring.last, first + 4_999) + 1))
+    assert [n for n, _ in taken] == (expected if cursor < ring.last else [])
+    assert all(record == ("task", n - 1) for n, record in taken)
+    assert ring.lost["task"] == 150_000  # dropped unread: counted

@@ -133,3 +133,47 @@ def test_two_recorders_on_one_cluster_and_store_write_each_record_once(
     ours = tasks[tasks.str.startswith("once-")]
     assert len(ours) == 200
     assert ours.is_unique
+
+
+def test_a_scheduler_in_this_process_is_pulled_directly_with_the_rpcs_answer(
+    client: Client, store_path: Path
+) -> None:
+    import json
+
+    from dask_observe.recorder import Recorder
+
+    with dask_observe.record("local", client=client) as run:
+        client.gather(client.map(inc, range(40)))
+        recorder = Recorder.acquire(client, dask_observe.open_store())
+        try:
+            plugin = recorder._local_plugin()
+            assert plugin is not None  # the session's LocalCluster: same process
+            instance, cursor = plugin.instance, max(0, plugin.buffer.last - 200)
+            direct = recorder._ask(cursor, instance)
+            rpc = client.sync(
+                client.scheduler.dask_observe_pull,  # type: ignore[union-attr]
+                cursor=cursor,
+                instance=instance,
+            )
+        finally:
+            recorder.release()
+    # The same records, numbers and drop counts (msgpack turns tuples into lists).
+    tasks = [r for _, r in direct["records"] if r[0] == "task"]
+    assert len(tasks) >= 40
+    assert json.loads(json.dumps(direct)) == json.loads(json.dumps(rpc))
+    assert len(run.tasks()) == 40
+
+
+def test_a_client_of_a_remote_scheduler_pulls_over_rpc(store_path: Path) -> None:
+    from dask_observe.recorder import Recorder
+
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster.scheduler_address) as remote,  # by address: no cluster object
+    ):
+        with dask_observe.record("remote", client=remote) as run:
+            remote.gather(remote.map(inc, range(10)))
+            recorder = Recorder.acquire(remote, dask_observe.open_store())
+            assert recorder._local_plugin() is None
+            recorder.release()
+        assert len(run.tasks()) == 10

@@ -8,6 +8,7 @@ it by cursor (``dask_observe_pull``), so nothing here waits for a reader.
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 import time
 import uuid
@@ -86,6 +87,9 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         #: Per watched span: tasks that ended, by (prefix, memory|erred).
         self._watched: dict[str, Counter[tuple[str, str]]] = {}
         self._scheduler: Scheduler | None = scheduler
+        #: The scheduler's event loop: a recorder in this same process calls
+        #: pull() on it directly rather than over RPC.
+        self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         #: Records that workers, nannies and the scheduler's own log buffer had to
         #: drop, since start. A counter, not a record: it must not be droppable.
         self.dropped_upstream = 0
