@@ -7,7 +7,9 @@ Each round runs the three once, in an order rotated from round to round, so that
 each comes first, second and third equally often: whatever a run leaves behind
 for the next one (garbage, a backlog, a warm cache) weighs on all three alike.
 Prints, per round and as the median over rounds, the ratio of the recorded and
-of the reported run to the unrecorded run of the same round.
+of the reported run to the unrecorded run of the same round: in wall time, and in
+CPU time of every process of the cluster (steadier where other work shares the
+machine).
 
 ``--order fixed`` runs the older design instead: pairs (unrecorded, recorded) and
 (unrecorded, reported), always in that order.
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
+import psutil
 from distributed import Client, LocalCluster, performance_report
 
 import dask_observe
@@ -32,12 +35,27 @@ def inc(x: int) -> int:
     return x + 1
 
 
-def workload(client: Client, n: int) -> float:
-    started = time.perf_counter()
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process (client, scheduler, nannies) and
+    of its children (the workers): far steadier than wall time on a busy host."""
+    here = psutil.Process()
+    total = 0.0
+    for process in [here, *here.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def workload(client: Client, n: int) -> tuple[float, float]:
+    """Wall and CPU seconds of ``n`` tiny tasks."""
+    started, cpu = time.perf_counter(), cpu_seconds()
     futures = client.map(inc, range(n), pure=False)
     client.gather(futures)
     del futures
-    return time.perf_counter() - started
+    return time.perf_counter() - started, cpu_seconds() - cpu
 
 
 def main() -> None:
@@ -65,36 +83,44 @@ def main() -> None:
         names = list(variants)
         workload(client, 1000)  # warm up
         ratios: dict[str, list[float]] = {"dask-observe": [], "performance_report": []}
+        cpu_ratios: dict[str, list[float]] = {k: [] for k in ratios}
         for i in range(args.rounds):
             if args.order == "rotated":
                 order = names[i % 3 :] + names[: i % 3]
             else:
                 order = [names[0], names[1], names[0], names[2]]
             seconds: dict[str, float] = {}
+            cpu: dict[str, float] = {}
             for name in order:
                 with variants[name](i):
-                    took = workload(client, args.tasks)
+                    took, used = workload(client, args.tasks)
                 if args.order == "fixed" and name in ratios:
                     # each measured run against the unrecorded one just before it
                     ratios[name].append(took / seconds["unrecorded"])
-                seconds[name] = took
+                    cpu_ratios[name].append(used / cpu["unrecorded"])
+                seconds[name], cpu[name] = took, used
             if args.order == "rotated":
                 for name in ratios:
                     ratios[name].append(seconds[name] / seconds["unrecorded"])
+                    cpu_ratios[name].append(cpu[name] / cpu["unrecorded"])
             print(
                 f"round {i} ({', '.join(order)}): "
                 f"unrecorded {seconds['unrecorded']:.2f} s"
                 f", dask-observe x{ratios['dask-observe'][-1]:.3f}"
-                f", performance_report x{ratios['performance_report'][-1]:.3f}",
+                f", performance_report x{ratios['performance_report'][-1]:.3f}"
+                f" (CPU: x{cpu_ratios['dask-observe'][-1]:.3f}"
+                f", x{cpu_ratios['performance_report'][-1]:.3f})",
                 flush=True,
             )
         run = store.run("last")
         print(f"stored tasks of last run: {len(run.tasks())} of {args.tasks}")
-    for name, values in ratios.items():
-        print(
-            f"median ratio {name}/unrecorded: {statistics.median(values):.3f} "
-            f"(rounds {min(values):.3f}-{max(values):.3f})"
-        )
+    for what, table in (("wall", ratios), ("CPU", cpu_ratios)):
+        for name, values in table.items():
+            print(
+                f"median {what} ratio {name}/unrecorded: "
+                f"{statistics.median(values):.3f} "
+                f"(rounds {min(values):.3f}-{max(values):.3f})"
+            )
 
 
 if __name__ == "__main__":

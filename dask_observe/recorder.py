@@ -210,6 +210,8 @@ class Recorder:
 
         loop = plugin.loop
         assert loop is not None
+        if asyncio._get_running_loop() is loop:  # already on it: waiting would hang
+            return plugin.pull(cursor, instance)
         return asyncio.run_coroutine_threadsafe(pull_on_its_loop(), loop).result(
             timeout=PULL_TIMEOUT_S
         )
