@@ -6,6 +6,11 @@ browser's long-task API (PerformanceObserver, type "longtask": main-thread tasks
 over 50 ms) records every stall meanwhile. The same is measured with the cluster
 quiet, side by side, as the baseline. Target: no task over 100 ms at 2,000 lines/s.
 
+Then, over the lines the flood left in the view (up to the buffer's 100,000): the
+mouse wheel scrolls from the newest line to the oldest while the page counts its
+animation frames, and a text filter is typed and cleared, each time until the
+view shows the result. Both report long tasks the same way.
+
     .venv/bin/python benchmarks/panel.py [--rate 2000] [--seconds 20]
 """
 
@@ -54,6 +59,17 @@ def pour(rate: int, seconds: float) -> int:
     return sent
 
 
+def long_tasks_since(page: Page, t0: float) -> dict[str, Any]:
+    """The page's main-thread tasks over 50 ms since ``t0`` (performance.now())."""
+    tasks = page.evaluate(f"window.__longTasks.filter(t => t[0] >= {t0})")
+    durations = sorted(d for _, d in tasks)
+    return {
+        "long tasks": len(durations),
+        "longest ms": round(durations[-1], 1) if durations else 0.0,
+        "total long ms": round(sum(durations), 1),
+    }
+
+
 def measure(page: Page, client: Client, rate: int, seconds: float) -> dict[str, Any]:
     """Long tasks of the page while the cluster logs ``rate`` lines/s."""
     t0: float = page.evaluate("performance.now()")
@@ -63,17 +79,79 @@ def measure(page: Page, client: Client, rate: int, seconds: float) -> dict[str, 
     else:
         time.sleep(seconds)
     time.sleep(1.0)  # the last batches arrive and draw
-    tasks = page.evaluate(f"window.__longTasks.filter(t => t[0] >= {t0})")
     shown = page.locator(".jp-DaskObserve-logs-count").text_content() or ""
-    durations = sorted(d for _, d in tasks)
     return {
         "rate": rate,
         "lines sent": sent,
         "panel count": shown,
-        "long tasks": len(durations),
-        "longest ms": round(durations[-1], 1) if durations else 0.0,
-        "total long ms": round(sum(durations), 1),
+        **long_tasks_since(page, t0),
     }
+
+
+#: Counts animation frames (the page's drawn frames) from the moment it is run.
+COUNT_FRAMES = """
+window.__frames = 0;
+const tick = () => { window.__frames += 1; requestAnimationFrame(tick); };
+requestAnimationFrame(tick);
+"""
+
+LOGS = ".jp-DaskObserve-logs"
+
+
+def scroll(page: Page) -> dict[str, Any]:
+    """Wheel from the newest line to the oldest; frames drawn and rows in the DOM."""
+    viewport = page.locator(f"{LOGS}-viewport")
+    box = viewport.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.evaluate(COUNT_FRAMES)
+    t0: float = page.evaluate("performance.now()")
+    start, frames0 = time.monotonic(), page.evaluate("window.__frames")
+    steps, most_rows = 0, 0
+    # Big wheel steps: the whole buffer in a few hundred events, every one drawn.
+    while page.evaluate(f"document.querySelector('{LOGS}-viewport').scrollTop") > 0:
+        page.mouse.wheel(0, -20_000)
+        steps += 1
+        if steps % 25 == 0:
+            most_rows = max(most_rows, viewport.locator(".jp-DaskObserve-log").count())
+    seconds = time.monotonic() - start
+    frames = page.evaluate("window.__frames") - frames0
+    first = viewport.locator(".jp-DaskObserve-log").first.get_attribute("data-seq")
+    return {
+        "phase": "scroll to the oldest",
+        "wheel steps": steps,
+        "seconds": round(seconds, 2),
+        "frames/s": round(frames / seconds, 1),
+        "rows in DOM (max)": most_rows,
+        "oldest shown seq": first,
+        **long_tasks_since(page, t0),
+    }
+
+
+def refilter(page: Page, text: str) -> dict[str, Any]:
+    """Type ``text`` into the filter (or clear it); time until the count shows it."""
+    count = page.locator(f"{LOGS}-count")
+    before = count.text_content()
+    t0: float = page.evaluate("performance.now()")
+    page.locator(f"{LOGS}-filter").fill(text)
+    page.wait_for_function(
+        "([el, before]) => el.textContent !== before",
+        arg=[count.element_handle(), before],
+    )
+    took: float = page.evaluate("performance.now()") - t0
+    return {
+        "phase": f"filter {text!r}" if text else "clear the filter",
+        "ms until shown": round(took, 1),
+        "panel count": count.text_content(),
+        **long_tasks_since(page, t0),
+    }
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    columns = list(dict.fromkeys(c for row in rows for c in row))
+    print(" | ".join(columns))
+    for row in rows:
+        print(" | ".join(str(row.get(c, "")) for c in columns))
 
 
 def main() -> None:
@@ -116,11 +194,15 @@ def main() -> None:
         seen = page.evaluate(f"window.__longTasks.filter(t => t[0] >= {t0})")
         assert any(d >= 150 for _, d in seen), f"long-task API saw no stall: {seen}"
         rows = [measure(page, client, r, args.seconds) for r in (0, args.rate, 0)]
+        after = [
+            scroll(page),
+            refilter(page, "line 012"),
+            refilter(page, ""),
+        ]
         browser.close()
-    columns = list(rows[0])
-    print(" | ".join(columns))
-    for row in rows:
-        print(" | ".join(str(row[c]) for c in columns))
+    print_table(rows)
+    print()
+    print_table(after)
 
 
 if __name__ == "__main__":
