@@ -73,6 +73,13 @@ def dashboard_address(client: Client) -> str | None:
     return f"http://{host}:{int(port)}"
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # this thread runs no loop
+        return None
+
+
 class Recorder:
     """Copies one cluster's telemetry into one store while anyone needs it."""
 
@@ -210,7 +217,7 @@ class Recorder:
 
         loop = plugin.loop
         assert loop is not None
-        if asyncio._get_running_loop() is loop:  # already on it: waiting would hang
+        if _running_loop() is loop:  # already on it: waiting would hang
             return plugin.pull(cursor, instance)
         return asyncio.run_coroutine_threadsafe(pull_on_its_loop(), loop).result(
             timeout=PULL_TIMEOUT_S
