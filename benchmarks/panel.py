@@ -11,7 +11,7 @@ mouse wheel scrolls from the newest line to the oldest while the page counts its
 animation frames, and a text filter is typed and cleared, each time until the
 view shows the result. Both report long tasks the same way.
 
-    .venv/bin/python benchmarks/panel.py [--rate 2000] [--seconds 20]
+    .venv/bin/python benchmarks/panel.py [--rate 2000] [--seconds 20] [--buffer N]
 """
 
 from __future__ import annotations
@@ -135,7 +135,8 @@ def refilter(page: Page, text: str) -> dict[str, Any]:
     t0: float = page.evaluate("performance.now()")
     page.locator(f"{LOGS}-filter").fill(text)
     page.wait_for_function(
-        "([el, before]) => el.textContent !== before",
+        "([el, before]) => el.textContent !== before"
+        " && el.dataset.filtering === 'false'",
         arg=[count.element_handle(), before],
     )
     took: float = page.evaluate("performance.now()") - t0
@@ -158,6 +159,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--buffer", type=int, default=100_000, help="the panel's log buffer (lines)"
+    )
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="dobs-panel-bench-"))
@@ -177,6 +181,9 @@ def main() -> None:
         )
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.add_init_script(OBSERVE_LONG_TASKS)
+        lab.set_user_settings(
+            "dask-observe:plugin", f'{{"logBufferSize": {args.buffer}}}'
+        )
         page.goto(lab.page_url())
         page.locator(PANEL_TAB).click()
         state = page.locator(".jp-DaskObserve-logs-state")

@@ -9,7 +9,8 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { find } from '@lumino/algorithm';
 
 import { IPanelSettings, ObservePanel } from './panel';
-import { comparisonTab, dashboardTab, reportTab } from './tabs';
+import { ITarget } from './stream';
+import { LogsTab, comparisonTab, dashboardTab, reportTab } from './tabs';
 
 /**
  * Command ids live under the `dask-observe:` prefix.
@@ -19,6 +20,7 @@ export namespace CommandIDs {
   export const openReport = 'dask-observe:open-report';
   export const openDashboard = 'dask-observe:open-dashboard';
   export const openComparison = 'dask-observe:open-comparison';
+  export const openLogs = 'dask-observe:open-logs';
 }
 
 /**
@@ -69,7 +71,40 @@ const plugin: JupyterFrontEndPlugin<void> = {
       openComparison: (a, b) =>
         void commands.execute(CommandIDs.openComparison, { a, b }),
       openDashboard: (cluster, page) =>
-        void commands.execute(CommandIDs.openDashboard, { cluster, page })
+        void commands.execute(CommandIDs.openDashboard, { cluster, page }),
+      openLogs: (target, label) =>
+        void commands.execute(CommandIDs.openLogs, { ...target, label })
+    });
+
+    commands.addCommand(CommandIDs.openLogs, {
+      label: args =>
+        args.run !== undefined
+          ? `Open the logs of run ${args.run} in a tab`
+          : 'Open the live logs in a tab',
+      execute: args => {
+        const target: ITarget =
+          args.run !== undefined
+            ? { run: Number(args.run) }
+            : { cluster: String(args.cluster) };
+        // Marks the workers that left, as the panel does, when the panel's
+        // metrics follow the same cluster or run.
+        const same =
+          JSON.stringify(panel.metricsStream.target) === JSON.stringify(target);
+        show(
+          new LogsTab({
+            target,
+            label: String(args.label ?? args.cluster ?? `run ${args.run}`),
+            maxLines: panel.settings.logBufferSize,
+            level: panel.logs.level,
+            gone: same
+              ? {
+                  current: panel.metrics.gone,
+                  changed: panel.metrics.goneChanged
+                }
+              : undefined
+          })
+        );
+      }
     });
     shell.add(panel, 'left', { rank: 900 });
     restorer?.add(panel, panel.id);

@@ -13,6 +13,34 @@ const ROW_HEIGHT = 18;
  */
 const OVERSCAN = 10;
 
+/**
+ * Milliseconds of filtering per main-thread task: a filter over a large buffer
+ * (the setting allows 1,000,000 lines) goes on in slices, so that typing,
+ * scrolling and arriving lines are not held up.
+ */
+const FILTER_SLICE_MS = 25;
+
+/**
+ * A filter being applied to the buffer, a slice at a time.
+ */
+interface IRefilter {
+  id: number;
+  matches: (line: ILogLine) => boolean;
+  /**
+   * The index in the buffer it goes on from.
+   */
+  next: number;
+  /**
+   * The lines that passed so far.
+   */
+  shown: ILogLine[];
+}
+
+/**
+ * Rows a live view starts with: about the newest so many of its cluster.
+ */
+export const LOG_TAIL = 20_000;
+
 const LEVELS: Record<string, number> = {
   DEBUG: 10,
   INFO: 20,
@@ -41,6 +69,15 @@ export class LogsView extends Widget {
     this._state = document.createElement('span');
     this._state.className = 'jp-DaskObserve-logs-state';
     heading.append(' ', this._state);
+    if (options.openInTab) {
+      // The sidebar is narrow for long lines: the same view, wide, in a tab.
+      const open = document.createElement('button');
+      open.className = 'jp-DaskObserve-logs-open';
+      open.textContent = 'Open in a tab';
+      open.title = 'Follow these logs in a main-area tab';
+      open.addEventListener('click', options.openInTab);
+      heading.append(open);
+    }
 
     const bar = document.createElement('div');
     bar.className = 'jp-DaskObserve-logs-bar';
@@ -104,6 +141,11 @@ export class LogsView extends Widget {
       this._schedule();
     });
     this._follow.addEventListener('change', () => this._schedule());
+    this._nextSlice.port1.onmessage = event => {
+      if (event.data === this._refiltering?.id) {
+        this._filterSlice();
+      }
+    };
     this._stream.lines.connect((_, lines) => this._append(lines));
     this._stream.reset.connect(() => this._clear());
     this._stream.stateChanged.connect((_, state) => this._showState(state));
@@ -139,6 +181,13 @@ export class LogsView extends Widget {
   set level(value: string) {
     this._level.value = value;
     this._refilter();
+  }
+
+  dispose(): void {
+    this._stopRefilter();
+    this._nextSlice.port1.close();
+    this._nextSlice.port2.close();
+    super.dispose();
   }
 
   /**
@@ -188,6 +237,7 @@ export class LogsView extends Widget {
   }
 
   private _clear(): void {
+    this._stopRefilter();
     this._all = [];
     this._shown = [];
     this._workers.clear();
@@ -242,21 +292,66 @@ export class LogsView extends Widget {
       }
     }
     this._all.push(...lines);
-    const matches = this._matcher();
-    this._shown.push(...lines.filter(matches));
+    const job = this._refiltering;
+    if (job === null) {
+      this._shown.push(...lines.filter(this._matcher()));
+    } // else the filter under way reaches them: they are in the buffer now
     const excess = this._all.length - this._maxLines;
     if (excess > 0) {
       const dropped = this._all.splice(0, excess);
       const lastDropped = dropped[dropped.length - 1].seq;
-      const keep = this._shown.findIndex(line => line.seq > lastDropped);
-      this._shown.splice(0, keep < 0 ? this._shown.length : keep);
+      Private.dropUpTo(this._shown, lastDropped);
+      if (job !== null) {
+        job.next = Math.max(0, job.next - excess);
+        Private.dropUpTo(job.shown, lastDropped);
+      }
     }
     this._schedule();
   }
 
   private _refilter(): void {
-    this._shown = this._all.filter(this._matcher());
+    this._stopRefilter();
+    this._refiltering = {
+      id: ++this._refilters,
+      matches: this._matcher(),
+      next: 0,
+      shown: []
+    };
+    this._filterSlice();
+  }
+
+  /**
+   * Filter the buffer for about FILTER_SLICE_MS, then yield to the page and
+   * go on; the view shows the result once the whole buffer is done.
+   */
+  private _filterSlice(): void {
+    const job = this._refiltering;
+    if (job === null) {
+      return;
+    }
+    const all = this._all;
+    const until = performance.now() + FILTER_SLICE_MS;
+    while (job.next < all.length && performance.now() < until) {
+      const end = Math.min(all.length, job.next + 5000);
+      for (let i = job.next; i < end; i++) {
+        if (job.matches(all[i])) {
+          job.shown.push(all[i]);
+        }
+      }
+      job.next = end;
+    }
+    if (job.next < all.length) {
+      // A message, not setTimeout: nested timeouts wait at least 4 ms each.
+      this._nextSlice.port2.postMessage(job.id);
+    } else {
+      this._shown = job.shown;
+      this._refiltering = null;
+    }
     this._schedule();
+  }
+
+  private _stopRefilter(): void {
+    this._refiltering = null; // a slice already posted for it finds it gone
   }
 
   private _schedule(): void {
@@ -271,7 +366,12 @@ export class LogsView extends Widget {
   private _draw(): void {
     const total = this._shown.length;
     this._spacer.style.height = `${total * ROW_HEIGHT}px`;
-    this._count.textContent = `${total.toLocaleString()} of ${this._all.length.toLocaleString()} lines`;
+    const job = this._refiltering;
+    this._count.textContent =
+      job === null
+        ? `${total.toLocaleString()} of ${this._all.length.toLocaleString()} lines`
+        : `filtering… ${Math.floor((100 * job.next) / Math.max(1, this._all.length))} %`;
+    this._count.dataset.filtering = String(job !== null);
     if (this._follow.checked) {
       this._scrolling = true;
       this._viewport.scrollTop = this._viewport.scrollHeight;
@@ -301,6 +401,9 @@ export class LogsView extends Widget {
   private _frame = 0;
   private _level: HTMLSelectElement;
   private _maxLines: number;
+  private _nextSlice = new MessageChannel();
+  private _refiltering: IRefilter | null = null;
+  private _refilters = 0;
   private _regex: HTMLInputElement;
   private _rows: HTMLDivElement;
   private _scrolling = false;
@@ -328,10 +431,23 @@ export namespace LogsView {
      * The lowest level shown at first (default DEBUG: everything).
      */
     level?: string;
+    /**
+     * When given, a button in the heading calls it (to open these logs wide).
+     */
+    openInTab?: () => void;
   }
 }
 
 namespace Private {
+  /**
+   * Remove, in place, the leading lines numbered up to `seq` (they left the
+   * buffer).
+   */
+  export function dropUpTo(lines: ILogLine[], seq: number): void {
+    const keep = lines.findIndex(line => line.seq > seq);
+    lines.splice(0, keep < 0 ? lines.length : keep);
+  }
+
   function span(className: string, text: string): HTMLSpanElement {
     const element = document.createElement('span');
     element.className = className;

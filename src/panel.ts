@@ -4,15 +4,10 @@ import { ICluster, IRun } from './api';
 import { ClustersView } from './clusters';
 import { FlagsView } from './flags';
 import { observeIcon } from './icon';
-import { LogsView } from './logs';
+import { LOG_TAIL, LogsView } from './logs';
 import { MetricsView } from './metrics';
 import { RunsView } from './runs';
-import { LogStream } from './stream';
-
-/**
- * Rows a live view starts with, before the newest.
- */
-const LOG_TAIL = 20_000;
+import { ITarget, LogStream } from './stream';
 
 /**
  * The DOM id of the side panel; acceptance checks and users' CSS rely on it.
@@ -68,6 +63,7 @@ export class ObservePanel extends Widget {
     this.stream = new LogStream();
     this.metricsStream = new LogStream(['metrics', 'events']);
     this.flagStream = new LogStream(['flags']);
+    this._openLogsTab = options.openLogs;
     this.clusters = new ClustersView({
       openPage: options.openDashboard,
       onClusters: clusters => this._followNewest(clusters),
@@ -83,7 +79,8 @@ export class ObservePanel extends Widget {
     this.logs = new LogsView({
       stream: this.stream,
       maxLines: settings.logBufferSize,
-      level: settings.defaultLevel
+      level: settings.defaultLevel,
+      openInTab: () => this._openLogs()
     });
     this.metrics.goneChanged.connect((_, gone) => this.logs.setGone(gone));
     this.metrics.workerAdded.connect((_, worker) =>
@@ -157,11 +154,32 @@ export class ObservePanel extends Widget {
     this._judgeNewest(this._runs);
   }
 
+  /**
+   * The settings in effect.
+   */
+  get settings(): Readonly<IPanelSettings> {
+    return this._settings;
+  }
+
   dispose(): void {
     this.stream.dispose();
     this.metricsStream.dispose();
     this.flagStream.dispose();
     super.dispose();
+  }
+
+  /**
+   * Open what the logs view follows (the live cluster, or the replayed run) in
+   * a main-area tab.
+   */
+  private _openLogs(): void {
+    const target = this.stream.target;
+    if (target?.run !== undefined) {
+      this._openLogsTab(target, `run ${target.run}`);
+    } else if (target?.cluster !== undefined) {
+      const cluster = this._clusters.find(c => c.id === target.cluster);
+      this._openLogsTab(target, cluster?.address ?? target.cluster);
+    }
   }
 
   private _showFlags(runId: number): void {
@@ -249,6 +267,7 @@ export class ObservePanel extends Widget {
   private _clusters: ICluster[] = [];
   private _following: string | null = null;
   private _judging: number | null = null;
+  private _openLogsTab: (target: ITarget, label: string) => void;
   private _replayBar: Widget;
   private _replaying: number | null = null;
   private _runs: IRun[] = [];
@@ -272,6 +291,10 @@ export namespace ObservePanel {
      * Open a page of a cluster's dashboard in the main area.
      */
     openDashboard: (clusterId: string, page: string) => void;
+    /**
+     * Follow a cluster's or a run's logs in a main-area tab; `label` names it.
+     */
+    openLogs: (target: ITarget, label: string) => void;
     /**
      * Settings to start with (the rest are defaults).
      */

@@ -1,8 +1,12 @@
 import { IFrame, MainAreaWidget } from '@jupyterlab/apputils';
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
+import { Message } from '@lumino/messaging';
+import { ISignal } from '@lumino/signaling';
 
 import { observeIcon } from './icon';
+import { LOG_TAIL, LogsView } from './logs';
+import { ITarget, LogStream } from './stream';
 
 /**
  * The pages of the scheduler's dashboard that the panel offers.
@@ -76,4 +80,93 @@ export function comparisonTab(a: number, b: number): MainAreaWidget<IFrame> {
     `dask-observe-compare-${a}-${b}`,
     []
   );
+}
+
+/**
+ * A cluster's live logs, or a run's, in a main-area tab: the side panel's logs
+ * view with room for long lines, on a websocket of its own (opened when the tab
+ * shows, closed with it).
+ */
+export class LogsTab extends MainAreaWidget<LogsView> {
+  constructor(options: LogsTab.IOptions) {
+    const stream = new LogStream();
+    super({
+      content: new LogsView({
+        stream,
+        maxLines: options.maxLines,
+        level: options.level
+      })
+    });
+    this._stream = stream;
+    this._target = options.target;
+    const { run, cluster } = options.target;
+    this.id =
+      run !== undefined
+        ? `dask-observe-logs-run-${run}`
+        : `dask-observe-logs-cluster-${cluster}`;
+    this.title.label = `Logs: ${options.label}`;
+    this.title.icon = observeIcon;
+    this.title.closable = true;
+    this.addClass('jp-DaskObserve-logs-tab');
+    if (options.gone) {
+      this.content.setGone(options.gone.current);
+      options.gone.changed.connect(this._onGone, this);
+      this._gone = options.gone.changed;
+    }
+  }
+
+  dispose(): void {
+    this._gone?.disconnect(this._onGone, this);
+    this._stream.dispose();
+    super.dispose();
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    if (this._stream.target === null) {
+      // A live cluster starts near its newest lines; a run from its start.
+      const after = this._target.run === undefined ? -LOG_TAIL : 0;
+      this._stream.follow(this._target, after);
+    }
+  }
+
+  private _onGone(_: unknown, gone: ReadonlySet<string>): void {
+    this.content.setGone(gone);
+  }
+
+  private _gone: ISignal<unknown, ReadonlySet<string>> | null = null;
+  private _stream: LogStream;
+  private _target: ITarget;
+}
+
+/**
+ * The namespace for `LogsTab` statics.
+ */
+export namespace LogsTab {
+  export interface IOptions {
+    /**
+     * The cluster or run whose logs it follows.
+     */
+    target: ITarget;
+    /**
+     * What the tab's title names: a cluster's address, or "run N".
+     */
+    label: string;
+    /**
+     * Lines kept at most; the oldest go first.
+     */
+    maxLines?: number;
+    /**
+     * The lowest level shown at first.
+     */
+    level?: string;
+    /**
+     * Workers that have left the cluster, and when that changes: their lines
+     * are marked, as in the panel.
+     */
+    gone?: {
+      current: ReadonlySet<string>;
+      changed: ISignal<unknown, ReadonlySet<string>>;
+    };
+  }
 }

@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from pathlib import Path
 
 from distributed import Client
 from lab_server import Lab
-from playwright.sync_api import Dialog, Locator, Page, expect
+from playwright.sync_api import Dialog, Locator, Page, WebSocket, expect
 
 import dask_observe
 from conftest import ARTIFACTS
 
 PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="dask-observe-panel"]'
+
+
+def open_live_logs(page: Page, lab: Lab) -> Locator:
+    """Open the panel and return its logs view once its stream is open."""
+    page.goto(lab.page_url())
+    page.locator(PANEL_TAB).click()
+    logs = page.locator("#dask-observe-panel .jp-DaskObserve-logs")
+    expect(logs.locator(".jp-DaskObserve-logs-state")).to_have_text("", timeout=20_000)
+    return logs
 
 
 def test_the_side_panel_lists_a_run_recorded_beforehand(
@@ -114,12 +124,7 @@ def test_live_logs_arrive_within_two_seconds_as_text_and_filter(
     page.on("dialog", on_dialog)
     workers = list(client.scheduler_info()["workers"])
     with dask_observe.record("live logs"):
-        page.goto(lab.page_url())
-        page.locator(PANEL_TAB).click()
-        logs = page.locator(".jp-DaskObserve-logs")
-        expect(logs.locator(".jp-DaskObserve-logs-state")).to_have_text(
-            "", timeout=20_000
-        )
+        logs = open_live_logs(page, lab)
 
         marker = uuid.uuid4().hex[:8]
         hostile = f"<img src=x onerror=alert(1)> {marker}"
@@ -154,11 +159,8 @@ def test_the_panel_reconnects_after_the_server_restarts_and_misses_nothing(
 ) -> None:
     marker = uuid.uuid4().hex[:8]
     with dask_observe.record("server restart"):
-        page.goto(lab.page_url())
-        page.locator(PANEL_TAB).click()
-        logs = page.locator(".jp-DaskObserve-logs")
+        logs = open_live_logs(page, lab)
         state = logs.locator(".jp-DaskObserve-logs-state")
-        expect(state).to_have_text("", timeout=20_000)
 
         def lines(when: str) -> Locator:
             return logs.locator(".jp-DaskObserve-log", has_text=f"{when} {marker}")
@@ -175,6 +177,68 @@ def test_the_panel_reconnects_after_the_server_restarts_and_misses_nothing(
         expect(lines("before")).to_have_count(1)  # resumed, not replayed
         client.submit(say, f"after {marker}", pure=False).result()
         expect(lines("after")).to_have_count(1)
+
+
+def test_the_live_logs_open_wide_in_a_tab_that_follows_on_its_own(
+    client: Client, store_path: Path, lab: Lab, page: Page
+) -> None:
+    streams: list[WebSocket] = []
+    page.on(
+        "websocket",
+        lambda ws: streams.append(ws) if "dask-observe/api/stream" in ws.url else None,
+    )
+
+    def open_streams() -> int:
+        return sum(not ws.is_closed() for ws in streams)
+
+    workers = list(client.scheduler_info()["workers"])
+    marker = uuid.uuid4().hex[:8]
+    with dask_observe.record("logs in a tab"):
+        side = open_live_logs(page, lab)
+        client.submit(
+            say, f"before {marker}", workers=[workers[0]], pure=False
+        ).result()
+        expect(side.locator(".jp-DaskObserve-log", has_text=marker)).to_have_count(1)
+        panel_streams = open_streams()
+
+        side.locator(".jp-DaskObserve-logs-open").click()
+        assert client.scheduler is not None
+        tab = page.locator(
+            ".lm-DockPanel-tabBar .lm-TabBar-tab",
+            has_text=f"Logs: {client.scheduler.address}",
+        )
+        expect(tab).to_be_visible()
+        wide = page.locator(".jp-DaskObserve-logs-tab .jp-DaskObserve-logs")
+        # It starts with the cluster's recent lines, then follows by itself.
+        expect(wide.locator(".jp-DaskObserve-log", has_text=marker)).to_have_count(
+            1, timeout=10_000
+        )
+        client.submit(say, f"after {marker}", workers=[workers[1]], pure=False).result()
+        expect(wide.locator(".jp-DaskObserve-log", has_text=marker)).to_have_count(
+            2, timeout=2_000
+        )
+        # Room for long lines: wider than the sidebar and as tall as the tab.
+        side_box = side.locator(".jp-DaskObserve-logs-viewport").bounding_box()
+        wide_box = wide.locator(".jp-DaskObserve-logs-viewport").bounding_box()
+        assert side_box is not None and wide_box is not None
+        assert wide_box["width"] > 1.5 * side_box["width"]
+        assert wide_box["height"] > 1.5 * side_box["height"]
+        # Its filters are its own.
+        wide.locator(".jp-DaskObserve-logs-filter").fill(f"after {marker}")
+        expect(wide.locator(".jp-DaskObserve-log", has_text=marker)).to_have_count(1)
+        expect(side.locator(".jp-DaskObserve-log", has_text=marker)).to_have_count(2)
+        page.screenshot(path=ARTIFACTS / "panel-logs-tab.png")
+
+        # Asked again, the open tab comes forward; closed, its websocket closes.
+        side.locator(".jp-DaskObserve-logs-open").click()
+        expect(page.locator(".jp-DaskObserve-logs-tab")).to_have_count(1)
+        assert open_streams() == panel_streams + 1
+        tab.locator(".lm-TabBar-tabCloseIcon").click()
+        expect(page.locator(".jp-DaskObserve-logs-tab")).to_have_count(0)
+        deadline = time.monotonic() + 5
+        while open_streams() != panel_streams and time.monotonic() < deadline:
+            page.wait_for_timeout(100)
+        assert open_streams() == panel_streams
 
 
 divide = lambda x: 1 / x  # noqa: E731  (a lambda: see say)
