@@ -31,7 +31,10 @@ def lab(store_path: Path, tmp_path: Path) -> Iterator[Lab]:
         yield lab
 
 
-@pytest.fixture(scope="session")
+# Per module, not per session: Playwright's sync API keeps an event loop running
+# on this thread while it is open, and the jp_asyncio_loop of tests/ cannot close
+# its loop beside it (a run that puts a ui-tests module before tests/ failed so).
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         raise RuntimeError(
