@@ -110,6 +110,32 @@ def test_spilled_results_raise_spilling(
     assert "MiB" in flag["message"] and "writing" in flag["message"]
 
 
+class SlowToRead(dict):  # type: ignore[type-arg]
+    """Worker storage slow to read but never spilling (like a GPU's device-host
+    store): distributed times a read over 5 ms as "disk-read", and so it did on
+    a busy CI machine for a task with no dependencies at all."""
+
+    def __getitem__(self, key: object) -> object:
+        time.sleep(0.02)
+        return super().__getitem__(key)
+
+
+def test_slow_reads_without_spilled_bytes_raise_no_spilling(store_path: Path) -> None:
+    with (
+        LocalCluster(
+            n_workers=1, processes=False, data=SlowToRead, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+        dask_observe.record("slow reads", client=client) as run,
+    ):
+        chain = client.submit(nap, 0)
+        for _ in range(5):
+            chain = client.submit(nap, chain)
+        chain.result()
+    assert run.tasks()["disk_read_s"].fillna(0.0).sum() >= 5 * 0.02
+    assert kinds(run) == []
+
+
 def test_a_task_holding_the_gil_for_seconds_raises_event_loop_blocked(
     client: Client, store_path: Path
 ) -> None:
