@@ -91,6 +91,7 @@ def figures(run: Run) -> dict[str, Any]:
         phase_totals,
         prefix_table,
         task_table,
+        time_split,
     )
 
     summary = run.summary()
@@ -104,6 +105,10 @@ def figures(run: Run) -> dict[str, Any]:
     }
     for phase, seconds in phase_totals(tasks).items():
         values[f"{phase} time"] = ("s", seconds)
+    # From the workers' own meters; None for a run recorded without them.
+    split = time_split(run)
+    values["CPU time"] = ("s", split.get("thread-cpu"))
+    values["waiting time (GIL, I/O)"] = ("s", split.get("thread-noncpu"))
     values["peak memory"] = ("bytes", peak_memory(run))
     values["spilled (peak)"] = ("bytes", cluster_max(run, "memory_spilled") or 0.0)
     values["tasks"] = ("tasks", float(summary["n_tasks"]))

@@ -178,10 +178,11 @@ class Recorder:
 
     def flush_cluster(self) -> None:
         """Have every worker and nanny ship what it holds, without waiting for
-        their next flush: a run's last lines are then on the scheduler."""
+        their next flush or heartbeat: a run's last lines and fine performance
+        metrics are then on the scheduler."""
         from dask_observe.capture.shipper import flush_plugin
 
-        self.client.run(flush_plugin, "dask-observe-worker")
+        self.client.run(flush_plugin, "dask-observe-worker", heartbeat=True)
         self.client.run(flush_plugin, "dask-observe-nanny", nanny=True)
 
     def settle(self) -> None:

@@ -141,6 +141,14 @@ class Recording:
             self._recorder.settle()
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's last records: %s", e)
+        try:  # after the flush: its heartbeats brought the last of them
+            if self._span_id is not None:
+                rows = self.scheduler_call(
+                    "dask_observe_fine_metrics", span_id=self._span_id
+                )
+                self.store.set_fine_metrics(self.run.id, [tuple(r) for r in rows])
+        except Exception as e:
+            logger.warning("dask-observe: cannot read the run's fine metrics: %s", e)
         self._recorder.release()
         if self._span_id is None:  # whole cluster: count what was stored
             statuses = self.run.tasks()["status"]

@@ -40,6 +40,9 @@ def test_a_slower_run_is_marked_as_a_regression(
     assert table.loc["prefix work", "verdict"] == "regression"
     assert table.loc["wall time", "verdict"] == "regression"
     assert table.loc["compute time", "verdict"] == "regression"
+    # The tasks sleep: the extra time is waiting, as the workers metered it.
+    assert table.loc["waiting time (GIL, I/O)", "ratio"] == pytest.approx(3.0, rel=0.2)
+    assert table.loc["waiting time (GIL, I/O)", "verdict"] == "regression"
     assert table.loc["tasks", "ratio"] == 1.0 and table.loc["tasks", "verdict"] == ""
     # Read the other way round, the same change is an improvement.
     back = dask_observe.compare(after.id, before.id).table.set_index("figure")

@@ -107,7 +107,12 @@ def test_spilled_results_raise_spilling(
     assert kinds(run) == ["spilling"]
     flag = run.flags().iloc[0]
     assert "spilled data to disk" in flag["message"]
-    assert "MiB" in flag["message"] and "writing" in flag["message"]
+    assert "MiB" in flag["message"]
+    # What the tasks wrote, exactly, from the workers' own meters.
+    fine = run.fine_metrics()
+    written = fine[(fine["activity"] == "disk-write") & (fine["unit"] == "bytes")]
+    assert written["value"].sum() >= 50 * 2**20
+    assert "tasks wrote" in flag["message"]
 
 
 class SlowToRead(dict):  # type: ignore[type-arg]

@@ -103,3 +103,39 @@ def test_20000_microsecond_tasks_report_in_under_300_kb_and_are_flagged_tiny(
     flags = run.flags()
     assert list(flags["kind"]) == ["tiny-tasks"]
     assert "x more work" in flags["advice"][0]
+
+
+def spin(seconds: float) -> float:
+    """Busy on the CPU for ``seconds`` of this thread's CPU time."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+    return seconds
+
+
+def test_fine_metrics_say_where_the_threads_time_went(
+    client: Client, store_path: Path
+) -> None:
+    with dask_observe.record("split", client=client) as run:
+        spins = client.map(spin, [0.3] * 4, key=[f"spin-{i}" for i in range(4)])
+        naps = client.map(time.sleep, [0.3] * 4, key=[f"sleep-{i}" for i in range(4)])
+        client.gather(spins + naps)
+    fine = run.fine_metrics()
+    assert list(fine.columns) == ["context", "prefix", "activity", "unit", "value"]
+    seconds = fine[(fine["context"] == "execute") & (fine["unit"] == "seconds")]
+
+    def split(prefix: str, activity: str) -> float:
+        of = (seconds["prefix"] == prefix) & (seconds["activity"] == activity)
+        return float(seconds[of]["value"].sum())
+
+    # Four tasks of each: 1.2 s on the CPU spinning, 1.2 s waiting asleep.
+    assert 1.2 <= split("spin", "thread-cpu") < 2.0
+    assert 1.2 <= split("sleep", "thread-noncpu") < 2.0
+    assert split("sleep", "thread-cpu") < 0.1
+    # The report draws the same split, summed over prefixes.
+    inline = run.report().inline_html
+    shown = figures(inline)
+    assert "Where the time went" in inline
+    assert float(shown["time_thread_cpu"]) == pytest.approx(
+        seconds[seconds["activity"] == "thread-cpu"]["value"].sum(), abs=1e-5
+    )

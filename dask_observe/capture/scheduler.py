@@ -98,6 +98,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         scheduler.handlers["dask_observe_watch"] = self.watch
         scheduler.handlers["dask_observe_unwatch"] = self.unwatch
         scheduler.handlers["dask_observe_progress"] = self.progress
+        scheduler.handlers["dask_observe_fine_metrics"] = self.fine_metrics
         LogRouter.attach(self._sink)
         self._sampler = PeriodicCallback(self.sample, self.settings.metrics_interval_ms)
         self._sampler.start()
@@ -236,6 +237,26 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
             totals[finish] += n
         return dict(totals)
 
+    def fine_metrics(self, span_id: str) -> list[tuple[str, str, str, str, float]]:
+        """The span's fine performance metrics, as (context, prefix, activity,
+        unit, value); only keys of that shape (distributed may add others)."""
+        span = self._span(span_id)
+        if span is None:
+            return []
+        return [
+            (*key, float(value))
+            for key, value in span.cumulative_worker_metrics.items()
+            if isinstance(key, tuple)
+            and len(key) == 4
+            and all(isinstance(part, str) for part in key)
+        ]
+
+    def _span(self, span_id: str) -> Any:
+        """The scheduler's span of that id, or None."""
+        assert self._scheduler is not None
+        spans = self._scheduler.extensions.get("spans")
+        return getattr(spans, "spans", {}).get(span_id)
+
     def progress(self, span_id: str) -> dict[str, Any]:
         """A watched span's progress by prefix, and every worker's memory.
 
@@ -246,8 +267,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         """
         assert self._scheduler is not None
         prefixes: dict[str, list[int]] = {}
-        spans = self._scheduler.extensions.get("spans")
-        span = getattr(spans, "spans", {}).get(span_id)
+        span = self._span(span_id)
         if span is not None:
             for group in span.traverse_groups():
                 row = prefixes.setdefault(group.prefix.name, [0, 0, 0])

@@ -93,9 +93,17 @@ class LogShipper:
         await self.flush()
 
 
-async def flush_plugin(name: str, dask_worker: Any) -> None:
-    """Run on a worker or nanny (``Client.run``): ship its buffered records now."""
+async def flush_plugin(name: str, dask_worker: Any, heartbeat: bool = False) -> None:
+    """Run on a worker or nanny (``Client.run``): ship its buffered records now.
+
+    With ``heartbeat`` (workers only), also send a heartbeat: it carries the
+    fine performance metrics measured since the last one, so that the scheduler's
+    spans hold all of a run's when it ends. (Done here, not in a function of its
+    own: every ``Client.run`` logs a line, and this one's is filtered out.)
+    """
     plugin = dask_worker.plugins.get(name)
     shipper = getattr(plugin, "shipper", None)
     if isinstance(shipper, LogShipper):
         await shipper.flush()
+    if heartbeat:
+        await dask_worker.heartbeat()

@@ -104,6 +104,22 @@ class Context:
             )
         ]
 
+    @cached_property
+    def fine(self) -> pd.DataFrame:
+        return self.run.fine_metrics()
+
+    def fine_totals(self, activities: tuple[str, ...]) -> dict[tuple[str, str], float]:
+        """(activity, unit) -> value of the run's fine performance metrics,
+        summed over contexts and prefixes."""
+        fine = self.fine[self.fine["activity"].isin(activities)]
+        totals = fine.groupby(["activity", "unit"], as_index=False)["value"].sum()
+        return {
+            (str(a), str(u)): float(v)
+            for a, u, v in zip(
+                totals["activity"], totals["unit"], totals["value"], strict=True
+            )
+        }
+
     def metric(self, name: str) -> pd.DataFrame:
         """Per-worker samples of one metric: time, worker, value."""
         frame = self.run.metrics(name, epoch=True)
@@ -354,33 +370,46 @@ def worker_lost(ctx: Context) -> list[Flag]:
 
 
 def spilling(ctx: Context) -> list[Flag]:
-    """From the spilled bytes workers report. Their tasks' "disk-read" and
-    "disk-write" times only add detail: distributed records any stall over 5 ms
+    """From the bytes workers report spilled and, exactly, the bytes the run's
+    tasks wrote to disk (fine performance metrics). Not from the tasks'
+    "disk-read" / "disk-write" times: distributed records any stall over 5 ms
     around a task's arguments or result under those names, spilled or not (a
     task without dependencies got 139 ms of "disk-read" on a busy machine)."""
     spilled = ctx.metric("memory_spilled")
     spilled = spilled[spilled["value"] > 0]
-    if spilled.empty:
+    disk = ctx.fine_totals(("disk-write", "disk-read"))
+    written = disk.get(("disk-write", "bytes"), 0.0)
+    if spilled.empty and not written:
         return []
-    disk = ctx.finished[["disk_write_s", "disk_read_s"]].fillna(0.0).sum()
     peaks = spilled.groupby("worker")["value"].max().sort_values(ascending=False)
-    first = float(spilled["time"].min())
-    per_worker = ", ".join(f"{w} {format_bytes(v)}" for w, v in peaks.items())
+    first = float(spilled["time"].min()) if len(spilled) else ctx.run.started
+    parts = []
+    if len(peaks):
+        parts.append(
+            "peak on disk: "
+            + ", ".join(f"{w} {format_bytes(v)}" for w, v in peaks.items())
+        )
+    if written:
+        parts.append(
+            f"tasks wrote {format_bytes(written)} in "
+            f"{format_seconds(disk.get(('disk-write', 'seconds'), 0.0))} and read "
+            f"{format_bytes(disk.get(('disk-read', 'bytes'), 0.0))} back in "
+            f"{format_seconds(disk.get(('disk-read', 'seconds'), 0.0))}"
+        )
+    evidence = [
+        _evidence(first, str(w), f"spilled {format_bytes(v)} at peak")
+        for w, v in list(peaks.items())[:MAX_EVIDENCE]
+    ] or [_evidence(first, None, parts[-1])]
     return [
         Flag(
             "spilling",
             "warning",
             first,
             _workers(peaks.index),
-            f"Workers spilled data to disk (peak: {per_worker}); tasks "
-            f"spent {format_seconds(disk['disk_write_s'])} writing and "
-            f"{format_seconds(disk['disk_read_s'])} reading spilled data.",
+            f"Workers spilled data to disk ({'; '.join(parts)}).",
             f"Memory passed {ctx.memory['spill']:.0%} of the limit: give workers more "
             "memory, persist less at once, or use smaller chunks.",
-            [
-                _evidence(first, str(w), f"spilled {format_bytes(v)} at peak")
-                for w, v in list(peaks.items())[:MAX_EVIDENCE]
-            ],
+            evidence,
         )
     ]
 

@@ -33,6 +33,19 @@ MEMORY_METRICS = (
     "memory_limit",
 )
 
+#: How a report names the activities of distributed's fine performance metrics
+#: (the ``execute`` context); others keep distributed's name.
+ACTIVITIES = {
+    "thread-cpu": "CPU",
+    "thread-noncpu": "waiting (GIL, I/O, sleep)",
+    "deserialize": "deserializing",
+    "disk-read": "reading spilled data",
+    "disk-write": "spilling to disk",
+    "executor": "executor overhead",
+    "other": "other",
+    "idle or other spans": "threads idle",
+}
+
 #: Failed tasks a report details; the rest are counted.
 MAX_FAILURES = 20
 #: Log lines shown beside each failed task.
@@ -66,6 +79,9 @@ class ReportData:
     prefixes: pd.DataFrame
     #: Seconds of task time in each phase of PHASE_COLUMNS.
     phases: dict[str, float]
+    #: Thread seconds by activity, as the workers measured them (fine
+    #: performance metrics), largest first; empty when none were read.
+    time_split: dict[str, float]
     workers: int
     threads: int
     peak_memory: float | None
@@ -219,6 +235,7 @@ def collect(run: Run) -> ReportData:
         tasks=tasks,
         prefixes=prefix_table(tasks),
         phases=phase_totals(tasks),
+        time_split=time_split(run),
         workers=int(workers) if workers else int(tasks["worker"].nunique()),
         threads=int(threads) if threads else int(tasks["lane"].nunique()),
         peak_memory=peak_memory(run),
@@ -240,6 +257,14 @@ def phase_totals(tasks: pd.DataFrame) -> dict[str, float]:
         phase: float(tasks[list(columns)].fillna(0.0).to_numpy().sum())
         for phase, columns in PHASE_COLUMNS.items()
     }
+
+
+def time_split(run: Run) -> dict[str, float]:
+    """Seconds of the run's worker threads by activity, summed over prefixes."""
+    fine = run.fine_metrics()
+    seconds = fine[(fine["context"] == "execute") & (fine["unit"] == "seconds")]
+    totals = seconds.groupby("activity")["value"].sum().sort_values(ascending=False)
+    return {str(activity): float(value) for activity, value in totals.items()}
 
 
 def peak_memory(run: Run) -> float | None:

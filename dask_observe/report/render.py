@@ -7,6 +7,7 @@ a script may want to read back carry ``data-figure`` attributes.
 
 from __future__ import annotations
 
+import re
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -148,6 +149,31 @@ def _task_stream(data: ReportData, limits: Limits) -> str:
         "<h4>Task stream</h4>"
         + svg.task_stream(data.tasks, data.duration)
         + svg.legend(shown, len(prefixes) - len(shown))
+    )
+
+
+def _figure_name(text: str) -> str:
+    """``thread-cpu`` -> ``thread_cpu``: a figure's name is a word."""
+    return re.sub(r"\W+", "_", text).strip("_")
+
+
+def _time_split(data: ReportData) -> str:
+    """Where the threads' time went, a bar per activity."""
+    from dask_observe.report.model import ACTIVITIES
+
+    total = sum(data.time_split.values())
+    if total <= 0:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(ACTIVITIES.get(activity, activity))}</td>"
+        f'<td data-figure="time_{_figure_name(activity)}" data-value="{seconds:.6f}">'
+        f"{format_seconds(seconds)}</td><td>{seconds / total:.0%}</td>"
+        f"<td>{svg.share_bar(seconds / total)}</td></tr>"
+        for activity, seconds in data.time_split.items()
+    )
+    return (
+        "<h4>Where the time went</h4><table><tr><th>worker threads</th>"
+        f"<th>time</th><th>share</th><th></th></tr>{rows}</table>"
     )
 
 
@@ -305,6 +331,7 @@ def render(data: ReportData, *, full: bool = False) -> str:
         + _summary(data)
         + _flags(data)
         + _task_stream(data, limits)
+        + _time_split(data)
         + _memory(data, limits)
         + _prefixes(data, limits)
         + _failures(data)

@@ -362,3 +362,13 @@ def memory_legend() -> str:
         f'<div class="dobs-legend">{spans}<span class="dobs-key">'
         '<i style="background:#d62728;height:2px"></i>memory limit</span></div>'
     )
+
+
+def share_bar(share: float, width: int = 160) -> str:
+    """A horizontal bar filled to ``share`` (0 to 1) of ``width`` pixels."""
+    filled = round(max(0.0, min(share, 1.0)) * width)
+    return (
+        f'<svg width="{width}" height="10" role="img" aria-label="{share:.0%}">'
+        f'<rect class="dobs-plot" x="0.5" y="0.5" width="{width - 1}" height="9"/>'
+        f'<rect x="0" y="0" width="{filled}" height="10" fill="#2a7fb8"/></svg>'
+    )

@@ -28,6 +28,9 @@ RUN_COLUMNS = (
     "cluster",
 )
 
+#: The columns of ``Run.fine_metrics()``.
+FINE_METRIC_COLUMNS = ("context", "prefix", "activity", "unit", "value")
+
 TimeLike = float | str | datetime
 
 
@@ -210,6 +213,23 @@ class Run:
         frame = self.store.frame(sql, params, telemetry.EVENT_COLUMNS)
         frame["data"] = [json.loads(d) for d in frame["data"]]
         return _to_datetimes(frame, "time", epoch=epoch)
+
+    def fine_metrics(self) -> pd.DataFrame:
+        """Where the run's task time went, as distributed's workers measured it
+        (its "fine performance metrics"): context, prefix, activity, unit, value.
+
+        ``execute`` rows split each prefix's time into ``thread-cpu``,
+        ``thread-noncpu`` (waiting: the GIL, I/O, sleep), ``executor``,
+        ``deserialize``, ``disk-read`` / ``disk-write`` (spilling, also in bytes)
+        and ``other``. Read when the run ends; empty for a running run and for a
+        whole-cluster recording, which has no span to attribute them to.
+        """
+        return self.store.frame(
+            "SELECT context, prefix, activity, unit, value FROM fine_metrics"
+            " WHERE run_id = ? ORDER BY context, prefix, activity, unit",
+            (self.id,),
+            FINE_METRIC_COLUMNS,
+        )
 
     def dropped(self, kind: str | None = None) -> int:
         """Records the capture had to drop during the run because a buffer was full;

@@ -113,6 +113,20 @@ MIGRATIONS: tuple[str, ...] = (
         last_seen  REAL NOT NULL
     );
     """,
+    # 3 -> 4: distributed's fine performance metrics of a run's span, read once
+    # when the run ends: where the tasks' time went (CPU, waiting, deserializing,
+    # disk...) and exact spilled bytes, as the workers' own meters measured them.
+    """
+    CREATE TABLE fine_metrics (
+        run_id    INTEGER NOT NULL REFERENCES runs (id),
+        context   TEXT    NOT NULL,
+        prefix    TEXT    NOT NULL,
+        activity  TEXT    NOT NULL,
+        unit      TEXT    NOT NULL,
+        value     REAL    NOT NULL,
+        PRIMARY KEY (run_id, context, prefix, activity, unit)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -220,6 +220,20 @@ class Store:
         with self._transaction() as conn:
             conn.execute("UPDATE runs SET n_flags = ? WHERE id = ?", (n_flags, run_id))
 
+    def set_fine_metrics(
+        self, run_id: int, rows: Sequence[tuple[str, str, str, str, float]]
+    ) -> None:
+        """A run's fine performance metrics: (context, prefix, activity, unit,
+        value) rows, replacing any stored before."""
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM fine_metrics WHERE run_id = ?", (run_id,))
+            conn.executemany(
+                "INSERT INTO fine_metrics"
+                " (run_id, context, prefix, activity, unit, value)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [(run_id, *row) for row in rows],
+            )
+
     # -- clusters ----------------------------------------------------------------
     def register_cluster(self, address: str, dashboard: str | None) -> str:
         """Record that a recorder watches the scheduler at ``address`` (whose
