@@ -92,6 +92,14 @@ def memory_fractions() -> dict[str, float]:
 def default_store_path() -> Path:
     """The store path from ``observe.store``, else the per-user data directory."""
     configured = get("store")
+    if configured and not isinstance(configured, str | os.PathLike):
+        # e.g. DASK_OBSERVE__STORE__PATH, which dask reads as {"path": ...}: the
+        # text of that dict would otherwise become a directory tree.
+        raise ValueError(
+            f"observe.store must be the path of a store file, not {configured!r}: "
+            "set DASK_OBSERVE__STORE=/path/to/observe.sqlite or "
+            "dask.config.set({'observe.store': '/path/to/observe.sqlite'})"
+        )
     if configured:
         return Path(os.path.expandvars(str(configured))).expanduser()
     data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"

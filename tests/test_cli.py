@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
 import time
@@ -82,6 +83,23 @@ def test_a_store_that_is_not_ours_is_a_clear_error(tmp_path: Path) -> None:
     assert done.stderr.startswith("dask-observe: error: cannot open")
     assert str(path) in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_store_setting_that_is_no_path_is_a_clear_error(tmp_path: Path) -> None:
+    env = {**os.environ, "DASK_OBSERVE__STORE__PATH": str(tmp_path / "s.sqlite")}
+    env.pop("DASK_OBSERVE__STORE", None)
+    done = subprocess.run(
+        [DASK_OBSERVE, "runs"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert "observe.store must be the path of a store file" in done.stderr
+    assert "DASK_OBSERVE__STORE=" in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing made of the setting's text
 
 
 def test_an_unknown_command_shows_usage(store_path: Path) -> None:
