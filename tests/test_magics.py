@@ -222,6 +222,8 @@ def test_a_long_cell_without_widgets_prints_text_progress_unless_told_not_to(
     found = re.search(r"\[dask-observe\] napping: \d+/20 tasks, 2 workers", err)
     assert bool(found) == shown
     assert ("[dask-observe]" in err) == shown
+    # Once heartbeats have reported some of the naps: their time is waiting.
+    assert bool(re.search(r"workers, CPU \d+%, waiting (9\d|100)%", err)) == shown
 
 
 def test_a_dask_record_cell_inside_a_started_run_nests(

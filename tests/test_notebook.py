@@ -131,6 +131,9 @@ def test_dask_record_shows_live_progress_then_leaves_a_static_report(
     assert len(times) >= 2 * (times[-1] - times[0])
     assert any("nap" in v and "/ 24" in v for _, v in updates)  # the prefix bar
     assert any("processing" in v for _, v in updates)  # the worker memory bars
+    # The tasks sleep: their time so far, as heartbeats report it, is waiting.
+    waiting = [int(m[1]) for v in headers if (m := re.search(r"waiting (\d+)%", v))]
+    assert waiting and waiting[-1] >= 90
     # A worker's warning arrives while the cell runs, counted, and as text.
     alerts = [v for _, v in updates if "warning/error line" in v]
     assert alerts and "1 warning/error line; newest" in alerts[0]

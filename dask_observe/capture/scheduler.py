@@ -54,6 +54,32 @@ def _scheduler_exception(kwargs: dict[str, Any]) -> str | None:
     return f"{type(error).__name__}: {error}"
 
 
+def _fine_rows(span: Any) -> list[tuple[str, str, str, str, float]]:
+    """The span's fine performance metrics, as (context, prefix, activity, unit,
+    value); only keys of that shape (distributed may add others)."""
+    if span is None:
+        return []
+    return [
+        (*key, float(value))
+        for key, value in span.cumulative_worker_metrics.items()
+        if isinstance(key, tuple)
+        and len(key) == 4
+        and all(isinstance(part, str) for part in key)
+    ]
+
+
+def _busy_seconds(span: Any) -> dict[str, float]:
+    """Seconds the span's tasks spent in each activity (thread-cpu,
+    thread-noncpu...) so far, as the workers' heartbeats have reported them;
+    threads' idle time left out. O(prefixes x activities)."""
+    busy: dict[str, float] = {}
+    for context, _, activity, unit, value in _fine_rows(span):
+        idle = activity == "idle or other spans"
+        if context == "execute" and unit == "seconds" and not idle:
+            busy[activity] = busy.get(activity, 0.0) + value
+    return busy
+
+
 class ObserveSchedulerPlugin(SchedulerPlugin):
     """Collects the cluster's telemetry for recorders to pull.
 
@@ -238,18 +264,8 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         return dict(totals)
 
     def fine_metrics(self, span_id: str) -> list[tuple[str, str, str, str, float]]:
-        """The span's fine performance metrics, as (context, prefix, activity,
-        unit, value); only keys of that shape (distributed may add others)."""
-        span = self._span(span_id)
-        if span is None:
-            return []
-        return [
-            (*key, float(value))
-            for key, value in span.cumulative_worker_metrics.items()
-            if isinstance(key, tuple)
-            and len(key) == 4
-            and all(isinstance(part, str) for part in key)
-        ]
+        """The span's fine performance metrics (see ``_fine_rows``)."""
+        return _fine_rows(self._span(span_id))
 
     def _span(self, span_id: str) -> Any:
         """The scheduler's span of that id, or None."""
@@ -285,4 +301,9 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
             ]
             for ws in self._scheduler.workers.values()
         }
-        return {"time": time.time(), "prefixes": prefixes, "workers": workers}
+        return {
+            "time": time.time(),
+            "prefixes": prefixes,
+            "workers": workers,
+            "activities": _busy_seconds(span),
+        }

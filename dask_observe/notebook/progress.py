@@ -57,6 +57,8 @@ class Snapshot:
     )
     #: (kind, severity, message)
     flags: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Seconds of the tasks' threads by activity (thread-cpu, thread-noncpu...).
+    activities: dict[str, float] = field(default_factory=dict)
 
     @property
     def totals(self) -> tuple[int, int, int]:
@@ -102,8 +104,18 @@ def header_html(s: Snapshot, name: str) -> str:
         f'<div style="font-size:13px"><b>dask-observe</b> recording '
         f"{escape(name)!s}: {done:,} / {total:,} tasks{failed} · "
         f"{format_seconds(s.elapsed)} · {s.rate:,.0f} tasks/s · "
-        f"{len(s.workers)} workers</div>"
+        f"{len(s.workers)} workers{split_text(s.activities)}</div>"
     )
+
+
+def split_text(activities: dict[str, float]) -> str:
+    """`` · CPU 62% · waiting 35%`` of the tasks' time so far; "" before any."""
+    busy = sum(activities.values())
+    if busy <= 0:
+        return ""
+    cpu = activities.get("thread-cpu", 0.0) / busy
+    waiting = activities.get("thread-noncpu", 0.0) / busy
+    return f" · CPU {cpu:.0%} · waiting {waiting:.0%}"
 
 
 def prefixes_html(s: Snapshot) -> str:
@@ -240,6 +252,7 @@ class TextView:
             f"[dask-observe] {self.name}: {done:,}/{total:,} tasks"
             + (f", {erred:,} failed" if erred else "")
             + f", {len(snapshot.workers)} workers"
+            + split_text(snapshot.activities).replace(" ·", ",")
             + (f", {snapshot.n_alerts} warnings" if snapshot.n_alerts else "")
             + "".join(f", flag {kind}" for kind, _, _ in snapshot.flags)
         )
@@ -340,6 +353,7 @@ class LiveProgress:
             )
             s.prefixes = reply["prefixes"]
             s.workers = reply["workers"]
+            s.activities = reply.get("activities", {})
         _, done, erred = s.totals
         now = time.monotonic()
         self._rates.append((now, done + erred))
