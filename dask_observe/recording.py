@@ -80,6 +80,9 @@ class Recording:
         self._span: contextlib.AbstractContextManager[str | None] | None = None
         self._span_id: str | None = None
         self._recorder: Recorder | None = None
+        #: A whole-cluster run's fine metrics are the scheduler's totals at its
+        #: end minus those at its start.
+        self._fine_before: dict[tuple[str, str, str, str], float] = {}
 
     def scheduler_call(self, op: str, **kwargs: Any) -> Any:
         """Call one of the capture plugin's handlers on the scheduler."""
@@ -89,6 +92,23 @@ class Recording:
     def span_id(self) -> str | None:
         """The run's span on the cluster (None for a whole-cluster recording)."""
         return self._span_id
+
+    def _fine_totals(self) -> dict[tuple[str, str, str, str], float]:
+        """(context, prefix, activity, unit) -> value: the run's span's fine
+        performance metrics, or the whole cluster's."""
+        rows = self.scheduler_call("dask_observe_fine_metrics", span_id=self._span_id)
+        return {(str(c), str(p), str(a), str(u)): float(v) for c, p, a, u, v in rows}
+
+    def _fine_baseline(self) -> dict[tuple[str, str, str, str], float]:
+        """The cluster's fine metrics totals as a whole-cluster run starts,
+        with what the workers measured before it sent in first."""
+        assert self._recorder is not None
+        try:
+            self._recorder.flush_cluster()
+            return self._fine_totals()
+        except Exception as e:  # they are extra: the run records without them
+            logger.warning("dask-observe: cannot read the fine metrics: %s", e)
+            return {}
 
     def start(self) -> Run:
         from distributed import span
@@ -111,6 +131,8 @@ class Recording:
             # land in the run's slice of the store.
             if self._span_id is not None:
                 self.scheduler_call("dask_observe_watch", span_id=self._span_id)
+            else:
+                self._fine_before = self._fine_baseline()
         except BaseException:
             self._span.__exit__(None, None, None)
             self._recorder.release()
@@ -142,11 +164,15 @@ class Recording:
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's last records: %s", e)
         try:  # after the flush: its heartbeats brought the last of them
-            if self._span_id is not None:
-                rows = self.scheduler_call(
-                    "dask_observe_fine_metrics", span_id=self._span_id
-                )
-                self.store.set_fine_metrics(self.run.id, [tuple(r) for r in rows])
+            totals = self._fine_totals()
+            before = self._fine_before
+            if any(totals.get(k, 0.0) < v for k, v in before.items()):
+                before = {}  # a new scheduler counts from zero
+            rows = [
+                (c, p, a, u, value - before.get((c, p, a, u), 0.0))
+                for (c, p, a, u), value in totals.items()
+            ]
+            self.store.set_fine_metrics(self.run.id, [r for r in rows if r[-1]])
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's fine metrics: %s", e)
         self._recorder.release()

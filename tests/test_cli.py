@@ -165,6 +165,7 @@ def test_record_an_unreachable_scheduler_fails_fast_and_clearly(
 def test_record_headless_until_interrupted(client: Client, store_path: Path) -> None:
     assert client.scheduler is not None
     address = str(client.scheduler.address)
+    assert client.submit(abs, -1, key="before-the-run").result() == 1
     process = subprocess.Popen(
         [DASK_OBSERVE, "record", "--scheduler", address, "--name", "nightly"],
         env=subprocess_env(store_path),
@@ -185,6 +186,11 @@ def test_record_headless_until_interrupted(client: Client, store_path: Path) -> 
         assert (run.name, run.status) == ("nightly", "finished")
         assert set(run.tasks()["key"]) >= {f"shout-{i}" for i in range(5)}
         assert len(run.logs(contains="looks <odd>")) == 5
+        # No span: the run's fine metrics are the whole cluster's meanwhile,
+        # and nothing of what the shared cluster ran before.
+        fine = run.fine_metrics()
+        assert set(fine["prefix"]) == {"shout"}
+        assert fine[fine["unit"] == "seconds"]["value"].sum() > 0
 
 
 def test_logs_follow_prints_lines_as_they_come_and_stops_with_the_run(

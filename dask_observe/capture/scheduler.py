@@ -54,14 +54,15 @@ def _scheduler_exception(kwargs: dict[str, Any]) -> str | None:
     return f"{type(error).__name__}: {error}"
 
 
-def _fine_rows(span: Any) -> list[tuple[str, str, str, str, float]]:
-    """The span's fine performance metrics, as (context, prefix, activity, unit,
-    value); only keys of that shape (distributed may add others)."""
-    if span is None:
+def _fine_rows(totals: Any) -> list[tuple[str, str, str, str, float]]:
+    """Fine performance metrics (a span's, or the scheduler's for the whole
+    cluster) as (context, prefix, activity, unit, value); only keys of that
+    shape (distributed has others, and may add more)."""
+    if totals is None:
         return []
     return [
         (*key, float(value))
-        for key, value in span.cumulative_worker_metrics.items()
+        for key, value in totals.items()
         if isinstance(key, tuple)
         and len(key) == 4
         and all(isinstance(part, str) for part in key)
@@ -73,7 +74,9 @@ def _busy_seconds(span: Any) -> dict[str, float]:
     thread-noncpu...) so far, as the workers' heartbeats have reported them;
     threads' idle time left out. O(prefixes x activities)."""
     busy: dict[str, float] = {}
-    for context, _, activity, unit, value in _fine_rows(span):
+    if span is None:
+        return {}
+    for context, _, activity, unit, value in _fine_rows(span.cumulative_worker_metrics):
         idle = activity == "idle or other spans"
         if context == "execute" and unit == "seconds" and not idle:
             busy[activity] = busy.get(activity, 0.0) + value
@@ -263,9 +266,16 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
             totals[finish] += n
         return dict(totals)
 
-    def fine_metrics(self, span_id: str) -> list[tuple[str, str, str, str, float]]:
-        """The span's fine performance metrics (see ``_fine_rows``)."""
-        return _fine_rows(self._span(span_id))
+    def fine_metrics(
+        self, span_id: str | None = None
+    ) -> list[tuple[str, str, str, str, float]]:
+        """The span's fine performance metrics (see ``_fine_rows``); without a
+        span, the whole cluster's since the scheduler started."""
+        if span_id is None:
+            assert self._scheduler is not None
+            return _fine_rows(self._scheduler.cumulative_worker_metrics)
+        span = self._span(span_id)
+        return _fine_rows(span.cumulative_worker_metrics if span else None)
 
     def _span(self, span_id: str) -> Any:
         """The scheduler's span of that id, or None."""

@@ -221,8 +221,9 @@ class Run:
         ``execute`` rows split each prefix's time into ``thread-cpu``,
         ``thread-noncpu`` (waiting: the GIL, I/O, sleep), ``executor``,
         ``deserialize``, ``disk-read`` / ``disk-write`` (spilling, also in bytes)
-        and ``other``. Read when the run ends; empty for a running run and for a
-        whole-cluster recording, which has no span to attribute them to.
+        and ``other``. Read when the run ends (empty while it runs): the run's
+        span's, or for a whole-cluster recording (which has no span) all that
+        the cluster measured meanwhile.
         """
         return self.store.frame(
             "SELECT context, prefix, activity, unit, value FROM fine_metrics"
