@@ -36,6 +36,7 @@ FLAG_KINDS = (
     "killed-worker",
     "worker-lost",
     "spilling",
+    "unmanaged-memory",
     "event-loop-blocked",
     "gil-contention",
     "tiny-tasks",
@@ -414,6 +415,52 @@ def spilling(ctx: Context) -> list[Flag]:
     ]
 
 
+def unmanaged_memory(ctx: Context) -> list[Flag]:
+    """Workers whose unmanaged memory (what the process holds beyond the data
+    Dask manages: leaks, libraries' buffers, memory not given back to the OS)
+    stayed above the spill threshold, where spilling cannot help. Sampled for
+    ``min-time`` at least; a worker restarted for memory is memory-restart's."""
+    min_time = _setting("unmanaged-memory.min-time", 2.0)
+    fraction = ctx.memory["spill"]
+    restarted = {w for _, w, _ in ctx.memory_restarts}
+    frame = ctx.metric("memory_unmanaged")
+    flags = []
+    for worker, samples in frame.groupby("worker", sort=True):
+        limit = ctx.limits.get(str(worker))
+        if not limit or worker in restarted:
+            continue
+        high = samples[samples["value"] > fraction * limit]
+        if high.empty or high["time"].max() - high["time"].min() < min_time:
+            continue
+        peak = float(high["value"].max())
+        first = float(high["time"].min())
+        flags.append(
+            Flag(
+                "unmanaged-memory",
+                "warning",
+                first,
+                str(worker),
+                f"Worker {worker} held up to {format_bytes(peak)} of unmanaged "
+                f"memory ({peak / limit:.0%} of its {format_bytes(limit)} limit) "
+                f"for {format_seconds(high['time'].max() - first)}: memory that "
+                "is not task results, so spilling could not free it.",
+                "Look for a leak (objects kept in globals or caches by your "
+                "tasks), large temporaries inside tasks, or memory the OS did not "
+                "get back (distributed's docs: 'Memory not released back to the "
+                "OS'; MALLOC_TRIM_THRESHOLD_). Restarting workers frees it.",
+                [
+                    _evidence(float(t), str(worker), f"unmanaged {format_bytes(v)}")
+                    for t, v in zip(
+                        high["time"][:MAX_EVIDENCE],
+                        high["value"][:MAX_EVIDENCE],
+                        strict=True,
+                    )
+                ],
+            )
+        )
+    return flags
+
+
 # -- the event loop and the GIL -----------------------------------------------
 
 
@@ -683,6 +730,7 @@ RULES: tuple[Callable[[Context], list[Flag]], ...] = (
     killed_worker,
     worker_lost,
     spilling,
+    unmanaged_memory,
     event_loop_blocked,
     gil_contention,
     tiny_tasks,
