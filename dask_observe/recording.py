@@ -80,8 +80,10 @@ class Recording:
         self._span: contextlib.AbstractContextManager[str | None] | None = None
         self._span_id: str | None = None
         self._recorder: Recorder | None = None
-        #: A whole-cluster run's fine metrics are the scheduler's totals at its
-        #: end minus those at its start.
+        #: The scheduler's fine metrics totals when the run started: what the
+        #: cluster measured meanwhile (all of a whole-cluster run's, and for a
+        #: run with a span what its span cannot hold, such as the memory
+        #: monitor's spilling) is their difference at the end.
         self._fine_before: dict[tuple[str, str, str, str], float] = {}
 
     def scheduler_call(self, op: str, **kwargs: Any) -> Any:
@@ -93,22 +95,44 @@ class Recording:
         """The run's span on the cluster (None for a whole-cluster recording)."""
         return self._span_id
 
-    def _fine_totals(self) -> dict[tuple[str, str, str, str], float]:
-        """(context, prefix, activity, unit) -> value: the run's span's fine
-        performance metrics, or the whole cluster's."""
-        rows = self.scheduler_call("dask_observe_fine_metrics", span_id=self._span_id)
+    def _fine_totals(
+        self, span_id: str | None
+    ) -> dict[tuple[str, str, str, str], float]:
+        """(context, prefix, activity, unit) -> value: a span's fine performance
+        metrics, or (span_id None) the whole cluster's."""
+        rows = self.scheduler_call("dask_observe_fine_metrics", span_id=span_id)
         return {(str(c), str(p), str(a), str(u)): float(v) for c, p, a, u, v in rows}
 
     def _fine_baseline(self) -> dict[tuple[str, str, str, str], float]:
-        """The cluster's fine metrics totals as a whole-cluster run starts,
-        with what the workers measured before it sent in first."""
+        """The cluster's fine metrics totals as the run starts. A whole-cluster
+        run first has the workers send what they measured before it, which
+        would otherwise count as its own; a run with a span only needs that
+        for what its span cannot hold, and starts without the wait."""
         assert self._recorder is not None
         try:
-            self._recorder.flush_cluster()
-            return self._fine_totals()
+            if self._span_id is None:
+                self._recorder.flush_cluster()
+            return self._fine_totals(None)
         except Exception as e:  # they are extra: the run records without them
             logger.warning("dask-observe: cannot read the fine metrics: %s", e)
             return {}
+
+    def _fine_rows(self) -> list[tuple[str, str, str, str, float]]:
+        """The run's fine metrics: its span's, and the cluster's meanwhile in the
+        contexts that no span holds (all of them without a span)."""
+        totals = self._fine_totals(None)
+        before = self._fine_before
+        if any(totals.get(k, 0.0) < v for k, v in before.items()):
+            before = {}  # a new scheduler counts from zero
+        rows = [
+            (c, p, a, u, value - before.get((c, p, a, u), 0.0))
+            for (c, p, a, u), value in totals.items()
+        ]
+        if self._span_id is not None:
+            spanned = ("execute", "p2p")  # distributed.spans.CONTEXTS_WITH_SPAN_ID
+            rows = [r for r in rows if r[0] not in spanned]
+            rows += [(*k, v) for k, v in self._fine_totals(self._span_id).items()]
+        return [r for r in rows if r[-1]]
 
     def start(self) -> Run:
         from distributed import span
@@ -131,8 +155,7 @@ class Recording:
             # land in the run's slice of the store.
             if self._span_id is not None:
                 self.scheduler_call("dask_observe_watch", span_id=self._span_id)
-            else:
-                self._fine_before = self._fine_baseline()
+            self._fine_before = self._fine_baseline()
         except BaseException:
             self._span.__exit__(None, None, None)
             self._recorder.release()
@@ -164,15 +187,7 @@ class Recording:
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's last records: %s", e)
         try:  # after the flush: its heartbeats brought the last of them
-            totals = self._fine_totals()
-            before = self._fine_before
-            if any(totals.get(k, 0.0) < v for k, v in before.items()):
-                before = {}  # a new scheduler counts from zero
-            rows = [
-                (c, p, a, u, value - before.get((c, p, a, u), 0.0))
-                for (c, p, a, u), value in totals.items()
-            ]
-            self.store.set_fine_metrics(self.run.id, [r for r in rows if r[-1]])
+            self.store.set_fine_metrics(self.run.id, self._fine_rows())
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's fine metrics: %s", e)
         self._recorder.release()

@@ -189,7 +189,9 @@ def test_record_headless_until_interrupted(client: Client, store_path: Path) -> 
         # No span: the run's fine metrics are the whole cluster's meanwhile,
         # and nothing of what the shared cluster ran before.
         fine = run.fine_metrics()
-        assert set(fine["prefix"]) == {"shout"}
+        assert set(fine[fine["context"] == "execute"]["prefix"]) == {"shout"}
+        # The results fetched count too: transfers are metered by the worker.
+        assert "get-data" in set(fine["context"])
         assert fine[fine["unit"] == "seconds"]["value"].sum() > 0
 
 

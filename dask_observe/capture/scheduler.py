@@ -56,17 +56,21 @@ def _scheduler_exception(kwargs: dict[str, Any]) -> str | None:
 
 def _fine_rows(totals: Any) -> list[tuple[str, str, str, str, float]]:
     """Fine performance metrics (a span's, or the scheduler's for the whole
-    cluster) as (context, prefix, activity, unit, value); only keys of that
-    shape (distributed has others, and may add more)."""
+    cluster) as (context, prefix, activity, unit, value). Keys without a prefix,
+    (context, activity, unit) such as the memory monitor's spilling, get "" as
+    prefix; keys of other shapes (distributed has some, and may add more) are
+    left out."""
     if totals is None:
         return []
-    return [
-        (*key, float(value))
-        for key, value in totals.items()
-        if isinstance(key, tuple)
-        and len(key) == 4
-        and all(isinstance(part, str) for part in key)
-    ]
+    rows = []
+    for key, value in totals.items():
+        if not isinstance(key, tuple) or not all(isinstance(k, str) for k in key):
+            continue
+        if len(key) == 4:
+            rows.append((*key, float(value)))
+        elif len(key) == 3:
+            rows.append((key[0], "", key[1], key[2], float(value)))
+    return rows
 
 
 def _busy_seconds(span: Any) -> dict[str, float]:

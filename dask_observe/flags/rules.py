@@ -371,8 +371,9 @@ def worker_lost(ctx: Context) -> list[Flag]:
 
 
 def spilling(ctx: Context) -> list[Flag]:
-    """From the bytes workers report spilled and, exactly, the bytes the run's
-    tasks wrote to disk (fine performance metrics). Not from the tasks'
+    """From the bytes workers report spilled and, exactly, the bytes they wrote
+    to disk (fine performance metrics: the run's tasks', and the memory
+    monitor's while the run lasted). Not from the tasks'
     "disk-read" / "disk-write" times: distributed records any stall over 5 ms
     around a task's arguments or result under those names, spilled or not (a
     task without dependencies got 139 ms of "disk-read" on a busy machine)."""
@@ -392,7 +393,7 @@ def spilling(ctx: Context) -> list[Flag]:
         )
     if written:
         parts.append(
-            f"tasks wrote {format_bytes(written)} in "
+            f"workers wrote {format_bytes(written)} in "
             f"{format_seconds(disk.get(('disk-write', 'seconds'), 0.0))} and read "
             f"{format_bytes(disk.get(('disk-read', 'bytes'), 0.0))} back in "
             f"{format_seconds(disk.get(('disk-read', 'seconds'), 0.0))}"
@@ -424,6 +425,10 @@ def unmanaged_memory(ctx: Context) -> list[Flag]:
     fraction = ctx.memory["spill"]
     restarted = {w for _, w, _ in ctx.memory_restarts}
     frame = ctx.metric("memory_unmanaged")
+    # distributed's own warning (logged at most every 5 minutes per worker).
+    warnings: dict[str, list[dict[str, Any]]] = {}
+    for t, w, message in ctx.logs("Unmanaged memory use is high"):
+        warnings.setdefault(w or "?", []).append(_evidence(t, w, message))
     flags = []
     for worker, samples in frame.groupby("worker", sort=True):
         limit = ctx.limits.get(str(worker))
@@ -434,6 +439,10 @@ def unmanaged_memory(ctx: Context) -> list[Flag]:
             continue
         peak = float(high["value"].max())
         first = float(high["time"].min())
+        samples_evidence = [
+            _evidence(float(t), str(worker), f"unmanaged {format_bytes(v)}")
+            for t, v in zip(high["time"], high["value"], strict=True)
+        ]
         flags.append(
             Flag(
                 "unmanaged-memory",
@@ -448,14 +457,7 @@ def unmanaged_memory(ctx: Context) -> list[Flag]:
                 "tasks), large temporaries inside tasks, or memory the OS did not "
                 "get back (distributed's docs: 'Memory not released back to the "
                 "OS'; MALLOC_TRIM_THRESHOLD_). Restarting workers frees it.",
-                [
-                    _evidence(float(t), str(worker), f"unmanaged {format_bytes(v)}")
-                    for t, v in zip(
-                        high["time"][:MAX_EVIDENCE],
-                        high["value"][:MAX_EVIDENCE],
-                        strict=True,
-                    )
-                ],
+                (warnings.get(str(worker), []) + samples_evidence)[:MAX_EVIDENCE],
             )
         )
     return flags

@@ -221,9 +221,11 @@ class Run:
         ``execute`` rows split each prefix's time into ``thread-cpu``,
         ``thread-noncpu`` (waiting: the GIL, I/O, sleep), ``executor``,
         ``deserialize``, ``disk-read`` / ``disk-write`` (spilling, also in bytes)
-        and ``other``. Read when the run ends (empty while it runs): the run's
-        span's, or for a whole-cluster recording (which has no span) all that
-        the cluster measured meanwhile.
+        and ``other``. Other contexts, measured for the whole cluster while the
+        run lasted, have ``""`` as prefix: ``memory-monitor`` (spilling outside
+        tasks), ``get-data`` and ``gather-dep`` (transfers)... Read when the run
+        ends (empty while it runs); a whole-cluster recording (no span) has all
+        contexts as the cluster measured them meanwhile.
         """
         return self.store.frame(
             "SELECT context, prefix, activity, unit, value FROM fine_metrics"
