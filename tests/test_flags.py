@@ -78,14 +78,22 @@ def roomy_cluster() -> Iterator[LocalCluster]:
         yield cluster
 
 
+def record_holding_memory(
+    cluster: LocalCluster, fraction: float, seconds: float
+) -> dask_observe.Run:
+    """A run of one task that holds ``fraction`` of its worker's memory limit."""
+    with (
+        Client(cluster) as client,
+        dask_observe.record("holding", client=client) as run,
+    ):
+        client.submit(hold_memory, fraction, seconds, pure=False).result()
+    return run
+
+
 def test_a_paused_worker_raises_memory_pressure(
     roomy_cluster: LocalCluster, store_path: Path
 ) -> None:
-    with (
-        Client(roomy_cluster) as client,
-        dask_observe.record("pressure", client=client) as run,
-    ):
-        client.submit(hold_memory, 0.87, 2.0, pure=False).result()
+    run = record_holding_memory(roomy_cluster, 0.87, 2.0)
     # Held for 2 s, the (unmanaged) memory may also be long enough for that flag.
     assert "memory-pressure" in kinds(run)
     assert set(kinds(run)) <= {"memory-pressure", "unmanaged-memory"}
@@ -98,12 +106,8 @@ def test_a_paused_worker_raises_memory_pressure(
 def test_memory_held_outside_dask_above_the_spill_line_raises_unmanaged_memory(
     roomy_cluster: LocalCluster, store_path: Path
 ) -> None:
-    with (
-        Client(roomy_cluster) as client,
-        dask_observe.record("leak", client=client) as run,
-    ):
-        # 75% of the limit: past spilling (70%), short of pausing (80%).
-        client.submit(hold_memory, 0.75, 4.0, pure=False).result()
+    # 75% of the limit: past spilling (70%), short of pausing (80%).
+    run = record_holding_memory(roomy_cluster, 0.75, 4.0)
     assert kinds(run) == ["unmanaged-memory"]
     flag = run.flags().iloc[0]
     assert "unmanaged memory" in flag["message"] and "1.50 GiB limit" in flag["message"]
