@@ -32,8 +32,11 @@ def hold_memory(fraction: float, seconds: float) -> int:
     assert limit
     need = int(fraction * limit) - psutil.Process().memory_info().rss
     blocks = []
-    while need > 0:  # in pieces: one big allocation would block the event loop
-        blocks.append(b"\x01" * min(need, 32 * 2**20))
+    # In pieces, as one big allocation would block the event loop; of 64 MiB,
+    # above glibc's largest mmap threshold (32 MiB), so that the memory goes
+    # back to the OS when the task ends (smaller pieces may stay in the heap).
+    while need > 0:
+        blocks.append(b"\x01" * min(need, 64 * 2**20))
         need -= len(blocks[-1])
         time.sleep(0.01)
     time.sleep(seconds)
@@ -79,21 +82,24 @@ def roomy_cluster() -> Iterator[LocalCluster]:
 
 
 def record_holding_memory(
-    cluster: LocalCluster, fraction: float, seconds: float
+    cluster: LocalCluster, *holds: tuple[float, float], pause: float = 0.0
 ) -> dask_observe.Run:
-    """A run of one task that holds ``fraction`` of its worker's memory limit."""
+    """A run of tasks, one after the other ``pause`` seconds apart, each holding
+    a fraction of its worker's memory limit for some seconds."""
     with (
         Client(cluster) as client,
         dask_observe.record("holding", client=client) as run,
     ):
-        client.submit(hold_memory, fraction, seconds, pure=False).result()
+        for i, (fraction, seconds) in enumerate(holds):
+            time.sleep(pause if i else 0.0)
+            client.submit(hold_memory, fraction, seconds, pure=False).result()
     return run
 
 
 def test_a_paused_worker_raises_memory_pressure(
     roomy_cluster: LocalCluster, store_path: Path
 ) -> None:
-    run = record_holding_memory(roomy_cluster, 0.87, 2.0)
+    run = record_holding_memory(roomy_cluster, (0.87, 2.0))
     # Held for 2 s, the (unmanaged) memory may also be long enough for that flag.
     assert "memory-pressure" in kinds(run)
     assert set(kinds(run)) <= {"memory-pressure", "unmanaged-memory"}
@@ -107,7 +113,7 @@ def test_memory_held_outside_dask_above_the_spill_line_raises_unmanaged_memory(
     roomy_cluster: LocalCluster, store_path: Path
 ) -> None:
     # 75% of the limit: past spilling (70%), short of pausing (80%).
-    run = record_holding_memory(roomy_cluster, 0.75, 4.0)
+    run = record_holding_memory(roomy_cluster, (0.75, 4.0))
     assert kinds(run) == ["unmanaged-memory"]
     flag = run.flags().iloc[0]
     assert "unmanaged memory" in flag["message"] and "1.50 GiB limit" in flag["message"]
@@ -119,6 +125,23 @@ def test_memory_held_outside_dask_above_the_spill_line_raises_unmanaged_memory(
     samples = [t for t in texts if t.startswith("unmanaged ")]
     assert samples and texts[-len(samples) :] == samples
     assert all("Unmanaged memory use is high" in t for t in texts[: -len(samples)])
+
+
+def test_two_brief_peaks_of_unmanaged_memory_raise_nothing(
+    roomy_cluster: LocalCluster, store_path: Path
+) -> None:
+    # Released between them: the first and the last peak are 4 s apart.
+    run = record_holding_memory(roomy_cluster, (0.75, 1.2), (0.75, 1.2), pause=3.0)
+    unmanaged = run.metrics("memory_unmanaged")
+    unmanaged = unmanaged[unmanaged["worker"].notna()].sort_values("time")
+    limit = float(run.metrics("memory_limit")["value"].max())
+    high = list(unmanaged["value"] > 0.7 * limit)
+    # Both peaks sampled, and the memory fell between them.
+    assert high.count(True) >= 2 and False in high[high.index(True) :]
+    # Each peak's samples, with the heartbeat's lag, can span 2 s: judged with
+    # a 3 s stretch, shorter than the 4 s from the first peak to the last.
+    with dask.config.set({"observe.flags.unmanaged-memory.min-time": "3s"}):
+        assert kinds(run) == [], unmanaged.assign(high=high).to_string()
 
 
 def test_spilled_results_raise_spilling(

@@ -434,8 +434,17 @@ def unmanaged_memory(ctx: Context) -> list[Flag]:
         limit = ctx.limits.get(str(worker))
         if not limit or worker in restarted:
             continue
-        high = samples[samples["value"] > fraction * limit]
-        if high.empty or high["time"].max() - high["time"].min() < min_time:
+        # The longest stretch of consecutive samples above the line: two brief
+        # peaks far apart are not memory that stayed.
+        samples = samples.sort_values("time")
+        above = samples["value"] > fraction * limit
+        stretch = (~above).cumsum()[above]
+        if stretch.empty:
+            continue
+        spans = samples[above].groupby(stretch)["time"].agg(["min", "max"])
+        longest = (spans["max"] - spans["min"]).idxmax()
+        high = samples[above][stretch == longest]
+        if high["time"].max() - high["time"].min() < min_time:
             continue
         peak = float(high["value"].max())
         first = float(high["time"].min())
