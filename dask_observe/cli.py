@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from dask_observe.store import Run, Store, StoreError
 from dask_observe.text import flag_lines, log_lines
@@ -107,6 +108,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _security(args: argparse.Namespace) -> Any:
+    """TLS from the options, else from dask config (``distributed.comm.tls``)."""
+    from distributed.security import Security
+
+    files = (args.tls_ca_file, args.tls_cert, args.tls_key)
+    if not any(files):
+        return None  # Client reads dask config
+    if not all(files):
+        raise ValueError("TLS needs --tls-ca-file, --tls-cert and --tls-key together")
+    return Security(
+        tls_ca_file=args.tls_ca_file,
+        tls_client_cert=args.tls_cert,
+        tls_client_key=args.tls_key,
+        require_encryption=True,
+    )
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     import signal
     import threading
@@ -116,7 +134,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     from dask_observe.recording import Recording
 
     try:
-        client = Client(args.scheduler, timeout=args.timeout)
+        client = Client(args.scheduler, timeout=args.timeout, security=_security(args))
     except OSError as e:
         print(
             f"dask-observe: error: cannot reach the scheduler at {args.scheduler}: {e}",
@@ -214,6 +232,15 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--scheduler", required=True, metavar="ADDRESS")
     rec.add_argument("--name", default="recording", help="the run's name")
     rec.add_argument("--timeout", default="5s", help="to reach the scheduler")
+    for option, what in (
+        ("--tls-ca-file", "the certificate authority"),
+        ("--tls-cert", "this client's certificate"),
+        ("--tls-key", "this client's private key"),
+    ):
+        rec.add_argument(
+            option, metavar="FILE", help=f"{what}, for a tls:// scheduler "
+            "(default: dask config distributed.comm.tls)",
+        )  # fmt: skip
     rec.set_defaults(func=cmd_record)
     demo = commands.add_parser(
         "demo", help="record a sample workload on an embedded LocalCluster"

@@ -13,8 +13,10 @@ import asyncio
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+import warnings
+from typing import TYPE_CHECKING, Any, cast
 
+from dask_observe.capture.wire import VERSION as WIRE_VERSION
 from dask_observe.store import Store
 
 if TYPE_CHECKING:
@@ -37,40 +39,80 @@ _registry_lock = threading.Lock()
 _recorders: dict[tuple[str, str], Recorder] = {}
 
 
-def install_plugins(client: Client) -> None:
-    """Register the capture plugins on the client's cluster (idempotent)."""
-    from dask_observe.capture.nanny import ObserveNannyPlugin
-    from dask_observe.capture.scheduler import ObserveSchedulerPlugin
-    from dask_observe.capture.settings import CaptureSettings
-    from dask_observe.capture.worker import ObserveWorkerPlugin
-
-    settings = CaptureSettings.from_config()
-    client.register_plugin(ObserveSchedulerPlugin(settings))
-    client.register_plugin(ObserveWorkerPlugin(settings))
-    client.register_plugin(ObserveNannyPlugin(settings))
+class CaptureUnavailable(Exception):
+    """dask-observe's plugins cannot run on this cluster; the message says why."""
 
 
-def dashboard_address(client: Client) -> str | None:
-    """``http://host:port`` of the scheduler's dashboard, or None without one.
+class CaptureUnavailableWarning(UserWarning):
+    """A run is recorded partially: the capture plugins do not run on the cluster."""
 
-    The host is the scheduler's own (as the kernel reaches it), the port the
-    one its dashboard service listens on.
+
+def install_capture(client: Client) -> dict[str, Any]:
+    """Make sure the capture plugins run on the client's cluster, shipping them
+    if need be; return what the scheduler plugin says of itself (its ``hello``).
+
+    Raises
+    ------
+    CaptureUnavailable
+        When the plugins cannot be installed (a scheduler that refuses plugins,
+        a worker whose setup failed, ...) or the cluster runs a capture of
+        another wire version, which this recorder will not misread.
+    """
+    from dask_observe import shipping
+
+    try:
+        hello = shipping.hello(client)
+        if hello is None:
+            shipping.register(client, shipping.capture_settings(since=time.time()))
+            hello = shipping.hello(client)
+    except Exception as e:
+        raise CaptureUnavailable(
+            f"the cluster did not take dask-observe's capture plugins ({e})"
+        ) from e
+    if hello is None:
+        raise CaptureUnavailable(
+            "the cluster did not take dask-observe's capture plugins (they were "
+            "registered, but the scheduler does not run them)"
+        )
+    if hello.get("wire") != WIRE_VERSION:
+        raise CaptureUnavailable(
+            f"the cluster runs the capture of another dask-observe (wire version "
+            f"{hello.get('wire')}; this one reads version {WIRE_VERSION}), registered "
+            "by another client; restart the scheduler to record it fully"
+        )
+    return hello
+
+
+def dashboard_address(client: Client, hello: dict[str, Any] | None) -> str | None:
+    """``http(s)://host:port`` of the scheduler's dashboard, or None without one.
+
+    The capture plugin says where the dashboard's HTTP server listens; when that
+    is every interface (or the plugin is not there to say) the host is the one
+    this client reaches the scheduler at, and for a scheduler in this very
+    process (``inproc://``) the loopback address.
     """
     from urllib.parse import urlsplit
 
-    try:
-        port = client.scheduler_info().get("services", {}).get("dashboard")
-    except Exception:  # a scheduler that cannot say: no dashboard to offer
-        return None
+    shown = (hello or {}).get("dashboard") or {}
+    port = shown.get("port")
+    if port is None and hello is None:
+        try:
+            port = client.scheduler_info().get("services", {}).get("dashboard")
+        except Exception:  # a scheduler that cannot say: no dashboard to offer
+            return None
     scheduler = client.scheduler
     if not port or scheduler is None:
         return None
-    host = urlsplit(str(scheduler.address)).hostname
-    if not host:  # inproc:// and other transports without a host
+    address = urlsplit(str(scheduler.address))
+    host = shown.get("host") or (
+        "127.0.0.1" if address.scheme == "inproc" else address.hostname
+    )
+    if not host:
         return None
     if ":" in host:  # an IPv6 address goes in brackets
         host = f"[{host}]"
-    return f"http://{host}:{int(port)}"
+    scheme = "https" if shown.get("tls") else "http"
+    return f"{scheme}://{host}:{int(port)}"
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -103,6 +145,12 @@ class Recorder:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pull_lock = threading.Lock()
+        #: Why the capture plugins do not run on the cluster, or None when they
+        #: do. Then there is nothing to pull: runs keep what distributed itself
+        #: holds (``dask_observe.fallback``) and are marked partial.
+        self.partial: str | None = None
+        #: Whether the last pull failed (the scheduler may be gone).
+        self.failing = False
 
     # -- shared use --------------------------------------------------------------
     @classmethod
@@ -139,8 +187,21 @@ class Recorder:
 
     # -- running -----------------------------------------------------------------
     def start(self) -> None:
-        install_plugins(self.client)
-        self.store.register_cluster(self.cluster, dashboard_address(self.client))
+        hello = None
+        try:
+            hello = install_capture(self.client)
+        except CaptureUnavailable as e:
+            self.partial = str(e)
+            warnings.warn(
+                f"dask-observe records this cluster partially: {e}. Kept: the "
+                "task stream, events and the logs that live processes still hold; "
+                "lost: lines of workers that die, metrics over time.",
+                CaptureUnavailableWarning,
+                stacklevel=2,
+            )
+        self.store.register_cluster(self.cluster, dashboard_address(self.client, hello))
+        if self.partial is not None:
+            return
         self._thread = threading.Thread(
             target=self._run, name="dask-observe-recorder", daemon=True
         )
@@ -156,21 +217,33 @@ class Recorder:
                     self.store.touch_cluster(self.cluster)
                     touched = time.monotonic()
             except Exception as e:  # a closed client or a lost scheduler
+                self.failing = True
                 if self.client.status in ("closing", "closed"):
                     return
                 if not paused:  # once, not every interval while it lasts
                     logger.warning("dask-observe: recording paused: %s", e)
                 paused = True
                 continue
+            self.failing = False
             if paused:
                 logger.warning("dask-observe: recording resumed")
                 paused = False
+
+    def reachable(self) -> bool:
+        """Whether the scheduler answered the last pull and the client is still
+        connected: a scheduler that died is not asked again (each call to it
+        would wait out distributed's connect timeout)."""
+        return self.client.status == "running" and not self.failing
 
     def stop(self) -> None:
         """Stop pulling, after one last pull of whatever the cluster still holds."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join()
+            # A pull in flight to a scheduler that died may wait out its
+            # connect timeout; the thread is a daemon and ends by itself.
+            self._thread.join(timeout=None if self.reachable() else 1.0)
+        if not self.reachable():
+            return
         try:
             self.pull()
         except Exception as e:
@@ -180,10 +253,10 @@ class Recorder:
         """Have every worker and nanny ship what it holds, without waiting for
         their next flush or heartbeat: a run's last lines and fine performance
         metrics are then on the scheduler."""
-        from dask_observe.capture.shipper import flush_plugin
+        from dask_observe import shipping
 
-        self.client.run(flush_plugin, "dask-observe-worker", heartbeat=True)
-        self.client.run(flush_plugin, "dask-observe-nanny", nanny=True)
+        if self.partial is None:
+            shipping.flush(self.client)
 
     def settle(self) -> None:
         """After a worker left, wait for its nanny's next flush and pull again.
@@ -225,24 +298,35 @@ class Recorder:
         )
 
     def _local_plugin(self) -> ObserveSchedulerPlugin | None:
-        """The scheduler's plugin object, if that scheduler runs in this process."""
-        from dask_observe.capture.scheduler import PLUGIN_NAME, ObserveSchedulerPlugin
+        """The scheduler's plugin object, if that scheduler runs in this process.
+
+        Recognised by what it does, not by its class: it comes from the shipped
+        bundle (``dask_observe.shipping``), not from this package.
+        """
+        from dask_observe.shipping import SCHEDULER_PLUGIN
 
         scheduler = getattr(getattr(self.client, "cluster", None), "scheduler", None)
         if getattr(scheduler, "address", None) != self.cluster:
             return None
-        plugin = getattr(scheduler, "plugins", {}).get(PLUGIN_NAME)
-        if isinstance(plugin, ObserveSchedulerPlugin) and plugin.loop is not None:
-            return plugin
+        plugin = getattr(scheduler, "plugins", {}).get(SCHEDULER_PLUGIN)
+        if callable(getattr(plugin, "pull", None)) and getattr(plugin, "loop", None):
+            return cast("ObserveSchedulerPlugin", plugin)
         return None
 
     def pull(self) -> int:
         """Copy every record the scheduler holds beyond the store's cursor."""
         written = 0
+        if self.partial is not None:
+            return written
         with self._pull_lock:
             while True:
                 instance, cursor = self.store.cursor(self.cluster)
                 reply = self._ask(cursor, instance)
+                if reply.get("wire") != WIRE_VERSION:  # a scheduler come back changed
+                    raise CaptureUnavailable(
+                        f"the scheduler's capture speaks wire version "
+                        f"{reply.get('wire')}, not {WIRE_VERSION}"
+                    )
                 records = reply["records"]
                 if any(
                     r[1][0] == "event" and r[1][2] == "worker-removed" for r in records

@@ -151,11 +151,15 @@ class Recording:
                 cluster=scheduler.address if scheduler is not None else None,
                 span_id=self._span_id,
             )
-            # After the run's row: the metrics sample that watching takes must
-            # land in the run's slice of the store.
-            if self._span_id is not None:
-                self.scheduler_call("dask_observe_watch", span_id=self._span_id)
-            self._fine_before = self._fine_baseline()
+            if self._recorder.partial is not None:
+                self.store.set_partial(run_id, self._recorder.partial)
+                self._begin_partial()
+            else:
+                # After the run's row: the metrics sample that watching takes
+                # must land in the run's slice of the store.
+                if self._span_id is not None:
+                    self.scheduler_call("dask_observe_watch", span_id=self._span_id)
+                self._fine_before = self._fine_baseline()
         except BaseException:
             self._span.__exit__(None, None, None)
             self._recorder.release()
@@ -165,6 +169,16 @@ class Recording:
         self.run = self.store.run(run_id)
         return self.run
 
+    def _begin_partial(self) -> None:
+        """A run whose cluster has no capture plugins: have distributed keep
+        its task stream, to read at the end with the rest it holds."""
+        from dask_observe import fallback
+
+        try:
+            fallback.begin(self.client)
+        except Exception as e:
+            logger.warning("dask-observe: cannot start the task stream: %s", e)
+
     def stop(self, status: str = "finished") -> Run:
         """End the run as ``finished`` or ``failed`` and return it, refreshed."""
         assert self.run is not None and self._span is not None, "not started"
@@ -172,13 +186,19 @@ class Recording:
         # The run's wall time ends here, not after the flushes that follow.
         ended = time.time()
         self._span.__exit__(None, None, None)
+        if self._recorder.partial is not None:
+            return self._stop_partial(status, ended)
+        if not self._recorder.reachable():
+            return self._stop_lost(ended, "the scheduler stopped answering")
         counts: dict[str, int] = {}
         try:
             if self._span_id is not None:
                 counts = self.scheduler_call(
                     "dask_observe_unwatch", span_id=self._span_id
                 )
-        except Exception as e:  # the cluster may be gone; the run still ends
+        except (OSError, TimeoutError) as e:  # connection lost: it is gone
+            return self._stop_lost(ended, f"{type(e).__name__}: {e}")
+        except Exception as e:
             logger.warning("dask-observe: cannot read task counts of the run: %s", e)
         try:  # the run's last tasks and lines, readable as soon as it has ended
             self._recorder.flush_cluster()
@@ -192,9 +212,46 @@ class Recording:
             logger.warning("dask-observe: cannot read the run's fine metrics: %s", e)
         self._recorder.release()
         if self._span_id is None:  # whole cluster: count what was stored
-            statuses = self.run.tasks()["status"]
-            counts = {"memory": int((statuses == "memory").sum())}
-            counts["erred"] = int((statuses == "erred").sum())
+            counts = self._stored_counts()
+        return self._end(status, counts, ended)
+
+    def _stored_counts(self) -> dict[str, int]:
+        """The run's tasks as stored, by ``memory`` / ``erred``."""
+        assert self.run is not None
+        statuses = self.run.tasks()["status"]
+        return {
+            "memory": int((statuses == "memory").sum()),
+            "erred": int((statuses == "erred").sum()),
+        }
+
+    def _stop_lost(self, ended: float, why: str) -> Run:
+        """The scheduler died during the run: it ends ``failed``, with what was
+        pulled before (the scheduler's last lines: a closing scheduler waits
+        for its recorder to read them) and an event that says so."""
+        assert self._recorder is not None
+        logger.warning("dask-observe: the run's scheduler is gone (%s)", why)
+        event = ("event", time.time(), "scheduler-lost", None, {"reason": why})
+        self.store.append(self._recorder.cluster, [event])
+        self._recorder.release()
+        return self._end("failed", self._stored_counts(), ended)
+
+    def _stop_partial(self, status: str, ended: float) -> Run:
+        """End a run whose cluster has no capture plugins with what distributed
+        still holds of it (``fallback``)."""
+        from dask_observe import fallback
+
+        assert self._recorder is not None and self.run is not None
+        try:
+            records = fallback.collect(self.client, self.run.started, self._span_id)
+            self.store.append(self._recorder.cluster, records)
+        except Exception as e:  # the cluster may be gone; the run still ends
+            logger.warning("dask-observe: cannot read what the cluster holds: %s", e)
+        self._recorder.release()
+        return self._end(status, self._stored_counts(), ended)
+
+    def _end(self, status: str, counts: dict[str, int], ended: float) -> Run:
+        """Close the run's row, then judge its flags once for the listing."""
+        assert self.run is not None
         self.store.end_run(
             self.run.id,
             status,

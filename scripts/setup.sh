@@ -27,6 +27,11 @@ extensions=$(.venv/bin/python -c 'import sys; print(sys.prefix)')/share/jupyter/
 rm -rf "$extensions/dask-observe"
 ln -s "$PWD/labextension" "$extensions/dask-observe"
 
+# The tests record clusters started from an environment without dask-observe
+# (dask and distributed only, at the same versions), as users' clusters are.
+echo "setup: the cluster environment for the remote-cluster tests"
+.venv/bin/python -m tests.remote
+
 chromium="${DASK_OBSERVE_CHROMIUM:-/usr/bin/chromium}"
 if [ ! -x "$chromium" ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

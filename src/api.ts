@@ -16,6 +16,8 @@ export interface IRun {
   n_failed: number;
   n_flags: number;
   cluster: string | null;
+  /** Why the run was recorded only partially; null when recorded fully. */
+  partial: string | null;
 }
 
 /**

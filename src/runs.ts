@@ -235,6 +235,12 @@ namespace Private {
       span('jp-DaskObserve-run-name', run.name),
       span('jp-DaskObserve-run-status', run.status)
     );
+    if (run.partial) {
+      // The cluster did not take the capture plugins: say so, and why on hover.
+      const partial = span('jp-DaskObserve-run-partial', 'partial');
+      partial.title = `Recorded partially: ${run.partial}`;
+      head.append(partial);
+    }
 
     const tasks =
       `${run.n_tasks} task${run.n_tasks === 1 ? '' : 's'}` +

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from distributed import Client, LocalCluster, span
+from distributed import Client, LocalCluster, SchedulerPlugin, span
 
 import dask_observe
+from dask_observe.recorder import CaptureUnavailableWarning
 from dask_observe.recording import NoClientError
 
 from .conftest import subprocess_env
@@ -177,3 +178,58 @@ def test_a_client_of_a_remote_scheduler_pulls_over_rpc(store_path: Path) -> None
             assert recorder._local_plugin() is None
             recorder.release()
         assert len(run.tasks()) == 10
+
+
+def shout_after_restart(x: int) -> int:
+    import logging
+
+    logging.getLogger("user.task").warning("after the restart %d", x)
+    return x
+
+
+def test_a_client_restart_mid_run_is_an_event_and_nothing_counts_twice(
+    store_path: Path,
+) -> None:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as lc,
+        Client(lc) as client,
+        dask_observe.record("restarted", client=client) as run,
+    ):
+        client.gather(client.map(inc, range(10), key=[f"a-{i}" for i in range(10)]))
+        client.restart()
+        keys = [f"b-{i}" for i in range(10)]
+        client.gather(client.map(shout_after_restart, range(10), key=keys))
+    assert run.status == "finished"
+    tasks = run.tasks()
+    assert sorted(tasks["key"]) == sorted([f"a-{i}" for i in range(10)] + keys)
+    assert run.summary()["n_tasks"] == 20
+    assert "cluster-restart" in set(run.events()["kind"])
+    # The workers the restart started are captured too.
+    assert len(run.logs(contains="after the restart", source="worker")) == 10
+
+
+class OlderCapture(SchedulerPlugin):
+    """What an older dask-observe left registered on a long-lived scheduler: a
+    plugin of the same name that speaks no versioned wire format."""
+
+    name = "dask-observe"
+
+
+def test_a_capture_of_another_version_on_the_cluster_is_refused_not_misread(
+    store_path: Path,
+) -> None:
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,
+        Client(lc) as client,
+    ):
+        client.register_plugin(OlderCapture())
+        with (
+            pytest.warns(CaptureUnavailableWarning, match="wire version 0") as warned,
+            dask_observe.record("beside an older one", client=client) as run,
+        ):
+            assert client.submit(inc, 1, key="one").result() == 2
+    assert len(warned) == 1
+    assert "capture of another dask-observe" in str(warned[0].message)
+    assert run.status == "finished"
+    assert run.partial is not None and "wire version 0" in run.partial
+    assert list(run.tasks()["key"]) == ["one"]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from distributed import Client
+from distributed import Client, LocalCluster
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
@@ -66,6 +66,24 @@ async def test_the_status_page_and_its_bokeh_websocket_work_through_the_proxy(
     header = json.loads(message)
     assert header["msgtype"] == "ACK"
     ws.close()
+
+
+async def test_a_threads_only_clusters_dashboard_answers_through_the_proxy(
+    store_path: Path, get: Any
+) -> None:
+    # processes=False: the scheduler's address is inproc://, its dashboard
+    # listens on every interface; the address registered must still reach it.
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,
+        Client(lc) as client,
+    ):
+        with dask_observe.record("threads only", client=client):
+            client.submit(abs, -1).result()
+        (cluster,) = dask_observe.open_store().clusters()
+        assert cluster["address"].startswith("inproc://")
+        page = await get(f"dask-observe/dashboard/{cluster['id']}/status")
+        assert page.code == 200
+        assert b"bokeh" in page.body.lower()
 
 
 @pytest.mark.parametrize(

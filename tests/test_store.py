@@ -78,6 +78,7 @@ def test_runs_are_listed_newest_first_with_the_documented_columns(
         "n_failed",
         "n_flags",
         "cluster",
+        "partial",  # added: why a run was recorded partially
     ]
     assert list(runs["name"]) == ["second", "first"]
     done = runs.set_index("id").loc[first]

@@ -267,3 +267,38 @@ def test_a_flag_raised_in_a_run_appears_with_its_evidence(
     flag.click()
     expect(evidence).to_contain_text("division by zero")
     page.screenshot(path=ARTIFACTS / "panel-flags.png")
+
+
+def test_a_partially_recorded_run_says_so_and_why(
+    store_path: Path, lab: Lab, page: Page
+) -> None:
+    import re
+
+    import pytest
+    from distributed import LocalCluster
+
+    from dask_observe.recorder import CaptureUnavailableWarning
+
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,
+        Client(lc) as client,
+    ):
+        # Locked down as an administrator might: the scheduler takes no plugins.
+        for op in ("register_scheduler_plugin", "register_worker_plugin"):
+            lc.scheduler.handlers.pop(op)
+        with (
+            pytest.warns(CaptureUnavailableWarning),
+            dask_observe.record("locked down", client=client),
+        ):
+            client.submit(abs, -1).result()
+
+    page.goto(lab.page_url())
+    page.locator(PANEL_TAB).click()
+    run = page.locator("#dask-observe-panel .jp-DaskObserve-run").first
+    expect(run.locator(".jp-DaskObserve-run-status")).to_have_text("finished")
+    badge = run.locator(".jp-DaskObserve-run-partial")
+    expect(badge).to_have_text("partial")
+    expect(badge).to_have_attribute(
+        "title", re.compile("^Recorded partially: the cluster did not take")
+    )
+    expect(run.locator(".jp-DaskObserve-run-tasks")).to_have_text("1 task")

@@ -28,6 +28,15 @@ class DropCountingBuffer:
                 self.dropped += 1
             self._records.append(record)
 
+    def prepend(self, records: list[Any]) -> None:
+        """Put older records before those held; what does not fit is the oldest
+        of them, dropped and counted."""
+        with self._lock:
+            room = max(0, (self._records.maxlen or 0) - len(self._records))
+            keep = records[len(records) - room :] if room else []
+            self.dropped += len(records) - len(keep)
+            self._records.extendleft(reversed(keep))
+
     def drain(self, limit: int) -> tuple[list[Any], int]:
         """Take up to ``limit`` of the oldest records and the drops since last time."""
         with self._lock:

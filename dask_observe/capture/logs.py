@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-#: The level names dask config may use, in any case.
-_LEVELS = logging.getLevelNamesMapping()
+
+def _level_number(name: str) -> int | None:
+    """``"WARNING"`` to 30; None for a name logging does not know. (Not
+    ``logging.getLevelNamesMapping``: this module runs on the cluster's Python,
+    which may be 3.10.)"""
+    number = logging.getLevelName(name)
+    return number if isinstance(number, int) else None
 
 
 def parse_levels(config: Mapping[str, Any]) -> dict[str, int]:
     """``{"distributed": "info", "": "warning"}`` to numeric levels, validated."""
     levels = {}
     for name, level in config.items():
-        number = level if isinstance(level, int) else _LEVELS.get(str(level).upper())
+        number = level if isinstance(level, int) else _level_number(str(level).upper())
         if number is None:
             raise ValueError(f"observe.capture.log-levels: unknown level {level!r}")
         levels[str(name)] = number
@@ -26,13 +31,41 @@ def parse_levels(config: Mapping[str, Any]) -> dict[str, int]:
 LogTuple = tuple[float, int, str, str]
 
 
+def as_tuple(record: logging.LogRecord) -> LogTuple:
+    """A record as shipped, its traceback (if any) in the message."""
+    message = record.getMessage()
+    if record.exc_info:
+        message += "\n" + logging.Formatter().formatException(record.exc_info)
+    return (record.created, record.levelno, record.name, message)
+
+
 def _is_own_flush(record: logging.LogRecord) -> bool:
-    """The worker's "Run out-of-band function 'flush_plugin'", logged each time a
-    recorder flushes: our own noise, not the user's cluster talking."""
-    return record.args == ("flush_plugin",) and record.msg == _RUN_MESSAGE
+    """ "Run out-of-band function 'flush_shipped'", logged each time a recorder
+    flushes or asks what capture runs: our own noise, not the cluster talking."""
+    return record.msg == _RUN_MESSAGE and record.args in _OWN_CALLS
 
 
 _RUN_MESSAGE = "Run out-of-band function %r"
+_OWN_CALLS = (("flush_shipped",), ("capture_on_scheduler",))
+
+
+def replay(
+    records: Iterable[logging.LogRecord],
+    levels: Mapping[str, int],
+    since: float,
+    until: float,
+) -> list[LogTuple]:
+    """The records a process logged from ``since`` until capture began at
+    ``until`` (distributed keeps a node's recent records in a deque), filtered
+    as :class:`CaptureHandler` filters live ones."""
+    judge = CaptureHandler(levels, lambda record: None)
+    return [
+        as_tuple(r)
+        for r in list(records)  # a copy: other threads may log meanwhile
+        if since <= r.created < until
+        and r.levelno >= judge.threshold(r.name)
+        and not _is_own_flush(r)
+    ]
 
 
 class CaptureHandler(logging.Handler):
@@ -69,10 +102,7 @@ class CaptureHandler(logging.Handler):
             return
         record._dask_observe = True
         try:
-            message = record.getMessage()
-            if record.exc_info:
-                message += "\n" + logging.Formatter().formatException(record.exc_info)
-            self.sink((record.created, record.levelno, record.name, message))
+            self.sink(as_tuple(record))
         except Exception:
             self.handleError(record)
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from distributed.diagnostics.plugin import NannyPlugin
 
-from dask_observe.capture.settings import CaptureSettings
-from dask_observe.capture.shipper import LogShipper
+from .settings import CaptureSettings
+from .shipper import LogShipper
 
 if TYPE_CHECKING:
     from distributed import Nanny
@@ -36,7 +36,13 @@ class ObserveNannyPlugin(NannyPlugin):
             # The worker process's pid, also after it died: "Worker process 123 was
             # killed by signal 9" is logged then.
             pid=lambda: getattr(getattr(nanny.process, "process", None), "pid", None),
+            backlog=getattr(getattr(nanny, "_deque_handler", None), "deque", ()),
         )
+
+    async def flush(self, heartbeat: bool = False) -> None:
+        """Ship the buffered records now (a nanny has no heartbeat to send)."""
+        if self.shipper is not None:
+            await self.shipper.flush()
 
     async def teardown(self, nanny: Nanny) -> None:
         if self.shipper is not None:

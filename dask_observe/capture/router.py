@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from dask_observe.capture.logs import CaptureHandler, LogTuple
+from .logs import CaptureHandler, LogTuple
 
 #: Roles in the order a record falls back to when its own role is absent.
 _FALLBACK = ("scheduler", "worker", "nanny")

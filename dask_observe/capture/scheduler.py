@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.ioloop import PeriodicCallback
 
-from dask_observe.capture.buffer import DropCountingBuffer, SequencedBuffer
-from dask_observe.capture.metrics import cluster_metrics, worker_metrics
-from dask_observe.capture.router import LogRouter, Sink
-from dask_observe.capture.settings import CaptureSettings
+from .buffer import DropCountingBuffer, SequencedBuffer
+from .logs import replay
+from .metrics import cluster_metrics, worker_metrics
+from .router import LogRouter, Sink
+from .settings import CaptureSettings
+from .wire import VERSION as WIRE_VERSION
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -36,6 +38,12 @@ _SKIPPED_TOPICS = frozenset({"all"})
 
 #: A log record as workers and nannies ship it: (time, level, logger, message, worker).
 ShippedLog = tuple[float, int, str, str, str | None]
+
+#: How long a closing scheduler waits for a recorder to read its last records.
+CLOSE_WAIT_S = 2.0
+
+#: Host names that mean "every interface": no address to reach a dashboard at.
+_ANY_HOST = frozenset({"", "0.0.0.0", "::"})
 
 #: startstops actions, summed per task.
 _PHASES = ("compute", "transfer", "disk-read", "disk-write", "deserialize")
@@ -132,9 +140,27 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         scheduler.handlers["dask_observe_unwatch"] = self.unwatch
         scheduler.handlers["dask_observe_progress"] = self.progress
         scheduler.handlers["dask_observe_fine_metrics"] = self.fine_metrics
+        scheduler.handlers["dask_observe_hello"] = self.hello
+        #: When a recorder last called (monotonic): a closing scheduler waits
+        #: for a recorder that is reading, not for one that left.
+        self._reader_seen_at = -float("inf")
         LogRouter.attach(self._sink)
+        deque = getattr(getattr(scheduler, "_deque_handler", None), "deque", ())
+        earlier = replay(deque, self.settings.levels, self.settings.since, time.time())
+        self._own_logs.prepend([(*record, None) for record in earlier])
         self._sampler = PeriodicCallback(self.sample, self.settings.metrics_interval_ms)
         self._sampler.start()
+
+    async def before_close(self) -> None:
+        """The scheduler is closing (a signal, ``client.shutdown()``): give a
+        recorder that is reading the chance to take the last records, the
+        scheduler's "Closing scheduler" lines among them. Bounded."""
+        if time.monotonic() - self._reader_seen_at > CLOSE_WAIT_S:
+            return
+        self._move_own_logs()
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        while self.buffer.read_upto < self.buffer.last and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
 
     async def close(self) -> None:
         self._sampler.stop()
@@ -242,6 +268,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         unread: here, or (log lines) in a worker, nanny or the scheduler's own log
         buffer before it got here.
         """
+        self._reader_seen_at = time.monotonic()
         self._move_own_logs()
         if instance != self.instance:
             cursor = 0
@@ -249,15 +276,35 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         dropped = dict(self.buffer.lost)
         dropped["log"] = dropped.get("log", 0) + self.dropped_upstream
         return {
+            "wire": WIRE_VERSION,
             "instance": self.instance,
             "last": self.buffer.last,
             "dropped": dropped,
             "records": records,
         }
 
+    def hello(self) -> dict[str, Any]:
+        """Which capture runs here, and where the dashboard listens: ``host``
+        (None when it listens on every interface: the recorder then uses the
+        host it reaches the scheduler at), ``port`` and ``tls``."""
+        assert self._scheduler is not None
+        self._reader_seen_at = time.monotonic()  # a recorder about to read
+        dashboard = None
+        server = self._scheduler.services.get("dashboard")
+        port = getattr(server, "port", None)
+        if port:
+            host = getattr(server, "address", None)
+            dashboard = {
+                "host": None if host in _ANY_HOST else host,
+                "port": int(port),
+                "tls": bool(getattr(server, "ssl_options", None)),
+            }
+        return {"wire": WIRE_VERSION, "package": __package__, "dashboard": dashboard}
+
     def watch(self, span_id: str) -> None:
         """Count the span's tasks from now on. A metrics sample marks the run's
         start, so that even a run shorter than the sampling interval has one."""
+        self._reader_seen_at = time.monotonic()
         self._watched.setdefault(span_id, Counter())
         self.sample()
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from tornado.ioloop import PeriodicCallback
 
-from dask_observe.capture.buffer import DropCountingBuffer
-from dask_observe.capture.logs import LogTuple
-from dask_observe.capture.router import LogRouter, Sink
-from dask_observe.capture.settings import CaptureSettings
+from .buffer import DropCountingBuffer
+from .logs import LogTuple, replay
+from .router import LogRouter, Sink
+from .settings import CaptureSettings
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class LogShipper:
         self.levels = settings.levels
         self.buffer = DropCountingBuffer(settings.buffer_size)
         self.interval_ms = settings.flush_interval_ms
+        self.since = settings.since
         self._push: Callable[..., Any] | None = None
         self._sink: Sink | None = None
         self._callback: PeriodicCallback | None = None
@@ -47,12 +49,19 @@ class LogShipper:
         push: Callable[..., Any],
         worker: Callable[[], str | None],
         pid: Callable[[], int | None] = lambda: None,
+        backlog: Iterable[logging.LogRecord] = (),
     ) -> None:
         """Begin capturing; ``push`` is the scheduler's ``dask_observe_push`` RPC,
-        ``worker`` and ``pid`` name the worker the records are about."""
+        ``worker`` and ``pid`` name the worker the records are about, ``backlog``
+        holds what the process logged before (a worker's first lines, logged
+        before its plugins were set up)."""
         self._push = push
         self._sink = Sink(self.source, self._append, worker, pid, self.levels)
         LogRouter.attach(self._sink)
+        # After attaching: a record is then either live or in the backlog.
+        earlier = replay(backlog, self.levels, self.since, time.time())
+        address = worker()
+        self.buffer.prepend([(*record, address) for record in earlier])
         # Started from the plugin's setup, which runs on the process's event loop.
         self._callback = PeriodicCallback(self.flush, self.interval_ms)
         self._callback.start()
@@ -91,24 +100,3 @@ class LogShipper:
         if self._sink is not None:
             LogRouter.detach(self._sink)
         await self.flush()
-
-
-async def flush_plugin(name: str, dask_worker: Any, heartbeat: bool = False) -> None:
-    """Run on a worker or nanny (``Client.run``): ship its buffered records now.
-
-    With ``heartbeat`` (workers only), also send a heartbeat: it carries the
-    fine performance metrics measured since the last one, so that the scheduler's
-    spans hold all of a run's when it ends. (Done here, not in a function of its
-    own: every ``Client.run`` logs a line, and this one's is filtered out.)
-    """
-    plugin = dask_worker.plugins.get(name)
-    shipper = getattr(plugin, "shipper", None)
-    if isinstance(shipper, LogShipper):
-        await shipper.flush()
-    if heartbeat:
-        # The metrics are extra: a failed heartbeat must not fail the flush,
-        # whose caller then reads the run's last lines.
-        try:
-            await dask_worker.heartbeat()
-        except Exception as e:
-            logger.debug("dask-observe: heartbeat failed: %s", e)

@@ -58,8 +58,9 @@ class Report:
         s = self.data.summary
         failed = f", {s['n_failed']} failed" if s["n_failed"] else ""
         flags = ", ".join(f.kind for f in self.data.flags) or "none"
+        partial = " (recorded partially)" if s.get("partial") else ""
         return (
-            f"dask-observe: run {s['id']} {s['name']!r} {s['status']}: "
+            f"dask-observe: run {s['id']} {s['name']!r} {s['status']}{partial}: "
             f"{s['n_tasks']} tasks{failed} in {self.data.end - self.data.start:.2f} s; "
             f"flags: {flags}. Full report: %dask_observe report {s['id']} -o FILE"
         )

@@ -317,6 +317,19 @@ def _footer(data: ReportData, full: bool) -> str:
     return f"<footer>Look further:<ul>{items}</ul></footer>"
 
 
+def _partial(data: ReportData) -> str:
+    """A run whose cluster did not take the capture plugins says so first."""
+    why = data.summary.get("partial")
+    if not why:
+        return ""
+    return (
+        '<p class="dobs-partial" data-figure="partial"><strong>Recorded partially:'
+        f"</strong> {escape(str(why))}. This report holds what distributed itself "
+        "kept: the task stream, events and the recent lines of processes still "
+        "alive at the end; no memory timeline, no lines of workers that died.</p>"
+    )
+
+
 def render(data: ReportData, *, full: bool = False) -> str:
     """The report of ``data`` as one HTML fragment (a full page with ``full``)."""
     limits = Limits(full)
@@ -328,6 +341,7 @@ def render(data: ReportData, *, full: bool = False) -> str:
     body = (
         f'<div class="dobs-report" data-run-id="{int(s["id"])}">'
         f"<style>{STYLE}</style><h3>{title}</h3>"
+        + _partial(data)
         + _summary(data)
         + _flags(data)
         + _task_stream(data, limits)

@@ -26,6 +26,8 @@ RUN_COLUMNS = (
     "n_failed",
     "n_flags",
     "cluster",
+    # Why the run was recorded only partially (None: fully).
+    "partial",
 )
 
 #: The columns of ``Run.fine_metrics()``.
@@ -84,6 +86,13 @@ class Run:
     def status(self) -> str:
         """One of ``running``, ``finished``, ``failed``, ``interrupted``."""
         return str(self._record["status"])
+
+    @property
+    def partial(self) -> str | None:
+        """Why the run was recorded only partially (its cluster did not take
+        the capture plugins), or None for a run recorded fully."""
+        why = self._record.get("partial")
+        return None if why is None else str(why)
 
     @property
     def started(self) -> float:

@@ -127,6 +127,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, context, prefix, activity, unit)
     );
     """,
+    # 4 -> 5: why a run was recorded only partially (the capture plugins could
+    # not run on its cluster); NULL for a run recorded fully.
+    """
+    ALTER TABLE runs ADD COLUMN partial TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

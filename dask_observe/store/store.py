@@ -215,6 +215,11 @@ class Store:
                 (status, ended or time.time(), n_tasks, n_failed, run_id),
             )
 
+    def set_partial(self, run_id: int, why: str) -> None:
+        """Mark a run as recorded partially, and say why."""
+        with self._transaction() as conn:
+            conn.execute("UPDATE runs SET partial = ? WHERE id = ?", (why, run_id))
+
     def set_flag_count(self, run_id: int, n_flags: int) -> None:
         """Record how many flags a finished run raised, for listings."""
         with self._transaction() as conn:
@@ -321,6 +326,13 @@ class Store:
                 (cluster, instance, last, json.dumps(dropped)),
             )
         return written
+
+    def append(self, cluster: str, records: Sequence[Sequence[Any]]) -> int:
+        """Write records that came by another way than a pull (what a partial
+        run read from distributed at its end), numbered after everything
+        stored; the cursor of the cluster's pulls is left alone."""
+        with self._transaction() as conn:
+            return telemetry.ingest(conn, cluster, list(enumerate(records)), {})
 
     def frame(
         self, sql: str, params: Sequence[Any], columns: Sequence[str]

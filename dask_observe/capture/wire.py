@@ -1,0 +1,22 @@
+"""What the scheduler plugin and the recorder agree on.
+
+The recorder may be another dask-observe than the one whose plugin runs on the
+cluster (another kernel registered it first, or the cluster has another version
+installed): every reply says which version of this agreement it speaks, and a
+recorder that cannot read it says so rather than misread it.
+
+Version 1: ``dask_observe_pull`` returns ``{"wire", "instance", "last",
+"dropped", "records"}``, records being ``(number, record)`` pairs whose first
+item names the kind:
+
+- ``("log", time, level, source, worker, logger, message)``
+- ``("task", time, key, prefix, span_ids, worker, thread, start, stop, status,
+  nbytes, compute_s, transfer_s, disk_read_s, disk_write_s, deserialize_s,
+  exception, traceback)``
+- ``("metrics", time, worker or None, {name: value})``
+- ``("event", time, kind, worker or None, data)``
+
+``dask_observe_hello`` returns ``{"wire", "package", "dashboard"}``.
+"""
+
+VERSION = 1

@@ -1,0 +1,123 @@
+"""What a run keeps when dask-observe's plugins cannot run on the cluster.
+
+distributed itself holds some of what the plugins would have shipped: the task
+stream (the scheduler's own ``TaskStreamPlugin``, started when the run starts),
+the event topics, and the recent log lines of every process that is still alive.
+At the end of a partial run they are read from the client, turned into the
+records the scheduler plugin would have sent (``capture/wire.py``), and stored
+with the run. What they cannot give: lines of a worker that died (its process
+took them), metrics over time, fine performance metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+logger = logging.getLogger(__name__)
+
+#: distributed's ``log-format`` default, "time - logger - LEVEL - message".
+_SEPARATOR = " - "
+
+_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+
+#: Our own calls, which the cluster logs like any other.
+_OWN = ("Run out-of-band function 'capture_on_scheduler'",)
+
+#: The scheduler's "all" topic names what happened to workers as actions.
+_WORKER_ACTIONS = {"add-worker": "worker-added", "remove-worker": "worker-removed"}
+
+_PHASES = ("compute", "transfer", "disk-read", "disk-write", "deserialize")
+
+
+def begin(client: Client) -> None:
+    """Have the scheduler keep its task stream from now on (it starts
+    distributed's own ``TaskStreamPlugin`` when first asked for it)."""
+    client.sync(client.scheduler.get_task_stream, start=time.time())  # type: ignore[union-attr]
+
+
+def _log(source: str, worker: str | None, entry: Any) -> tuple[Any, ...] | None:
+    created, level, text = entry
+    parts = str(text).split(_SEPARATOR, 3)
+    name, message = (parts[1], parts[3]) if len(parts) == 4 else ("", str(text))
+    if message in _OWN:
+        return None
+    number = _LEVELS.get(str(level).upper(), logging.INFO)
+    return ("log", float(created), number, source, worker, name, message)
+
+
+def _task(entry: dict[str, Any], span_id: str | None) -> tuple[Any, ...]:
+    from dask.utils import key_split
+
+    phases = dict.fromkeys(_PHASES, 0.0)
+    begin = end = None
+    for ss in entry.get("startstops", ()):
+        if ss.get("action") in phases:
+            phases[ss["action"]] += ss["stop"] - ss["start"]
+        if ss.get("action") == "compute":
+            begin, end = ss["start"], ss["stop"]
+    status = "memory" if entry.get("status") == "OK" else "erred"
+    exception = entry.get("exception_text") if status == "erred" else None
+    key = entry.get("key")
+    return (
+        "task", end or time.time(), str(key), key_split(key), span_id or "",
+        entry.get("worker"), entry.get("thread"), begin, end, status,
+        entry.get("nbytes"), *phases.values(), exception,
+        entry.get("traceback_text") if status == "erred" else None,
+    )  # fmt: skip
+
+
+def collect(
+    client: Client, started: float, span_id: str | None
+) -> list[tuple[Any, ...]]:
+    """What the cluster still holds of the time since ``started``, as records.
+
+    Every part is read on its own: one that fails (a dead worker's logs) is
+    logged and the rest is kept. Tasks are those the cluster ran meanwhile; they
+    are attributed to the run's span, which the task stream does not name.
+    """
+    scheduler: Any = client.scheduler
+    records: list[tuple[Any, ...] | None] = []
+
+    def read(what: str, fetch: Any) -> Any:
+        try:
+            return client.sync(fetch)
+        except Exception as e:
+            logger.warning("dask-observe: cannot read the %s: %s", what, e)
+            return None
+
+    stream = read("task stream", lambda: scheduler.get_task_stream(start=started))
+    records += [_task(entry, span_id) for entry in stream or ()]
+    own = read(
+        "scheduler's logs",
+        lambda: scheduler.get_logs(start=started, timestamps=True),
+    )
+    records += [_log("scheduler", None, entry) for entry in own or ()]
+    for source, nanny in (("worker", False), ("nanny", True)):
+        logs = read(
+            f"{source}s' logs",
+            lambda nanny=nanny: scheduler.broadcast(
+                msg={"op": "get_logs", "start": started, "timestamps": True},
+                nanny=nanny,
+                on_error="ignore",  # a dead worker has nothing to say
+            ),
+        )
+        for worker, entries in (logs or {}).items():
+            if isinstance(entries, list | tuple):  # a failed worker: an error
+                records += [_log(source, worker, entry) for entry in entries]
+    events = read("events", lambda: scheduler.events())
+    for topic, entries in (events or {}).items():
+        for t, msg in entries:
+            if t < started:
+                continue
+            action = msg.get("action") if isinstance(msg, dict) else None
+            worker = msg.get("worker") if isinstance(msg, dict) else None
+            kind = _WORKER_ACTIONS.get(str(action), topic) if topic == "all" else topic
+            if topic == "all" and kind == topic:
+                continue  # the rest of "all" repeats the other topics
+            records.append(("event", float(t), kind, worker, msg))
+    return [r for r in records if r is not None]

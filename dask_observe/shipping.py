@@ -1,0 +1,262 @@
+"""The capture travels to the cluster by value: nothing of ours is installed there.
+
+The plugins' code (``dask_observe.capture``: distributed and the standard library
+only) goes with each registration as source text, compressed, and is imported on
+the cluster under a name of its own, ``dask_observe_capture_<hash of the source>``.
+So:
+
+- a cluster with only dask and distributed installed (dask-gateway, Kubernetes,
+  HPC images) is recorded fully;
+- a cluster that has some dask-observe installed, of this version or another,
+  never mixes it with the code this client ships: different code, different name;
+- source text imports on any Python the cluster runs, unlike pickled code objects.
+
+What carries the source is a small loader, :func:`materialize`, which this module
+has cloudpickle pickle by value (``register_pickle_by_value``), and which
+distributed unpickles wherever the plugin is set up, a worker added hours later
+included. Everything in this module that runs on the cluster uses the standard
+library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import linecache
+import sys
+import types
+import zlib
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from distributed.diagnostics.plugin import NannyPlugin, SchedulerPlugin, WorkerPlugin
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from dask_observe.capture.settings import CaptureSettings
+
+#: The registered names of the plugins (as ``Client.register_plugin`` knows them).
+SCHEDULER_PLUGIN = "dask-observe"
+WORKER_PLUGIN = "dask-observe-worker"
+NANNY_PLUGIN = "dask-observe-nanny"
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """The capture package as shipped: its module name and compressed sources."""
+
+    package: str
+    #: Module name inside the package ("__init__" for the package) -> zlib'd source.
+    files: dict[str, bytes]
+
+
+@cache
+def bundle() -> Bundle:
+    """The capture package of this installation, read once per process."""
+    from dask_observe import capture
+
+    folder = Path(capture.__file__).parent
+    sources = {p.stem: p.read_bytes() for p in sorted(folder.glob("*.py"))}
+    digest = hashlib.sha256()
+    for name, source in sources.items():
+        digest.update(name.encode() + b"\0" + source + b"\0")
+    return Bundle(
+        package=f"dask_observe_capture_{digest.hexdigest()[:12]}",
+        files={name: zlib.compress(source, 9) for name, source in sources.items()},
+    )
+
+
+def capture_settings(since: float) -> CaptureSettings:
+    """The plugins' settings from dask config (``observe.capture``), here on the
+    client: its config rules the cluster's capture."""
+    from dask.utils import parse_timedelta
+
+    from dask_observe.capture.logs import parse_levels
+    from dask_observe.capture.settings import CaptureSettings
+    from dask_observe.config import get
+
+    def ms(name: str) -> float:
+        return 1000 * float(parse_timedelta(get(f"capture.{name}"), default="s"))
+
+    return CaptureSettings(
+        buffer_size=int(get("capture.buffer-size")),
+        flush_interval_ms=ms("flush-interval"),
+        metrics_interval_ms=ms("metrics-interval"),
+        levels=parse_levels(get("capture.log-levels")),
+        since=since,
+    )
+
+
+# -- on the cluster: standard library only ------------------------------------------
+class _BundleImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports the modules of one bundle from their source text (as zipimport
+    does from an archive), so that the package's relative imports, its module
+    state and tracebacks (through linecache) work as if it were installed."""
+
+    def __init__(self, package: str, files: dict[str, bytes]) -> None:
+        self.package = package
+        self.files = files
+
+    def _relative(self, fullname: str) -> str | None:
+        if fullname == self.package:
+            return "__init__"
+        head, _, name = fullname.rpartition(".")
+        return name if head == self.package and name in self.files else None
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        name = self._relative(fullname)
+        if name is None:
+            return None
+        return importlib.util.spec_from_loader(
+            fullname,
+            self,
+            origin=f"<{self.package}>/{name}.py",
+            is_package=name == "__init__",
+        )
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None  # the default module object
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        name = self._relative(module.__name__)
+        assert name is not None
+        source = zlib.decompress(self.files[name]).decode()
+        filename = f"<{self.package}>/{name}.py"
+        # mtime None: linecache.checkcache never drops it.
+        lines = source.splitlines(True)
+        linecache.cache[filename] = (len(source), None, lines, filename)
+        exec(compile(source, filename, "exec"), module.__dict__)
+
+
+def _import_bundle(package: str, files: dict[str, bytes]) -> types.ModuleType:
+    """The bundle's package, imported once per process (later calls reuse it)."""
+    if package in sys.modules:
+        return sys.modules[package]
+    if not any(getattr(f, "package", None) == package for f in sys.meta_path):
+        sys.meta_path.append(_BundleImporter(package, files))
+    return importlib.import_module(package)
+
+
+def materialize(
+    package: str, files: dict[str, bytes], role: str, settings: dict[str, Any]
+) -> Any:
+    """Unpickling a shipped plugin ends here, on the cluster: import the bundle,
+    build the real plugin of ``role`` (scheduler, worker or nanny)."""
+    return _import_bundle(package, files).make_plugin(role, settings)
+
+
+async def flush_shipped(name: str, dask_worker: Any, heartbeat: bool = False) -> None:
+    """Run on a worker or nanny (``Client.run``): have plugin ``name`` ship what it
+    holds now (and, with ``heartbeat``, send a heartbeat). Duck-typed: the plugin
+    may come from any client's bundle."""
+    plugin = dask_worker.plugins.get(name)
+    flush = getattr(plugin, "flush", None)
+    if flush is not None:
+        await flush(heartbeat=heartbeat)
+
+
+def capture_on_scheduler(dask_scheduler: Any) -> dict[str, Any] | None:
+    """Run on the scheduler (``Client.run_on_scheduler``): the capture plugin's
+    ``hello`` (which version runs, where the dashboard listens), ``{"wire": 0}``
+    for a plugin of that name that cannot say, None for none at all."""
+    plugin = dask_scheduler.plugins.get(SCHEDULER_PLUGIN)
+    if plugin is None:
+        return None
+    hello = getattr(plugin, "hello", None)
+    return hello() if callable(hello) else {"wire": 0}
+
+
+# -- on the client -------------------------------------------------------------------
+class _Shipped:
+    """A plugin as the client registers it: pickles to the loader call that builds
+    the real plugin from the bundle on the cluster."""
+
+    role: str
+
+    def __init__(self, name: str, settings: CaptureSettings) -> None:
+        self.name = name
+        self.settings = settings
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        shipped = bundle()
+        return (
+            materialize,
+            (shipped.package, shipped.files, self.role, asdict(self.settings)),
+        )
+
+
+class ShippedSchedulerPlugin(_Shipped, SchedulerPlugin):
+    role = "scheduler"
+    # Registering again must not replace (and so reset) a plugin that another
+    # recorder, in this kernel or another one, is using.
+    idempotent = True
+
+
+class ShippedWorkerPlugin(_Shipped, WorkerPlugin):
+    role = "worker"
+    idempotent = True
+
+
+class ShippedNannyPlugin(_Shipped, NannyPlugin):
+    role = "nanny"
+    idempotent = True
+    restart = False  # registering must not restart the workers
+
+
+def _pickle_this_module_by_value() -> None:
+    """distributed pickles an object with cloudpickle when its module is
+    registered by value; cloudpickle then ships :func:`materialize` and
+    :func:`flush_shipped` as code, not as a reference to a module the cluster
+    lacks."""
+    import cloudpickle
+
+    if __name__ not in cloudpickle.list_registry_pickle_by_value():
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def register(client: Client, settings: CaptureSettings) -> None:
+    """Register the scheduler, worker and nanny plugins on the client's cluster.
+
+    Raises whatever registration raises (a scheduler that refuses plugins, a
+    worker whose setup failed): the caller decides what a failure means.
+    """
+    _pickle_this_module_by_value()
+    plugins: list[_Shipped] = [
+        ShippedSchedulerPlugin(SCHEDULER_PLUGIN, settings),
+        ShippedWorkerPlugin(WORKER_PLUGIN, settings),
+        ShippedNannyPlugin(NANNY_PLUGIN, settings),
+    ]
+    for plugin in plugins:
+        try:
+            client.register_plugin(plugin)  # type: ignore[arg-type]
+        except Exception as e:
+            # What distributed raises can be obscure (a scheduler without the
+            # handler answers None, and the client fails reading it): say which.
+            raise RuntimeError(
+                f"the {plugin.role} plugin was refused: {type(e).__name__}: {e}"
+            ) from e
+
+
+def hello(client: Client) -> dict[str, Any] | None:
+    """What capture runs on the client's scheduler (see
+    :func:`capture_on_scheduler`). Asked with a function rather than by calling
+    the plugin's handler: a scheduler without it would log a warning with a
+    traceback into the user's logs."""
+    _pickle_this_module_by_value()
+    found: dict[str, Any] | None = client.run_on_scheduler(capture_on_scheduler)
+    return found
+
+
+def flush(client: Client) -> None:
+    """Have every worker (with a heartbeat: it carries the fine performance
+    metrics measured since the last one) and every nanny ship what it holds."""
+    _pickle_this_module_by_value()
+    client.run(flush_shipped, WORKER_PLUGIN, heartbeat=True)
+    client.run(flush_shipped, NANNY_PLUGIN, nanny=True)

@@ -1,0 +1,204 @@
+"""Clusters as users have them: ``dask scheduler`` / ``dask worker`` processes from
+another environment, which has dask and distributed but not dask-observe.
+
+``python -m tests.remote`` builds that environment (``scripts/setup.sh`` does, so
+the suite finds it ready); a test that finds none builds it itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Where the cluster's environment lives (git ignores it).
+CLUSTER_ENV = ROOT / ".cache" / "cluster-env"
+
+#: What the cluster needs, at this environment's versions: distributed warns
+#: when client and cluster differ in these.
+#: (numpy and pandas: a cluster without them makes every client warn.)
+PINNED = (
+    "dask", "distributed", "cloudpickle", "msgpack", "toolz", "tornado", "numpy",
+    "pandas",
+)  # fmt: skip
+
+
+def _wanted() -> list[str]:
+    return [f"{name}=={version(name)}" for name in PINNED]
+
+
+def cluster_env(path: Path = CLUSTER_ENV) -> Path:
+    """The cluster's environment at ``path``, built if missing or out of date;
+    returns its ``bin`` folder. It never holds dask-observe (checked)."""
+    marker = path / "dask-observe-cluster-env.json"
+    wanted = _wanted()
+    if not (marker.exists() and json.loads(marker.read_text()) == wanted):
+        base = getattr(sys, "_base_executable", sys.executable)
+        subprocess.run([base, "-m", "venv", "--clear", str(path)], check=True)
+        subprocess.run(
+            [path / "bin" / "python", "-m", "pip", "install", "--quiet", *wanted],
+            check=True,
+        )
+        marker.write_text(json.dumps(wanted))
+    bin_dir = path / "bin"
+    found = subprocess.run(
+        [bin_dir / "python", "-c", "import dask_observe"],
+        cwd="/",  # not the repository, whose folder python would import from
+        capture_output=True,
+    )
+    assert found.returncode != 0, "the cluster environment must not have dask-observe"
+    return bin_dir
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ProcessCluster:
+    """A scheduler and nanny workers as separate processes, stopped by group."""
+
+    bin_dir: Path
+    workdir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    tls: TLSFiles | None = None
+    port: int = field(default_factory=free_port)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        scheme = "tls" if self.tls else "tcp"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    def _tls_args(self) -> list[str]:
+        if self.tls is None:
+            return []
+        return [
+            "--tls-ca-file", str(self.tls.ca), "--tls-cert", str(self.tls.cert),
+            "--tls-key", str(self.tls.key),
+        ]  # fmt: skip
+
+    def _start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115
+        process = subprocess.Popen(
+            [str(self.bin_dir / "dask"), *args, *self._tls_args()],
+            cwd=self.workdir,  # outside the repository: nothing of ours importable
+            env={**os.environ, **self.env, "PYTHONPATH": ""},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.processes.append(process)
+        return process
+
+    def start_scheduler(self, *args: str) -> None:
+        self._start(
+            "scheduler", "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
+            "--dashboard-address", "127.0.0.1:0", *args,
+        )  # fmt: skip
+
+    def add_workers(self, n: int, memory_limit: str = "600MiB") -> None:
+        """``n`` single-threaded workers, each under a nanny."""
+        self._start(
+            f"workers-{len(self.processes)}", "worker", self.address,
+            "--nworkers", str(n), "--nthreads", "1", "--memory-limit", memory_limit,
+            "--host", "127.0.0.1",
+        )  # fmt: skip
+
+    def log(self) -> str:
+        return "".join(p.read_text() for p in sorted(self.workdir.glob("*.log")))
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+@contextmanager
+def process_cluster(
+    workdir: Path,
+    workers: int = 2,
+    *,
+    env: dict[str, str] | None = None,
+    tls: TLSFiles | None = None,
+    scheduler_args: Sequence[str] = (),
+    memory_limit: str = "600MiB",
+) -> Iterator[ProcessCluster]:
+    """A running cluster from the environment without dask-observe."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    cluster = ProcessCluster(cluster_env(), workdir, env or {}, tls)
+    try:
+        cluster.start_scheduler(*scheduler_args)
+        if workers:
+            cluster.add_workers(workers, memory_limit)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """A certificate authority and one certificate it signed, for 127.0.0.1,
+    used by scheduler, workers and clients alike (as a small cluster would)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    @classmethod
+    def make(cls, folder: Path) -> TLSFiles:
+        folder.mkdir(parents=True, exist_ok=True)
+        ca, ca_key = folder / "ca.pem", folder / "ca-key.pem"
+        cert, key = folder / "cert.pem", folder / "key.pem"
+
+        def openssl(*args: str | Path) -> None:
+            subprocess.run(
+                ["openssl", *map(str, args)], check=True, capture_output=True
+            )
+
+        openssl(
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-subj", "/CN=dask-observe test CA", "-keyout", ca_key, "-out", ca,
+        )  # fmt: skip
+        openssl(
+            "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+            "-keyout", key, "-out", folder / "cert.csr",
+        )  # fmt: skip
+        (folder / "ext.cnf").write_text(
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+            "extendedKeyUsage=serverAuth,clientAuth\n"
+        )
+        openssl(
+            "x509", "-req", "-in", folder / "cert.csr", "-CA", ca, "-CAkey", ca_key,
+            "-CAcreateserial", "-days", "2", "-extfile", folder / "ext.cnf",
+            "-out", cert,
+        )  # fmt: skip
+        return cls(ca, cert, key)
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    print(
+        f"cluster environment ready in {cluster_env()} "
+        f"({time.monotonic() - started:.0f} s)"
+    )

@@ -1,0 +1,281 @@
+"""Clusters with nothing of ours installed: ``dask scheduler`` / ``dask worker``
+processes from an environment that has dask and distributed only.
+
+The cluster cannot import this module: tasks are lambdas, which distributed
+pickles by value (as it does a notebook's functions), and the functions they call
+go with them (``register_pickle_by_value``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import pytest
+from distributed import Client, KilledWorker
+
+import dask_observe
+from dask_observe.recorder import CaptureUnavailableWarning
+
+from .conftest import DASK_OBSERVE, subprocess_env
+from .remote import TLSFiles, process_cluster
+from .test_capture import READ_RUN, eat_memory, read_in_new_process
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(sys.modules[eat_memory.__module__])
+
+#: The scheduler fails a task at the first worker death: no retries to wait for.
+ONE_DEATH = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+
+
+def say(line: str) -> str:
+    logging.getLogger("user.task").warning(line)
+    return line
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+def assert_memory_death_recorded(seen: dict[str, Any], line: str) -> None:
+    """What a new process reads of a run in which ``say(line)`` ran, then
+    ``eat_memory`` under the key "eater" killed its worker."""
+    assert [said["source"] for said in seen["line"]] == ["worker"]
+    tasks = {t["key"]: t["status"] for t in seen["tasks"]}
+    assert {"say", "inc", "eater"} <= set(tasks)
+    assert (tasks["say"], tasks["inc"], tasks["eater"]) == ("memory", "memory", "erred")
+    restarts = [
+        n for n in seen["nanny"] if "exceeded 95% memory budget" in n["message"]
+    ]
+    assert restarts, seen["nanny"]
+    flags = {f["kind"]: f for f in seen["flags"]}
+    killed = flags["killed-worker"]["message"]
+    assert "'eater' failed with KilledWorker" in killed
+    assert "died because its nanny restarted it" in killed
+    assert "exceeding 95% of its memory limit (RSS " in killed
+
+
+def run_the_workload(client: Client, line: str) -> tuple[str, int]:
+    client.wait_for_workers(2, timeout=60)
+    said = client.submit(lambda: say(line), key="say").result()
+    two = client.submit(lambda: inc(1), key="inc").result()
+    with pytest.raises(KilledWorker):
+        client.submit(lambda: eat_memory("eating"), key="eater").result()
+    return said, two
+
+
+def test_a_cluster_without_dask_observe_is_recorded_from_a_notebook_client(
+    tmp_path: Path, store_path: Path
+) -> None:
+    line = f"a remote worker speaks {uuid.uuid4().hex}"
+    with (
+        process_cluster(tmp_path / "cluster", env=ONE_DEATH) as cluster,
+        Client(cluster.address, timeout="30s") as client,
+    ):
+        with dask_observe.record("remote", client=client) as run:
+            returned = run_the_workload(client, line)
+        assert returned == (line, 2)  # the block ran and its results came back
+        assert run.partial is None
+    # The cluster is gone; a new process reads what it said.
+    seen = read_in_new_process(store_path, READ_RUN, line)
+    assert_memory_death_recorded(seen, line)
+    assert "dask_observe" not in cluster.log()  # nothing of ours was imported
+
+
+def test_a_cluster_without_dask_observe_is_recorded_headless(
+    tmp_path: Path, store_path: Path
+) -> None:
+    line = f"recorded headless {uuid.uuid4().hex}"
+    with process_cluster(tmp_path / "cluster", env=ONE_DEATH) as cluster:
+        recorder = subprocess.Popen(
+            [DASK_OBSERVE, "record", "--scheduler", cluster.address, "--name", "h"],
+            env=subprocess_env(store_path),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert recorder.stdout is not None
+        assert recorder.stdout.readline().startswith("Recording run 1 'h'")
+        with Client(cluster.address, timeout="30s") as client:
+            assert run_the_workload(client, line) == (line, 2)
+        time.sleep(1)  # the nanny's last words travel on its next flush
+        recorder.send_signal(signal.SIGINT)
+        out, _ = recorder.communicate(timeout=60)
+        assert recorder.returncode == 0, out
+    seen = read_in_new_process(store_path, READ_RUN, line)
+    assert_memory_death_recorded(seen, line)
+
+
+#: A scheduler preload as an administrator might lock a shared cluster down:
+#: it takes no plugins from clients.
+LOCKDOWN = """
+def dask_setup(scheduler):
+    for op in ("register_scheduler_plugin", "register_worker_plugin",
+               "register_nanny_plugin"):
+        scheduler.handlers.pop(op, None)
+"""
+
+
+def distributed_says(line: str) -> str:
+    # A worker keeps distributed's own recent lines (not a task's own logger):
+    # that much survives without plugins.
+    logging.getLogger("distributed.worker").warning(line)
+    return line
+
+
+def test_a_cluster_that_refuses_plugins_still_runs_the_block_and_records_a_partial_run(
+    tmp_path: Path, store_path: Path
+) -> None:
+    lockdown = tmp_path / "lockdown.py"
+    lockdown.write_text(LOCKDOWN)
+    line = f"said without plugins {uuid.uuid4().hex}"
+    with (
+        process_cluster(
+            tmp_path / "cluster", scheduler_args=["--preload", str(lockdown)]
+        ) as cluster,
+        Client(cluster.address, timeout="30s") as client,
+    ):
+        client.wait_for_workers(2, timeout=60)
+        with (
+            pytest.warns(CaptureUnavailableWarning) as warned,
+            dask_observe.record("locked", client=client) as run,
+        ):
+            results = client.gather(
+                [
+                    client.submit(lambda: distributed_says(line), key="said"),
+                    *(
+                        client.submit(lambda i=i: inc(i), key=f"inc-{i}")
+                        for i in range(4)
+                    ),
+                ]
+            )
+        assert results == [line, 1, 2, 3, 4]
+    assert len(warned) == 1
+    # It says what is missing and why, naming the plugin that was refused.
+    assert re.search(
+        r"records this cluster partially: the cluster did not take dask-observe's "
+        r"capture plugins \(the (scheduler|worker|nanny) plugin was refused",
+        str(warned[0].message),
+    ), warned[0].message
+    assert run.status == "finished"
+    assert run.partial is not None and "did not take" in run.partial
+    assert run.summary()["partial"] == run.partial
+    assert set(run.tasks()["key"]) == {"said", *(f"inc-{i}" for i in range(4))}
+    assert run.summary()["n_tasks"] == 5
+    logs = run.logs(contains=line)
+    assert list(logs["source"]) == ["worker"]
+    report = run.report()
+    assert "Recorded partially:" in report.inline_html
+    assert "(recorded partially)" in repr(report)
+
+
+def test_a_tls_cluster_is_recorded_from_a_client_and_headless(
+    tmp_path: Path, store_path: Path
+) -> None:
+    from distributed.security import Security
+
+    tls = TLSFiles.make(tmp_path / "tls")
+    security = Security(
+        tls_ca_file=str(tls.ca),
+        tls_client_cert=str(tls.cert),
+        tls_client_key=str(tls.key),
+        require_encryption=True,
+    )
+    line = f"over tls {uuid.uuid4().hex}"
+    with process_cluster(tmp_path / "cluster", tls=tls) as cluster:
+        assert cluster.address.startswith("tls://")
+        recorder = subprocess.Popen(
+            [
+                DASK_OBSERVE,
+                "record",
+                "--scheduler",
+                cluster.address,
+                "--name",
+                "tls-headless",
+                "--tls-ca-file",
+                str(tls.ca),
+                "--tls-cert",
+                str(tls.cert),
+                "--tls-key",
+                str(tls.key),
+            ],
+            env=subprocess_env(store_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert recorder.stdout is not None
+        first = recorder.stdout.readline()
+        assert first.startswith("Recording run 1"), first
+        with Client(cluster.address, security=security, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=60)
+            with dask_observe.record("tls-client", client=client) as run:
+                assert client.submit(lambda: say(line), key="said").result() == line
+            assert list(run.logs(contains=line)["source"]) == ["worker"]
+            assert list(run.tasks()["key"]) == ["said"]
+        time.sleep(0.5)
+        recorder.send_signal(signal.SIGINT)
+        _, err = recorder.communicate(timeout=60)
+        assert recorder.returncode == 0, err
+    with dask_observe.open_store(store_path) as store:
+        headless = store.run(1)
+        assert headless.name == "tls-headless"
+        assert "said" in set(headless.tasks()["key"])
+        assert len(headless.logs(contains=line)) == 1
+
+
+def test_a_worker_added_mid_run_has_its_first_lines_in_the_run(
+    tmp_path: Path, store_path: Path
+) -> None:
+    with (
+        process_cluster(tmp_path / "cluster", workers=1) as cluster,
+        Client(cluster.address, timeout="30s") as client,
+    ):
+        client.wait_for_workers(1, timeout=60)
+        (first,) = client.scheduler_info()["workers"]
+        with dask_observe.record("scaling", client=client) as run:
+            cluster.add_workers(1)  # as adaptive scaling would
+            client.wait_for_workers(2, timeout=60)
+            (added,) = set(client.scheduler_info()["workers"]) - {first}
+            line = f"from the new worker {uuid.uuid4().hex}"
+            said = client.submit(lambda: say(line), workers=[added], key="said")
+            assert said.result() == line
+    logs = run.logs()
+    mine = logs[logs["worker"] == added]
+    # Its first line was logged before its plugin was set up: handed over then.
+    assert mine["message"].str.contains("Start worker at").any()
+    assert mine["message"].str.contains(line, regex=False).any()
+    assert "worker-added" in set(run.events()["kind"])
+
+
+def test_a_scheduler_that_dies_mid_run_fails_the_run_and_keeps_its_last_lines(
+    tmp_path: Path, store_path: Path
+) -> None:
+    line = f"before the end {uuid.uuid4().hex}"
+    with (
+        process_cluster(tmp_path / "cluster") as cluster,
+        Client(cluster.address, timeout="5s") as client,
+    ):
+        client.wait_for_workers(2, timeout=60)
+        started = time.monotonic()
+        with dask_observe.record("doomed", client=client) as run:
+            assert client.submit(lambda: say(line), key="said").result() == line
+            scheduler = cluster.processes[0]
+            os.killpg(scheduler.pid, signal.SIGTERM)  # as a cluster manager would
+            scheduler.wait(timeout=30)
+        ended_in = time.monotonic() - started
+    assert run.status == "failed"
+    assert ended_in < 20  # not a connect timeout per call
+    assert list(run.tasks()["key"]) == ["said"]
+    assert len(run.logs(contains=line)) == 1
+    scheduler_lines = run.logs(source="scheduler")["message"]
+    assert scheduler_lines.str.contains("Closing scheduler").any()
+    assert "scheduler-lost" in set(run.events()["kind"])
