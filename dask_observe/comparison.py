@@ -13,6 +13,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import config
+from dask_observe.report.svg import image
 from dask_observe.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
@@ -216,8 +217,10 @@ def _bar(ratio: float, verdict: str) -> str:
 
     offset = max(-1.0, min(1.0, math.log2(max(ratio, 1e-9)))) * middle
     x, w = (middle, offset) if offset >= 0 else (middle + offset, -offset)
-    return (
-        f'<svg width="{width}" height="12" role="img" aria-label="ratio">'
+    # An image, not inline SVG: untrusted notebooks drop <svg> (see report.svg).
+    return image(
+        f'<svg width="{width}" height="12" viewBox="0 0 {width} 12" '
+        f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{ratio:.2f}x">'
         f'<rect x="{x:.1f}" y="2" width="{max(w, 1):.1f}" height="8" '
         f'fill="{_COLORS[verdict]}"/>'
         f'<line x1="{middle}" x2="{middle}" y1="0" y2="12" stroke="#999"/></svg>'
@@ -241,6 +244,6 @@ def render_html(c: Comparison) -> str:
     )
     return (
         '<div class="dobs-compare" style="font-size:13px">'
-        f"<p>{head}</p><table><tr><th>figure</th><th>a</th><th>b</th>"
-        f"<th>b/a</th><th></th><th></th></tr>{rows}</table></div>"
+        f'<p>{head}</p><table style="border-collapse:collapse"><tr><th>figure</th>'
+        f"<th>a</th><th>b</th><th>b/a</th><th></th><th></th></tr>{rows}</table></div>"
     )

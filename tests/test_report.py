@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -28,6 +30,14 @@ def shout(x: int) -> int:
 
 def boom(x: int) -> int:
     raise ValueError(f"<b>bad</b> input {x}")
+
+
+def inline_images(html: str) -> str:
+    """The ``<img>`` tags of a report, each with its decoded SVG after it."""
+    found = re.findall(r'<img src="data:image/svg\+xml;base64,([^"]+)"([^>]*)>', html)
+    return "".join(
+        f"<img{rest}>{base64.b64decode(data).decode()}" for data, rest in found
+    )
 
 
 def figures(html: str) -> dict[str, str]:
@@ -62,12 +72,18 @@ def test_the_report_shows_the_runs_figures_and_needs_nothing_from_outside(
     assert int(shown["n_flags"]) == len(failed_run.flags()) == summary["n_flags"]
 
     for html in (report.inline_html, report.html):
-        # Offline and static: no script, nothing loaded from anywhere.
+        # Offline and static: no script, nothing loaded from anywhere (images
+        # are data: URIs).
         assert "<script" not in html
-        assert not re.search(r"\b(src|href)\s*=|url\(|@import", html)
-        # A task stream and a memory chart per worker and for the cluster.
-        assert 'aria-label="task stream"' in html
-        assert html.count('aria-label="memory"') == 3
+        assert not re.search(r"\bhref\s*=|url\(|@import", html)
+        sources = re.findall(r'\bsrc="([^"]*)"', html)
+        assert all(s.startswith("data:image/svg+xml;base64,") for s in sources)
+    # The full report draws its charts inline; the one a notebook keeps has them
+    # as images: a task stream and a memory chart per worker and for the cluster.
+    assert 'aria-label="task stream"' in report.html
+    assert report.html.count('aria-label="memory of ') == 3
+    assert 'alt="task stream"' in inline_images(report.inline_html)
+    assert inline_images(report.inline_html).count('alt="memory of ') == 3
 
     inline = report.inline_html
     assert "&lt;script&gt;alert(1)&lt;/script&gt; shouted 1" in inline
@@ -77,7 +93,7 @@ def test_the_report_shows_the_runs_figures_and_needs_nothing_from_outside(
     assert "ValueError" in failure and "&lt;b&gt;bad&lt;/b&gt; input 1" in failure
     assert "Compute Failed" in failure
     for prefix in ("slow", "shout", "boom"):
-        assert f"<td>{prefix}</td>" in inline
+        assert re.search(f"<td[^>]*>{prefix}</td>", inline)
     assert f"%dask_observe report {failed_run.id} -o" in inline
 
     saved = report.save(tmp_path)
@@ -139,3 +155,54 @@ def test_fine_metrics_say_where_the_threads_time_went(
     assert float(shown["time_thread_cpu"]) == pytest.approx(
         seconds[seconds["activity"] == "thread-cpu"]["value"].sum(), abs=1e-5
     )
+
+
+#: JupyterLab's own HTML sanitizer (what renders untrusted notebooks), in node.
+SANITIZE = """
+const { Sanitizer } = require(process.argv[1]);
+let html = '';
+process.stdin.on('data', (d) => (html += d));
+process.stdin.on('end', () => process.stdout.write(new Sanitizer().sanitize(html)));
+"""
+SANITIZER = (
+    Path(__file__).resolve().parent.parent
+    / "node_modules/@jupyterlab/apputils/lib/sanitizer.js"
+)
+
+
+def sanitized(html: str) -> str:
+    done = subprocess.run(
+        ["node", "-e", SANITIZE, str(SANITIZER)],
+        input=html,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return done.stdout
+
+
+def test_the_report_in_a_notebook_survives_jupyterlabs_sanitizer_whole(
+    failed_run: dask_observe.Run,
+) -> None:
+    inline = failed_run.report().inline_html
+    kept = sanitized(inline)
+    # Every chart is an image the sanitizer keeps, the same images.
+    charts = re.findall(r'<img src="(data:image/svg\+xml;base64,[^"]+)"', inline)
+    assert len(charts) >= 6  # stream, legend, time bars, memory legend + charts
+    assert re.findall(r'<img src="(data:image/svg\+xml;base64,[^"]+)"', kept) == charts
+    # Every inline style survives in full: the layout is what a trusted view has.
+    styles = re.findall(r'style="([^"]*)"', inline)
+    assert re.findall(r'style="([^"]*)"', kept) == styles
+    assert "<style" not in inline and "<svg" not in inline
+    # Text reads as text: no task key is repeated into a wall of keys.
+    text = re.sub(r"<[^>]+>", " ", kept)
+    keys = re.findall(r"\bslow-[0-9a-f]{32}\b", text)
+    assert len(keys) <= 5
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; shouted 1" in kept
+    # Where HTML is not shown at all, text/plain is a short summary, not a dump.
+    plain = repr(failed_run.report())
+    assert len(plain.splitlines()) <= 8
+    assert "42 tasks, 1 failed in" in plain and "peak memory" in plain
+    assert "flag task-errors (" in plain
+    assert not re.search(r"slow-[0-9a-f]{32}", plain)

@@ -36,6 +36,9 @@ class Lab:
     store_path: Path
     root: Path
     process: subprocess.Popen[bytes] | None = None
+    #: The application: "jupyterlab", or "notebook" for Notebook 7 (same server
+    #: extension, same labextension).
+    app: str = "jupyterlab"
 
     @property
     def settings(self) -> Path:
@@ -66,7 +69,7 @@ class Lab:
         with log.open("ab") as out:
             self.process = subprocess.Popen(
                 [
-                    sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+                    sys.executable, "-m", self.app, "--no-browser", "--allow-root",
                     f"--port={self.url.rsplit(':', 1)[1].strip('/')}",
                     "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
                     f"--ServerApp.root_dir={self.root}",
@@ -108,13 +111,15 @@ def _wait_until_up(lab: Lab, process: subprocess.Popen[bytes], log: Path) -> Non
 
 
 @contextmanager
-def running_lab(store_path: Path, folder: Path) -> Iterator[Lab]:
-    """``jupyter lab`` as a user starts it, on a free port, with a fresh workspace
-    in ``folder``, reading the store at ``store_path``."""
+def running_lab(
+    store_path: Path, folder: Path, app: str = "jupyterlab"
+) -> Iterator[Lab]:
+    """``jupyter lab`` (or ``app``) as a user starts it, on a free port, with a
+    fresh workspace in ``folder``, reading the store at ``store_path``."""
     port = _free_port()
     lab = Lab(
         f"http://127.0.0.1:{port}/", secrets.token_hex(16), folder / "lab",
-        store_path, folder,
+        store_path, folder, app=app,
     )  # fmt: skip
     # No "get notified about Jupyter news?" toast over the screenshots.
     lab.set_user_settings(

@@ -96,7 +96,7 @@ def test_a_dask_record_cell_shows_progress_then_its_report(
     expect(report.locator('[data-figure="n_tasks"]')).to_have_text(
         f"{run.summary()['n_tasks']:,}"
     )
-    expect(report.locator("svg[aria-label='task stream']")).to_be_visible()
+    expect(report.locator("img[alt='task stream']")).to_be_visible()
     expect(report).to_contain_text("No flag: nothing looked wrong.")
     report.scroll_into_view_if_needed()
     page.screenshot(path=ARTIFACTS / "notebook-report.png")

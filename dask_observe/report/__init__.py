@@ -54,13 +54,35 @@ class Report:
         return target
 
     def __repr__(self) -> str:
-        """The headline, for frontends that cannot show HTML (a terminal)."""
-        s = self.data.summary
+        """A short summary for frontends that cannot show HTML (a terminal, a
+        notebook viewer that shows text/plain): headline figures, then flags."""
+        from dask_observe.units import format_bytes, format_seconds
+
+        d = self.data
+        s = d.summary
         failed = f", {s['n_failed']} failed" if s["n_failed"] else ""
-        flags = ", ".join(f.kind for f in self.data.flags) or "none"
         partial = " (recorded partially)" if s.get("partial") else ""
-        return (
+        lines = [
             f"dask-observe: run {s['id']} {s['name']!r} {s['status']}{partial}: "
-            f"{s['n_tasks']} tasks{failed} in {self.data.end - self.data.start:.2f} s; "
-            f"flags: {flags}. Full report: %dask_observe report {s['id']} -o FILE"
-        )
+            f"{s['n_tasks']} tasks{failed} in {d.end - d.start:.2f} s "
+            f"on {d.workers} workers",
+            ", ".join(
+                [
+                    f"{phase} {format_seconds(seconds)}"
+                    for phase, seconds in d.phases.items()
+                ]
+                + [f"peak memory {format_bytes(d.peak_memory)}"]
+                + (
+                    [f"spilled {format_bytes(d.peak_spilled)}"]
+                    if d.peak_spilled
+                    else []
+                )
+            ),
+        ]
+        lines += [f"flag {f.kind} ({f.severity}): {f.message}" for f in d.flags[:5]]
+        if len(d.flags) > 5:
+            lines.append(f"... and {len(d.flags) - 5} more flags")
+        if not d.flags:
+            lines.append("flags: none")
+        lines.append(f"Full report: %dask_observe report {s['id']} -o FILE")
+        return "\n".join(lines)

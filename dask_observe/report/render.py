@@ -18,40 +18,63 @@ if TYPE_CHECKING:
     from dask_observe.flags import Flag
     from dask_observe.report.model import Failure, ReportData
 
-STYLE = """
-.dobs-report{font:13px/1.4 var(--jp-content-font-family,system-ui,sans-serif);
- color:var(--jp-content-font-color1,inherit);max-width:900px}
-.dobs-report h3{font-size:15px;margin:4px 0 8px}
-.dobs-report h4{font-size:13px;margin:14px 0 4px}
-.dobs-report table{border-collapse:collapse;font-size:12px}
-.dobs-report th,.dobs-report td{padding:2px 8px;text-align:right;
- border-bottom:1px solid var(--jp-border-color2,#e0e0e0)}
-.dobs-report th:first-child,.dobs-report td:first-child{text-align:left}
-.dobs-cards{display:flex;flex-wrap:wrap;gap:6px}
-.dobs-card{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px;
- padding:3px 8px;min-width:92px}
-.dobs-card b{display:block;font-size:14px}
-.dobs-card span{font-size:11px;opacity:.75}
-.dobs-bad{color:#d62728}
-.dobs-flag{border-left:4px solid #ff7f0e;padding:2px 8px;margin:4px 0}
-.dobs-flag.error{border-color:#d62728}.dobs-flag.info{border-color:#2a7fb8}
-.dobs-flag p{margin:2px 0}.dobs-advice{opacity:.85;font-style:italic}
-.dobs-legend{display:flex;flex-wrap:wrap;gap:4px 12px;font-size:11px;margin:2px 0}
-.dobs-key i{display:inline-block;width:10px;height:10px;margin-right:4px;
- vertical-align:middle}
-.dobs-lane,.dobs-axis{font-size:10px;fill:currentColor}
-.dobs-plot{fill:none;stroke:var(--jp-border-color2,#ddd)}
-.dobs-mems{display:flex;flex-wrap:wrap;gap:4px 16px}
-.dobs-mem{margin:0}.dobs-mem figcaption{font-size:11px}
-.dobs-report pre{white-space:pre-wrap;font-size:11px;margin:2px 0;max-height:24em;
- overflow:auto;background:var(--jp-layout-color2,rgba(127,127,127,.08))}
-.dobs-log td{text-align:left;font-family:var(--jp-code-font-family,monospace);
- font-size:11px;white-space:pre-wrap;vertical-align:top}
-.dobs-log td:nth-child(-n+3){white-space:nowrap}
-.dobs-log .WARNING{color:#c66a00}.dobs-log .ERROR,.dobs-log .CRITICAL{color:#d62728}
-.dobs-report footer{margin-top:10px;font-size:12px;opacity:.85}
-.dobs-report code{font-family:var(--jp-code-font-family,monospace)}
-"""
+#: Inline styles, not a stylesheet: JupyterLab's sanitizer drops ``<style>`` in
+#: untrusted notebooks and keeps ``style`` attributes (without ``var()``). Where
+#: styles are stripped altogether (GitHub), the tables keep the layout.
+STYLES = {
+    "report": "font-size:13px;line-height:1.4;max-width:900px",
+    "h3": "font-size:15px;margin:4px 0 8px",
+    "h4": "font-size:13px;margin:14px 0 4px",
+    "table": "border-collapse:collapse;font-size:12px",
+    "th": "padding:2px 8px;text-align:right;border-bottom:1px solid "
+    "rgba(127,127,127,0.35)",
+    "cell": "padding:2px 8px;text-align:right;border-bottom:1px solid "
+    "rgba(127,127,127,0.2)",
+    "first": "padding:2px 8px;text-align:left;border-bottom:1px solid "
+    "rgba(127,127,127,0.2)",
+    "figure": "padding:3px 10px 3px 0;text-align:left;vertical-align:top",
+    "value": "font-size:14px;font-weight:bold",
+    "label": "font-size:11px;opacity:0.75",
+    "bad": "color:#d62728",
+    "flag": "border-left:4px solid #ff7f0e;padding:2px 8px;margin:4px 0",
+    "flag-error": "border-left:4px solid #d62728;padding:2px 8px;margin:4px 0",
+    "flag-info": "border-left:4px solid #2a7fb8;padding:2px 8px;margin:4px 0",
+    "p": "margin:2px 0",
+    "advice": "margin:2px 0;opacity:0.85;font-style:italic",
+    "log": "text-align:left;font-family:monospace;font-size:11px;"
+    "white-space:pre-wrap;vertical-align:top;padding:1px 6px",
+    "WARNING": "color:#c66a00",
+    "ERROR": "color:#d62728",
+    "CRITICAL": "color:#d62728",
+    "pre": "white-space:pre-wrap;font-size:11px;margin:2px 0;max-height:24em;"
+    "overflow-y:auto;background:rgba(127,127,127,0.08)",
+    "footer": "margin-top:10px;font-size:12px;opacity:0.85",
+    "partial": "border-left:4px solid #ff7f0e;padding:2px 8px",
+}
+
+#: Headline figures a row in the figures table.
+FIGURES_PER_ROW = 5
+
+
+def _s(*names: str) -> str:
+    """The style attribute of these named styles."""
+    return f' style="{";".join(STYLES[n] for n in names)}"'
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    """A table: first column left, the others right; cells are HTML already."""
+    head = "".join(
+        f"<th{_s('th') if i else _s('first')}>{h}</th>" for i, h in enumerate(header)
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td{_s('cell') if i else _s('first')}>{c}</td>" for i, c in enumerate(row)
+        )
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table{_s('table')}><tr>{head}</tr>{body}</table>"
 
 
 class Limits:
@@ -66,11 +89,11 @@ class Limits:
 
 
 def _card(label: str, value: str, figure: str, raw: Any, bad: bool = False) -> str:
-    css = ' class="dobs-bad"' if bad else ""
+    style = _s("value", "bad") if bad else _s("value")
     return (
-        f'<div class="dobs-card"><b{css} data-figure="{figure}" '
-        f'data-value="{escape(str(raw))}">{escape(value)}</b>'
-        f"<span>{escape(label)}</span></div>"
+        f'<td{_s("figure")}><span{style} data-figure="{figure}" '
+        f'data-value="{escape(str(raw))}">{escape(value)}</span><br>'
+        f"<span{_s('label')}>{escape(label)}</span></td>"
     )
 
 
@@ -106,27 +129,32 @@ def _summary(data: ReportData) -> str:
         cards.append(
             _card("records dropped", f"{data.dropped:,}", "dropped", data.dropped, True)
         )
-    return f'<div class="dobs-cards">{"".join(cards)}</div>'
+    rows = [
+        cards[i : i + FIGURES_PER_ROW] for i in range(0, len(cards), FIGURES_PER_ROW)
+    ]
+    body = "".join(f"<tr>{''.join(row)}</tr>" for row in rows)
+    return f'<table class="dobs-figures"{_s("table")}>{body}</table>'
 
 
 def _flag(flag: Flag) -> str:
     evidence = "".join(
-        f"<tr><td>{_clock(e['time'])}</td><td>{escape(e['worker'] or '')}</td>"
-        f"<td>{escape(str(e['text']))}</td></tr>"
+        f"<tr><td{_s('log')}>{_clock(e['time'])}</td>"
+        f"<td{_s('log')}>{escape(e['worker'] or '')}</td>"
+        f"<td{_s('log')}>{escape(str(e['text']))}</td></tr>"
         for e in flag.evidence
     )
     details = (
         f"<details><summary>evidence ({len(flag.evidence)})</summary>"
-        f'<table class="dobs-log">{evidence}</table></details>'
+        f"<table{_s('table')}>{evidence}</table></details>"
         if evidence
         else ""
     )
+    style = {"error": "flag-error", "info": "flag-info"}.get(flag.severity, "flag")
     return (
-        f'<div class="dobs-flag {escape(flag.severity)}" '
-        f'data-flag="{escape(flag.kind)}">'
-        f"<p><b>{escape(flag.kind)}</b> ({escape(flag.severity)}): "
+        f'<div class="dobs-flag"{_s(style)} data-flag="{escape(flag.kind)}">'
+        f"<p{_s('p')}><b>{escape(flag.kind)}</b> ({escape(flag.severity)}): "
         f"{escape(flag.message)}</p>"
-        f'<p class="dobs-advice">{escape(flag.advice)}</p>{details}</div>'
+        f"<p{_s('advice')}>{escape(flag.advice)}</p>{details}</div>"
     )
 
 
@@ -138,17 +166,29 @@ def _clock(t: float) -> str:
 
 def _flags(data: ReportData) -> str:
     if not data.flags:
-        return '<h4>Flags</h4><p data-flags="0">No flag: nothing looked wrong.</p>'
-    return f"<h4>Flags ({len(data.flags)})</h4>" + "".join(map(_flag, data.flags))
+        return (
+            f"<h4{_s('h4')}>Flags</h4>"
+            '<p data-flags="0">No flag: nothing looked wrong.</p>'
+        )
+    return f"<h4{_s('h4')}>Flags ({len(data.flags)})</h4>" + "".join(
+        map(_flag, data.flags)
+    )
+
+
+def _chart(chart: str, limits: Limits) -> str:
+    """Inline SVG in the full report (a file: tooltips work), an image in the
+    report kept in a notebook (what untrusted notebooks and GitHub show)."""
+    return chart if limits.full else svg.image(chart)
 
 
 def _task_stream(data: ReportData, limits: Limits) -> str:
     prefixes = list(data.prefixes["prefix"])
     shown = prefixes[: limits.legend]
     return (
-        "<h4>Task stream</h4>"
-        + svg.task_stream(data.tasks, data.duration)
-        + svg.legend(shown, len(prefixes) - len(shown))
+        f"<h4{_s('h4')}>Task stream</h4>"
+        + _chart(svg.task_stream(data.tasks, data.duration), limits)
+        + "<br>"
+        + _chart(svg.legend(shown, len(prefixes) - len(shown)), limits)
     )
 
 
@@ -157,33 +197,36 @@ def _figure_name(text: str) -> str:
     return re.sub(r"\W+", "_", text).strip("_")
 
 
-def _time_split(data: ReportData) -> str:
+def _time_split(data: ReportData, limits: Limits) -> str:
     """Where the threads' time went, a bar per activity."""
     from dask_observe.report.model import ACTIVITIES
 
     total = sum(data.time_split.values())
     if total <= 0:
         return ""
-    rows = "".join(
-        f"<tr><td>{escape(ACTIVITIES.get(activity, activity))}</td>"
-        f'<td data-figure="time_{_figure_name(activity)}" data-value="{seconds:.6f}">'
-        f"{format_seconds(seconds)}</td><td>{seconds / total:.0%}</td>"
-        f"<td>{svg.share_bar(seconds / total)}</td></tr>"
+    rows = [
+        [
+            escape(ACTIVITIES.get(activity, activity)),
+            f'<span data-figure="time_{_figure_name(activity)}" '
+            f'data-value="{seconds:.6f}">{format_seconds(seconds)}</span>',
+            f"{seconds / total:.0%}",
+            _chart(svg.share_bar(seconds / total), limits),
+        ]
         for activity, seconds in data.time_split.items()
-    )
-    return (
-        "<h4>Where the time went</h4><table><tr><th>worker threads</th>"
-        f"<th>time</th><th>share</th><th></th></tr>{rows}</table>"
+    ]
+    return f"<h4{_s('h4')}>Where the time went</h4>" + _table(
+        ["worker threads", "time", "share", ""], rows
     )
 
 
 def _memory(data: ReportData, limits: Limits) -> str:
+    heading = f"<h4{_s('h4')}>Memory</h4>"
     if not data.memory:
-        return "<h4>Memory</h4><p>No memory samples were recorded.</p>"
+        return heading + "<p>No memory samples were recorded.</p>"
     charts = []
     cluster = data.memory.get("")
     if cluster is not None:
-        charts.append(svg.memory_chart(cluster, data.duration, title="cluster"))
+        charts.append((svg.memory_caption(cluster, "cluster"), cluster, "cluster"))
     workers = [w for w in data.memory if w]
     peaks = {
         w: float((data.memory[w]["managed"] + data.memory[w]["unmanaged"]).max())
@@ -191,21 +234,28 @@ def _memory(data: ReportData, limits: Limits) -> str:
     }
     workers.sort(key=lambda w: -peaks[w])
     for worker in workers[: limits.memory_charts]:
-        reason = data.workers_removed.get(worker)
+        left = data.workers_removed.get(worker) is not None
+        title = svg._short(worker)
+        note = "(left the cluster)" if left else ""
         charts.append(
-            svg.memory_chart(
-                data.memory[worker],
-                data.duration,
-                title=svg._short(worker),
-                note="(left the cluster)" if reason is not None else "",
-            )
-        )
+            (svg.memory_caption(data.memory[worker], title, note), data.memory[worker],
+             title)
+        )  # fmt: skip
+    cells = [
+        f"<td{_s('figure')}><span{_s('label')}>{caption}</span><br>"
+        + _chart(svg.memory_chart(series, data.duration, title=title), limits)
+        + "</td>"
+        for caption, series, title in charts
+    ]
+    rows = "".join(
+        f"<tr>{''.join(cells[i : i + 2])}</tr>" for i in range(0, len(cells), 2)
+    )
     more = len(workers) - limits.memory_charts
     extra = f"<p>+{more} more workers in the full report.</p>" if more > 0 else ""
     return (
-        "<h4>Memory</h4>"
-        + svg.memory_legend()
-        + f'<div class="dobs-mems">{"".join(charts)}</div>'
+        heading
+        + _chart(svg.memory_legend(), limits)
+        + f'<table class="dobs-mems">{rows}</table>'
         + extra
     )
 
@@ -214,46 +264,56 @@ def _prefixes(data: ReportData, limits: Limits) -> str:
     table = data.prefixes
     if table.empty:
         return ""
-    rows = "".join(
-        f"<tr><td>{escape(str(r['prefix']))}</td><td>{int(r['count']):,}</td>"
-        f"<td>{format_seconds(r['total_s'])}</td>"
-        f"<td>{format_seconds(r['mean_s'])}</td><td>{format_bytes(r['nbytes'])}</td>"
-        f"<td{' class=dobs-bad' if r['errors'] else ''}>{int(r['errors'])}</td></tr>"
+    rows = [
+        [
+            escape(str(r["prefix"])),
+            f"{int(r['count']):,}",
+            format_seconds(r["total_s"]),
+            format_seconds(r["mean_s"]),
+            format_bytes(r["nbytes"]),
+            f"<span{_s('bad')}>{int(r['errors'])}</span>"
+            if r["errors"]
+            else str(int(r["errors"])),
+        ]
         for r in table.head(limits.prefixes).to_dict("records")
-    )
+    ]
     more = len(table) - limits.prefixes
     extra = f"<p>+{more} more prefixes in the full report.</p>" if more > 0 else ""
     return (
-        "<h4>Task prefixes</h4><table><tr><th>prefix</th><th>tasks</th>"
-        "<th>total</th><th>mean</th><th>bytes</th><th>errors</th></tr>"
-        f"{rows}</table>{extra}"
+        f"<h4{_s('h4')}>Task prefixes</h4>"
+        + _table(["prefix", "tasks", "total", "mean", "bytes", "errors"], rows)
+        + extra
     )
 
 
 def _log_rows(rows: list[tuple[float, str, str, str]]) -> str:
-    return "".join(
-        f'<tr class="{escape(level)}"><td>+{format_seconds(max(t, 0))}</td>'
-        f"<td>{escape(level)}</td><td>{escape(who)}</td><td>{escape(msg)}</td></tr>"
-        for t, level, who, msg in rows
-    )
+    def row(t: float, level: str, who: str, message: str) -> str:
+        cell = _s("log", level) if level in STYLES else _s("log")
+        return (
+            f"<tr><td{_s('log')}>+{format_seconds(max(t, 0))}</td>"
+            f"<td{cell}>{escape(level)}</td><td{_s('log')}>{escape(who)}</td>"
+            f"<td{cell}>{escape(message)}</td></tr>"
+        )
+
+    return "".join(row(*r) for r in rows)
 
 
 def _failure(failure: Failure) -> str:
     logs = _log_rows(failure.logs)
     where = escape(failure.worker or "a worker that died")
     return (
-        f'<div class="dobs-failure"><p><b>{escape(failure.key)}</b> on {where}, '
-        f"at +{format_seconds(failure.time)}</p>"
-        f"<pre>{escape(failure.exception)}</pre>"
+        f'<div class="dobs-failure"><p{_s("p")}><b>{escape(failure.key)}</b> on '
+        f"{where}, at +{format_seconds(failure.time)}</p>"
+        f"<pre{_s('pre')}>{escape(failure.exception)}</pre>"
         + (
-            f"<details><summary>traceback</summary><pre>{escape(failure.traceback)}"
-            "</pre></details>"
+            f"<details><summary>traceback</summary><pre{_s('pre')}>"
+            f"{escape(failure.traceback)}</pre></details>"
             if failure.traceback
             else ""
         )
         + (
-            f'<details open><summary>last log lines</summary><table class="dobs-log">'
-            f"{logs}</table></details>"
+            "<details open><summary>last log lines</summary>"
+            f"<table{_s('table')}>{logs}</table></details>"
             if logs
             else ""
         )
@@ -268,7 +328,7 @@ def _failures(data: ReportData) -> str:
     more = n_failed - len(data.failures)
     extra = f"<p>+{more} more failed tasks: run.tasks().</p>" if more > 0 else ""
     return (
-        f"<h4>Failed tasks ({n_failed})</h4>"
+        f"<h4{_s('h4')}>Failed tasks ({n_failed})</h4>"
         + "".join(_failure(f) for f in data.failures)
         + extra
     )
@@ -293,8 +353,8 @@ def _alerts(data: ReportData, limits: Limits) -> str:
     )
     which = "the newest " if len(shown) < len(alerts) else ""
     return (
-        f"<h4>Warnings and errors ({len(alerts):,}; {which}{len(shown):,} shown)</h4>"
-        f'<table class="dobs-log">{_log_rows(rows)}</table>'
+        f"<h4{_s('h4')}>Warnings and errors ({len(alerts):,}; {which}"
+        f"{len(shown):,} shown)</h4><table{_s('table')}>{_log_rows(rows)}</table>"
     )
 
 
@@ -314,7 +374,7 @@ def _footer(data: ReportData, full: bool) -> str:
             "the full report",
         )
     items = "".join(f"<li>{line}</li>" for line in lines)
-    return f"<footer>Look further:<ul>{items}</ul></footer>"
+    return f"<footer{_s('footer')}>Look further:<ul>{items}</ul></footer>"
 
 
 def _partial(data: ReportData) -> str:
@@ -323,7 +383,8 @@ def _partial(data: ReportData) -> str:
     if not why:
         return ""
     return (
-        '<p class="dobs-partial" data-figure="partial"><strong>Recorded partially:'
+        f'<p class="dobs-partial"{_s("partial")} data-figure="partial">'
+        "<strong>Recorded partially:"
         f"</strong> {escape(str(why))}. This report holds what distributed itself "
         "kept: the task stream, events and the recent lines of processes still "
         "alive at the end; no memory timeline, no lines of workers that died.</p>"
@@ -339,13 +400,13 @@ def render(data: ReportData, *, full: bool = False) -> str:
         f"{escape(str(s['status']))}"
     )
     body = (
-        f'<div class="dobs-report" data-run-id="{int(s["id"])}">'
-        f"<style>{STYLE}</style><h3>{title}</h3>"
+        f'<div class="dobs-report"{_s("report")} data-run-id="{int(s["id"])}">'
+        f"<h3{_s('h3')}>{title}</h3>"
         + _partial(data)
         + _summary(data)
         + _flags(data)
         + _task_stream(data, limits)
-        + _time_split(data)
+        + _time_split(data, limits)
         + _memory(data, limits)
         + _prefixes(data, limits)
         + _failures(data)

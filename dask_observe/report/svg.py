@@ -1,14 +1,19 @@
-"""Inline SVG charts: the task stream and the memory timelines.
+"""SVG charts: the task stream, the memory timelines, legends and bars.
 
-No JavaScript: a chart must show in an exported notebook, on GitHub and with
-scripts stripped. Tasks are binned into pixel columns, so a chart's size depends on
-its lanes and width, not on how many tasks ran; runs small enough get a rectangle
-(with a tooltip) per task instead.
+No JavaScript and no stylesheet: every chart is a standalone SVG document (its
+colours and fonts in attributes), so that :func:`image` can put it in an
+``<img src="data:image/svg+xml;base64,...">``, which JupyterLab's sanitizer keeps
+in an untrusted notebook (it drops inline ``<svg>`` and ``<style>``). Tasks are
+binned into pixel columns, so a chart's size depends on its lanes and width, not
+on how many tasks ran; runs small enough get a rectangle (with a tooltip, where
+the chart is inline) per task instead.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import re
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -31,6 +36,13 @@ _FALLBACK_PALETTE = (
     "#2ab07f", "#52c569", "#86d549", "#c2df23", "#fde725",
 )  # fmt: skip
 
+#: Text inside charts: readable on light and dark backgrounds alike (an image
+#: cannot inherit the page's colours).
+TEXT = 'font-family="sans-serif" font-size="10" fill="#808080"'
+#: A plot's frame.
+FRAME = 'fill="none" stroke="#808080" stroke-opacity="0.4"'
+_SVG = 'xmlns="http://www.w3.org/2000/svg" role="img"'
+
 WIDTH = 860
 LABEL_WIDTH = 150
 #: Runs with at most this many tasks get a rectangle and tooltip per task.
@@ -47,6 +59,23 @@ def color_of(prefix: str) -> str:
         digest = hashlib.md5(prefix.encode(), usedforsecurity=False).hexdigest()
         return _FALLBACK_PALETTE[int(digest[:8], 16) % len(_FALLBACK_PALETTE)]
     return str(dask_color(prefix))
+
+
+def image(chart: str) -> str:
+    """A chart as an ``<img>`` with a ``data:`` URI: what survives the HTML
+    sanitizers of untrusted notebooks. Its ``aria-label`` becomes the ``alt``."""
+    root = re.match(r"<svg\b[^>]*>", chart)
+    if root is None:  # not a chart (a "nothing to show" note): as it is
+        return chart
+    attributes = dict(re.findall(r'(\w[\w-]*)="([^"]*)"', root[0]))
+    data = base64.b64encode(chart.encode()).decode()
+    return (
+        f'<img src="data:image/svg+xml;base64,{data}" '
+        f'width="{attributes.get("width", "")}" '
+        f'height="{attributes.get("height", "")}" '
+        f'alt="{attributes.get("aria-label", "chart")}" '
+        'style="max-width:100%;height:auto">'
+    )
 
 
 def _segments(tasks: pd.DataFrame) -> pd.DataFrame:
@@ -116,7 +145,7 @@ def task_stream(tasks: pd.DataFrame, duration: float) -> str:
     """The task stream: a lane per worker thread, a colour per prefix, Dask's
     phase colours for transfer, disk and deserialisation."""
     if tasks.empty:
-        return '<p class="dobs-empty">No task ran in this run.</p>'
+        return "<p>No task ran in this run.</p>"
     tasks, lanes = _lanes(tasks)
     segments = _segments(tasks)
     lane_h = max(3, min(16, 360 // len(lanes)))
@@ -125,15 +154,14 @@ def task_stream(tasks: pd.DataFrame, duration: float) -> str:
     scale = plot_w / max(duration, 1e-9)
     row_of = {lane: i for i, lane in enumerate(lanes)}
     parts = [
-        f'<svg class="dobs-chart" width="{WIDTH}" height="{height}" '
-        f'viewBox="0 0 {WIDTH} {height}" '
-        'role="img" aria-label="task stream">'
+        f'<svg width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
+        f'{_SVG} aria-label="task stream">'
     ]
     if lane_h >= 10:
         for lane, i in row_of.items():
             parts.append(
                 f'<text x="{LABEL_WIDTH - 4}" y="{i * lane_h + lane_h - 3}" '
-                f'text-anchor="end" class="dobs-lane">{escape(_short(lane))}</text>'
+                f'text-anchor="end" {TEXT}>{escape(_short(lane))}</text>'
             )
     if len(tasks) <= EXACT_LIMIT:
         parts += _exact_rects(tasks, segments, row_of, lane_h, scale)
@@ -260,11 +288,34 @@ def _time_axis(duration: float, y: int, plot_w: int) -> str:
         anchor = "start" if i == 0 else "end" if i == 4 else "middle"
         ticks.append(
             f'<text x="{x:.0f}" y="{y + 16}" text-anchor="{anchor}" '
-            f'class="dobs-axis">{format_seconds(t)}</text>'
+            f"{TEXT}>{format_seconds(t)}</text>"
         )
     return (
         f'<line x1="{LABEL_WIDTH}" y1="{y + 2}" x2="{LABEL_WIDTH + plot_w}" '
         f'y2="{y + 2}" stroke="#999"/>' + "".join(ticks)
+    )
+
+
+def _swatches(items: list[tuple[str, str]], dashed: bool = False) -> str:
+    """A legend as a chart: a colour swatch and a name per item, in rows."""
+    x = y = 0
+    parts = []
+    for name, color in items:
+        width = 18 + 6 * len(name)
+        if x and x + width > WIDTH:
+            x, y = 0, y + 16
+        parts.append(
+            f'<rect x="{x}" y="{y + 3}" width="10" height="10" fill="{color}"/>'
+            if color
+            else ""
+        )
+        parts.append(f'<text x="{x + 14}" y="{y + 12}" {TEXT}>{escape(name)}</text>')
+        x += width + 10
+    height = y + 16
+    label = "legend: " + ", ".join(name for name, _ in items)
+    return (
+        f'<svg width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
+        f'{_SVG} aria-label="{escape(label)}">{"".join(parts)}</svg>'
     )
 
 
@@ -275,13 +326,9 @@ def legend(prefixes: list[str], more: int) -> str:
         ("disk", PHASE_COLORS["disk-read"]),
         ("deserialize", PHASE_COLORS["deserialize"]),
     ]
-    spans = "".join(
-        f'<span class="dobs-key"><i style="background:{color}"></i>'
-        f"{escape(name)}</span>"
-        for name, color in items
-    )
-    extra = f'<span class="dobs-key">+{more} more prefixes</span>' if more else ""
-    return f'<div class="dobs-legend">{spans}{extra}</div>'
+    if more:
+        items.append((f"+{more} more prefixes", ""))
+    return _swatches(items)
 
 
 # -- memory ----------------------------------------------------------------------
@@ -305,7 +352,6 @@ def memory_chart(
     title: str,
     width: int = 420,
     height: int = 90,
-    note: str = "",
 ) -> str:
     """Stacked managed / unmanaged / spilled memory against the limit (dashed)."""
     series = _downsample(series.reset_index(drop=True))
@@ -339,36 +385,35 @@ def memory_chart(
         if limit and limit <= top
         else ""
     )
-    caption = (
+    return (
+        f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'{_SVG} aria-label="memory of {escape(title)}">'
+        f'<rect width="{width}" height="{height}" {FRAME}/>'
+        f"{''.join(layers)}{limit_line}</svg>"
+    )
+
+
+def memory_caption(series: pd.DataFrame, title: str, note: str = "") -> str:
+    """ "worker: peak 1.2 GiB of 2 GiB", as text beside a memory chart."""
+    peak = float((series["managed"] + series["unmanaged"] + series["spilled"]).max())
+    limit = float(series["limit"].max())
+    return (
         f"{escape(title)}: peak {format_bytes(peak)}"
         + (f" of {format_bytes(limit)}" if limit else "")
         + (f" {escape(note)}" if note else "")
     )
-    return (
-        f'<figure class="dobs-mem"><figcaption>{caption}</figcaption>'
-        f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="memory">'
-        f'<rect width="{width}" height="{height}" class="dobs-plot"/>'
-        f"{''.join(layers)}{limit_line}</svg></figure>"
-    )
 
 
 def memory_legend() -> str:
-    spans = "".join(
-        f'<span class="dobs-key"><i style="background:{c}"></i>{n}</span>'
-        for n, c in MEMORY_COLORS.items()
-    )
-    return (
-        f'<div class="dobs-legend">{spans}<span class="dobs-key">'
-        '<i style="background:#d62728;height:2px"></i>memory limit</span></div>'
-    )
+    return _swatches([*MEMORY_COLORS.items(), ("memory limit (dashed)", "#d62728")])
 
 
 def share_bar(share: float, width: int = 160) -> str:
     """A horizontal bar filled to ``share`` (0 to 1) of ``width`` pixels."""
     filled = round(max(0.0, min(share, 1.0)) * width)
     return (
-        f'<svg width="{width}" height="10" role="img" aria-label="{share:.0%}">'
-        f'<rect class="dobs-plot" x="0.5" y="0.5" width="{width - 1}" height="9"/>'
+        f'<svg width="{width}" height="10" viewBox="0 0 {width} 10" {_SVG} '
+        f'aria-label="{share:.0%}">'
+        f'<rect x="0.5" y="0.5" width="{width - 1}" height="9" {FRAME}/>'
         f'<rect x="0" y="0" width="{filled}" height="10" fill="#2a7fb8"/></svg>'
     )
