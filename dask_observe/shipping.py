@@ -87,6 +87,7 @@ def capture_settings(since: float) -> CaptureSettings:
         buffer_size=int(get("capture.buffer-size")),
         flush_interval_ms=ms("flush-interval"),
         metrics_interval_ms=ms("metrics-interval"),
+        memory_interval_ms=ms("memory-interval"),
         levels=parse_levels(get("capture.log-levels")),
         since=since,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -252,3 +253,36 @@ def test_a_full_ring_hands_out_exactly_the_records_after_a_cursor(
     assert [n for n, _ in taken] == (expected if cursor < ring.last else [])
     assert all(record == ("task", n - 1) for n, record in taken)
     assert ring.lost["task"] == 150_000  # dropped unread: counted
+
+
+def climb_until_killed() -> None:
+    """~400 MiB a second: from a worker's baseline to 95% of 600 MiB in about a
+    second, between two heartbeats (as in the report that found this)."""
+    held = []
+    while True:
+        held.append(b"\x01" * (20 * 2**20))
+        time.sleep(0.05)
+
+
+def test_a_climb_to_the_memory_limit_between_heartbeats_is_in_the_timeline(
+    fragile_cluster: LocalCluster, store_path: Path
+) -> None:
+    with Client(fragile_cluster) as client:
+        ((worker, info),) = client.scheduler_info()["workers"].items()
+        limit = info["memory_limit"]
+        with pytest.raises(KilledWorker), dask_observe.record("climb") as run:
+            client.submit(climb_until_killed, key="climber").result()
+    # The worker's own samples saw the climb; its nanny's reading at the restart
+    # is folded in too.
+    rss = run.metrics("memory_rss", worker=worker)["value"]
+    assert rss.max() >= 0.8 * limit
+    report = run.report()
+    shown = dict(re.findall(r'data-figure="(\w+)" data-value="([^"]*)"', report.html))
+    assert float(shown["peak_memory"]) >= 0.8 * limit
+    # The worker's chart carries the climb: its caption names the peak.
+    caption = re.search(
+        rf"{re.escape(worker.removeprefix('tcp://'))}: peak ([\d.]+) MiB of 600",
+        report.html,
+    )
+    assert caption and float(caption[1]) >= 0.8 * 600
+    assert "process memory, sampled by the worker" in report.html

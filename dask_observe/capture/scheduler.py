@@ -13,6 +13,7 @@ import pickle
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -257,9 +258,18 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         self.dropped_upstream += dropped
 
     # -- handlers (RPC) ----------------------------------------------------------
-    def push(self, source: str, records: list[ShippedLog], dropped: int = 0) -> None:
-        """Log records from a worker or nanny, each naming its worker."""
+    def push(
+        self,
+        source: str,
+        records: list[ShippedLog],
+        dropped: int = 0,
+        samples: Sequence[tuple[float, str, float]] = (),
+    ) -> None:
+        """Log records from a worker or nanny, each naming its worker; and a
+        worker's own fast samples of its process memory, (time, worker, rss)."""
         self._add_logs(source, records, dropped)
+        for t, worker, rss in samples:
+            self.buffer.append(("metrics", t, worker, {"memory_rss": rss}))
 
     def pull(self, cursor: int = 0, instance: str | None = None) -> dict[str, Any]:
         """Records numbered above ``cursor``; from the start for another instance.

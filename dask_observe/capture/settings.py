@@ -14,6 +14,7 @@ class CaptureSettings:
     buffer_size: int
     flush_interval_ms: float
     metrics_interval_ms: float
+    memory_interval_ms: float
     levels: dict[str, int]
     #: When the plugins were registered (epoch seconds): a process that joins
     #: later (a worker added by adaptive scaling, one its nanny restarted) hands

@@ -32,6 +32,8 @@ class LogShipper:
         self.source = source
         self.levels = settings.levels
         self.buffer = DropCountingBuffer(settings.buffer_size)
+        #: Memory samples, (time, worker, rss), shipped with the log records.
+        self.samples = DropCountingBuffer(settings.buffer_size)
         self.interval_ms = settings.flush_interval_ms
         self.since = settings.since
         self._push: Callable[..., Any] | None = None
@@ -80,12 +82,18 @@ class LogShipper:
     async def _flush(self) -> None:
         assert self._push is not None
         remaining = len(self.buffer)
+        # Samples go with the first batch; too old to matter if it fails.
+        samples, _ = self.samples.drain(len(self.samples))
         while True:
             records, dropped = self.buffer.drain(min(BATCH, remaining))
-            if not records and not dropped:
+            if not records and not dropped and not samples:
                 return
             try:
-                await self._push(source=self.source, records=records, dropped=dropped)
+                await self._push(
+                    source=self.source, records=records, dropped=dropped,
+                    samples=samples,
+                )  # fmt: skip
+                samples = []
             except Exception as e:  # scheduler gone or restarting: count, go on
                 self.buffer.count_lost(len(records) + dropped)
                 logger.debug("dask-observe: cannot ship log records: %s", e)

@@ -89,6 +89,10 @@ class ReportData:
     #: Per worker ("" for the cluster): time (seconds since start), managed,
     #: unmanaged, spilled, limit.
     memory: dict[str, pd.DataFrame]
+    #: Per worker: its process memory as the worker sampled it (fast, every
+    #: ``memory-interval``) and as its nanny measured it when it restarted the
+    #: worker for memory: time (seconds since start), rss.
+    process: dict[str, pd.DataFrame]
     #: Workers that left during the run, with the reason the scheduler gave.
     workers_removed: dict[str, str]
     failures: list[Failure]
@@ -241,6 +245,10 @@ def collect(run: Run) -> ReportData:
         peak_memory=peak_memory(run),
         peak_spilled=cluster_max(run, "memory_spilled"),
         memory=_memory_series(run, start),
+        process={
+            str(worker): group[["time", "rss"]].reset_index(drop=True)
+            for worker, group in fast_memory(run, start).groupby("worker", sort=True)
+        },
         workers_removed=_removed_workers(run),
         failures=_failures(run, tasks, start),
         flags=flag_list(run),
@@ -267,10 +275,53 @@ def time_split(run: Run) -> dict[str, float]:
     return {str(activity): float(value) for activity, value in totals.items()}
 
 
+def fast_memory(run: Run, start: float = 0.0) -> pd.DataFrame:
+    """Process memory beyond the heartbeats: each worker's own fast samples
+    (``memory_rss``) and the RSS its nanny measured when it restarted it for
+    memory (the ``worker-restart-memory`` event): time (seconds since
+    ``start``), worker, rss; by time."""
+    import pandas as pd
+
+    rss = run.metrics("memory_rss", epoch=True)
+    frames = [rss.rename(columns={"value": "rss"})[["time", "worker", "rss"]]]
+    restarts = run.events("worker-restart-memory", epoch=True)
+    if not restarts.empty:
+        frames.append(
+            pd.DataFrame(
+                {
+                    "time": restarts["time"],
+                    "worker": restarts["worker"],
+                    "rss": [float((d or {}).get("rss") or 0) for d in restarts["data"]],
+                }
+            )
+        )
+    found = pd.concat(frames, ignore_index=True).dropna(subset=["worker"])
+    found = found[found["rss"] > 0].sort_values("time", ignore_index=True)
+    found["time"] = found["time"] - start
+    return found
+
+
 def peak_memory(run: Run) -> float | None:
-    """The highest sum of the workers' process memory at one sampling time."""
-    process = run.metrics("memory_process")
+    """The most memory the workers held together: per second, each worker's
+    highest reading (heartbeats, its own fast samples, its nanny's at a memory
+    restart), summed over workers; the highest such second.
+
+    A worker that climbs to its limit between two heartbeats and is killed
+    shows its climb here, where heartbeats alone would miss it.
+    """
+    import pandas as pd
+
+    process = run.metrics("memory_process", epoch=True)
     process = process[process["worker"].notna()]
-    if process.empty:
+    readings = pd.concat(
+        [
+            process.rename(columns={"value": "rss"})[["time", "worker", "rss"]],
+            fast_memory(run),
+        ],
+        ignore_index=True,
+    )
+    if readings.empty:
         return None
-    return float(process.groupby("time")["value"].sum().max())
+    readings["second"] = (readings["time"] // 1).astype("int64")
+    per_worker = readings.groupby(["second", "worker"])["rss"].max()
+    return float(per_worker.groupby(level="second").sum().max())

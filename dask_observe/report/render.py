@@ -15,6 +15,8 @@ from dask_observe.report import svg
 from dask_observe.units import format_bytes, format_seconds, text_or_none
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from dask_observe.flags import Flag
     from dask_observe.report.model import Failure, ReportData
 
@@ -223,10 +225,12 @@ def _memory(data: ReportData, limits: Limits) -> str:
     heading = f"<h4{_s('h4')}>Memory</h4>"
     if not data.memory:
         return heading + "<p>No memory samples were recorded.</p>"
-    charts = []
+    charts: list[tuple[str, pd.DataFrame, str, pd.DataFrame | None]] = []
     cluster = data.memory.get("")
     if cluster is not None:
-        charts.append((svg.memory_caption(cluster, "cluster"), cluster, "cluster"))
+        charts.append(
+            (svg.memory_caption(cluster, "cluster"), cluster, "cluster", None)
+        )
     workers = [w for w in data.memory if w]
     peaks = {
         w: float((data.memory[w]["managed"] + data.memory[w]["unmanaged"]).max())
@@ -237,15 +241,19 @@ def _memory(data: ReportData, limits: Limits) -> str:
         left = data.workers_removed.get(worker) is not None
         title = svg._short(worker)
         note = "(left the cluster)" if left else ""
+        process = data.process.get(worker)
         charts.append(
-            (svg.memory_caption(data.memory[worker], title, note), data.memory[worker],
-             title)
+            (svg.memory_caption(data.memory[worker], title, note, process),
+             data.memory[worker], title, process)
         )  # fmt: skip
     cells = [
         f"<td{_s('figure')}><span{_s('label')}>{caption}</span><br>"
-        + _chart(svg.memory_chart(series, data.duration, title=title), limits)
+        + _chart(
+            svg.memory_chart(series, data.duration, title=title, process=process),
+            limits,
+        )
         + "</td>"
-        for caption, series, title in charts
+        for caption, series, title, process in charts
     ]
     rows = "".join(
         f"<tr>{''.join(cells[i : i + 2])}</tr>" for i in range(0, len(cells), 2)

@@ -335,6 +335,8 @@ def legend(prefixes: list[str], more: int) -> str:
 
 MEMORY_COLORS = {"managed": "#2a7fb8", "unmanaged": "#9ecae1", "spilled": "#8c8c8c"}
 MEMORY_POINTS = 240
+#: The worker's own fast samples of its process memory: a line over the stack.
+PROCESS_COLOR = "#e6550d"
 
 
 def _downsample(series: pd.DataFrame) -> pd.DataFrame:
@@ -350,12 +352,17 @@ def memory_chart(
     duration: float,
     *,
     title: str,
+    process: pd.DataFrame | None = None,
     width: int = 420,
     height: int = 90,
 ) -> str:
-    """Stacked managed / unmanaged / spilled memory against the limit (dashed)."""
+    """Stacked managed / unmanaged / spilled memory against the limit (dashed),
+    and the process memory the worker sampled itself (a line: the climb
+    between two heartbeats that got it killed shows there)."""
     series = _downsample(series.reset_index(drop=True))
     peak = float((series["managed"] + series["unmanaged"] + series["spilled"]).max())
+    if process is not None and not process.empty:
+        peak = max(peak, float(process["rss"].max()))
     limit = float(series["limit"].max())
     # A limit far above what was used would flatten the chart: then the scale
     # follows the peak and the limit is only named.
@@ -385,17 +392,34 @@ def memory_chart(
         if limit and limit <= top
         else ""
     )
+    line = ""
+    if process is not None and not process.empty:
+        trace = " ".join(
+            f"{t * sx:.1f},{height - v * sy:.1f}"
+            for t, v in zip(process["time"], process["rss"], strict=True)
+        )
+        line = (
+            f'<polyline points="{trace}" fill="none" stroke="{PROCESS_COLOR}" '
+            'stroke-width="1.5"/>'
+        )
     return (
         f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
         f'{_SVG} aria-label="memory of {escape(title)}">'
         f'<rect width="{width}" height="{height}" {FRAME}/>'
-        f"{''.join(layers)}{limit_line}</svg>"
+        f"{''.join(layers)}{limit_line}{line}</svg>"
     )
 
 
-def memory_caption(series: pd.DataFrame, title: str, note: str = "") -> str:
-    """ "worker: peak 1.2 GiB of 2 GiB", as text beside a memory chart."""
+def memory_caption(
+    series: pd.DataFrame,
+    title: str,
+    note: str = "",
+    process: pd.DataFrame | None = None,
+) -> str:
+    """A chart's caption: "worker: peak 1.2 GiB of 2 GiB"."""
     peak = float((series["managed"] + series["unmanaged"] + series["spilled"]).max())
+    if process is not None and not process.empty:
+        peak = max(peak, float(process["rss"].max()))
     limit = float(series["limit"].max())
     return (
         f"{escape(title)}: peak {format_bytes(peak)}"
@@ -405,7 +429,13 @@ def memory_caption(series: pd.DataFrame, title: str, note: str = "") -> str:
 
 
 def memory_legend() -> str:
-    return _swatches([*MEMORY_COLORS.items(), ("memory limit (dashed)", "#d62728")])
+    return _swatches(
+        [
+            *MEMORY_COLORS.items(),
+            ("process memory, sampled by the worker (line)", PROCESS_COLOR),
+            ("memory limit (dashed)", "#d62728"),
+        ]
+    )
 
 
 def share_bar(share: float, width: int = 160) -> str:
