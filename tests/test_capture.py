@@ -256,11 +256,12 @@ def test_a_full_ring_hands_out_exactly_the_records_after_a_cursor(
 
 
 def climb_until_killed() -> None:
-    """~400 MiB a second: from a worker's baseline to 95% of 600 MiB in about a
-    second, between two heartbeats (as in the report that found this)."""
+    """~200 MiB a second: from a worker's baseline to 95% of 600 MiB in about
+    two seconds, with one heartbeat or two on the way (the report that found
+    this: 1.4 s, and the timeline showed 73 MiB of 500)."""
     held = []
     while True:
-        held.append(b"\x01" * (20 * 2**20))
+        held.append(b"\x01" * (10 * 2**20))
         time.sleep(0.05)
 
 
@@ -286,3 +287,19 @@ def test_a_climb_to_the_memory_limit_between_heartbeats_is_in_the_timeline(
     )
     assert caption and float(caption[1]) >= 0.8 * 600
     assert "process memory, sampled by the worker" in report.html
+
+    # The task that was running when its worker died: drawn from its start to
+    # its failure, and the flag says how long it ran and how far memory rose.
+    (climber,) = report.data.tasks[report.data.tasks["key"] == "climber"].to_dict(
+        "records"
+    )
+    assert climber["worker"] == worker
+    assert climber["stop"] - climber["start"] >= 1.0
+    (flag,) = run.flags().query("kind == 'killed-worker'").to_dict("records")
+    story = re.search(
+        r"It ran ([\d.]+) s on \S+, while its memory rose from .+ to ([\d.]+) MiB",
+        flag["message"],
+    )
+    assert story, flag["message"]
+    assert float(story[1]) >= 1.0 and float(story[2]) >= 0.8 * 600
+    assert "It ran " in report.inline_html.split("Failed tasks")[1]

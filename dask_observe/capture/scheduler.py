@@ -264,12 +264,16 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         records: list[ShippedLog],
         dropped: int = 0,
         samples: Sequence[tuple[float, str, float]] = (),
+        events: Sequence[tuple[float, str, str, Any]] = (),
     ) -> None:
-        """Log records from a worker or nanny, each naming its worker; and a
-        worker's own fast samples of its process memory, (time, worker, rss)."""
+        """Log records from a worker or nanny, each naming its worker; a
+        worker's own fast samples of its process memory, (time, worker, rss);
+        events it saw itself, (time, kind, worker, data)."""
         self._add_logs(source, records, dropped)
         for t, worker, rss in samples:
             self.buffer.append(("metrics", t, worker, {"memory_rss": rss}))
+        for t, kind, worker, data in events:
+            self.buffer.append(("event", t, kind, worker, data))
 
     def pull(self, cursor: int = 0, instance: str | None = None) -> dict[str, Any]:
         """Records numbered above ``cursor``; from the start for another instance.

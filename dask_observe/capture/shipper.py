@@ -34,6 +34,8 @@ class LogShipper:
         self.buffer = DropCountingBuffer(settings.buffer_size)
         #: Memory samples, (time, worker, rss), shipped with the log records.
         self.samples = DropCountingBuffer(settings.buffer_size)
+        #: Events the process observed itself, (time, kind, worker, data).
+        self.events = DropCountingBuffer(settings.buffer_size)
         self.interval_ms = settings.flush_interval_ms
         self.since = settings.since
         self._push: Callable[..., Any] | None = None
@@ -82,18 +84,20 @@ class LogShipper:
     async def _flush(self) -> None:
         assert self._push is not None
         remaining = len(self.buffer)
-        # Samples go with the first batch; too old to matter if it fails.
+        # Samples and events go with the first batch; too old to matter if it
+        # fails.
         samples, _ = self.samples.drain(len(self.samples))
+        events, _ = self.events.drain(len(self.events))
         while True:
             records, dropped = self.buffer.drain(min(BATCH, remaining))
-            if not records and not dropped and not samples:
+            if not records and not dropped and not samples and not events:
                 return
             try:
                 await self._push(
                     source=self.source, records=records, dropped=dropped,
-                    samples=samples,
+                    samples=samples, events=events,
                 )  # fmt: skip
-                samples = []
+                samples = events = []
             except Exception as e:  # scheduler gone or restarting: count, go on
                 self.buffer.count_lost(len(records) + dropped)
                 logger.debug("dask-observe: cannot ship log records: %s", e)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 from tornado.ioloop import PeriodicCallback
@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from distributed import Worker
 
 logger = logging.getLogger(__name__)
+
+
+#: How long a task runs before the worker says which it is and since when.
+LONG_TASK_S = 1.0
 
 
 class MemorySampler:
@@ -36,13 +40,29 @@ class MemorySampler:
         self.process = psutil.Process()
         self.kept_at = -float("inf")
         self.kept = 0
+        #: Tasks executing now, with when they started (the transition hook's).
+        self.running: dict[str, float] = {}
+        self.reported: set[str] = set()
+
+    def report_long_tasks(self, now: float) -> None:
+        """A task running for a second or more is told once ("task-running",
+        with when it started): if it kills its worker, the store knows what
+        ran and since when, which the scheduler never learns."""
+        for key, since in list(self.running.items()):
+            if now - since >= LONG_TASK_S and key not in self.reported:
+                self.reported.add(key)
+                data = {"key": key, "since": since}
+                self.shipper.events.append(
+                    (now, "task-running", self.worker.address, data)
+                )
 
     def sample(self) -> None:
+        now = time.time()
+        self.report_long_tasks(now)
         try:
             rss = self.process.memory_info().rss
         except Exception:  # the process is going away
             return
-        now = time.time()
         limit = getattr(self.worker.memory_manager, "memory_limit", None) or self.kept
         if abs(rss - self.kept) < 0.02 * limit and now - self.kept_at < 1.0:
             return
@@ -64,6 +84,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self.shipper: LogShipper | None = None
         self._worker: Worker | None = None
         self._sampler: PeriodicCallback | None = None
+        self._memory: MemorySampler | None = None
 
     def setup(self, worker: Worker) -> None:
         self._worker = worker
@@ -94,6 +115,18 @@ class ObserveWorkerPlugin(WorkerPlugin):
                 await self._worker.heartbeat()
             except Exception as e:
                 logger.debug("dask-observe: heartbeat failed: %s", e)
+
+    def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+        # The worker's hot path: a dict write or pop, nothing else.
+        memory = self._memory
+        if memory is None:
+            return
+        if finish == "executing":
+            memory.running[str(key)] = time.time()
+        elif start == "executing":
+            name = str(key)
+            memory.running.pop(name, None)
+            memory.reported.discard(name)
 
     async def teardown(self, worker: Worker) -> None:
         if self._sampler is not None:

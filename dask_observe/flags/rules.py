@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dask_observe import config
+from dask_observe.figures import killed_task_story
 from dask_observe.units import (
     format_bytes,
     format_seconds,
@@ -314,6 +315,9 @@ def killed_worker(ctx: Context) -> list[Flag]:
                 f"Task {row['key']!r} failed with KilledWorker: every worker that ran "
                 f"it died. The last, {last}, died because {cause}."
             )
+            story = killed_task_story(ctx.run, str(row["key"]), when)
+            if story:
+                message += " " + story
             evidence = [_evidence(died[0], last, line)]
         else:
             message = (

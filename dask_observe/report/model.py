@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dask_observe import figures
 from dask_observe.units import text_or_none
 
 if TYPE_CHECKING:
@@ -63,6 +64,9 @@ class Failure:
     exception: str
     traceback: str
     logs: list[tuple[float, str, str, str]]  # time, level, worker, message
+    #: For a task that died with its worker: how long it ran, and how far its
+    #: worker's memory rose meanwhile (``figures.killed_task_story``).
+    story: str | None = None
 
 
 @dataclass
@@ -111,13 +115,31 @@ class ReportData:
 
 def task_table(run: Run, start: float) -> pd.DataFrame:
     tasks = run.tasks(epoch=True)
+    # A task that died with its worker has no start: the scheduler never heard
+    # it finish. Its worker said when it started, if it ran a second or more:
+    # then it is drawn from there to its failure, on that worker.
+    running = figures.long_tasks(run)
+    if running:
+        keys = tasks["key"].astype(str)
+        since = keys.map({key: t for key, (t, _) in running.items()})
+        unknown = tasks["start"].isna() & since.notna()
+        tasks.loc[unknown, "start"] = since[unknown]
+        tasks.loc[unknown, "stop"] = tasks.loc[unknown, "ended"]
+        tasks.loc[unknown, "worker"] = keys[unknown].map(
+            {key: w for key, (_, w) in running.items()}
+        )
+        ran = tasks.loc[unknown, "ended"] - since[unknown]
+        tasks.loc[unknown, "compute_s"] = tasks.loc[unknown, "duration_s"] = ran
     for column in ("start", "stop", "ended"):
         tasks[column] = tasks[column] - start
     tasks["duration_s"] = tasks["duration_s"].fillna(0.0)
     # A lane per worker thread, as in Dask's task stream; threads numbered from 0
     # within their worker (their ids are long and say nothing).
     worker = tasks["worker"].fillna("?")
-    thread = tasks["thread"].fillna(0).astype("int64")
+    # A task whose thread is not known (it died with its worker) goes in its
+    # worker's first lane, not a lane of its own.
+    first = tasks.groupby(worker)["thread"].transform("min")
+    thread = tasks["thread"].fillna(first).fillna(0).astype("int64")
     number = thread.groupby(worker).rank(method="dense").fillna(1).astype("int64") - 1
     tasks["lane"] = worker + " #" + number.astype(str)
     return tasks
@@ -193,6 +215,7 @@ def _failures(run: Run, tasks: pd.DataFrame, start: float) -> list[Failure]:
                 worker=worker,
                 time=ended - start,
                 exception=str(row["exception"] or "unknown error"),
+                story=figures.killed_task_story(run, str(row["key"]), ended),
                 traceback=str(row["traceback"] or ""),
                 logs=[
                     (float(t) - start, str(lv), text_or_none(w) or str(s), str(m))
@@ -247,7 +270,9 @@ def collect(run: Run) -> ReportData:
         memory=_memory_series(run, start),
         process={
             str(worker): group[["time", "rss"]].reset_index(drop=True)
-            for worker, group in fast_memory(run, start).groupby("worker", sort=True)
+            for worker, group in figures.fast_memory(run, start).groupby(
+                "worker", sort=True
+            )
         },
         workers_removed=_removed_workers(run),
         failures=_failures(run, tasks, start),
@@ -275,32 +300,6 @@ def time_split(run: Run) -> dict[str, float]:
     return {str(activity): float(value) for activity, value in totals.items()}
 
 
-def fast_memory(run: Run, start: float = 0.0) -> pd.DataFrame:
-    """Process memory beyond the heartbeats: each worker's own fast samples
-    (``memory_rss``) and the RSS its nanny measured when it restarted it for
-    memory (the ``worker-restart-memory`` event): time (seconds since
-    ``start``), worker, rss; by time."""
-    import pandas as pd
-
-    rss = run.metrics("memory_rss", epoch=True)
-    frames = [rss.rename(columns={"value": "rss"})[["time", "worker", "rss"]]]
-    restarts = run.events("worker-restart-memory", epoch=True)
-    if not restarts.empty:
-        frames.append(
-            pd.DataFrame(
-                {
-                    "time": restarts["time"],
-                    "worker": restarts["worker"],
-                    "rss": [float((d or {}).get("rss") or 0) for d in restarts["data"]],
-                }
-            )
-        )
-    found = pd.concat(frames, ignore_index=True).dropna(subset=["worker"])
-    found = found[found["rss"] > 0].sort_values("time", ignore_index=True)
-    found["time"] = found["time"] - start
-    return found
-
-
 def peak_memory(run: Run) -> float | None:
     """The most memory the workers held together: per second, each worker's
     highest reading (heartbeats, its own fast samples, its nanny's at a memory
@@ -316,7 +315,7 @@ def peak_memory(run: Run) -> float | None:
     readings = pd.concat(
         [
             process.rename(columns={"value": "rss"})[["time", "worker", "rss"]],
-            fast_memory(run),
+            figures.fast_memory(run),
         ],
         ignore_index=True,
     )

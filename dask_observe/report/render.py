@@ -312,7 +312,8 @@ def _failure(failure: Failure) -> str:
     return (
         f'<div class="dobs-failure"><p{_s("p")}><b>{escape(failure.key)}</b> on '
         f"{where}, at +{format_seconds(failure.time)}</p>"
-        f"<pre{_s('pre')}>{escape(failure.exception)}</pre>"
+        + (f"<p{_s('p')}>{escape(failure.story)}</p>" if failure.story else "")
+        + f"<pre{_s('pre')}>{escape(failure.exception)}</pre>"
         + (
             f"<details><summary>traceback</summary><pre{_s('pre')}>"
             f"{escape(failure.traceback)}</pre></details>"
