@@ -11,6 +11,10 @@ recorded, in an order rotated from round to round, and prints the ratio
 recorded/unrecorded per cluster; also the fixed cost of a recorded one-task
 block (start + end of a run) on each. The capture is shipped by value in both
 cases, so the two should read the same: this checks that.
+
+``--compare memory-interval`` instead runs two clusters from this environment,
+one recorded with the workers sampling their memory every 100 ms (the default),
+one every second: what the fast sampler costs.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+import dask.config
 from distributed import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -51,17 +56,26 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--tiny", type=int, default=20, help="one-task blocks")
+    parser.add_argument(
+        "--compare", choices=["installation", "memory-interval"], default="installation"
+    )
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp())
-    environments = {
-        "installed": Path(sys.executable).parent,
-        "not installed": cluster_env(),
-    }
+    here = Path(sys.executable).parent
+    # name -> (environment of the cluster, capture config it is recorded with)
+    environments: dict[str, tuple[Path, dict[str, str]]] = (
+        {"installed": (here, {}), "not installed": (cluster_env(), {})}
+        if args.compare == "installation"
+        else {
+            "memory 100ms": (here, {"observe.capture.memory-interval": "100ms"}),
+            "memory 1s": (here, {"observe.capture.memory-interval": "1s"}),
+        }
+    )
     with ExitStack() as stack:
         store = stack.enter_context(dask_observe.open_store(tmp / "bench.sqlite"))
         clients: dict[str, Client] = {}
-        for name, bin_dir in environments.items():
+        for name, (bin_dir, capture) in environments.items():
             cluster = ProcessCluster(bin_dir, tmp / name.replace(" ", "-"))
             cluster.workdir.mkdir()
             stack.callback(cluster.stop)
@@ -69,7 +83,12 @@ def main() -> None:
             cluster.add_workers(2, "2GiB")
             client = stack.enter_context(Client(cluster.address, timeout="30s"))
             client.wait_for_workers(2, timeout=60)
-            workload(client, 1000)  # warm up
+            # The plugins keep the settings of the recording that registered them.
+            with (
+                dask.config.set(capture),
+                dask_observe.record("warm up", client=client, store=store),
+            ):
+                workload(client, 1000)
             clients[name] = client
 
         ratios: dict[str, list[float]] = {name: [] for name in clients}
