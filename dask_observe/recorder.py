@@ -149,7 +149,7 @@ class Recorder:
         #: do. Then there is nothing to pull: runs keep what distributed itself
         #: holds (``dask_observe.fallback``) and are marked partial.
         self.partial: str | None = None
-        #: Whether the last pull failed (the scheduler may be gone).
+        #: Whether the last pull failed to reach the scheduler (it may be gone).
         self.failing = False
 
     # -- shared use --------------------------------------------------------------
@@ -217,7 +217,9 @@ class Recorder:
                     self.store.touch_cluster(self.cluster)
                     touched = time.monotonic()
             except Exception as e:  # a closed client or a lost scheduler
-                self.failing = True
+                # Only a connection that failed says the scheduler may be gone
+                # (a busy store, say, is not that).
+                self.failing = isinstance(e, OSError | TimeoutError)
                 if self.client.status in ("closing", "closed"):
                     return
                 if not paused:  # once, not every interval while it lasts

@@ -5,11 +5,30 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import nbformat
 import pytest
 from lab_server import CHROMIUM, CHROMIUM_ARGS, Lab, running_lab
 from playwright.sync_api import Browser, Page, sync_playwright
 
 ARTIFACTS = Path(__file__).with_name("artifacts")
+
+
+def recording_notebook(scheduler: str, cell: str) -> nbformat.NotebookNode:
+    """A notebook that loads dask_observe, connects to ``scheduler`` and then
+    runs ``cell`` (a ``%%dask_record`` cell, say)."""
+    nb: nbformat.NotebookNode = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3", "display_name": "Python 3", "language": "python",
+    }  # fmt: skip
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "%load_ext dask_observe\n"
+            "from distributed import Client\n"
+            f"client = Client({scheduler!r})"
+        ),
+        nbformat.v4.new_code_cell(cell),
+    ]
+    return nb
 
 
 @pytest.fixture(autouse=True)

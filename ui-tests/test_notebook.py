@@ -13,32 +13,20 @@ from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import dask_observe
-from conftest import ARTIFACTS
+from conftest import ARTIFACTS, recording_notebook
 
 
 def write_notebook(folder: Path, scheduler: str) -> Path:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [
-        nbformat.v4.new_code_cell(
-            "%load_ext dask_observe\n"
-            "from distributed import Client\n"
-            f"client = Client({scheduler!r})"
-        ),
-        nbformat.v4.new_code_cell(
-            "%%dask_record browser\n"
-            "import time, dask\n"
-            "@dask.delayed\n"
-            "def nap(i):\n"
-            "    time.sleep(0.3)\n"
-            "    return i\n"
-            "sum(dask.compute(*[nap(i) for i in range(30)]))"
-        ),
-    ]
+    nb = recording_notebook(
+        scheduler,
+        "%%dask_record browser\n"
+        "import time, dask\n"
+        "@dask.delayed\n"
+        "def nap(i):\n"
+        "    time.sleep(0.3)\n"
+        "    return i\n"
+        "sum(dask.compute(*[nap(i) for i in range(30)]))",
+    )
     path = folder / "record.ipynb"
     nbformat.write(nb, path)
     return path

@@ -16,32 +16,22 @@ from lab_server import Lab, running_lab
 from nbclient import NotebookClient
 from playwright.sync_api import Page, expect
 
-from conftest import ARTIFACTS
+from conftest import ARTIFACTS, recording_notebook
 
 N_TASKS = 200
 
 
 def executed_notebook(folder: Path, scheduler: str) -> Path:
     """A notebook whose %%dask_record cell ran N_TASKS tasks, saved unsigned."""
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3", "display_name": "Python 3", "language": "python",
-    }  # fmt: skip
-    nb.cells = [
-        nbformat.v4.new_code_cell(
-            "%load_ext dask_observe\n"
-            "from distributed import Client\n"
-            f"client = Client({scheduler!r})"
-        ),
-        nbformat.v4.new_code_cell(
-            "%%dask_record shared\n"
-            "import time\n"
-            "def work(i):\n"
-            "    time.sleep(0.005)\n"
-            "    return i\n"
-            f"sum(client.gather(client.map(work, range({N_TASKS}))))"
-        ),
-    ]
+    nb = recording_notebook(
+        scheduler,
+        "%%dask_record shared\n"
+        "import time\n"
+        "def work(i):\n"
+        "    time.sleep(0.005)\n"
+        "    return i\n"
+        f"sum(client.gather(client.map(work, range({N_TASKS}))))",
+    )
     # The kernel inherits the test's environment, DASK_OBSERVE__STORE included.
     NotebookClient(
         nb, kernel_name="python3", timeout=180,
