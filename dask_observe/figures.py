@@ -3,7 +3,7 @@ and the flags): memory beyond the heartbeats, and what a killed task did."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dask_observe.units import format_bytes, format_seconds
 
@@ -74,3 +74,84 @@ def killed_task_story(
             f"{format_bytes(float(during['rss'].max()))}"
         )
     return story + "."
+
+
+# -- profiles ---------------------------------------------------------------------
+
+#: Profile nodes with fewer samples than this share of the whole are dropped.
+PROFILE_PRUNE = 0.005
+
+PROFILE_COLUMNS = ("prefix", "function", "filename", "lineno", "self_s", "total_s")
+
+
+def prune_profile(tree: dict[str, Any], interval: float) -> dict[str, Any]:
+    """distributed's profile tree as a report needs it: per node its name,
+    filename, line, ``count`` (samples with it on the stack) and children as
+    a list; nodes under PROFILE_PRUNE of the samples dropped; ``interval``
+    (seconds a sample) kept with it.
+
+    A worker's profile never counts the innermost Python frame itself (its
+    ``trigger_profile`` processes frames as if a low-level frame followed):
+    its samples sit in its caller's count. Where the caller has a single
+    callee, they are given back to it (a task function that loops in Python
+    is named, not dask's ``__call__`` above it); with several callees they
+    cannot be told apart and stay with the caller.
+    """
+    least = max(1, int(tree.get("count", 0) * PROFILE_PRUNE))
+
+    def node(state: dict[str, Any], innermost: int) -> dict[str, Any]:
+        description = state.get("description") or {}
+        children = list((state.get("children") or {}).values())
+        surplus = int(state.get("count", 0)) - sum(int(c["count"]) for c in children)
+        handed = surplus if len(children) == 1 else 0
+        kept = [node(child, handed) for child in children]
+        return {
+            "name": str(description.get("name", "")),
+            "filename": str(description.get("filename", "")),
+            "line": int(description.get("line_number") or 0),
+            "count": int(state.get("count", 0)) + innermost,
+            "children": [child for child in kept if child["count"] >= least],
+        }
+
+    return {"interval": interval, "root": node(tree, 0)}
+
+
+Function = tuple[str, str, int]  # name, filename, line
+Counts = dict[Function, int]
+
+
+def _function_counts(root: dict[str, Any]) -> tuple[Counts, Counts]:
+    """Samples in each function itself, and in it or below it (once per stack
+    however deep it recurses)."""
+    own: Counts = {}
+    total: Counts = {}
+    stack = [(child, frozenset[Function]()) for child in root["children"]]
+    while stack:
+        node, above = stack.pop()
+        key = (node["name"], node["filename"], node["line"])
+        children = node["children"]
+        own[key] = own.get(key, 0) + node["count"] - sum(c["count"] for c in children)
+        if key not in above:
+            total[key] = total.get(key, 0) + node["count"]
+        stack += [(child, above | {key}) for child in children]
+    return own, total
+
+
+def profile_table(trees: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """One row a function (name, file, line) of each profile (prefix "" for
+    the whole run): seconds sampled in it (self_s) and in it or what it called
+    (total_s); most total time first."""
+    import pandas as pd
+
+    rows = []
+    for prefix, profile in trees.items():
+        interval = float(profile.get("interval") or 0.01)
+        own, total = _function_counts(profile["root"])
+        rows += [
+            (prefix, *key, own[key] * interval, n * interval)
+            for key, n in total.items()
+        ]
+    table = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))
+    return table.sort_values(
+        ["prefix", "total_s"], ascending=[True, False], ignore_index=True
+    )

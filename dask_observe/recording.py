@@ -36,6 +36,9 @@ def _hide_span_annotation_warning() -> None:
     )
 
 
+#: Compute seconds a run needs for its profile to be read (10 ms samples).
+PROFILE_S = 0.5
+
 NO_CLIENT_HELP = (
     "No Dask client found. Create one first, e.g. "
     "`from distributed import Client; client = Client()` for a local cluster, "
@@ -206,14 +209,59 @@ class Recording:
             self._recorder.settle()
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's last records: %s", e)
+        fine: list[tuple[str, str, str, str, float]] = []
         try:  # after the flush: its heartbeats brought the last of them
-            self.store.set_fine_metrics(self.run.id, self._fine_rows())
+            fine = self._fine_rows()
+            self.store.set_fine_metrics(self.run.id, fine)
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's fine metrics: %s", e)
+        try:
+            self.store.set_profiles(self.run.id, self._profiles(fine))
+        except Exception as e:
+            logger.warning("dask-observe: cannot read the run's profile: %s", e)
         self._recorder.release()
         if self._span_id is None:  # whole cluster: count what was stored
             counts = self._stored_counts()
         return self._end(status, counts, ended)
+
+    def _profiles(self, fine: list[tuple[str, str, str, str, float]]) -> dict[str, Any]:
+        """distributed's statistical profile of the run's time window, the whole
+        cluster's (prefix ""). A run with less compute than PROFILE_S has too
+        few samples to say anything, and pays nothing for it.
+
+        A worker returns nothing at all when no profile cycle (1 s) ended after
+        ``start``, whatever it sampled since (distributed 2026.8): a run that
+        short is asked from one cycle before its start (idle threads are not
+        sampled, so that adds only what else ran just before). Not per prefix:
+        with a ``key``, a worker adds that prefix's profile over its whole
+        life, earlier runs included.
+        """
+        import dask.config
+        from dask.utils import parse_timedelta
+
+        from dask_observe.figures import prune_profile
+
+        assert self.run is not None
+        compute = sum(
+            value
+            for context, _, activity, unit, value in fine
+            if context == "execute"
+            and unit == "seconds"
+            and activity != "idle or other spans"
+        )
+        if compute < PROFILE_S:
+            return {}
+
+        def seconds(name: str) -> float:
+            value = dask.config.get(f"distributed.worker.profile.{name}")
+            return float(parse_timedelta(value, default="ms"))
+
+        scheduler: Any = self.client.scheduler
+        tree = self.client.sync(scheduler.profile, start=self.run.started)
+        if not tree.get("count"):  # no profile cycle ended since the start
+            start = self.run.started - seconds("cycle")
+            tree = self.client.sync(scheduler.profile, start=start)
+        return {"": prune_profile(tree, seconds("interval"))}
 
     def _stored_counts(self) -> dict[str, int]:
         """The run's tasks as stored, by ``memory`` / ``erred``."""

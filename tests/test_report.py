@@ -206,3 +206,30 @@ def test_the_report_in_a_notebook_survives_jupyterlabs_sanitizer_whole(
     assert "42 tasks, 1 failed in" in plain and "peak memory" in plain
     assert "flag task-errors (" in plain
     assert not re.search(r"slow-[0-9a-f]{32}", plain)
+
+
+def crunch(n: int) -> int:
+    """Pure Python arithmetic: the innermost frame a profiler samples."""
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
+
+
+def test_the_profile_names_the_cpu_bound_task_function(
+    client: Client, store_path: Path
+) -> None:
+    with dask_observe.record("crunching", client=client) as run:
+        client.gather(client.map(crunch, [15_000_000] * 4, pure=False))
+    profile = run.profile()
+    assert list(profile.columns) == [
+        "prefix", "function", "filename", "lineno", "self_s", "total_s",
+    ]  # fmt: skip
+    assert (profile["self_s"] <= profile["total_s"] + 1e-9).all()
+    ours = profile[profile["function"] == "crunch"]
+    assert len(ours) == 1 and ours["filename"].iloc[0].endswith("test_report.py")
+    # Most of the sampled time is in it (not in dask's task machinery above it).
+    assert ours["self_s"].iloc[0] >= 0.5 * profile["self_s"].sum()
+    shown = run.report().inline_html
+    assert "<h4" in shown and "Profile (" in shown
+    assert re.search(r"<code>crunch</code></td><td[^>]*>[^<]*test_report\.py:", shown)

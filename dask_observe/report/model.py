@@ -97,6 +97,9 @@ class ReportData:
     #: ``memory-interval``) and as its nanny measured it when it restarted the
     #: worker for memory: time (seconds since start), rss.
     process: dict[str, pd.DataFrame]
+    #: distributed's statistical profile of the run, a row a function (see
+    #: ``Run.profile``); empty for runs too short to be profiled.
+    profile: pd.DataFrame
     #: Workers that left during the run, with the reason the scheduler gave.
     workers_removed: dict[str, str]
     failures: list[Failure]
@@ -274,6 +277,7 @@ def collect(run: Run) -> ReportData:
                 "worker", sort=True
             )
         },
+        profile=run.profile(),
         workers_removed=_removed_workers(run),
         failures=_failures(run, tasks, start),
         flags=flag_list(run),

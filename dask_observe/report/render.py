@@ -88,6 +88,7 @@ class Limits:
         self.memory_charts = 10_000 if full else 8
         self.log_lines = 5_000 if full else 20
         self.legend = 40 if full else 12
+        self.functions = 40 if full else 10
 
 
 def _card(label: str, value: str, figure: str, raw: Any, bad: bool = False) -> str:
@@ -268,6 +269,36 @@ def _memory(data: ReportData, limits: Limits) -> str:
     )
 
 
+def _profile(data: ReportData, limits: Limits) -> str:
+    """The functions the task threads spent the most time in (self time)."""
+    table = data.profile[data.profile["prefix"] == ""]
+    if table.empty:
+        return ""
+    sampled = float(table["self_s"].sum())
+    top = table.sort_values("self_s", ascending=False).head(limits.functions)
+    rows = [
+        [
+            f"<code>{escape(str(r['function']))}</code>",
+            f"{escape(_short_path(str(r['filename'])))}:{int(r['lineno'])}",
+            format_seconds(r["self_s"]),
+            f"{r['self_s'] / sampled:.0%}" if sampled else "",
+            format_seconds(r["total_s"]),
+        ]
+        for r in top.to_dict("records")
+    ]
+    return f"<h4{_s('h4')}>Profile ({format_seconds(sampled)} sampled)</h4>" + _table(
+        ["function", "where", "self", "share", "with callees"], rows
+    )
+
+
+def _short_path(filename: str) -> str:
+    """``.../site-packages/dask/array/core.py`` -> ``dask/array/core.py``."""
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in filename:
+            return filename.rsplit(marker, 1)[1]
+    return filename
+
+
 def _prefixes(data: ReportData, limits: Limits) -> str:
     table = data.prefixes
     if table.empty:
@@ -417,6 +448,7 @@ def render(data: ReportData, *, full: bool = False) -> str:
         + _task_stream(data, limits)
         + _time_split(data, limits)
         + _memory(data, limits)
+        + _profile(data, limits)
         + _prefixes(data, limits)
         + _failures(data)
         + _alerts(data, limits)

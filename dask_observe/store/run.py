@@ -223,6 +223,15 @@ class Run:
         frame["data"] = [json.loads(d) for d in frame["data"]]
         return _to_datetimes(frame, "time", epoch=epoch)
 
+    def profile(self) -> pd.DataFrame:
+        """Where the run's task threads spent their time, by function, from
+        distributed's statistical profile of the run's time window (read when
+        it ends; a run with under half a second of compute has none): prefix
+        ("" for the whole run), function, filename, lineno, self_s, total_s."""
+        from dask_observe.figures import profile_table
+
+        return profile_table(self.store.profiles(self.id))
+
     def fine_metrics(self) -> pd.DataFrame:
         """Where the run's task time went, as distributed's workers measured it
         (its "fine performance metrics"): context, prefix, activity, unit, value.

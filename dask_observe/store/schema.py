@@ -132,6 +132,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN partial TEXT;
     """,
+    # 5 -> 6: distributed's statistical profile of a run's time window, read
+    # when it ends, as a JSON tree (pruned) with the sampling interval; prefix
+    # "" for the whole cluster (room for per-prefix profiles).
+    """
+    CREATE TABLE profiles (
+        run_id    INTEGER NOT NULL REFERENCES runs (id),
+        prefix    TEXT    NOT NULL,
+        tree      TEXT    NOT NULL,
+        PRIMARY KEY (run_id, prefix)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

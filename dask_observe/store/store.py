@@ -239,6 +239,23 @@ class Store:
                 [(run_id, *row) for row in rows],
             )
 
+    def set_profiles(self, run_id: int, trees: dict[str, Any]) -> None:
+        """A run's profile trees by prefix ("" for the whole run), as JSON."""
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM profiles WHERE run_id = ?", (run_id,))
+            conn.executemany(
+                "INSERT INTO profiles (run_id, prefix, tree) VALUES (?, ?, ?)",
+                [(run_id, p, json.dumps(tree)) for p, tree in trees.items()],
+            )
+
+    def profiles(self, run_id: int) -> dict[str, Any]:
+        """A run's profile trees by prefix (see :meth:`set_profiles`)."""
+        rows = self._query(
+            "SELECT prefix, tree FROM profiles WHERE run_id = ? ORDER BY prefix",
+            (run_id,),
+        )
+        return {row["prefix"]: json.loads(row["tree"]) for row in rows}
+
     # -- clusters ----------------------------------------------------------------
     def register_cluster(self, address: str, dashboard: str | None) -> str:
         """Record that a recorder watches the scheduler at ``address`` (whose
