@@ -31,8 +31,6 @@ _OWN = ("Run out-of-band function 'capture_on_scheduler'",)
 #: The scheduler's "all" topic names what happened to workers as actions.
 _WORKER_ACTIONS = {"add-worker": "worker-added", "remove-worker": "worker-removed"}
 
-_PHASES = ("compute", "transfer", "disk-read", "disk-write", "deserialize")
-
 
 def begin(client: Client) -> None:
     """Have the scheduler keep its task stream from now on (it starts
@@ -53,20 +51,16 @@ def _log(source: str, worker: str | None, entry: Any) -> tuple[Any, ...] | None:
 def _task(entry: dict[str, Any], span_id: str | None) -> tuple[Any, ...]:
     from dask.utils import key_split
 
-    phases = dict.fromkeys(_PHASES, 0.0)
-    begin = end = None
-    for ss in entry.get("startstops", ()):
-        if ss.get("action") in phases:
-            phases[ss["action"]] += ss["stop"] - ss["start"]
-        if ss.get("action") == "compute":
-            begin, end = ss["start"], ss["stop"]
+    from dask_observe.capture.scheduler import phase_seconds
+
+    phases, begin, end = phase_seconds(entry.get("startstops", ()))
     status = "memory" if entry.get("status") == "OK" else "erred"
     exception = entry.get("exception_text") if status == "erred" else None
     key = entry.get("key")
     return (
         "task", end or time.time(), str(key), key_split(key), span_id or "",
         entry.get("worker"), entry.get("thread"), begin, end, status,
-        entry.get("nbytes"), *phases.values(), exception,
+        entry.get("nbytes"), *phases, exception,
         entry.get("traceback_text") if status == "erred" else None,
     )  # fmt: skip
 

@@ -158,10 +158,14 @@ class Recording:
                 self.store.set_partial(run_id, self._recorder.partial)
                 self._begin_partial()
             else:
-                # After the run's row: the metrics sample that watching takes
-                # must land in the run's slice of the store.
+                # After the run's row: the run starts with a metrics sample in
+                # its slice of the store (watching a span takes one), so even a
+                # worker dead within the first sampling interval has its
+                # memory limit recorded.
                 if self._span_id is not None:
                     self.scheduler_call("dask_observe_watch", span_id=self._span_id)
+                else:
+                    self.scheduler_call("dask_observe_sample")
                 self._fine_before = self._fine_baseline()
         except BaseException:
             self._span.__exit__(None, None, None)

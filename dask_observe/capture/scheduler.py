@@ -13,7 +13,7 @@ import pickle
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -48,6 +48,22 @@ _ANY_HOST = frozenset({"", "0.0.0.0", "::"})
 
 #: startstops actions, summed per task.
 _PHASES = ("compute", "transfer", "disk-read", "disk-write", "deserialize")
+
+
+def phase_seconds(
+    startstops: Iterable[dict[str, Any]],
+) -> tuple[list[float], float | None, float | None]:
+    """A task's seconds in each of _PHASES, and its compute's start and stop,
+    from distributed's ``startstops``."""
+    phases = dict.fromkeys(_PHASES, 0.0)
+    begin = end = None
+    for ss in startstops:
+        action = ss["action"]
+        if action in phases:
+            phases[action] += ss["stop"] - ss["start"]
+        if action == "compute":
+            begin, end = ss["start"], ss["stop"]
+    return list(phases.values()), begin, end
 
 
 def _scheduler_exception(kwargs: dict[str, Any]) -> str | None:
@@ -142,6 +158,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         scheduler.handlers["dask_observe_progress"] = self.progress
         scheduler.handlers["dask_observe_fine_metrics"] = self.fine_metrics
         scheduler.handlers["dask_observe_hello"] = self.hello
+        scheduler.handlers["dask_observe_sample"] = self.sample
         #: When a recorder last called (monotonic): a closing scheduler waits
         #: for a recorder that is reading, not for one that left.
         self._reader_seen_at = -float("inf")
@@ -185,14 +202,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
                 counter = self._watched.get(span_id)
                 if counter is not None:
                     counter[ts.prefix.name, finish] += 1
-        phases = dict.fromkeys(_PHASES, 0.0)
-        begin = end = None
-        for ss in kwargs.get("startstops", ()):
-            action = ss["action"]
-            if action in phases:
-                phases[action] += ss["stop"] - ss["start"]
-            if action == "compute":
-                begin, end = ss["start"], ss["stop"]
+        phases, begin, end = phase_seconds(kwargs.get("startstops", ()))
         exception = kwargs.get("exception_text")
         if exception is None and finish == "erred":  # KilledWorker: see below
             exception = _scheduler_exception(kwargs)
@@ -209,7 +219,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
                 end,
                 finish,
                 kwargs.get("nbytes"),
-                *phases.values(),
+                *phases,
                 exception,
                 kwargs.get("traceback_text"),
             )

@@ -16,7 +16,8 @@ item names the kind:
 - ``("metrics", time, worker or None, {name: value})``
 - ``("event", time, kind, worker or None, data)``
 
-``dask_observe_hello`` returns ``{"wire", "package", "dashboard"}``. Workers and
+``dask_observe_hello`` returns ``{"wire", "package", "dashboard"}``;
+``dask_observe_sample`` takes a metrics sample now. Workers and
 nannies call ``dask_observe_push(source, records, dropped, samples, events)``:
 log records ``(time, level, logger, message, worker)``, memory samples
 ``(time, worker, rss)`` and events ``(time, kind, worker, data)``; they come from

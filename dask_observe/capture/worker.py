@@ -22,6 +22,31 @@ logger = logging.getLogger(__name__)
 LONG_TASK_S = 1.0
 
 
+class LongTasks:
+    """The tasks executing on the worker and since when (from the transition
+    hook). One running a second or more is told once ("task-running", with its
+    start): if it kills its worker, the store knows what ran and since when,
+    which the scheduler never learns."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, float] = {}
+        self.reported: set[str] = set()
+
+    def started(self, key: str) -> None:
+        self.running[key] = time.time()
+
+    def ended(self, key: str) -> None:
+        self.running.pop(key, None)
+        self.reported.discard(key)
+
+    def report(self, now: float, worker: str, shipper: LogShipper) -> None:
+        for key, since in list(self.running.items()):
+            if now - since >= LONG_TASK_S and key not in self.reported:
+                self.reported.add(key)
+                data = {"key": key, "since": since}
+                shipper.events.append((now, "task-running", worker, data))
+
+
 class MemorySampler:
     """The worker's process memory (RSS), read on its event loop every
     ``memory-interval``: the heartbeat's once a second misses the climb that
@@ -40,25 +65,8 @@ class MemorySampler:
         self.process = psutil.Process()
         self.kept_at = -float("inf")
         self.kept = 0
-        #: Tasks executing now, with when they started (the transition hook's).
-        self.running: dict[str, float] = {}
-        self.reported: set[str] = set()
 
-    def report_long_tasks(self, now: float) -> None:
-        """A task running for a second or more is told once ("task-running",
-        with when it started): if it kills its worker, the store knows what
-        ran and since when, which the scheduler never learns."""
-        for key, since in list(self.running.items()):
-            if now - since >= LONG_TASK_S and key not in self.reported:
-                self.reported.add(key)
-                data = {"key": key, "since": since}
-                self.shipper.events.append(
-                    (now, "task-running", self.worker.address, data)
-                )
-
-    def sample(self) -> None:
-        now = time.time()
-        self.report_long_tasks(now)
+    def sample(self, now: float) -> None:
         try:
             rss = self.process.memory_info().rss
         except Exception:  # the process is going away
@@ -85,6 +93,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._worker: Worker | None = None
         self._sampler: PeriodicCallback | None = None
         self._memory: MemorySampler | None = None
+        self.long_tasks = LongTasks()
 
     def setup(self, worker: Worker) -> None:
         self._worker = worker
@@ -97,10 +106,15 @@ class ObserveWorkerPlugin(WorkerPlugin):
             backlog=getattr(getattr(worker, "_deque_handler", None), "deque", ()),
         )
         self._memory = MemorySampler(worker, self.shipper)
-        self._sampler = PeriodicCallback(
-            self._memory.sample, self.settings.memory_interval_ms
-        )
+        self._sampler = PeriodicCallback(self._tick, self.settings.memory_interval_ms)
         self._sampler.start()
+
+    def _tick(self) -> None:
+        """Every ``memory-interval``: the worker's memory, and its long tasks."""
+        assert self._memory is not None and self.shipper is not None
+        now = time.time()
+        self.long_tasks.report(now, self._memory.worker.address, self.shipper)
+        self._memory.sample(now)
 
     async def flush(self, heartbeat: bool = False) -> None:
         """Ship the buffered records now; with ``heartbeat``, then send one: it
@@ -118,15 +132,10 @@ class ObserveWorkerPlugin(WorkerPlugin):
 
     def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
         # The worker's hot path: a dict write or pop, nothing else.
-        memory = self._memory
-        if memory is None:
-            return
         if finish == "executing":
-            memory.running[str(key)] = time.time()
+            self.long_tasks.started(str(key))
         elif start == "executing":
-            name = str(key)
-            memory.running.pop(name, None)
-            memory.reported.discard(name)
+            self.long_tasks.ended(str(key))
 
     async def teardown(self, worker: Worker) -> None:
         if self._sampler is not None:
