@@ -5,7 +5,10 @@ and what the live widget would send at 100,000 tasks.
 
 Each workload runs once, recorded by dask-observe and under
 ``distributed.performance_report`` at the same time (so both see the same tasks):
-``--prefixes`` task prefixes of equal size, each task trivial. While the largest
+``--prefixes`` task prefixes of equal size, each task trivial and fed by the
+one before it on the other worker (so that every task's input is transferred),
+and four CPU-bound tasks (a second of pure Python each): every section of the
+report has something to show, the profile and the transfers included. While the largest
 run records, a live-progress poller runs as under a ``%%dask_record`` cell, with
 a view that counts the widget messages (one per changed part) and their bytes.
 """
@@ -51,10 +54,28 @@ class CountingView:
         pass
 
 
+def crunch(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
+
+
 def workload(client: Client, n: int, prefixes: int) -> None:
     per = max(n // prefixes, 1)
-    keys = [f"step{p}-{i}" for p in range(prefixes) for i in range(per)]
-    client.gather(client.map(inc, range(len(keys)), key=keys))
+    workers = list(client.scheduler_info()["workers"])
+    futures = client.map(
+        inc, range(per), key=[f"step0-{i}" for i in range(per)], workers=workers[:1]
+    )
+    for p in range(1, prefixes):
+        futures = client.map(
+            inc,
+            futures,
+            key=[f"step{p}-{i}" for i in range(per)],
+            workers=[workers[p % len(workers)]],
+        )
+    cpu = client.map(crunch, [8_000_000] * 4, pure=False)
+    client.gather(futures + cpu)
 
 
 def main() -> None:
@@ -88,6 +109,10 @@ def main() -> None:
             inline = report.inline_html
             full = report.html
             rendered = time.perf_counter() - began
+            # Both new sections have something to show, or the sizes say nothing.
+            moved = int(run.transfers()["count"].sum())
+            functions = len(run.profile())
+            assert moved and functions and "Transfers between" in inline
             rows.append(
                 (
                     run.summary()["n_tasks"],
@@ -97,6 +122,8 @@ def main() -> None:
                     theirs.stat().st_size,
                     view.messages / elapsed,
                     view.payload / elapsed,
+                    moved,
+                    functions,
                 )
             )
             print(
@@ -104,18 +131,18 @@ def main() -> None:
                 f"full {rows[-1][2] / 1024:.0f} KiB, rendered in {rendered:.2f} s; "
                 f"performance_report {rows[-1][4] / 2**20:.2f} MiB; widget "
                 f"{rows[-1][5]:.1f} msg/s, {rows[-1][6] / 1024:.1f} KiB/s "
-                f"over {elapsed:.1f} s",
+                f"over {elapsed:.1f} s; {moved:,} transfers, {functions} profile rows",
                 flush=True,
             )
     print()
     print("| tasks | inline report | full report | render time | performance_report "
-          "| widget msg/s | widget payload/s |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for n, inline_b, full_b, t, theirs_b, rate, payload in rows:
+          "| widget msg/s | widget payload/s | transfers | profile rows |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n, inline_b, full_b, t, theirs_b, rate, payload, moved, functions in rows:
         print(
             f"| {n:,} | {inline_b / 1024:.0f} KiB | {full_b / 1024:.0f} KiB "
             f"| {t:.2f} s | {theirs_b / 2**20:.2f} MiB | {rate:.1f} "
-            f"| {payload / 1024:.1f} KiB |"
+            f"| {payload / 1024:.1f} KiB | {moved:,} | {functions} |"
         )
 
 

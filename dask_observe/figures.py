@@ -116,6 +116,28 @@ def prune_profile(tree: dict[str, Any], interval: float) -> dict[str, Any]:
     return {"interval": interval, "root": node(tree, 0)}
 
 
+def merge_profiles(trees: list[dict[str, Any]], interval: float) -> dict[str, Any]:
+    """Pruned profile trees (``prune_profile``) summed into one: nodes of the
+    same function at the same place in the stack add their counts."""
+
+    def merge(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+        groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        for node in nodes:
+            for child in node["children"]:
+                key = (child["name"], child["filename"], child["line"])
+                groups.setdefault(key, []).append(child)
+        first = nodes[0]
+        return {
+            "name": first["name"],
+            "filename": first["filename"],
+            "line": first["line"],
+            "count": sum(n["count"] for n in nodes),
+            "children": [merge(group) for group in groups.values()],
+        }
+
+    return {"interval": interval, "root": merge([t["root"] for t in trees])}
+
+
 Function = tuple[str, str, int]  # name, filename, line
 Counts = dict[Function, int]
 
@@ -155,3 +177,16 @@ def profile_table(trees: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return table.sort_values(
         ["prefix", "total_s"], ascending=[True, False], ignore_index=True
     )
+
+
+def transfer_summary(transfers: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """``Run.transfers()`` summed by ``by`` (e.g. ``["peer", "worker"]`` for
+    each pair of workers, ``["type"]``): bytes, seconds, count, keys and
+    bandwidth (bytes over the seconds spent transferring); most bytes first."""
+    sums = (
+        transfers.groupby(by, sort=False)[["bytes", "seconds", "count", "keys"]]
+        .sum()
+        .reset_index()
+    )
+    sums["bandwidth"] = sums["bytes"] / sums["seconds"].clip(lower=1e-3)
+    return sums.sort_values("bytes", ascending=False, ignore_index=True)

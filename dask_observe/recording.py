@@ -38,6 +38,8 @@ def _hide_span_annotation_warning() -> None:
 
 #: Compute seconds a run needs for its profile to be read (10 ms samples).
 PROFILE_S = 0.5
+#: Task prefixes (those with the most compute) whose own profiles are read.
+PROFILE_PREFIXES = 10
 
 NO_CLIENT_HELP = (
     "No Dask client found. Create one first, e.g. "
@@ -229,43 +231,50 @@ class Recording:
         return self._end(status, counts, ended)
 
     def _profiles(self, fine: list[tuple[str, str, str, str, float]]) -> dict[str, Any]:
-        """distributed's statistical profile of the run's time window, the whole
-        cluster's (prefix ""). A run with less compute than PROFILE_S has too
-        few samples to say anything, and pays nothing for it.
+        """distributed's statistical profile of the run's time window: the whole
+        cluster's (prefix "") and each task prefix's (the PROFILE_PREFIXES with
+        the most compute). A run with less compute than PROFILE_S has too few
+        samples to say anything, and pays nothing for it.
 
-        A worker returns nothing at all when no profile cycle (1 s) ended after
-        ``start``, whatever it sampled since (distributed 2026.8): a run that
-        short is asked from one cycle before its start (idle threads are not
-        sampled, so that adds only what else ran just before). Not per prefix:
-        with a ``key``, a worker adds that prefix's profile over its whole
-        life, earlier runs included.
+        The window starts at the first profile cycle (1 s) that ended after the
+        run's start: up to a second before it (idle threads are not sampled,
+        so that adds only what else ran just before).
         """
         import dask.config
         from dask.utils import parse_timedelta
 
-        from dask_observe.figures import prune_profile
+        from dask_observe import shipping
+        from dask_observe.figures import merge_profiles, prune_profile
 
         assert self.run is not None
-        compute = sum(
-            value
-            for context, _, activity, unit, value in fine
-            if context == "execute"
-            and unit == "seconds"
-            and activity != "idle or other spans"
-        )
-        if compute < PROFILE_S:
+        compute: dict[str, float] = {}
+        for context, prefix, activity, unit, value in fine:
+            busy = activity != "idle or other spans"
+            if context == "execute" and unit == "seconds" and prefix and busy:
+                compute[prefix] = compute.get(prefix, 0.0) + value
+        if sum(compute.values()) < PROFILE_S:
             return {}
-
-        def seconds(name: str) -> float:
-            value = dask.config.get(f"distributed.worker.profile.{name}")
-            return float(parse_timedelta(value, default="ms"))
-
-        scheduler: Any = self.client.scheduler
-        tree = self.client.sync(scheduler.profile, start=self.run.started)
-        if not tree.get("count"):  # no profile cycle ended since the start
-            start = self.run.started - seconds("cycle")
-            tree = self.client.sync(scheduler.profile, start=start)
-        return {"": prune_profile(tree, seconds("interval"))}
+        prefixes = sorted(compute, key=lambda p: -compute[p])[:PROFILE_PREFIXES]
+        trees = shipping.profiles(self.client, self.run.started, prefixes)
+        interval = float(
+            parse_timedelta(
+                dask.config.get("distributed.worker.profile.interval"), default="ms"
+            )
+        )
+        whole = prune_profile(trees.pop(""), interval)
+        by_prefix = {
+            p: pruned
+            for p, tree in trees.items()
+            if (pruned := prune_profile(tree, interval))["root"]["count"]
+        }
+        # A prefix's tree tells which function its task threads were in even
+        # at the innermost frame, which the whole tree cannot where one caller
+        # (dask's ``__call__``) runs several task functions: when the prefixes
+        # hold (nearly) all of the samples, the whole run is their sum.
+        counted = sum(t["root"]["count"] for t in by_prefix.values())
+        if by_prefix and counted >= 0.9 * whole["root"]["count"]:
+            whole = merge_profiles(list(by_prefix.values()), interval)
+        return {"": whole, **by_prefix}
 
     def _stored_counts(self) -> dict[str, int]:
         """The run's tasks as stored, by ``memory`` / ``erred``."""

@@ -163,6 +163,30 @@ async def flush_shipped(name: str, dask_worker: Any, heartbeat: bool = False) ->
         await flush(heartbeat=heartbeat)
 
 
+def profiles_since(
+    start: float, prefixes: list[str], dask_worker: Any
+) -> dict[str, Any]:
+    """Run on a worker (``Client.run``): its statistical profile since
+    ``start``, the whole (key "") and of each task prefix, each the finished
+    profile cycles since then and the current one. (The worker's own
+    ``get_profile`` answers nothing for a key sampled only in the current
+    cycle: a prefix that ran in the last second of a run lost its samples.)"""
+    from distributed import profile
+
+    def merged(history: list[tuple[float, Any]], current: Any) -> Any:
+        parts = [tree for t, tree in history if t >= start]
+        return profile.merge(*parts, current)
+
+    trees = {"": merged(list(dask_worker.profile_history), dask_worker.profile_recent)}
+    keyed = list(dask_worker.profile_keys_history)
+    for prefix in prefixes:
+        trees[prefix] = merged(
+            [(t, d[prefix]) for t, d in keyed if prefix in d],
+            dask_worker.profile_keys.get(prefix) or profile.create(),
+        )
+    return trees
+
+
 def capture_on_scheduler(dask_scheduler: Any) -> dict[str, Any] | None:
     """Run on the scheduler (``Client.run_on_scheduler``): the capture plugin's
     ``hello`` (which version runs, where the dashboard listens), ``{"wire": 0}``
@@ -253,6 +277,20 @@ def hello(client: Client) -> dict[str, Any] | None:
     _pickle_this_module_by_value()
     found: dict[str, Any] | None = client.run_on_scheduler(capture_on_scheduler)
     return found
+
+
+def profiles(client: Client, start: float, prefixes: list[str]) -> dict[str, Any]:
+    """The cluster's profile since ``start`` (see :func:`profiles_since`), each
+    tree merged over the workers."""
+    from distributed import profile
+
+    _pickle_this_module_by_value()
+    found = client.run(profiles_since, start, prefixes, on_error="return")
+    per_worker = [trees for trees in found.values() if isinstance(trees, dict)]
+    return {
+        key: profile.merge(*(trees[key] for trees in per_worker))
+        for key in ["", *prefixes]
+    }
 
 
 def flush(client: Client) -> None:

@@ -219,12 +219,14 @@ def test_python_threads_fighting_for_the_gil_raise_gil_contention(
     store_path: Path,
 ) -> None:
     # distributed measures contention with gilknocker (a test dependency here).
+    # Five seconds of spinning: the rule wants two high samples, and a starved
+    # worker's heartbeats (which carry the measure) came too few in 3 s on CI.
     with (
         LocalCluster(n_workers=1, threads_per_worker=4, dashboard_address=":0") as lc,
         Client(lc) as client,
         dask_observe.record("threads", client=client) as run,
     ):
-        client.gather(client.map(spin, [3.0] * 4, pure=False))
+        client.gather(client.map(spin, [5.0] * 4, pure=False))
     assert kinds(run) == ["gil-contention"]
     flag = run.flags().iloc[0]
     assert "waited for the GIL" in flag["message"]

@@ -46,6 +46,14 @@ def inc(x: int) -> int:
     return x + 1
 
 
+def busy(seconds: float) -> float:
+    """On the CPU for ``seconds`` of this thread's time: a profile to read."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+    return seconds
+
+
 def assert_memory_death_recorded(seen: dict[str, Any], line: str) -> None:
     """What a new process reads of a run in which ``say(line)`` ran, then
     ``eat_memory`` under the key "eater" killed its worker."""
@@ -83,8 +91,13 @@ def test_a_cluster_without_dask_observe_is_recorded_from_a_notebook_client(
     ):
         with dask_observe.record("remote", client=client) as run:
             returned = run_the_workload(client, line)
+            client.submit(lambda: busy(0.8), key="busy").result()
         assert returned == (line, 2)  # the block ran and its results came back
         assert run.partial is None
+        # The profile was read from workers that know nothing of us.
+        profile = run.profile()
+        ours = profile[(profile["prefix"] == "busy") & (profile["function"] == "busy")]
+        assert len(ours) == 1 and ours["self_s"].iloc[0] >= 0.4
     # The cluster is gone; a new process reads what it said.
     seen = read_in_new_process(store_path, READ_RUN, line)
     assert_memory_death_recorded(seen, line)

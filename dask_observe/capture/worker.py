@@ -47,6 +47,73 @@ class LongTasks:
                 shipper.events.append((now, "task-running", worker, data))
 
 
+#: Seconds of incoming transfers summed into one "transfer" event per peer and type.
+TRANSFER_BUCKET_S = 1.0
+
+
+class Transfers:
+    """What the worker fetched from its peers, from its own ``transfer_incoming_log``
+    (the log performance_report's bandwidth panels read), summed per second by
+    sending worker and type of data: one "transfer" event per (peer, type) a
+    second however many keys moved, with ``bytes``, ``seconds`` (time spent in
+    transfers), ``count`` (transfers) and ``keys``.
+    """
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.seen = time.time()  # the log's times are worker wall-clock times
+        self.pending: dict[tuple[str, str], dict[str, Any]] = {}
+        self.since = time.monotonic()
+        #: The type of each key fetched since the last collect, noted as it
+        #: arrived: by the next collect the key may be released already.
+        self.arrived: dict[Any, str] = {}
+
+    def fetched(self, key: Any) -> None:
+        # From the transition hook (flight -> memory): one dict read and write.
+        ts = self.worker.state.tasks.get(key)
+        kind = getattr(ts, "type", None)
+        self.arrived[key] = getattr(kind, "__name__", None) or "unknown"
+
+    def collect(self) -> None:
+        log = self.worker.transfer_incoming_log
+        fresh = []
+        for entry in reversed(log):  # newest first; stop at what was seen
+            if entry["stop"] <= self.seen:
+                break
+            fresh.append(entry)
+        arrived, self.arrived = self.arrived, {}
+        if not fresh:
+            return
+        self.seen = fresh[0]["stop"]
+        for entry in fresh:
+            keys = entry.get("keys") or {}
+            names = {arrived.get(key, "unknown") for key in keys}
+            kind = names.pop() if len(names) == 1 else "mixed"
+            bucket = self.pending.setdefault(
+                (str(entry["who"]), kind),
+                {"bytes": 0, "seconds": 0.0, "count": 0, "keys": 0, "stop": 0.0},
+            )
+            bucket["bytes"] += int(entry.get("total") or 0)
+            bucket["seconds"] += float(entry.get("duration") or 0.0)
+            bucket["count"] += 1
+            bucket["keys"] += len(keys)
+            bucket["stop"] = max(bucket["stop"], float(entry["stop"]))
+
+    def report(self, shipper: LogShipper, force: bool = False) -> None:
+        """Ship the sums, once a second (``force``: now, as a run ends)."""
+        self.collect()
+        if not self.pending or not (
+            force or time.monotonic() - self.since >= TRANSFER_BUCKET_S
+        ):
+            return
+        for (peer, kind), bucket in self.pending.items():
+            stop = bucket.pop("stop")
+            data = {"from": peer, "type": kind, **bucket}
+            shipper.events.append((stop, "transfer", self.worker.address, data))
+        self.pending = {}
+        self.since = time.monotonic()
+
+
 class MemorySampler:
     """The worker's process memory (RSS), read on its event loop every
     ``memory-interval``: the heartbeat's once a second misses the climb that
@@ -93,6 +160,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._worker: Worker | None = None
         self._sampler: PeriodicCallback | None = None
         self._memory: MemorySampler | None = None
+        self._transfers: Transfers | None = None
         self.long_tasks = LongTasks()
 
     def setup(self, worker: Worker) -> None:
@@ -106,21 +174,27 @@ class ObserveWorkerPlugin(WorkerPlugin):
             backlog=getattr(getattr(worker, "_deque_handler", None), "deque", ()),
         )
         self._memory = MemorySampler(worker, self.shipper)
+        self._transfers = Transfers(worker)
         self._sampler = PeriodicCallback(self._tick, self.settings.memory_interval_ms)
         self._sampler.start()
 
     def _tick(self) -> None:
-        """Every ``memory-interval``: the worker's memory, and its long tasks."""
+        """Every ``memory-interval``: the worker's memory, its long tasks and
+        (summed a second) its transfers."""
         assert self._memory is not None and self.shipper is not None
+        assert self._transfers is not None
         now = time.time()
         self.long_tasks.report(now, self._memory.worker.address, self.shipper)
         self._memory.sample(now)
+        self._transfers.report(self.shipper)
 
     async def flush(self, heartbeat: bool = False) -> None:
         """Ship the buffered records now; with ``heartbeat``, then send one: it
         carries the fine performance metrics measured since the last, so that
         the scheduler's spans hold all of a run's when it ends."""
         if self.shipper is not None:
+            if self._transfers is not None:
+                self._transfers.report(self.shipper, force=True)
             await self.shipper.flush()
         if heartbeat and self._worker is not None:
             # The metrics are extra: a failed heartbeat must not fail the flush,
@@ -136,6 +210,8 @@ class ObserveWorkerPlugin(WorkerPlugin):
             self.long_tasks.started(str(key))
         elif start == "executing":
             self.long_tasks.ended(str(key))
+        elif start == "flight" and finish == "memory" and self._transfers:
+            self._transfers.fetched(key)
 
     async def teardown(self, worker: Worker) -> None:
         if self._sampler is not None:

@@ -100,6 +100,13 @@ class ReportData:
     #: distributed's statistical profile of the run, a row a function (see
     #: ``Run.profile``); empty for runs too short to be profiled.
     profile: pd.DataFrame
+    #: The same profile as trees, by prefix ("" for the whole run; see
+    #: ``Run.profile_trees``).
+    profile_trees: dict[str, Any]
+    #: Data moved between workers, a row a sending and receiving pair (see
+    #: ``figures.transfer_summary``), and a row a type of data.
+    transfer_pairs: pd.DataFrame
+    transfer_types: pd.DataFrame
     #: Workers that left during the run, with the reason the scheduler gave.
     workers_removed: dict[str, str]
     failures: list[Failure]
@@ -258,6 +265,7 @@ def collect(run: Run) -> ReportData:
     alerts = run.logs(level="warning", epoch=True)
     alerts["time"] = alerts["time"] - start
     levels = alerts["level"]
+    transfers = run.transfers(epoch=True)
     return ReportData(
         summary=record,
         start=start,
@@ -278,6 +286,9 @@ def collect(run: Run) -> ReportData:
             )
         },
         profile=run.profile(),
+        profile_trees=run.profile_trees(),
+        transfer_pairs=figures.transfer_summary(transfers, ["peer", "worker"]),
+        transfer_types=figures.transfer_summary(transfers, ["type"]),
         workers_removed=_removed_workers(run),
         failures=_failures(run, tasks, start),
         flags=flag_list(run),

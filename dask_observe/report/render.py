@@ -12,6 +12,8 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.report import svg
+from dask_observe.report.icicle import icicle
+from dask_observe.report.matrix import transfer_matrix
 from dask_observe.units import format_bytes, format_seconds, text_or_none
 
 if TYPE_CHECKING:
@@ -270,7 +272,8 @@ def _memory(data: ReportData, limits: Limits) -> str:
 
 
 def _profile(data: ReportData, limits: Limits) -> str:
-    """The functions the task threads spent the most time in (self time)."""
+    """Where the task threads spent their time: the icicle graph, the functions
+    with the most self time, and per prefix its hottest function."""
     table = data.profile[data.profile["prefix"] == ""]
     if table.empty:
         return ""
@@ -286,8 +289,77 @@ def _profile(data: ReportData, limits: Limits) -> str:
         ]
         for r in top.to_dict("records")
     ]
-    return f"<h4{_s('h4')}>Profile ({format_seconds(sampled)} sampled)</h4>" + _table(
-        ["function", "where", "self", "share", "with callees"], rows
+    tree = data.profile_trees.get("")
+    return (
+        f"<h4{_s('h4')}>Profile ({format_seconds(sampled)} sampled)</h4>"
+        + (_chart(icicle(tree), limits) if tree else "")
+        + _table(["function", "where", "self", "share", "with callees"], rows)
+        + _prefix_profiles(data)
+    )
+
+
+def _prefix_profiles(data: ReportData) -> str:
+    """Per task prefix, the function it spent the most self time in."""
+    table = data.profile[data.profile["prefix"] != ""]
+    if table.empty:
+        return ""
+    rows = []
+    for prefix, group in table.groupby("prefix", sort=False):
+        sampled = float(group["self_s"].sum())
+        hottest = group.sort_values("self_s").iloc[-1]
+        rows.append(
+            (sampled, [
+                escape(str(prefix)),
+                format_seconds(sampled),
+                f"<code>{escape(str(hottest['function']))}</code>",
+                f"{float(hottest['self_s']) / sampled:.0%}" if sampled else "",
+            ])
+        )  # fmt: skip
+    rows.sort(key=lambda row: -row[0])
+    return f"<p{_s('label')}>By task prefix</p>" + _table(
+        ["prefix", "sampled", "hottest function", "its self share"],
+        [row for _, row in rows],
+    )
+
+
+def _transfers(data: ReportData, limits: Limits) -> str:
+    """Bytes the workers fetched from each other: the matrix of pairs, by type,
+    and the busiest pairs."""
+    pairs = data.transfer_pairs
+    if pairs.empty:
+        return ""
+    total = int(pairs["bytes"].sum())
+    count = int(pairs["count"].sum())
+    seconds = float(pairs["seconds"].sum())
+    types = [
+        [
+            escape(str(r["type"])),
+            format_bytes(r["bytes"]),
+            f"{int(r['count']):,}",
+            format_seconds(r["seconds"]),
+            f"{format_bytes(r['bandwidth'])}/s",
+        ]
+        for r in data.transfer_types.head(limits.prefixes).to_dict("records")
+    ]
+    busiest = [
+        [
+            escape(svg._short(str(r["peer"]))),
+            escape(svg._short(str(r["worker"]))),
+            format_bytes(r["bytes"]),
+            f"{int(r['count']):,}",
+            f"{format_bytes(r['bandwidth'])}/s",
+        ]
+        for r in pairs.head(limits.functions).to_dict("records")
+    ]
+    more = len(pairs) - limits.functions
+    extra = f"<p>+{more} more pairs in the full report.</p>" if more > 0 else ""
+    return (
+        f"<h4{_s('h4')}>Transfers between workers ({format_bytes(total)} in "
+        f"{count:,} transfers, {format_bytes(total / max(seconds, 1e-3))}/s)</h4>"
+        + _chart(transfer_matrix(pairs), limits)
+        + _table(["type", "bytes", "transfers", "time", "bandwidth"], types)
+        + _table(["from", "to", "bytes", "transfers", "bandwidth"], busiest)
+        + extra
     )
 
 
@@ -449,6 +521,7 @@ def render(data: ReportData, *, full: bool = False) -> str:
         + _time_split(data, limits)
         + _memory(data, limits)
         + _profile(data, limits)
+        + _transfers(data, limits)
         + _prefixes(data, limits)
         + _failures(data)
         + _alerts(data, limits)

@@ -41,7 +41,7 @@ _FALLBACK_PALETTE = (
 TEXT = 'font-family="sans-serif" font-size="10" fill="#808080"'
 #: A plot's frame.
 FRAME = 'fill="none" stroke="#808080" stroke-opacity="0.4"'
-_SVG = 'xmlns="http://www.w3.org/2000/svg" role="img"'
+SVG_ROOT = 'xmlns="http://www.w3.org/2000/svg" role="img"'
 
 WIDTH = 860
 LABEL_WIDTH = 150
@@ -155,7 +155,7 @@ def task_stream(tasks: pd.DataFrame, duration: float) -> str:
     row_of = {lane: i for i, lane in enumerate(lanes)}
     parts = [
         f'<svg width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
-        f'{_SVG} aria-label="task stream">'
+        f'{SVG_ROOT} aria-label="task stream">'
     ]
     if lane_h >= 10:
         for lane, i in row_of.items():
@@ -315,7 +315,7 @@ def _swatches(items: list[tuple[str, str]], dashed: bool = False) -> str:
     label = "legend: " + ", ".join(name for name, _ in items)
     return (
         f'<svg width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
-        f'{_SVG} aria-label="{escape(label)}">{"".join(parts)}</svg>'
+        f'{SVG_ROOT} aria-label="{escape(label)}">{"".join(parts)}</svg>'
     )
 
 
@@ -404,7 +404,7 @@ def memory_chart(
         )
     return (
         f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'{_SVG} aria-label="memory of {escape(title)}">'
+        f'{SVG_ROOT} aria-label="memory of {escape(title)}">'
         f'<rect width="{width}" height="{height}" {FRAME}/>'
         f"{''.join(layers)}{limit_line}{line}</svg>"
     )
@@ -442,7 +442,7 @@ def share_bar(share: float, width: int = 160) -> str:
     """A horizontal bar filled to ``share`` (0 to 1) of ``width`` pixels."""
     filled = round(max(0.0, min(share, 1.0)) * width)
     return (
-        f'<svg width="{width}" height="10" viewBox="0 0 {width} 10" {_SVG} '
+        f'<svg width="{width}" height="10" viewBox="0 0 {width} 10" {SVG_ROOT} '
         f'aria-label="{share:.0%}">'
         f'<rect x="0.5" y="0.5" width="{width - 1}" height="9" {FRAME}/>'
         f'<rect x="0" y="0" width="{filled}" height="10" fill="#2a7fb8"/></svg>'

@@ -30,6 +30,12 @@ RUN_COLUMNS = (
     "partial",
 )
 
+#: The columns of ``Run.transfers()``.
+TRANSFER_COLUMNS = (
+    "time", "worker", "peer", "type", "bytes", "seconds", "count", "keys",
+    "bandwidth",
+)  # fmt: skip
+
 #: The columns of ``Run.fine_metrics()``.
 FINE_METRIC_COLUMNS = ("context", "prefix", "activity", "unit", "value")
 
@@ -222,6 +228,36 @@ class Run:
         frame = self.store.frame(sql, params, telemetry.EVENT_COLUMNS)
         frame["data"] = [json.loads(d) for d in frame["data"]]
         return _to_datetimes(frame, "time", epoch=epoch)
+
+    def transfers(self, *, epoch: bool = False) -> pd.DataFrame:
+        """Data the workers fetched from each other, as each receiving worker
+        logged it, summed a second per sending worker and type: time (the last
+        transfer's end), worker (receiving), peer (sending), type (of the data;
+        "mixed" when a transfer carried several), bytes, seconds (spent
+        transferring), count (transfers), keys, bandwidth (bytes/s)."""
+        import pandas as pd
+
+        events = self.events("transfer", epoch=True)
+        rows = [
+            (t, w, d.get("from"), d.get("type"), d.get("bytes", 0),
+             d.get("seconds", 0.0), d.get("count", 0), d.get("keys", 0))
+            for t, w, d in zip(
+                events["time"], events["worker"], events["data"], strict=True
+            )
+        ]  # fmt: skip
+        frame = pd.DataFrame(rows, columns=list(TRANSFER_COLUMNS[:-1]))
+        frame = frame.astype(
+            {"time": float, "bytes": "int64", "seconds": float, "count": "int64",
+             "keys": "int64"}
+        )  # fmt: skip
+        frame["bandwidth"] = frame["bytes"] / frame["seconds"].clip(lower=1e-3)
+        return _to_datetimes(frame, "time", epoch=epoch)
+
+    def profile_trees(self) -> dict[str, Any]:
+        """distributed's profile of the run as trees, by prefix ("" for the whole
+        run): ``interval`` (seconds a sample) and ``root``, whose nodes have
+        name, filename, line, count (samples) and children."""
+        return self.store.profiles(self.id)
 
     def profile(self) -> pd.DataFrame:
         """Where the run's task threads spent their time, by function, from

@@ -1,0 +1,98 @@
+"""The run's profile as an icicle graph: callers above, callees below, each
+function as wide as the share of samples it was on the stack for.
+
+A standalone SVG like the other charts (see :mod:`svg`), so it survives as an
+image where sanitizers drop inline SVG; each box also carries a ``<title>``
+(function, file, line, seconds), a tooltip where the chart is inline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from html import escape
+from typing import Any
+
+from dask_observe.report.svg import FRAME, SVG_ROOT, TEXT, WIDTH
+from dask_observe.units import format_seconds
+
+ROW = 15
+#: Levels drawn at most (deeper frames are cut off at the bottom).
+MAX_DEPTH = 24
+#: Boxes narrower than this (pixels) are not drawn; their share stays in the parent.
+MIN_WIDTH = 1.0
+#: Characters a label fits per pixel of box width (10 px sans-serif).
+CHAR_PX = 6.2
+#: Frames of dask and distributed themselves: grey, so that the user's own
+#: functions (coloured) stand out.
+_FRAMEWORK = ("/dask/", "/distributed/", "/threading.py", "/concurrent/futures/")
+_WARM = ("#e6550d", "#fd8d3c", "#fdae6b", "#d94801", "#f16913", "#fdd0a2", "#a63603")
+
+
+def _fill(filename: str) -> str:
+    if any(part in filename for part in _FRAMEWORK):
+        return "#c7c7c7"
+    digest = hashlib.md5(filename.encode(), usedforsecurity=False).digest()
+    return _WARM[digest[0] % len(_WARM)]
+
+
+def _skip_chain(root: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The first node under ``root`` with several callees, and how many frames
+    above it had one each: the thread pool's bootstrap frames, the same in
+    every sample, would take most of the height and say nothing."""
+    node, skipped = root, 0
+    while len(node["children"]) == 1:
+        node, skipped = node["children"][0], skipped + 1
+    return node, skipped
+
+
+def icicle(profile: dict[str, Any], *, width: int = WIDTH) -> str:
+    """``profile`` as ``Run.profile_trees()`` has it: ``interval`` and ``root``."""
+    interval = float(profile.get("interval") or 0.01)
+    top, skipped = _skip_chain(profile["root"])
+    total = max(int(top["count"]), 1)
+    scale = width / total
+    boxes: list[str] = []
+    depth_drawn = 0
+    stack: list[tuple[dict[str, Any], float, int]] = [(top, 0.0, 0)]
+    while stack:
+        node, x, depth = stack.pop()
+        w = node["count"] * scale
+        if w < MIN_WIDTH or depth >= MAX_DEPTH:
+            continue
+        depth_drawn = max(depth_drawn, depth + 1)
+        name = str(node["name"]) or "(all)"
+        where = f"{node['filename']}:{node['line']}" if node["filename"] else ""
+        seconds = node["count"] * interval
+        tip = f"{name} {where} {format_seconds(seconds)} ({node['count'] / total:.0%})"
+        fits = int((w - 4) / CHAR_PX)
+        label = name if len(name) <= fits else name[: max(fits - 1, 0)] + "…"
+        y = depth * ROW
+        boxes.append(
+            f'<g><title>{escape(tip)}</title><rect x="{x:.1f}" y="{y}" '
+            f'width="{max(w - 0.5, 0.5):.1f}" height="{ROW - 1}" '
+            f'fill="{_fill(str(node["filename"]))}"/>'
+            + (
+                f'<text x="{x + 2:.1f}" y="{y + 11}" font-family="sans-serif" '
+                f'font-size="10" fill="#222">{escape(label)}</text>'
+                if fits >= 3
+                else ""
+            )
+            + "</g>"
+        )
+        child_x = x
+        for child in node["children"]:
+            stack.append((child, child_x, depth + 1))
+            child_x += child["count"] * scale
+    height = depth_drawn * ROW + 16
+    note = (
+        f"{skipped} frame{'s' if skipped > 1 else ''} above in every sample; "
+        if skipped
+        else ""
+    ) + f"{format_seconds(total * interval)} sampled; width: time on the stack"
+    return (
+        f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'{SVG_ROOT} aria-label="profile icicle graph">'
+        f'<rect width="{width}" height="{height - 16}" {FRAME}/>'
+        + "".join(boxes)
+        + f'<text x="0" y="{height - 4}" {TEXT}>{escape(note)}</text></svg>'
+    )
