@@ -36,15 +36,18 @@ __all__ = [
 ]
 
 
-def open_store(path: str | os.PathLike[str] | None = None) -> Store:
-    """Open (creating if needed) the store at ``path``.
+def open_store(
+    path: str | os.PathLike[str] | None = None, *, create: bool = True
+) -> Store:
+    """Open the store at ``path``, creating it if needed (with ``create=False``,
+    a missing store raises ``StoreMissing``).
 
     The default path comes from dask config ``observe.store``
     (``DASK_OBSERVE__STORE``), else ``~/.local/share/dask-observe/observe.sqlite``.
     """
     from dask_observe.config import default_store_path
 
-    return Store(default_store_path() if path is None else path)
+    return Store(default_store_path() if path is None else path, create=create)
 
 
 def record(

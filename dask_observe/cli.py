@@ -8,32 +8,42 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from dask_observe.store import Run, Store, StoreError
-from dask_observe.text import flag_lines, log_lines
+from dask_observe.store import Run, Store, StoreError, StoreMissing
+from dask_observe.text import flag_lines, log_lines, visible
 
 #: How often ``logs --follow`` looks for new lines, and how many it reads at once.
 FOLLOW_INTERVAL_S = 0.5
 FOLLOW_PAGE = 5000
 
 
-def _open(args: argparse.Namespace) -> Store:
+def _open(args: argparse.Namespace, create: bool = False) -> Store:
+    """The store; only commands that record may create it (a mistyped --store
+    given to a reading command is an error, not a new empty store)."""
     from dask_observe import open_store
 
-    return open_store(args.store)
+    return open_store(args.store, create=create)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    hint = "Record one with `dask-observe demo`, or with %%dask_record in a notebook."
+    try:
+        store = _open(args)
+    except StoreMissing as e:
+        print(visible(f"No dask-observe store at {e.path} yet. {hint}"))
+        return 0
+    with store:
         runs = store.runs()
         if runs.empty:
-            print(
-                f"No runs in {store.path} yet. Record one with `dask-observe demo`, "
-                "or with %%dask_record in a notebook."
-            )
+            print(visible(f"No runs in {store.path} yet. {hint}"))
             return 0
     for column in ("started", "ended"):
         runs[column] = runs[column].dt.tz_convert(None).dt.strftime("%Y-%m-%d %H:%M:%S")
     runs["duration_s"] = runs["duration_s"].round(2)
+    for column in ("name", "cluster", "partial"):  # text the cluster or a user chose
+        runs[column] = [
+            visible(str(v), newlines=False) if v is not None else None
+            for v in runs[column]
+        ]
     print(runs.fillna("").to_string(index=False))
     return 0
 
@@ -104,7 +114,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     with _open(args) as store:
         run = store.run(args.run)
         path = run.report().save(args.output or f"run-{run.id}.html")
-    print(f"Report of run {run.id} {run.name!r} written to {path}")
+    print(visible(f"Report of run {run.id} {run.name!r} written to {path}"))
     return 0
 
 
@@ -144,7 +154,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with client, _open(args) as store:
+    with client, _open(args, create=True) as store:
         recording = Recording(args.name, client, store, whole_cluster=True)
         run = recording.start()
         print(f"Recording run {run.id} {run.name!r} from {args.scheduler}")
@@ -160,7 +170,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from dask_observe.demo import print_summary, run_demo
 
-    with _open(args) as store:
+    with _open(args, create=True) as store:
         run = run_demo(store, n_workers=args.workers)
         print_summary(run, store)
     return 0
@@ -171,7 +181,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     with _open(args) as store:
         comparison = compare(args.a, args.b, threshold=args.threshold, store=store)
-    print(comparison.text())
+    print(visible(comparison.text()))
     return 0
 
 

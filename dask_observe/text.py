@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -12,13 +13,30 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+#: Control characters a terminal would act on (escape sequences, carriage
+#: returns, the C1 set); tab and newline kept where text may span lines.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_OR_NEWLINE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def visible(text: str, *, newlines: bool = True) -> str:
+    """``text`` safe to print on a terminal: each control character as a
+    visible escape (``\\x1b``), so a log line cannot recolour, move the cursor
+    or retitle the window; with ``newlines=False`` line breaks too (a table
+    cell must not fake rows)."""
+    pattern = _CONTROL if newlines else _CONTROL_OR_NEWLINE
+    return pattern.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+
+
 def log_lines(logs: pd.DataFrame) -> Iterator[str]:
     """One line a record: time, level, where it came from, logger, message."""
     stamps = logs["time"].dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3]
     for stamp, row in zip(stamps, logs.to_dict("records"), strict=True):
         worker = text_or_none(row["worker"])
         where = row["source"] if worker is None else f"{row['source']} {worker}"
-        yield f"{stamp} {row['level']:<8} {where} {row['logger']}: {row['message']}"
+        yield visible(
+            f"{stamp} {row['level']:<8} {where} {row['logger']}: {row['message']}"
+        )
 
 
 def flag_lines(flags: pd.DataFrame) -> Iterator[str]:
@@ -27,9 +45,9 @@ def flag_lines(flags: pd.DataFrame) -> Iterator[str]:
         yield "No flags: nothing looked wrong."
         return
     for row in flags.to_dict("records"):
-        yield f"[{row['severity']}] {row['kind']}: {row['message']}"
-        yield f"    advice: {row['advice']}"
+        yield visible(f"[{row['severity']}] {row['kind']}: {row['message']}")
+        yield visible(f"    advice: {row['advice']}")
         for e in row["evidence"]:
             stamp = dt.datetime.fromtimestamp(e["time"], dt.UTC).strftime("%H:%M:%S.%f")
             who = f" {e['worker']}" if text_or_none(e["worker"]) else ""
-            yield f"    {stamp[:-3]}{who}: {e['text']}"
+            yield visible(f"    {stamp[:-3]}{who}: {e['text']}")

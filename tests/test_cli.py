@@ -68,11 +68,20 @@ def test_runs_lists_the_recorded_runs(store_path: Path) -> None:
     assert "failed" in row and "42" in row and "tcp://10.0.0.1:8786" in row
 
 
-def test_runs_on_an_empty_store_says_how_to_record_one(store_path: Path) -> None:
+def test_runs_without_a_store_says_how_to_record_one_and_creates_none(
+    store_path: Path,
+) -> None:
     done = dask_observe_cli(store_path, "runs")
     assert done.returncode == 0
-    assert "No runs in" in done.stdout
+    assert f"No dask-observe store at {store_path} yet" in done.stdout
     assert "dask-observe demo" in done.stdout
+    assert not store_path.exists() and not store_path.parent.exists()
+    # The other reading commands say so as an error, and create nothing either.
+    for command in (["logs", "last"], ["flags", "last"], ["report", "last"]):
+        done = dask_observe_cli(store_path, *command)
+        assert done.returncode == 1
+        assert f"no dask-observe store at {store_path}" in done.stderr
+    assert not store_path.parent.exists()
 
 
 def test_a_store_that_is_not_ours_is_a_clear_error(tmp_path: Path) -> None:
@@ -217,3 +226,25 @@ def test_logs_follow_prints_lines_as_they_come_and_stops_with_the_run(
     assert sorted(line.split("user.cli: ")[1].strip() for line in lines) == [
         f"row {i} looks <odd>" for i in range(5)
     ]
+
+
+def test_terminal_escapes_in_names_and_lines_are_printed_visibly(
+    store_path: Path,
+) -> None:
+    with Store(store_path) as store:
+        run_id = store.create_run(
+            "\x1b]0;pwned\x07nightly\nfake row", cluster="tcp://x:1"
+        )
+        store.append(
+            "tcp://x:1",
+            [("log", time.time(), 30, "worker", None, "u", "\x1b[31mred\x1b[0m\rover")],
+        )
+        store.end_run(run_id, "finished")
+    runs = dask_observe_cli(store_path, "runs")
+    logs = dask_observe_cli(store_path, "logs", "last")
+    for done in (runs, logs):
+        assert done.returncode == 0, done.stderr
+        assert not any(c in done.stdout for c in "\x1b\x07\r")
+    assert "\\x1b]0;pwned\\x07nightly\\x0afake row" in runs.stdout
+    assert len(runs.stdout.splitlines()) == 2  # the header and one row
+    assert "\\x1b[31mred\\x1b[0m\\x0dover" in logs.stdout

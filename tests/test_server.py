@@ -12,19 +12,32 @@ import pytest
 from tornado.httpclient import HTTPClientError
 from tornado.websocket import websocket_connect
 
+from dask_observe.server.manager import StoreManager
+from dask_observe.server.routes import route_table
 from dask_observe.store import Store
 
-#: Every route of the extension, for the authentication walk.
-ROUTES = [
-    "dask-observe/api/runs",
-    "dask-observe/api/runs/1",
-    "dask-observe/api/runs/last/logs",
-    "dask-observe/api/runs/1/report",
-    "dask-observe/api/runs/1/compare/2",
-    "dask-observe/api/clusters",
-    "dask-observe/api/stream",
-    "dask-observe/dashboard/0123456789ab/status",
-]
+
+def sample_paths() -> list[str]:
+    """A path for every route of the extension, from its route table (a route
+    added later is walked too): each pattern's groups filled with a match."""
+    manager = StoreManager(Path("unused.sqlite"))
+    fills = {
+        r"(last|\d{1,18})": "1",
+        r"([0-9a-f]{12})": "0123456789ab",
+        "(.*)": "status",
+    }
+    paths = []
+    for pattern, _, _ in route_table("/", manager):
+        for group, value in fills.items():
+            pattern = pattern.replace(group, value)
+        assert "(" not in pattern, f"no sample for the route {pattern}"
+        paths.append(pattern.removeprefix("/"))
+    manager.close()
+    return paths
+
+
+#: Every route of the extension, for the authentication walks.
+ROUTES = sample_paths()
 
 
 @pytest.fixture
@@ -102,17 +115,17 @@ def test_the_server_side_reads_the_store_without_dask(tmp_path: Path) -> None:
         "from pathlib import Path\n"
         "from dask_observe.server import _load_jupyter_server_extension\n"
         "from dask_observe.server.routes import read_runs, read_run, read_report\n"
-        "from dask_observe.server.stream import Subscription\n"
-        "path = Path(sys.argv[1])\n"
-        "print(read_runs(path)[0]['name'])\n"
-        "assert read_run(path, 'last')['flags'] == []\n"
-        "assert 'dobs-report' in read_report(path, 'last')\n"
+        "from dask_observe.server.stream import Subscription, judge_flags\n"
         "import dask_observe.server.proxy\n"
         "from dask_observe.store import Store\n"
-        "with Store(path, create=False) as store:\n"
+        "with Store(Path(sys.argv[1]), readonly=True) as store:\n"
+        "    print(read_runs(store)[0]['name'])\n"
+        "    assert read_run(store, 'last')['flags'] == []\n"
+        "    assert 'dobs-report' in read_report(store, 'last')\n"
         "    sub = Subscription(store, {'run': 'last',\n"
         "                               'kinds': ['logs', 'flags', 'progress']})\n"
-        "    sub.rows_after(0); sub.flags(0.0); sub.progress()\n"
+        "    sub.rows_after(store, 0); sub.progress(store)\n"
+        "    assert judge_flags(store, sub.run_id) == []\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(path)],

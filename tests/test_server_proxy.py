@@ -105,3 +105,154 @@ async def test_paths_that_would_steer_the_proxy_elsewhere_are_refused(
     assert response.code == code
     body = response.body.decode()
     assert "evil" not in body and "<script>" not in body and "passwd" not in body
+
+
+class Upstream:
+    """A fake dashboard on localhost: records what reaches it, answers with
+    hostile headers, redirects where a test says, and streams a large body."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[dict[str, str], str]] = []
+        self.redirect = "/status"
+
+    def app(self) -> Any:
+        from tornado import web
+
+        upstream = self
+
+        class Page(web.RequestHandler):
+            def get(self, path: str) -> None:
+                upstream.seen.append((dict(self.request.headers), self.request.query))
+                if path == "moved":
+                    self.redirect(upstream.redirect)
+                    return
+                self.set_header("Content-Security-Policy", "default-src *")
+                self.set_header("Access-Control-Allow-Origin", "*")
+                self.set_header("Access-Control-Allow-Credentials", "true")
+                self.set_header("Clear-Site-Data", '"*"')
+                self.set_header("Refresh", "0; url=https://evil.example/")
+                self.set_header("Strict-Transport-Security", "max-age=31536000")
+                self.set_header("Set-Cookie", "_xsrf=planted; Path=/")
+                self.set_header("Content-Type", "text/plain")
+                self.set_header("ETag", '"v1"')
+                if path == "big":
+                    for i in range(80):
+                        self.write(bytes([65 + i % 26]) * 65536)
+                else:
+                    self.write("dashboard says hi")
+
+        return web.Application([(r"/(.*)", Page)])
+
+
+@pytest.fixture
+def upstream(store_path: Path, jp_asyncio_loop: Any) -> Any:
+    """The fake dashboard, registered in the store as a cluster's."""
+    from tornado.httpserver import HTTPServer
+    from tornado.netutil import bind_sockets
+
+    fake = Upstream()
+    sockets = bind_sockets(0, "127.0.0.1")
+
+    async def serve() -> HTTPServer:  # on the test's loop
+        server = HTTPServer(fake.app())
+        server.add_sockets(sockets)
+        return server
+
+    server = jp_asyncio_loop.run_until_complete(serve())
+    port = sockets[0].getsockname()[1]
+    with dask_observe.open_store() as store:
+        fake.id = store.register_cluster(  # type: ignore[attr-defined]
+            "tcp://10.1.1.1:8786", f"http://127.0.0.1:{port}"
+        )
+    yield fake
+    server.stop()
+
+
+async def test_no_jupyter_credential_reaches_the_dashboard(
+    upstream: Any, http_server_client: Any, jp_base_url: str, jp_auth_header: Any
+) -> None:
+    token = jp_auth_header["Authorization"].split()[-1]
+    response = await http_server_client.fetch(
+        f"{jp_base_url}dask-observe/dashboard/{upstream.id}/status"
+        f"?token={token}&_xsrf=abc&keep=1",
+        headers={
+            **jp_auth_header,
+            "Cookie": f"_xsrf=abc; username-localhost=secret-{token}",
+            "Referer": f"http://localhost/lab?token={token}",
+            "X-XSRFToken": "abc",
+            "Connection": "keep-alive, X-Secret",
+            "X-Secret": token,
+            "Accept": "text/html",
+        },
+        raise_error=False,
+    )
+    assert response.code == 200 and response.body == b"dashboard says hi"
+    ((headers, query),) = upstream.seen
+    assert query == "keep=1"
+    assert token not in json.dumps(headers) and "abc" not in json.dumps(headers)
+    names = {name.lower() for name in headers}
+    assert not names & {
+        "cookie", "authorization", "referer", "x-xsrftoken", "x-secret",
+    }  # fmt: skip
+    assert headers.get("Accept") == "text/html"
+
+
+async def test_the_dashboards_headers_cannot_act_on_jupyters_origin(
+    upstream: Any, get: Any
+) -> None:
+    response = await get(f"dask-observe/dashboard/{upstream.id}/status")
+    assert response.code == 200
+    headers = response.headers
+    for name in (
+        "Access-Control-Allow-Credentials", "Clear-Site-Data", "Refresh",
+        "Strict-Transport-Security",
+    ):  # fmt: skip
+        assert name not in headers, name
+    # What Jupyter sets itself (an empty allowed origin, its user cookie) only.
+    assert headers.get("Access-Control-Allow-Origin", "") == ""
+    assert not any("planted" in c for c in headers.get_list("Set-Cookie"))
+    # Jupyter's own policy, not the dashboard's "default-src *".
+    assert "frame-ancestors" in headers["Content-Security-Policy"]
+    assert "default-src *" not in headers["Content-Security-Policy"]
+    assert headers["ETag"] == '"v1"' and headers["Content-Type"] == "text/plain"
+
+
+@pytest.mark.parametrize(
+    "location",
+    [
+        "//evil.example/x",
+        "https:evil.example/x",
+        "/\\evil.example/x",
+        "http://evil.example/x",
+        "../../../api/contents",
+    ],
+)
+async def test_redirects_out_of_the_dashboard_are_refused(
+    upstream: Any, get: Any, location: str
+) -> None:
+    upstream.redirect = location
+    response = await get(f"dask-observe/dashboard/{upstream.id}/moved")
+    assert response.code == 502
+    assert "Location" not in response.headers
+    assert b"evil" not in response.body
+
+
+async def test_a_redirect_within_the_dashboard_stays_under_the_proxy(
+    upstream: Any, http_server_client: Any, jp_base_url: str, jp_auth_header: Any
+) -> None:
+    upstream.redirect = "/individual-progress?x=1"
+    response = await http_server_client.fetch(
+        f"{jp_base_url}dask-observe/dashboard/{upstream.id}/moved",
+        headers=jp_auth_header, follow_redirects=False, raise_error=False,
+    )  # fmt: skip
+    assert response.code == 302
+    assert response.headers["Location"] == (
+        f"{jp_base_url}dask-observe/dashboard/{upstream.id}/individual-progress?x=1"
+    )
+
+
+async def test_a_large_body_streams_through_whole(upstream: Any, get: Any) -> None:
+    response = await get(f"dask-observe/dashboard/{upstream.id}/big")
+    assert response.code == 200
+    assert len(response.body) == 80 * 65536
+    assert response.body[:65536] == b"A" * 65536 and response.body[-1:] == b"B"

@@ -165,8 +165,10 @@ def test_a_store_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
 
 def test_a_missing_store_is_not_created_when_creation_is_off(tmp_path: Path) -> None:
     path = tmp_path / "absent.sqlite"
-    with pytest.raises(StoreError, match="no such file"):
+    with pytest.raises(StoreError, match="no dask-observe store at"):
         Store(path, create=False)
+    with pytest.raises(StoreError, match="no dask-observe store at"):
+        Store(path, readonly=True)
     assert not path.exists()
 
 

@@ -31,11 +31,13 @@ from dask_observe.store import Run, Store, StoreError
 from dask_observe.text import flag_lines, log_lines
 
 
-def _open_store(path: str | None) -> Store:
+def _open_store(path: str | None, create: bool = True) -> Store:
+    """The store; reading magics pass ``create=False`` (a mistyped --store is
+    an error, not a new empty store)."""
     from dask_observe import open_store
 
     try:
-        return open_store(path)
+        return open_store(path, create=create)
     except StoreError as e:
         raise UsageError(str(e)) from None
 
@@ -257,14 +259,18 @@ class ObserveMagics(Magics):
             )
         else:
             print("not recording")
-        store = _open_store(args.store)
+        try:
+            store = _open_store(args.store, create=False)
+        except UsageError as e:
+            print(f"store: {e}")
+            return
         try:
             print(f"store: {store.path} ({len(store.run_records())} runs)")
         finally:
             store.close()
 
     def _observe_runs(self, args: argparse.Namespace) -> Any:
-        store = _open_store(args.store)
+        store = _open_store(args.store, create=False)
         try:
             return store.runs()
         finally:
@@ -328,7 +334,7 @@ class ObserveMagics(Magics):
 def _reading(args: argparse.Namespace) -> Iterator[Store]:
     """The store named by ``--store``; unknown runs and bad filters become
     UsageError, as every bad argument of a magic."""
-    store = _open_store(args.store)
+    store = _open_store(args.store, create=False)
     try:
         yield store
     except (StoreError, ValueError) as e:

@@ -6,36 +6,55 @@ in the store, the upstream is that cluster's recorded dashboard address and
 nothing else, and a path that could steer the request elsewhere (``@``, ``..``,
 a scheme, a backslash, an absolute path) is refused. Refusals never repeat the
 request's text.
+
+Nothing of the Jupyter server's credentials travels upstream, and nothing the
+dashboard answers may act on the Jupyter server's origin: requests carry an
+allowlist of headers and a query without ``token`` or ``_xsrf``; answers pass
+an allowlist of headers back (never a CSP, CORS, cookie, cache-clearing,
+refresh or HSTS header: Jupyter's own policy stays), and only redirects within
+the dashboard, rewritten under the proxy's prefix.
+
+Ours, not jupyter-server-proxy: that one forwards every request header but a
+few (Cookie, and Authorization only from 4.4) and every response header, and
+passes absolute redirects; restricting it to registered dashboards would take
+its ``host_allowlist`` hook plus most of what is here. Bodies stream through
+in chunks, as there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
-from tornado import httpclient, web, websocket
+from jupyter_server.utils import url_path_join
+from tornado import httpclient, httputil, web, websocket
 
+from dask_observe.server.manager import StoreManager
 from dask_observe.store import Store, StoreError
 
-#: Headers that describe one connection, not the message: never forwarded.
-_HOP_BY_HOP = frozenset(
-    h.lower()
-    for h in (
-        "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-        "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length",
-        "Content-Encoding", "Host", "Cookie", "Authorization",
-    )
+#: Request headers forwarded upstream (all else stays here: cookies, tokens,
+#: Referer, X-XSRFToken, whatever a Connection header names).
+_REQUEST_HEADERS = frozenset(
+    {"accept", "accept-language", "cache-control", "if-modified-since",
+     "if-none-match", "range", "user-agent"}
 )  # fmt: skip
-#: Response headers a dashboard may not set on the Jupyter server's origin.
-_DROPPED_RESPONSE = frozenset({"set-cookie"})
+#: Response headers passed back to the browser (a dashboard's pages, scripts,
+#: images and JSON need no other).
+_RESPONSE_HEADERS = frozenset(
+    {"content-type", "cache-control", "etag", "last-modified", "expires",
+     "content-language", "content-disposition", "content-range",
+     "accept-ranges", "vary", "date"}
+)  # fmt: skip
+#: Query parameters that are the Jupyter server's credentials, not the dashboard's.
+_CREDENTIAL_PARAMS = frozenset({"token", "_xsrf"})
 
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._~!$&'()*+,;=:-]*$")
+_QUOTE_SAFE = "._~!$&'()*+,;=:-"
 
 
 def upstream_path(path: str) -> str | None:
@@ -50,14 +69,33 @@ def upstream_path(path: str) -> str | None:
     return "/".join(quote(s, safe=_QUOTE_SAFE) for s in segments)
 
 
-_QUOTE_SAFE = "._~!$&'()*+,;=:-"
+def upstream_query(query: str) -> str:
+    """The request's query without the Jupyter server's credentials."""
+    kept = [
+        (k, v)
+        for k, v in parse_qsl(query, keep_blank_values=True)
+        if k not in _CREDENTIAL_PARAMS
+    ]
+    return urlencode(kept)
 
 
-def _lookup(store_path: Path, cluster_id: str) -> str | None:
-    if not store_path.exists():
+def redirect_target(location: str, prefix: str) -> str | None:
+    """Where a dashboard's redirect leads, under the proxy's ``prefix``; None
+    for one that would leave the dashboard (``//host``, ``https:host``,
+    ``/\\host``, any scheme) or climb out of it (``..``)."""
+    parts = urlsplit(location)
+    if parts.scheme or parts.netloc or "\\" in location or location.startswith("//"):
         return None
-    with Store(store_path, create=False) as store:
-        cluster = store.cluster(cluster_id)
+    path = parts.path
+    if any(s == ".." for s in path.split("/")):
+        return None
+    if path.startswith("/"):  # the dashboard's root is the proxy's prefix
+        path = url_path_join(prefix, path.lstrip("/"))
+    return path + (f"?{parts.query}" if parts.query else "")
+
+
+def _lookup(store: Store, cluster_id: str) -> str | None:
+    cluster = store.cluster(cluster_id)
     return None if cluster is None else cluster["dashboard"]
 
 
@@ -66,8 +104,8 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
 
     auth_resource = "dask-observe"
 
-    def initialize(self, store_path: Path) -> None:
-        self.store_path = store_path
+    def initialize(self, manager: StoreManager) -> None:
+        self.manager = manager
         self._upstream: websocket.WebSocketClientConnection | None = None
         self._pump: asyncio.Task[None] | None = None
 
@@ -77,7 +115,7 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
         if relative is None:
             raise web.HTTPError(403, "this path is not allowed through the proxy")
         try:
-            base = await asyncio.to_thread(_lookup, self.store_path, cluster_id)
+            base = await self.manager.read(_lookup, cluster_id)
         except StoreError:
             base = None
         if not base:
@@ -86,7 +124,7 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
         # Belt and braces: the host of the result is the registered one.
         if urlsplit(target).netloc != urlsplit(base).netloc:
             raise web.HTTPError(403, "this path is not allowed through the proxy")
-        query = self.request.query
+        query = upstream_query(self.request.query)
         return f"{target}?{query}" if query else target
 
     @ws_authenticated
@@ -97,14 +135,20 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
             self._ws_target = "ws" + target.removeprefix("http")
             await websocket.WebSocketHandler.get(self, cluster_id, path)
             return
+        self._prefix = url_path_join(
+            self.base_url, "dask-observe", "dashboard", cluster_id
+        )
         await self._forward(target)
 
     async def _forward(self, target: str) -> None:
         headers = {
             k: v
             for k, v in self.request.headers.get_all()
-            if k.lower() not in _HOP_BY_HOP
+            if k.lower() in _REQUEST_HEADERS
         }
+        self._head: httputil.ResponseStartLine | None = None
+        self._upstream_headers = httputil.HTTPHeaders()
+        self._refused = False
         try:
             response = await httpclient.AsyncHTTPClient().fetch(
                 target,
@@ -112,23 +156,58 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
                 follow_redirects=False,
                 raise_error=False,
                 request_timeout=30,
+                header_callback=self._header_line,
+                streaming_callback=self._chunk,
             )
-        except OSError:
+        except (OSError, httpclient.HTTPClientError):
             raise web.HTTPError(502, "the dashboard did not answer") from None
-        self.set_status(response.code, response.reason)
+        if not self._started():  # no body: the head goes out now
+            self._start(response.code, response.reason)
+        if self._refused:  # nothing of it was sent
+            raise web.HTTPError(502, "the dashboard redirected outside itself")
+        await self.finish()
+
+    def _header_line(self, line: str) -> None:
+        """The upstream answer's head, a line at a time (for streaming)."""
+        if line.startswith("HTTP/"):
+            self._head = httputil.parse_response_start_line(line.strip())
+            self._upstream_headers = httputil.HTTPHeaders()
+        elif line.strip():
+            self._upstream_headers.parse_line(line)
+
+    def _started(self) -> bool:
+        return getattr(self, "_status_sent", False)
+
+    def _start(self, code: int, reason: str | None) -> None:
+        """Status and the allowed headers, once, before the first chunk."""
+        self._status_sent = True
+        self.set_status(code, reason)
         seen: set[str] = set()
-        for name, value in response.headers.get_all():
+        for name, value in self._upstream_headers.get_all():
             lowered = name.lower()
-            if lowered in _HOP_BY_HOP or lowered in _DROPPED_RESPONSE:
+            if lowered == "location":
+                moved = redirect_target(value, self._prefix)
+                if moved is None:
+                    self._refused = True
+                    continue
+                value = moved
+            elif lowered not in _RESPONSE_HEADERS:
                 continue
-            if lowered == "location" and "://" in value:
-                continue  # an absolute redirect would leave the proxy
-            # The first of a name replaces the Jupyter server's default; repeats add.
+            # The first of a name replaces the Jupyter server's default (its
+            # Content-Type); repeats add.
             (self.add_header if lowered in seen else self.set_header)(name, value)
             seen.add(lowered)
-        if response.body:
-            self.write(response.body)
-        await self.finish()
+
+    def _chunk(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if not self._started():
+            assert self._head is not None
+            self._start(self._head.code, self._head.reason)
+            if self._refused:
+                return
+        self.write(data)
+        self.flush()
 
     # -- websockets --------------------------------------------------------------
     def select_subprotocol(self, subprotocols: list[str]) -> str | None:

@@ -7,11 +7,10 @@ no script run.
 
 from __future__ import annotations
 
-import asyncio
 import json
+import re
 from collections.abc import Callable
 from html import escape
-from pathlib import Path
 from typing import Any, TypeVar
 
 from jupyter_server.auth.decorator import authorized, ws_authenticated
@@ -19,7 +18,14 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from dask_observe.store import RunNotFound, Store, StoreError
+from dask_observe.server.manager import StoreManager, TooBusy
+from dask_observe.store import (
+    QueryTooLong,
+    RunNotFound,
+    Store,
+    StoreError,
+    StoreMissing,
+)
 
 #: The resource name for jupyter_server's authorizer.
 AUTH_RESOURCE = "dask-observe"
@@ -33,49 +39,41 @@ REPORT_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 T = TypeVar("T")
 
 
-def read_runs(path: Path) -> list[dict[str, Any]]:
-    """The runs in the store at ``path``; none while no store exists yet."""
-    if not path.exists():
-        return []
-    with Store(path, create=False) as store:
-        return store.run_records()
+def read_runs(store: Store) -> list[dict[str, Any]]:
+    return store.run_records()
 
 
-def read_run(path: Path, run_id: str) -> dict[str, Any]:
+def read_run(store: Store, run_id: str) -> dict[str, Any]:
     """A run's record, summary and flags."""
-    with Store(path, create=False) as store:
-        run = store.run(run_id)
-        flags = run.flags()
-        flags["time"] = flags["time"].map(lambda t: t.timestamp())
-        return {
-            "run": store.run_record(run.id),
-            "summary": run.summary(),
-            "flags": flags.to_dict("records"),
-        }
+    run = store.run(run_id)
+    flags = run.flags()
+    flags["time"] = flags["time"].map(lambda t: t.timestamp())
+    return {
+        "run": store.run_record(run.id),
+        "summary": run.summary(),
+        "flags": flags.to_dict("records"),
+    }
 
 
-def read_logs(path: Path, run_id: str, query: dict[str, Any]) -> dict[str, Any]:
+def read_logs(store: Store, run_id: str, query: dict[str, Any]) -> dict[str, Any]:
     """One page of a run's log lines in store order: those numbered above
     ``after`` (and at most ``upto``), filtered as the Python API filters."""
-    with Store(path, create=False) as store:
-        rows = store.run(run_id).log_page(
-            query["after"], query["limit"] + 1, query["upto"], **query["filters"]
-        )
+    rows = store.run(run_id).log_page(
+        query["after"], query["limit"] + 1, query["upto"], **query["filters"]
+    )
     more = len(rows) > query["limit"]
     rows = rows[: query["limit"]]
     return {"lines": rows, "next": rows[-1]["seq"] if more else None}
 
 
-def read_report(path: Path, run_id: str) -> str:
-    with Store(path, create=False) as store:
-        return store.run(run_id).report().html
+def read_report(store: Store, run_id: str) -> str:
+    return store.run(run_id).report().html
 
 
-def read_comparison(path: Path, a: str, b: str) -> str:
+def read_comparison(store: Store, a: str, b: str) -> str:
     from dask_observe.comparison import compare
 
-    with Store(path, create=False) as store:
-        body = compare(a, b, store=store)._repr_html_()
+    body = compare(a, b, store=store)._repr_html_()
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>Runs {escape(a)} and {escape(b)} compared</title></head>"
@@ -83,32 +81,42 @@ def read_comparison(path: Path, a: str, b: str) -> str:
     )
 
 
-def read_clusters(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    with Store(path, create=False) as store:
-        return store.clusters()
+def read_clusters(store: Store) -> list[dict[str, Any]]:
+    return store.clusters()
 
 
 class StoreReader(JupyterHandler):
-    """Base of the handlers that read the store; it is handed in, not global."""
+    """Base of the handlers that read the store, through the extension's one
+    :class:`StoreManager` (handed in, not global)."""
 
     auth_resource = AUTH_RESOURCE
 
-    def initialize(self, store_path: Path) -> None:
-        self.store_path = store_path
+    def initialize(self, manager: StoreManager) -> None:
+        self.manager = manager
 
-    async def read(self, reader: Callable[..., T], *args: Any) -> T:
-        """Run a blocking store read off the event loop; a missing run is 404, a
-        bad filter 400. Their messages quote what the request (or the store: run
-        names) said, so they are HTML-escaped, whatever page carries them."""
+    async def read(
+        self,
+        reader: Callable[..., T],
+        *args: Any,
+        empty: Any = None,
+        isolated: bool = False,
+    ) -> T:
+        """A store read by the manager (``isolated``: in a process of its own,
+        for reads that run Python for long); ``empty`` answers for a store not
+        created yet (else 404). A missing run is 404, a bad filter or a read
+        past its deadline 400. Messages quote what the request (or the store:
+        run names) said, so they are HTML-escaped, whatever page carries them."""
         try:
-            return await asyncio.to_thread(reader, self.store_path, *args)
+            return await self.manager.read(reader, *args, isolated=isolated)
+        except StoreMissing as e:
+            if empty is not None:
+                return empty  # type: ignore[no-any-return]
+            raise web.HTTPError(404, "no runs recorded yet") from e
         except RunNotFound as e:
             raise web.HTTPError(404, escape(str(e))) from e
+        except QueryTooLong as e:
+            raise web.HTTPError(400, escape(str(e))) from e
         except StoreError as e:
-            if not self.store_path.exists():
-                raise web.HTTPError(404, "no runs recorded yet") from e
             raise web.HTTPError(500, escape(str(e))) from e
         except ValueError as e:
             raise web.HTTPError(400, escape(str(e))) from e
@@ -131,7 +139,7 @@ class RunsHandler(StoreHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        runs = await self.read(read_runs)
+        runs = await self.read(read_runs, empty=[])
         self.finish(json.dumps({"runs": runs}))
 
 
@@ -141,7 +149,8 @@ class RunHandler(StoreHandler):
     @web.authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        self.finish(json.dumps(await self.read(read_run, run_id), default=str))
+        run = await self.read(read_run, run_id, isolated=True)  # flags: pandas
+        self.finish(json.dumps(run, default=str))
 
 
 class RunLogsHandler(StoreHandler):
@@ -155,28 +164,36 @@ class RunLogsHandler(StoreHandler):
         raw = self.get_query_argument(name, None)
         if raw is None:
             return default
-        try:
-            return int(raw)
-        except ValueError:
-            raise web.HTTPError(400, f"{name} must be a whole number") from None
+        if not re.fullmatch(r"\d{1,18}", raw):  # what SQLite's integers hold
+            raise web.HTTPError(400, f"{name} must be a whole number below 10**18")
+        return int(raw)
 
     @web.authenticated
     @authorized
     async def get(self, run_id: str) -> None:
         limit = self._int("limit", 1000) or 1000
+        regex = self.get_query_argument("regex", "") in ("1", "true")
         query = {
             "after": self._int("after", 0) or 0,
             "upto": self._int("upto", None),
             "limit": max(1, min(limit, MAX_PAGE)),
             "filters": {
                 "contains": self.get_query_argument("contains", None),
-                "regex": self.get_query_argument("regex", "") in ("1", "true"),
+                "regex": regex,
                 "level": self.get_query_argument("level", None),
                 "worker": self.get_query_argument("worker", None),
                 "source": self.get_query_argument("source", None),
             },
         }
-        self.finish(json.dumps(await self.read(read_logs, run_id, query)))
+        if not regex:
+            self.finish(json.dumps(await self.read(read_logs, run_id, query)))
+            return
+        try:
+            with self.manager.slot("pattern"):
+                page = await self.read(read_logs, run_id, query, isolated=True)
+        except TooBusy as e:
+            raise web.HTTPError(429, str(e)) from e
+        self.finish(json.dumps(page))
 
 
 class RunReportHandler(StoreReader):
@@ -188,7 +205,7 @@ class RunReportHandler(StoreReader):
     @ws_authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        self.finish_html(await self.read(read_report, run_id))
+        self.finish_html(await self.read(read_report, run_id, isolated=True))
 
 
 class RunComparisonHandler(StoreReader):
@@ -198,7 +215,7 @@ class RunComparisonHandler(StoreReader):
     @ws_authenticated  # 403, not a login redirect (see RunReportHandler)
     @authorized
     async def get(self, a: str, b: str) -> None:
-        self.finish_html(await self.read(read_comparison, a, b))
+        self.finish_html(await self.read(read_comparison, a, b, isolated=True))
 
 
 class ClustersHandler(StoreHandler):
@@ -208,23 +225,29 @@ class ClustersHandler(StoreHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.finish(json.dumps({"clusters": await self.read(read_clusters)}))
+        clusters = await self.read(read_clusters, empty=[])
+        self.finish(json.dumps({"clusters": clusters}))
 
 
-def route_table(base_url: str, store_path: Path) -> list[tuple[str, Any, Any]]:
+def route_table(base_url: str, manager: StoreManager) -> list[tuple[str, Any, Any]]:
     """The handlers of the extension, rooted at ``base_url``."""
     from dask_observe.server.proxy import DashboardProxyHandler
     from dask_observe.server.stream import StreamHandler
 
-    kwargs = {"store_path": store_path}
+    kwargs = {"manager": manager}
     api = url_path_join(base_url, "dask-observe", "api")
-    run = url_path_join(api, "runs", r"(last|\d+)")
+    # Ids SQLite can hold; a longer one is no route (404), never a 500.
+    run = url_path_join(api, "runs", r"(last|\d{1,18})")
     return [
         (url_path_join(api, "runs"), RunsHandler, kwargs),
         (run, RunHandler, kwargs),
         (url_path_join(run, "logs"), RunLogsHandler, kwargs),
         (url_path_join(run, "report"), RunReportHandler, kwargs),
-        (url_path_join(run, "compare", r"(last|\d+)"), RunComparisonHandler, kwargs),
+        (
+            url_path_join(run, "compare", r"(last|\d{1,18})"),
+            RunComparisonHandler,
+            kwargs,
+        ),
         (url_path_join(api, "clusters"), ClustersHandler, kwargs),
         (url_path_join(api, "stream"), StreamHandler, kwargs),
         (

@@ -20,15 +20,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
-from tornado import websocket
+from tornado import web, websocket
 
-from dask_observe.store import RunNotFound, Store, StoreError, telemetry
+from dask_observe.server.manager import StoreManager, TooBusy
+from dask_observe.store import Store, StoreError, telemetry
 
 #: How often a subscription looks for new rows (latency is at most about this).
 POLL_INTERVAL_S = 0.2
@@ -47,18 +47,66 @@ class SubscriptionError(ValueError):
     """A subscribe message that cannot be followed; told to the client."""
 
 
+#: Kinds a subscribe message may list (duplicates included) before it is refused.
+MAX_KINDS = 20
+#: Characters of a worker or cluster name in a subscription.
+MAX_NAME = 500
+
+
+def _whole(value: Any) -> bool:
+    """A JSON integer SQLite can hold (not a bool, which JSON also has)."""
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and -(2**62) < value < 2**62
+    )
+
+
+def _filters(raw: Any) -> dict[str, Any]:
+    """The log filters of a subscription, checked as REST checks them."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or set(raw) - {
+        "contains", "regex", "level", "worker", "source",
+    }:  # fmt: skip
+        raise SubscriptionError(
+            "unknown filters; use contains, regex, level, worker, source"
+        )
+    for name in ("contains", "worker", "source"):
+        value = raw.get(name)
+        if value is not None and not isinstance(value, str):
+            raise SubscriptionError(f"filter {name!r} must be text")
+    if len(raw.get("worker") or "") > MAX_NAME:
+        raise SubscriptionError(
+            f"filter 'worker' may have at most {MAX_NAME} characters"
+        )
+    if not isinstance(raw.get("regex", False), bool):
+        raise SubscriptionError("filter 'regex' must be true or false")
+    if raw.get("level") is not None:
+        if not isinstance(raw["level"], str | int) or isinstance(raw["level"], bool):
+            raise SubscriptionError("filter 'level' must be a level name or number")
+        telemetry.level_number(raw["level"])
+    if raw.get("contains"):
+        telemetry.log_filters(raw["contains"], bool(raw.get("regex")), None)
+    return dict(raw)
+
+
 class Subscription:
-    """What one client follows, read from the store on each poll."""
+    """What one client follows, read from the store on each poll (through
+    whichever read-only connection the reading thread has: none is kept)."""
 
     def __init__(self, store: Store, message: dict[str, Any]) -> None:
-        self.store = store
         kinds = message.get("kinds") or list(ROW_KINDS)
+        if not isinstance(kinds, list) or len(kinds) > MAX_KINDS:
+            raise SubscriptionError(f"'kinds' must be a list of some of {KINDS}")
         unknown = [k for k in kinds if k not in KINDS]
-        if unknown or not isinstance(kinds, list):
-            raise SubscriptionError(f"unknown kinds {unknown}; use some of {KINDS}")
-        self.kinds: list[str] = kinds
+        if unknown:
+            raise SubscriptionError(
+                f"unknown kinds {unknown[:5]!r}; use some of {KINDS}"
+            )
+        self.kinds: list[str] = list(dict.fromkeys(kinds))  # each once
         after = message.get("after", 0)
-        if not isinstance(after, int) or isinstance(after, bool):
+        if not _whole(after):
             raise SubscriptionError(
                 "'after' must be a sequence number, or -N for about the last N rows"
             )
@@ -68,33 +116,35 @@ class Subscription:
         if since is not None:
             # A time window instead (a metrics chart of the last minutes): start
             # at the first row of the kinds asked that is at most `since` s old.
-            if not isinstance(since, int | float) or isinstance(since, bool):
+            if (
+                not isinstance(since, int | float)
+                or isinstance(since, bool)
+                or not 0 <= since < 10**9
+            ):
                 raise SubscriptionError("'since' must be a number of seconds")
-            self.cursor = max(self.cursor, self._first_seq_since(since) - 1)
-        filters = message.get("filters") or {}
-        if not isinstance(filters, dict) or set(filters) - {
-            "contains", "regex", "level", "worker", "source",
-        }:  # fmt: skip
-            raise SubscriptionError(
-                "unknown filters; use contains, regex, level, worker, source"
-            )
-        if filters.get("contains") and filters.get("regex"):
-            telemetry.log_filters(filters["contains"], True, None)  # says if it is bad
-        if filters.get("level") is not None:
-            telemetry.level_number(filters["level"])
-        self.filters = filters
+            self.cursor = max(self.cursor, self._first_seq_since(store, since) - 1)
+        self.filters = _filters(message.get("filters"))
         self.run_id: int | None = None
-        if message.get("run") is not None:
-            record = store.run_record(message["run"])
+        run, cluster = message.get("run"), message.get("cluster")
+        if run is not None:
+            if not (
+                _whole(run)
+                or run == "last"
+                or (isinstance(run, str) and run.isdigit() and len(run) <= 18)
+            ):
+                raise SubscriptionError("'run' must be a run id or \"last\"")
+            record = store.run_record(run)
             self.run_id = int(record["id"])
             self.window = telemetry.Window(
                 record["cluster"], record["started"], None, record["seq_start"], None
             )
-        elif message.get("cluster") is not None:
-            cluster = store.cluster(str(message["cluster"]))
-            if cluster is None:
+        elif cluster is not None:
+            if not isinstance(cluster, str) or len(cluster) > MAX_NAME:
+                raise SubscriptionError("'cluster' must be a cluster id")
+            found = store.cluster(cluster)
+            if found is None:
                 raise SubscriptionError("no such cluster")
-            self.window = telemetry.Window(cluster["address"])
+            self.window = telemetry.Window(found["address"])
         else:
             raise SubscriptionError("subscribe to a 'run' or a 'cluster'")
         self._flags: list[dict[str, Any]] | None = None
@@ -102,37 +152,39 @@ class Subscription:
         self._progress: dict[str, list[int]] = {}
         self._progress_cursor = self.window.seq_after or 0
 
-    def _first_seq_since(self, seconds: float) -> int:
+    def _first_seq_since(self, store: Store, seconds: float) -> int:
         oldest = time.time() - seconds
         firsts = [
-            self.store.rows(f"SELECT min(seq) AS seq FROM {kind} WHERE time >= ?",
+            store.rows(f"SELECT min(seq) AS seq FROM {kind} WHERE time >= ?",
                             [oldest])[0]["seq"]
             for kind in self.kinds if kind in ROW_KINDS
         ]  # fmt: skip
         found = [f for f in firsts if f is not None]
-        return min(found) if found else self.store.last_seq() + 1
+        return min(found) if found else store.last_seq() + 1
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, store: Store) -> dict[str, Any]:
         return {
             "type": "subscribed",
             "run": self.run_id,
             "kinds": self.kinds,
             "after": self.cursor,
-            "last": self.store.last_seq(),
+            "last": store.last_seq(),
         }
 
-    def _run_window(self) -> telemetry.Window:
+    def _run_window(self, store: Store) -> telemetry.Window:
         """The window, closed once the run has ended."""
         if self.run_id is None:
             return self.window
-        record = self.store.run_record(self.run_id)
+        record = store.run_record(self.run_id)
         return self.window._replace(seq_upto=record["seq_end"])
 
-    def rows_after(self, cursor: int) -> tuple[int, dict[str, list[dict[str, Any]]]]:
+    def rows_after(
+        self, store: Store, cursor: int
+    ) -> tuple[int, dict[str, list[dict[str, Any]]]]:
         """The next batch: rows of each kind above ``cursor``, all up to one
         bound, so that the bound is an exact resume point."""
-        top = self.store.last_seq()
-        window = self._run_window()
+        top = store.last_seq()
+        window = self._run_window(store)
         upto = top if window.seq_upto is None else min(top, window.seq_upto)
         window = window._replace(seq_upto=upto)
         found: dict[str, list[dict[str, Any]]] = {}
@@ -144,7 +196,7 @@ class Subscription:
                 kind, window, cursor, BATCH_ROWS,
                 logs=self.filters if kind == "logs" else None,
             )  # fmt: skip
-            rows = [dict(r) for r in self.store.rows(sql, params)]
+            rows = [dict(r) for r in store.rows(sql, params)]
             if len(rows) == BATCH_ROWS:  # more to come: the batch ends here
                 bound = min(bound, rows[-1]["seq"])
             found[kind] = rows
@@ -155,39 +207,31 @@ class Subscription:
             row["data"] = json.loads(row["data"])
         return max(bound, cursor), {k: v for k, v in batch.items() if v}
 
-    def flags(self, now: float) -> list[dict[str, Any]] | None:
-        """The run's flags when they changed since last sent (judged at most
-        every FLAGS_INTERVAL_S), else None."""
+    def flags_due(self, now: float) -> bool:
+        """Whether the run's flags are to be judged again (at most every
+        FLAGS_INTERVAL_S)."""
         if self.run_id is None or "flags" not in self.kinds:
-            return None
-        if self._flags is not None and now - self._flags_at < FLAGS_INTERVAL_S:
-            return None
-        from dask_observe.flags import flag_list
+            return False
+        return self._flags is None or now - self._flags_at >= FLAGS_INTERVAL_S
 
+    def flags_changed(self, now: float, flags: list[dict[str, Any]]) -> bool:
+        """Note a judgement; whether it differs from the last one sent."""
         self._flags_at = now
-        flags = [
-            {
-                "time": f.time, "kind": f.kind, "severity": f.severity,
-                "worker": f.worker, "message": f.message, "advice": f.advice,
-                "evidence": f.evidence,
-            }
-            for f in flag_list(self.store.run(self.run_id))
-        ]  # fmt: skip
         if flags == self._flags:
-            return None
+            return False
         self._flags = flags
-        return flags
+        return True
 
-    def progress(self) -> dict[str, list[int]] | None:
+    def progress(self, store: Store) -> dict[str, list[int]] | None:
         """Tasks done and erred by prefix in the run, when they changed."""
         if self.run_id is None or "progress" not in self.kinds:
             return None
-        record = self.store.run_record(self.run_id)
+        record = store.run_record(self.run_id)
         window = self.window._replace(seq_upto=record["seq_end"])
         sql, params, _ = telemetry.task_query(
             window._replace(seq_after=self._progress_cursor), record["span_id"]
         )
-        rows = self.store.rows(
+        rows = store.rows(
             sql.replace("SELECT ", "SELECT seq, ", 1), params
         )  # the numbers, to count each task once
         if not rows:
@@ -199,20 +243,50 @@ class Subscription:
         return {k: list(v) for k, v in self._progress.items()}
 
 
+def judge_flags(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """A run's flags as the stream sends them (in a reading process: pandas)."""
+    from dask_observe.flags import flag_list
+
+    return [
+        {
+            "time": f.time, "kind": f.kind, "severity": f.severity,
+            "worker": f.worker, "message": f.message, "advice": f.advice,
+            "evidence": f.evidence,
+        }
+        for f in flag_list(store.run(run_id))
+    ]  # fmt: skip
+
+
 class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
-    """The websocket: authenticated and authorized before the upgrade."""
+    """The websocket: authenticated and authorized before the upgrade; at most
+    CAPS["stream"] open at once."""
 
     auth_resource = "dask-observe"
 
-    def initialize(self, store_path: Path) -> None:
-        self.store_path = store_path
+    def initialize(self, manager: StoreManager) -> None:
+        self.manager = manager
         self._task: asyncio.Task[None] | None = None
         self._pending = 0
+        self._slot = False
 
     @ws_authenticated
     @authorized
     async def get(self, *args: Any, **kwargs: Any) -> None:
-        await super().get(*args, **kwargs)
+        try:
+            self.manager.acquire("stream")
+        except TooBusy as e:
+            raise web.HTTPError(429, str(e)) from e
+        self._slot = True
+        try:
+            await super().get(*args, **kwargs)
+        finally:
+            if self.ws_connection is None:  # refused or failed: no on_close
+                self._release()
+
+    def _release(self) -> None:
+        if self._slot:
+            self.manager.release("stream")
+            self._slot = False
 
     def on_message(self, message: str | bytes) -> None:
         try:
@@ -229,6 +303,7 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
     def on_close(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        self._release()
 
     def _send(self, message: dict[str, Any]) -> None:
         text = json.dumps(message, default=str)
@@ -244,40 +319,51 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
         self._pending -= size
 
     async def _follow(self, message: dict[str, Any]) -> None:
+        """Follow one subscription until the socket closes or another replaces
+        it; whatever stops it is told to the client (never a silent end)."""
         try:
-            store = await asyncio.to_thread(Store, self.store_path, create=False)
-        except StoreError as e:
-            self._send({"type": "error", "message": str(e)})
-            return
-        try:
-            try:
-                sub = await asyncio.to_thread(Subscription, store, message)
-            except (SubscriptionError, RunNotFound, ValueError) as e:
-                self._send({"type": "error", "message": str(e)})
-                return
-            self._send(sub.describe())
+            sub = await self.manager.read(Subscription, message)
+            self._send(await self.manager.read(sub.describe))
             await self._poll(sub)
-        finally:
-            store.close()
+        except asyncio.CancelledError:
+            raise
+        except (SubscriptionError, StoreError, ValueError) as e:
+            self._send({"type": "error", "message": str(e)})
+        except Exception as e:  # a bug of ours: said, and logged with its trace
+            self.log.exception("dask-observe: a stream subscription failed")
+            self._send(
+                {
+                    "type": "error",
+                    "message": f"the subscription failed: {type(e).__name__}",
+                }
+            )
 
     async def _poll(self, sub: Subscription) -> None:
         loop = asyncio.get_running_loop()
+        read = self.manager.read
         while self.ws_connection is not None:
             if self._pending > MAX_PENDING_BYTES:
                 # Too slow: skip to the newest row and let REST fill the gap.
-                upto = await asyncio.to_thread(sub.store.last_seq)
+                upto = await read(Store.last_seq)
                 if upto > sub.cursor:
                     self._send({"type": "gap", "after": sub.cursor, "upto": upto})
                     sub.cursor = upto
             else:
-                last, batch = await asyncio.to_thread(sub.rows_after, sub.cursor)
+                # A pattern is tried row by row in Python: out of this process.
+                patterned = bool(
+                    sub.filters.get("regex") and sub.filters.get("contains")
+                )
+                last, batch = await read(sub.rows_after, sub.cursor, isolated=patterned)
                 if batch:
                     self._send({"type": "batch", "last": last, **batch})
                 sub.cursor = last
-                flags = await asyncio.to_thread(sub.flags, loop.time())
-                if flags is not None:
-                    self._send({"type": "flags", "flags": flags})
-                progress = await asyncio.to_thread(sub.progress)
+                now = loop.time()
+                if sub.flags_due(now):
+                    assert sub.run_id is not None
+                    flags = await read(judge_flags, sub.run_id, isolated=True)
+                    if sub.flags_changed(now, flags):
+                        self._send({"type": "flags", "flags": flags})
+                progress = await read(sub.progress)
                 if progress is not None:
                     self._send({"type": "progress", "prefixes": progress})
                 if batch and any(len(v) == BATCH_ROWS for v in batch.values()):

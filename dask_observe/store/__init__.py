@@ -1,6 +1,12 @@
 """The durable store that every part of dask-observe reads and the recorder writes."""
 
 from dask_observe.store.run import Run
-from dask_observe.store.store import RunNotFound, Store, StoreError
+from dask_observe.store.store import (
+    QueryTooLong,
+    RunNotFound,
+    Store,
+    StoreError,
+    StoreMissing,
+)
 
-__all__ = ["Run", "RunNotFound", "Store", "StoreError"]
+__all__ = ["QueryTooLong", "Run", "RunNotFound", "Store", "StoreError", "StoreMissing"]

@@ -8,6 +8,7 @@ untouched. Migrations only ever append: migration ``i`` brings version ``i`` to 
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 #: "DOBS" in ASCII; written into the SQLite header of every store.
 APPLICATION_ID = 0x444F4253
@@ -150,6 +151,47 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 class SchemaError(Exception):
     """The file is not a dask-observe store this version can use."""
+
+
+#: SQLite's file header, and where in it the application id is.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_HEADER_SIZE = 100
+
+
+def check_header(path: Path) -> bool:
+    """Whether ``path`` holds a dask-observe store, read from the file's header
+    without SQLite (whose first pragma would change another application's
+    file): True for a store, False for an empty file (one being created).
+
+    Raises
+    ------
+    SchemaError
+        For anything else: another application's database, not SQLite at all.
+    """
+    with open(path, "rb") as f:
+        header = f.read(_HEADER_SIZE)
+    if not header:
+        return False
+    if len(header) < _HEADER_SIZE or not header.startswith(_SQLITE_MAGIC):
+        raise SchemaError("it is not an SQLite file")
+    if int.from_bytes(header[68:72], "big") != APPLICATION_ID:
+        raise SchemaError("it is an SQLite database of another application")
+    return True
+
+
+def check_schema(conn: sqlite3.Connection) -> None:
+    """For a reader that may not migrate: the schema is this version's."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"its schema version {version} is newer than this dask-observe "
+            f"understands ({SCHEMA_VERSION}); upgrade dask-observe"
+        )
+    if version < SCHEMA_VERSION:
+        raise SchemaError(
+            f"it was written by an older dask-observe (schema {version}); run any "
+            "dask-observe command on it once (dask-observe runs) to upgrade it"
+        )
 
 
 def migrate(conn: sqlite3.Connection) -> None:

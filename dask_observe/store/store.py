@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -18,9 +19,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.store import telemetry
+from dask_observe.store import patterns, telemetry
 from dask_observe.store.run import RUN_COLUMNS, Run
-from dask_observe.store.schema import SchemaError, migrate
+from dask_observe.store.schema import (
+    SchemaError,
+    check_header,
+    check_schema,
+    migrate,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,6 +42,18 @@ class RunNotFound(StoreError, LookupError):
     """No run has the id that was asked for."""
 
 
+class StoreMissing(StoreError, FileNotFoundError):
+    """No store at the path (nothing recorded there yet): readers never create one."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"no dask-observe store at {path}")
+        self.path = path
+
+
+class QueryTooLong(StoreError):
+    """A read ran past its deadline (see :meth:`Store.deadline`)."""
+
+
 def _run_row(row: sqlite3.Row) -> dict[str, Any]:
     record = dict(zip(row.keys(), row, strict=True))
     ended = record["ended"]
@@ -43,7 +61,9 @@ def _run_row(row: sqlite3.Row) -> dict[str, Any]:
     return record
 
 
-def _pid_alive(pid: int) -> bool:
+def _pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or not 0 < pid < 2**31:
+        return False  # not a pid this host could have (a damaged row)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -72,51 +92,108 @@ class Store:
         The SQLite file. Created, owner-only, unless ``create`` is False.
     create
         Whether a missing file may be created. Readers that only show what exists
-        (the Jupyter server) pass False and get :class:`StoreError` instead.
+        pass False and get :class:`StoreMissing` instead.
+    readonly
+        Open without writing anything (SQLite ``mode=ro``): no migration, no
+        runs marked interrupted. What the Jupyter server uses.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        readonly: bool = False,
+    ) -> None:
         self.path = Path(path).expanduser()
+        self.readonly = readonly
         # One connection shared by the threads of this process (the kernel's main
         # thread reading, the recorder's thread writing); the lock keeps it serial.
         self._lock = threading.RLock()
-        self._conn = self._connect(create)
-        self._mark_interrupted_runs()
+        self._conn = self._connect(create and not readonly, readonly)
+        if not readonly:  # a writer's duty (readers must not write)
+            self._mark_interrupted_runs()
 
     # -- opening -----------------------------------------------------------------
     def _fail(self, why: object) -> StoreError:
         return StoreError(f"cannot open the dask-observe store {self.path}: {why}")
 
-    def _connect(self, create: bool) -> sqlite3.Connection:
-        if self.path.is_dir():
-            raise self._fail("it is a directory")
-        if not self.path.exists():
-            if not create:
-                raise self._fail("no such file")
-            blocker = next(
-                (p for p in self.path.parents if p.exists() and not p.is_dir()), None
+    def _check_existing(self) -> bool:
+        """Whether the file at ``path`` may be opened as a store, checked before
+        SQLite touches it (a pragma would change another application's file):
+        True for a store, False for an empty file (one being created)."""
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            raise StoreMissing(self.path) from None
+        if stat.S_ISLNK(st.st_mode):
+            raise self._fail(
+                "it is a symbolic link; set observe.store to the file itself"
             )
-            if blocker is not None:
-                raise self._fail(f"{blocker} is a file, not a directory")
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                # The store holds whatever the cluster logged: owner-only from birth.
-                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-            except OSError as e:
-                raise self._fail(e.strerror or e) from e
-        elif not os.access(self.path, os.R_OK | os.W_OK):
+        if stat.S_ISDIR(st.st_mode):
+            raise self._fail("it is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            raise self._fail("it is not a regular file")
+        if st.st_uid != os.getuid():
+            raise self._fail("it belongs to another user")
+        if st.st_mode & 0o022:
+            raise self._fail(
+                "others may write to it (it holds your cluster's logs); "
+                f"make it yours alone: chmod 600 {self.path}"
+            )
+        try:
+            return check_header(self.path)
+        except SchemaError as e:
+            raise self._fail(f"not a dask-observe store: {e}") from e
+
+    def _create(self) -> None:
+        blocker = next(
+            (p for p in self.path.parents if p.exists() and not p.is_dir()), None
+        )
+        if blocker is not None:
+            raise self._fail(f"{blocker} is a file, not a directory")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # The store holds whatever the cluster logged: owner-only from birth;
+            # never through a link, never over a file that appeared meanwhile.
+            flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW
+            os.close(os.open(self.path, flags, 0o600))
+        except FileExistsError:
+            pass  # another process created it first: checked as any existing one
+        except OSError as e:
+            raise self._fail(e.strerror or e) from e
+
+    def _connect(self, create: bool, readonly: bool) -> sqlite3.Connection:
+        if create and not os.path.lexists(self.path):
+            self._create()
+        initialised = self._check_existing()
+        if readonly and not initialised:
+            raise StoreMissing(self.path)  # being created: nothing in it yet
+        if not readonly and not os.access(self.path, os.R_OK | os.W_OK):
             raise self._fail("permission denied (it must be readable and writable)")
         try:
-            conn = sqlite3.connect(
-                self.path, timeout=30, isolation_level=None, check_same_thread=False
-            )
+            if readonly:
+                conn = sqlite3.connect(
+                    f"{self.path.resolve().as_uri()}?mode=ro",
+                    uri=True, timeout=30, isolation_level=None,
+                    check_same_thread=False,
+                )  # fmt: skip
+            else:
+                conn = sqlite3.connect(
+                    self.path, timeout=30, isolation_level=None, check_same_thread=False
+                )
             conn.row_factory = sqlite3.Row
-            conn.create_function("REGEXP", 2, telemetry.regexp, deterministic=True)
+            conn.create_function("REGEXP", 2, patterns.regexp, deterministic=True)
+            if readonly:
+                check_schema(conn)
+                return conn
+            # The schema first: a new file gets its application id in the same
+            # transaction as its tables.
+            migrate(conn)
             conn.execute("PRAGMA journal_mode = WAL")
             # NORMAL is durable across a crash of any process in WAL mode; only a
             # power loss may drop the last transactions.
             conn.execute("PRAGMA synchronous = NORMAL")
-            migrate(conn)
         except SchemaError as e:
             raise self._fail(f"not a dask-observe store: {e}") from e
         except sqlite3.DatabaseError as e:
@@ -137,6 +214,26 @@ class Store:
                 )
 
     # -- plumbing ----------------------------------------------------------------
+    @contextmanager
+    def deadline(self, seconds: float) -> Iterator[None]:
+        """Reads within the block stop after ``seconds`` with QueryTooLong
+        (SQLite's progress handler, checked every few thousand steps: a slow
+        pattern or a huge scan cannot hold a reader's thread for longer)."""
+        end = time.monotonic() + seconds
+        with self._lock:
+            self._conn.set_progress_handler(lambda: time.monotonic() > end, 5_000)
+            try:
+                yield
+            except sqlite3.OperationalError as e:
+                if "interrupted" not in str(e):
+                    raise
+                raise QueryTooLong(
+                    f"the query took longer than {seconds:g} s; narrow it (a "
+                    "level, a worker, a shorter time window, a simpler pattern)"
+                ) from None
+            finally:
+                self._conn.set_progress_handler(None, 0)
+
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
@@ -393,6 +490,8 @@ class Store:
             return _run_row(rows[0])
         try:
             run_id = int(run)
+            if isinstance(run, bool) or not 0 <= run_id < 2**63:
+                raise ValueError(run)  # SQLite cannot even bind it
         except (TypeError, ValueError):
             raise RunNotFound(
                 f"{run!r} is not a run id (a number, or 'last'); {self._latest_hint()}"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from itertools import count
 from typing import Any, NamedTuple
+
+from dask_observe.store import patterns
 
 LOG_COLUMNS = ("time", "level", "source", "worker", "logger", "message")
 TASK_COLUMNS = (
@@ -229,11 +230,9 @@ def log_filters(
     """The WHERE terms of a text and level filter on log lines."""
     where: list[tuple[str, Any]] = []
     if contains:
+        patterns.check_text(contains)
         if regex:
-            try:  # a bad pattern is the caller's error, said early
-                re.compile(contains)
-            except re.error as e:
-                raise ValueError(f"bad regular expression {contains!r}: {e}") from None
+            patterns.compile_pattern(contains)  # a bad pattern is said early
             where.append(("message REGEXP ?", contains))
         else:
             where.append(("message LIKE ? ESCAPE '\\'", f"%{_escape_like(contains)}%"))
@@ -269,11 +268,6 @@ def task_query(window: Window, span_id: str | None) -> tuple[str, list[Any], lis
         order="seq",
     )
     return sql, params, columns
-
-
-def regexp(pattern: str, text: str | None) -> bool:
-    """SQLite's REGEXP operator: a case-sensitive Python ``re.search``."""
-    return text is not None and re.search(pattern, text) is not None
 
 
 def level_names(levels: Iterable[int]) -> list[str]:

@@ -1,0 +1,163 @@
+"""The extension's one way to its store: read-only, bounded, shared fairly.
+
+Every handler gets the one :class:`StoreManager` through its route kwargs. It
+reads on a thread pool of its own (not the event loop's default executor, which
+the Jupyter server shares with everything else), through one read-only
+connection per pool thread, each read under a deadline. What may run at once
+is capped per kind of work, so that a client that floods the server with
+pattern queries or subscriptions is refused (429) instead of queueing ahead of
+everyone. Server-wide, not per user name: a Jupyter server is one user's, and
+token-authenticated requests without a cookie each get a new anonymous name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dask_observe.store import Store, StoreError, StoreMissing
+
+T = TypeVar("T")
+
+#: Threads reading the store: a few slow reads cannot take them all (see caps).
+THREADS = 6
+#: Processes for reads that run Python for long: a pattern tried row by row,
+#: a report, flags. In the server's process they would hold its GIL, and every
+#: other request waits its turn for it (seen: /runs took 5 s beside two pattern
+#: queries). Shared by the managers of a process, started at the first such read.
+PROCESSES = 2
+#: Seconds a read may take before it is stopped and answered with a 400.
+DEADLINE_S = 5.0
+#: What may be in flight at once, by kind of work.
+CAPS = {"pattern": 2, "stream": 16}
+
+_local = threading.local()
+_opened: list[Store] = []
+_opened_lock = threading.Lock()
+_processes: ProcessPoolExecutor | None = None
+
+
+def _store(path: Path) -> Store:
+    """This thread's read-only store at ``path``, opened again when the file
+    was replaced (or created since the last read)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise StoreMissing(path) from None
+    identity = (st.st_dev, st.st_ino)
+    stores: dict[Path, tuple[Store, tuple[int, int]]] = _local.__dict__.setdefault(
+        "stores", {}
+    )
+    cached = stores.get(path)
+    if cached is not None and cached[1] == identity:
+        return cached[0]
+    if cached is not None:
+        cached[0].close()
+    store = Store(path, create=False, readonly=True)
+    stores[path] = (store, identity)
+    with _opened_lock:
+        _opened.append(store)
+    return store
+
+
+def _call(
+    path: Path, deadline_s: float, reader: Callable[..., T], args: tuple[Any, ...]
+) -> T:
+    """``reader(store, *args)`` under the deadline, in a pool thread or process."""
+    store = _store(path)
+    with store.deadline(deadline_s):
+        return reader(store, *args)
+
+
+def _process_pool() -> ProcessPoolExecutor:
+    global _processes
+    if _processes is None:
+        # spawn: forking a server that runs threads copies their locks.
+        context = multiprocessing.get_context("spawn")
+        _processes = ProcessPoolExecutor(PROCESSES, mp_context=context)
+    return _processes
+
+
+class TooBusy(Exception):
+    """A user has as much of some work running as the server allows."""
+
+
+class StoreManager:
+    """Reads of the store at ``path`` for every handler of the extension."""
+
+    def __init__(
+        self, path: Path, threads: int = THREADS, deadline_s: float = DEADLINE_S
+    ) -> None:
+        self.path = path
+        self.deadline_s = deadline_s
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dask-observe")
+        self._busy: dict[str, int] = {}
+
+    async def read(
+        self, reader: Callable[..., T], *args: Any, isolated: bool = False
+    ) -> T:
+        """``reader(store, *args)`` under the deadline: on the manager's threads,
+        or, ``isolated``, in a process of its own (a module-level ``reader``)."""
+        global _processes
+        loop = asyncio.get_running_loop()
+        path, deadline = self.path, self.deadline_s
+        if not isolated:
+            return await loop.run_in_executor(
+                self._pool, _call, path, deadline, reader, args
+            )
+        try:
+            return await loop.run_in_executor(
+                _process_pool(), _call, path, deadline, reader, args
+            )
+        except BrokenProcessPool:  # a reader died (killed, out of memory)
+            _processes = None
+            raise StoreError("the process reading the store died; try again") from None
+
+    # Slots are taken and given back on the event loop only: no lock.
+    def acquire(self, kind: str) -> None:
+        """Take one of the CAPS[kind] slots, or raise TooBusy."""
+        if self._busy.get(kind, 0) >= CAPS[kind]:
+            raise TooBusy(
+                f"at most {CAPS[kind]} {kind} requests run at once; "
+                "wait for one to finish"
+            )
+        self._busy[kind] = self._busy.get(kind, 0) + 1
+
+    def release(self, kind: str) -> None:
+        self._busy[kind] -= 1
+
+    @contextmanager
+    def slot(self, kind: str) -> Iterator[None]:
+        """Hold one of the CAPS[kind] slots for the block."""
+        self.acquire(kind)
+        try:
+            yield
+        finally:
+            self.release(kind)
+
+    def close(self) -> None:
+        """Stop the threads and close their connections (at the server's
+        shutdown); the reading processes end with the server. Never blocks:
+        closing a connection waits for a read that holds it, so that happens
+        on a thread of its own, not on the event loop (seen: 34 s)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with _opened_lock:
+            mine = [store for store in _opened if store.path == self.path]
+            for store in mine:
+                _opened.remove(store)
+
+        def close_all() -> None:
+            for store in mine:
+                store.close()
+
+        threading.Thread(
+            target=close_all, name="dask-observe-close", daemon=True
+        ).start()

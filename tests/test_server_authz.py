@@ -1,0 +1,48 @@
+"""Every route of the extension asks Jupyter's authorizer: one that denies
+gets a 403 on each, websockets included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_server.auth.authorizer import Authorizer
+
+from dask_observe.store import Store
+
+from .test_server import ROUTES
+
+
+class DenyAll(Authorizer):
+    """An authorizer that lets the user in (authenticated) but allows nothing."""
+
+    def is_authorized(
+        self, handler: Any, user: Any, action: str, resource: str
+    ) -> bool:
+        return False
+
+
+@pytest.fixture
+def jp_server_config(store_path: Path) -> dict[str, Any]:
+    return {
+        "ServerApp": {
+            "jpserver_extensions": {"dask_observe": True},
+            "authorizer_class": DenyAll,
+        }
+    }
+
+
+@pytest.mark.parametrize("route", ROUTES)
+async def test_every_route_asks_the_authorizer(
+    route: str, http_server_client: Any, jp_base_url: str, jp_auth_header: Any,
+    store_path: Path,
+) -> None:  # fmt: skip
+    with Store(store_path) as store:
+        store.create_run("secret-run-name", cluster="tcp://10.0.0.1:8786")
+        store.register_cluster("tcp://10.0.0.1:8786", "http://127.0.0.1:9")
+    response = await http_server_client.fetch(
+        jp_base_url + route, headers=jp_auth_header, raise_error=False
+    )
+    assert response.code == 403
+    assert b"secret-run-name" not in response.body

@@ -1,0 +1,257 @@
+"""The server against a hostile or careless user, in a real Jupyter server over a
+real store: bounded patterns and reads, a fair share for every request, and
+malformed input answered with a 4xx or an error frame, never a 500."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from dask_observe.server import MANAGER_SETTING
+from dask_observe.server.manager import CAPS
+from dask_observe.store import Store
+
+CLUSTER = "tcp://10.9.8.7:8786"
+
+
+@pytest.fixture
+def jp_server_config(store_path: Path) -> dict[str, Any]:
+    return {"ServerApp": {"jpserver_extensions": {"dask_observe": True}}}
+
+
+def store_lines(path: Path, lines: list[str]) -> int:
+    """A finished run whose workers logged ``lines``; its id."""
+    with Store(path) as store:
+        run_id = store.create_run("hostile", cluster=CLUSTER)
+        now = time.time()
+        store.append(
+            CLUSTER,
+            [
+                ("log", now + i * 1e-6, 30, "worker", "tcp://w:1", "user", line)
+                for i, line in enumerate(lines)
+            ],
+        )
+        store.end_run(run_id, "finished")
+    return run_id
+
+
+async def timed(coro: Any) -> tuple[float, Any]:
+    began = time.perf_counter()
+    result = await coro
+    return time.perf_counter() - began, result
+
+
+async def fetch(jp_fetch: Any, *parts: str, **params: Any) -> Any:
+    """A response, also when it is an error."""
+    try:
+        return await jp_fetch("dask-observe", "api", *parts, params=params)
+    except HTTPClientError as e:
+        assert e.response is not None
+        return e.response
+
+
+async def test_a_catastrophic_pattern_answers_at_once_and_stalls_nobody(
+    jp_fetch: Any, store_path: Path
+) -> None:
+    # Python's re takes ~2**n steps for (a+)+$ against n a's and a b: n=28 held
+    # the GIL (and every request) for a minute.
+    run_id = store_lines(store_path, ["a" * 28 + "b"] * 200)
+    hostile = asyncio.ensure_future(
+        timed(fetch(jp_fetch, "runs", str(run_id), "logs", contains="(a+)+$", regex=1))
+    )
+    await asyncio.sleep(0.05)
+    waited, runs = await timed(fetch(jp_fetch, "runs"))
+    took, answer = await hostile
+    assert runs.code == 200 and waited < 0.5
+    assert answer.code == 200 and json.loads(answer.body)["lines"] == []
+    assert took < 2.0
+
+
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [
+        ({"contains": r"(a)\1", "regex": 1}, "without backreferences or lookaround"),
+        ({"contains": "(?=a)", "regex": 1}, "without backreferences or lookaround"),
+        ({"contains": "a" * 501, "regex": 1}, "at most 500 characters"),
+        ({"contains": "x" * 60_000}, "at most 2000 characters"),
+        ({"after": str(2**70)}, "after must be a whole number"),
+        ({"upto": "-1"}, "upto must be a whole number"),
+        ({"limit": "1e9"}, "limit must be a whole number"),
+    ],
+)
+async def test_bad_queries_are_400s_that_say_why(
+    jp_fetch: Any, store_path: Path, params: dict[str, Any], says: str
+) -> None:
+    run_id = store_lines(store_path, ["a line"])
+    response = await fetch(jp_fetch, "runs", str(run_id), "logs", **params)
+    assert response.code == 400
+    assert says in json.loads(response.body)["message"]
+
+
+async def test_ids_beyond_64_bits_and_damaged_rows_are_never_a_500(
+    jp_fetch: Any, store_path: Path
+) -> None:
+    run_id = store_lines(store_path, ["a line"])
+    with Store(store_path) as store:  # a row no recorder would write
+        store.create_run("damaged")
+        store._conn.execute("UPDATE runs SET pid = ? WHERE name = 'damaged'", (2**62,))
+    missing: list[tuple[str, ...]] = [
+        ("runs", "9" * 30), ("runs", "9" * 30, "logs"), ("runs", "9" * 18),
+    ]  # fmt: skip
+    for parts in missing:
+        assert (await fetch(jp_fetch, *parts)).code == 404
+    present: list[tuple[str, ...]] = [
+        ("runs",), ("runs", str(run_id)), ("runs", "last", "logs"),
+    ]  # fmt: skip
+    for parts in present:
+        assert (await fetch(jp_fetch, *parts)).code == 200
+
+
+async def test_a_read_past_its_deadline_is_a_400_and_the_server_goes_on(
+    jp_fetch: Any, jp_serverapp: Any, store_path: Path
+) -> None:
+    run_id = store_lines(store_path, [f"line {i}" for i in range(200_000)])
+    manager = jp_serverapp.web_app.settings[MANAGER_SETTING]
+    manager.deadline_s = 0.01  # a real deadline, only shorter than the default
+    try:
+        response = await fetch(
+            jp_fetch, "runs", str(run_id), "logs", contains="nowhere", limit="10"
+        )
+    finally:
+        manager.deadline_s = 5.0
+    assert response.code == 400
+    assert "took longer than 0.01 s" in json.loads(response.body)["message"]
+    assert (await fetch(jp_fetch, "runs")).code == 200
+
+
+async def test_parallel_pattern_queries_are_capped(
+    jp_fetch: Any, store_path: Path
+) -> None:
+    # 300,000 lines: each pattern query takes a while, so they overlap.
+    run_id = store_lines(store_path, [f"line {i} of many" for i in range(300_000)])
+    queries = [
+        fetch(jp_fetch, "runs", str(run_id), "logs", contains=f"^z{i}", regex=1)
+        for i in range(CAPS["pattern"] + 4)
+    ]
+    started = asyncio.gather(*queries)
+    await asyncio.sleep(0.05)
+    waited, runs = await timed(fetch(jp_fetch, "runs"))
+    codes = sorted(r.code for r in await started)
+    assert runs.code == 200 and waited < 0.5
+    assert 200 in codes and 429 in codes and set(codes) == {200, 429}
+
+
+@pytest.mark.parametrize(
+    ("message", "says"),
+    [
+        ({"run": "last", "kinds": ["logs"] * 5000}, "'kinds' must be a list"),
+        ({"run": {"id": 1}}, "'run' must be a run id"),
+        ({"run": "9" * 40}, "'run' must be a run id"),
+        ({"run": "last", "after": 2**70}, "'after' must be a sequence number"),
+        ({"run": "last", "since": 1e300}, "'since' must be a number of seconds"),
+        ({"run": "last", "filters": {"contains": 5}}, "'contains' must be text"),
+        ({"run": "last", "filters": {"regex": "yes"}}, "'regex' must be true"),
+        (
+            {"run": "last", "filters": {"contains": "(a)\\1", "regex": True}},
+            "without backreferences",
+        ),
+        ({"cluster": ["x"]}, "'cluster' must be a cluster id"),
+    ],
+)
+async def test_malformed_subscriptions_get_an_error_frame_and_the_socket_lives_on(
+    jp_ws_fetch: Any, store_path: Path, message: dict[str, Any], says: str
+) -> None:
+    store_lines(store_path, ["still here"])
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    await ws.write_message(json.dumps({"type": "subscribe", **message}))
+    error = json.loads(await ws.read_message())
+    assert error["type"] == "error" and says in error["message"]
+    # The same socket then follows a good subscription.
+    await ws.write_message(json.dumps({"type": "subscribe", "run": "last"}))
+    assert json.loads(await ws.read_message())["type"] == "subscribed"
+    batch = json.loads(await ws.read_message())
+    assert [line["message"] for line in batch["logs"]] == ["still here"]
+    ws.close()
+
+
+async def test_duplicate_kinds_are_followed_once(
+    jp_ws_fetch: Any, store_path: Path
+) -> None:
+    store_lines(store_path, ["once"])
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    subscribe = {"type": "subscribe", "run": "last", "kinds": ["logs"] * 20}
+    await ws.write_message(json.dumps(subscribe))
+    assert json.loads(await ws.read_message())["kinds"] == ["logs"]
+    assert len(json.loads(await ws.read_message())["logs"]) == 1
+    ws.close()
+
+
+async def test_the_server_holds_a_bounded_number_of_streams(
+    jp_ws_fetch: Any, jp_fetch: Any, store_path: Path
+) -> None:
+    store_lines(store_path, ["a line"])
+    streams = [
+        await jp_ws_fetch("dask-observe", "api", "stream")
+        for _ in range(CAPS["stream"])
+    ]
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_ws_fetch("dask-observe", "api", "stream")
+    assert refused.value.code == 429
+    waited, runs = await timed(fetch(jp_fetch, "runs"))
+    assert runs.code == 200 and waited < 0.5
+    streams.pop().close()
+    for _ in range(50):  # the server learns of the close on its next read
+        await asyncio.sleep(0.05)
+        try:
+            streams.append(await jp_ws_fetch("dask-observe", "api", "stream"))
+            break
+        except HTTPClientError:
+            continue
+    assert len(streams) == CAPS["stream"]
+    for ws in streams:
+        ws.close()
+
+
+async def test_server_reads_write_nothing_and_leave_interrupted_runs_to_writers(
+    jp_fetch: Any, store_path: Path
+) -> None:
+    run_id = store_lines(store_path, ["a line"])
+    with Store(store_path) as store:
+        ghost = store.create_run("recorded by a process that died")
+        store._conn.execute("UPDATE runs SET pid = 999999999 WHERE id = ?", (ghost,))
+        store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    before = store_path.read_bytes()
+    mtime = os.stat(store_path).st_mtime_ns
+    for parts in (
+        ("runs",), ("runs", str(ghost)), ("runs", str(run_id), "logs"),
+        ("runs", str(run_id), "report"), ("clusters",),
+    ):  # fmt: skip
+        assert (await fetch(jp_fetch, *parts)).code == 200
+    assert store_path.read_bytes() == before
+    assert os.stat(store_path).st_mtime_ns == mtime
+    with Store(store_path, readonly=True) as store:
+        assert store.run_record(ghost)["status"] == "running"
+    with Store(store_path) as store:  # a writer marks it
+        assert store.run_record(ghost)["status"] == "interrupted"
+
+
+async def test_closing_a_stream_during_a_slow_read_stalls_nobody(
+    jp_ws_fetch: Any, jp_fetch: Any, store_path: Path
+) -> None:
+    store_lines(store_path, [f"line {i}" for i in range(300_000)])
+    for filters in ({"contains": "^nowhere", "regex": True}, {"contains": "nowhere"}):
+        ws = await jp_ws_fetch("dask-observe", "api", "stream")
+        await ws.write_message(
+            json.dumps({"type": "subscribe", "run": "last", "filters": filters})
+        )
+        assert json.loads(await ws.read_message())["type"] == "subscribed"
+        ws.close()  # while the first poll scans 300,000 lines
+        waited, runs = await timed(fetch(jp_fetch, "runs"))
+        assert runs.code == 200 and waited < 0.5, filters

@@ -1,0 +1,127 @@
+"""Opening a store touches nothing else: another application's database, a
+file others may write, a link, a device. Real files, the real command line."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from dask_observe.store import Store, StoreError
+
+from .test_cli import dask_observe_cli
+
+READING = (["runs"], ["logs", "last"], ["flags", "last"], ["report", "last"])
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+@pytest.fixture
+def foreign(tmp_path: Path) -> Path:
+    """Another application's SQLite database, in WAL mode, closed cleanly."""
+    path = tmp_path / "app" / "notes.sqlite"
+    path.parent.mkdir()
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE notes (text)")
+        conn.execute("INSERT INTO notes VALUES ('mine')")
+    conn.close()
+    os.chmod(path, 0o600)
+    return path
+
+
+def test_another_applications_database_is_left_byte_identical(foreign: Path) -> None:
+    before = snapshot(foreign.parent)
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match="SQLite database of another application"):
+            Store(foreign, readonly=readonly)
+    for command in READING:
+        done = dask_observe_cli(foreign, *command)
+        assert done.returncode == 1, command
+        assert "another application" in done.stderr
+    assert snapshot(foreign.parent) == before  # no -wal, no -shm, same bytes
+
+
+def test_a_store_others_may_write_is_refused_with_the_chmod_to_run(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "observe.sqlite"
+    with Store(path) as store:
+        store.create_run("mine")
+    os.chmod(path, 0o666)
+    before = snapshot(tmp_path)
+    with pytest.raises(StoreError, match=re.escape(f"chmod 600 {path}")):
+        Store(path)
+    done = dask_observe_cli(path, "runs")
+    assert done.returncode == 1 and f"chmod 600 {path}" in done.stderr
+    assert snapshot(tmp_path) == before
+    os.chmod(path, 0o600)
+    with Store(path) as store:
+        assert [r["name"] for r in store.run_records()] == ["mine"]
+
+
+def test_a_new_store_is_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "observe.sqlite"
+    with Store(path) as store:
+        store.create_run("first")
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert os.stat(path.parent).st_mode & 0o777 == 0o700
+
+
+def test_a_link_is_never_followed_nor_its_target_created(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere" / "target.sqlite"
+    link = tmp_path / "observe.sqlite"
+    link.symlink_to(target)  # dangling
+    with pytest.raises(StoreError, match="symbolic link"):
+        Store(link)
+    assert not target.exists() and not target.parent.exists()
+
+
+def test_a_device_is_not_a_store_and_gets_no_journal() -> None:
+    journal = Path("/dev/null-journal")
+    if journal.exists():  # left by an older dask-observe: what this test prevents
+        journal.unlink()
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match="not a regular file"):
+            Store("/dev/null", create=False, readonly=readonly)
+    assert not journal.exists()
+
+
+def test_a_readonly_store_reads_while_a_writer_writes(tmp_path: Path) -> None:
+    path = tmp_path / "observe.sqlite"
+    with Store(path) as writer, Store(path, readonly=True) as reader:
+        writer.create_run("one")
+        assert [r["name"] for r in reader.run_records()] == ["one"]
+        writer.create_run("two")
+        assert [r["name"] for r in reader.run_records()] == ["two", "one"]
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            reader.create_run("three")
+
+
+def test_a_slow_read_stops_at_its_deadline(tmp_path: Path) -> None:
+    path = tmp_path / "observe.sqlite"
+    with Store(path) as store:
+        run_id = store.create_run("many lines", cluster="tcp://x:1")
+        now = time.time()
+        store.append(
+            "tcp://x:1",
+            [
+                ("log", now, 30, "worker", None, "l", f"line {i}")
+                for i in range(100_000)
+            ],
+        )
+        run = store.run(run_id)
+        began = time.perf_counter()
+        with (
+            pytest.raises(StoreError, match=r"took longer than 0\.001 s"),
+            store.deadline(0.001),
+        ):
+            run.logs(contains="nowhere", regex=True)
+        assert time.perf_counter() - began < 1.0
+        assert run.logs(contains="line 99999")["message"].tolist() == ["line 99999"]
