@@ -103,6 +103,8 @@ async def follow(
             return
         received = time.time()
         data = json.loads(message)
+        if data["type"] == "error":  # the benchmark is broken: say so
+            raise RuntimeError(data["message"])
         latencies += [received - row["time"] for row in data.get("logs", ())]
     ws.close()
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +85,23 @@ async def test_a_store_that_is_not_ours_is_a_json_error(
     assert info.value.response is not None
     body = json.loads(info.value.response.body)
     assert "not a dask-observe store" in body["message"]
+
+
+async def test_another_applications_database_is_left_byte_identical_by_the_server(
+    jp_fetch: Any, store_path: Path
+) -> None:
+    store_path.parent.mkdir(parents=True)
+    with sqlite3.connect(store_path) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE notes (text)")
+    conn.close()
+    os.chmod(store_path, 0o600)
+    before = {p.name: p.read_bytes() for p in store_path.parent.iterdir()}
+    for parts in (("runs",), ("runs", "last"), ("clusters",)):
+        with pytest.raises(HTTPClientError) as info:
+            await jp_fetch("dask-observe", "api", *parts)
+        assert info.value.code == 500
+    assert {p.name: p.read_bytes() for p in store_path.parent.iterdir()} == before
 
 
 @pytest.mark.parametrize("route", ROUTES)

@@ -255,3 +255,23 @@ async def test_closing_a_stream_during_a_slow_read_stalls_nobody(
         ws.close()  # while the first poll scans 300,000 lines
         waited, runs = await timed(fetch(jp_fetch, "runs"))
         assert runs.code == 200 and waited < 0.5, filters
+
+
+async def test_the_stream_follows_a_store_whose_writers_come_and_go(
+    jp_ws_fetch: Any, store_path: Path
+) -> None:
+    # Each writer closing last deletes the WAL and its index: a reader that
+    # kept its connection would read the deleted index and see nothing new.
+    with Store(store_path) as store:
+        store.create_run("followed", cluster=CLUSTER)
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    await ws.write_message(json.dumps({"type": "subscribe", "run": "last"}))
+    assert json.loads(await ws.read_message())["type"] == "subscribed"
+    for n in range(3):
+        with Store(store_path) as store:  # a recorder that starts and stops
+            store.append(
+                CLUSTER, [("log", time.time(), 30, "worker", None, "u", f"writer {n}")]
+            )
+        batch = json.loads(await asyncio.wait_for(ws.read_message(), 5))
+        assert [line["message"] for line in batch["logs"]] == [f"writer {n}"]
+    ws.close()

@@ -3,7 +3,7 @@
 Every handler gets the one :class:`StoreManager` through its route kwargs. It
 reads on a thread pool of its own (not the event loop's default executor, which
 the Jupyter server shares with everything else), through one read-only
-connection per pool thread, each read under a deadline. What may run at once
+connection per read, each read under a deadline. What may run at once
 is capped per kind of work, so that a client that floods the server with
 pattern queries or subscriptions is refused (429) instead of queueing ahead of
 everyone. Server-wide, not per user name: a Jupyter server is one user's, and
@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import os
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -23,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dask_observe.store import Store, StoreError, StoreMissing
+from dask_observe.store import Store, StoreError
 
 T = TypeVar("T")
 
@@ -37,43 +35,20 @@ PROCESSES = 2
 #: Seconds a read may take before it is stopped and answered with a 400.
 DEADLINE_S = 5.0
 #: What may be in flight at once, by kind of work.
-CAPS = {"pattern": 2, "stream": 16}
+CAPS = {"pattern": 2, "stream": 32}
 
-_local = threading.local()
-_opened: list[Store] = []
-_opened_lock = threading.Lock()
 _processes: ProcessPoolExecutor | None = None
-
-
-def _store(path: Path) -> Store:
-    """This thread's read-only store at ``path``, opened again when the file
-    was replaced (or created since the last read)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise StoreMissing(path) from None
-    identity = (st.st_dev, st.st_ino)
-    stores: dict[Path, tuple[Store, tuple[int, int]]] = _local.__dict__.setdefault(
-        "stores", {}
-    )
-    cached = stores.get(path)
-    if cached is not None and cached[1] == identity:
-        return cached[0]
-    if cached is not None:
-        cached[0].close()
-    store = Store(path, create=False, readonly=True)
-    stores[path] = (store, identity)
-    with _opened_lock:
-        _opened.append(store)
-    return store
 
 
 def _call(
     path: Path, deadline_s: float, reader: Callable[..., T], args: tuple[Any, ...]
 ) -> T:
-    """``reader(store, *args)`` under the deadline, in a pool thread or process."""
-    store = _store(path)
-    with store.deadline(deadline_s):
+    """``reader(store, *args)`` under the deadline, in a pool thread or process,
+    on a read-only connection of its own (0.5 ms to open). Not one kept per
+    thread: when the last writer closes, SQLite deletes the WAL and its index,
+    and a connection kept open meanwhile reads the old index for ever (seen: a
+    stream received nothing once the recorder had closed and opened again)."""
+    with Store(path, create=False, readonly=True) as store, store.deadline(deadline_s):
         return reader(store, *args)
 
 
@@ -144,20 +119,6 @@ class StoreManager:
             self.release(kind)
 
     def close(self) -> None:
-        """Stop the threads and close their connections (at the server's
-        shutdown); the reading processes end with the server. Never blocks:
-        closing a connection waits for a read that holds it, so that happens
-        on a thread of its own, not on the event loop (seen: 34 s)."""
+        """Stop the threads (at the server's shutdown) without waiting for a
+        read in progress; the reading processes end with the server."""
         self._pool.shutdown(wait=False, cancel_futures=True)
-        with _opened_lock:
-            mine = [store for store in _opened if store.path == self.path]
-            for store in mine:
-                _opened.remove(store)
-
-        def close_all() -> None:
-            for store in mine:
-                store.close()
-
-        threading.Thread(
-            target=close_all, name="dask-observe-close", daemon=True
-        ).start()

@@ -233,6 +233,9 @@ def log_filters(
         patterns.check_text(contains)
         if regex:
             patterns.compile_pattern(contains)  # a bad pattern is said early
+            literal = patterns.required_literal(contains)
+            if literal:  # in C, before the pattern runs on what is left
+                where.append(("instr(message, ?) > 0", literal))
             where.append(("message REGEXP ?", contains))
         else:
             where.append(("message LIKE ? ESCAPE '\\'", f"%{_escape_like(contains)}%"))
