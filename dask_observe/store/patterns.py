@@ -72,7 +72,7 @@ def _matcher(pattern: str) -> Any:
         return lambda text: compiled.search(text) is not None
 
     def found(text: str) -> bool:
-        data = text.encode()
+        data = text.encode("utf-8", "replace")  # a lone surrogate: no error
         return bool(program.Match(anywhere, data, 0, len(data))[0][0] != -1)
 
     return found
