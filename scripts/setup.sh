@@ -10,7 +10,11 @@ cd "$(dirname "$0")/.."
 need() {
   command -v "$1" >/dev/null 2>&1 || { echo "setup: $1 is required: $2" >&2; exit 1; }
 }
-need python3 "install Python 3.10 or newer"
+need python3 "install Python 3.11 or newer"
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+  echo "setup: python3 is $(python3 -V 2>&1 | cut -d' ' -f2); dask-observe needs 3.11 or newer" >&2
+  exit 1
+}
 need npm "install Node.js 20 or newer with npm; it builds the JupyterLab panel"
 
 if [ ! -x .venv/bin/python ]; then

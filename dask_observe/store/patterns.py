@@ -92,11 +92,8 @@ def required_literal(pattern: str) -> str | None:
     run before the pattern. Read with Python's own parser (linear, it runs
     nothing); patterns it cannot read, or that ignore case, get none."""
     import re
+    from re import _parser as parser  # type: ignore[attr-defined]
 
-    try:
-        from re import _parser as parser  # type: ignore[attr-defined]
-    except ImportError:  # Python 3.10
-        import sre_parse as parser
     try:
         parsed = parser.parse(pattern)
     except Exception:
