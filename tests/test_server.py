@@ -42,12 +42,6 @@ def sample_paths() -> list[str]:
 ROUTES = sample_paths()
 
 
-@pytest.fixture
-def jp_server_config(store_path: Path) -> dict[str, Any]:
-    # Asking for store_path first points the server at the test's store.
-    return {"ServerApp": {"jpserver_extensions": {"dask_observe": True}}}
-
-
 async def test_runs_route_lists_the_stores_runs(
     jp_fetch: Any, store_path: Path
 ) -> None:

@@ -25,11 +25,6 @@ from dask_observe.store import Store
 N_LINES = 10_000
 
 
-@pytest.fixture
-def jp_server_config(store_path: Path) -> dict[str, Any]:
-    return {"ServerApp": {"jpserver_extensions": {"dask_observe": True}}}
-
-
 def chatter(n: int) -> int:
     log = logging.getLogger("user.chatter")
     for i in range(n):

@@ -17,11 +17,6 @@ import dask_observe
 
 
 @pytest.fixture
-def jp_server_config(store_path: Path) -> dict[str, Any]:
-    return {"ServerApp": {"jpserver_extensions": {"dask_observe": True}}}
-
-
-@pytest.fixture
 def cluster_id(client: Client, store_path: Path) -> str:
     with dask_observe.record("registers the cluster", client=client):
         client.submit(abs, -1).result()

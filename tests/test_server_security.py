@@ -21,11 +21,6 @@ from dask_observe.store import Store
 CLUSTER = "tcp://10.9.8.7:8786"
 
 
-@pytest.fixture
-def jp_server_config(store_path: Path) -> dict[str, Any]:
-    return {"ServerApp": {"jpserver_extensions": {"dask_observe": True}}}
-
-
 def store_lines(path: Path, lines: list[str]) -> int:
     """A finished run whose workers logged ``lines``; its id."""
     with Store(path) as store:
