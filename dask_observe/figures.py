@@ -1,5 +1,6 @@
 """Figures from a run's telemetry that more than one reader shows (the report
-and the flags): memory beyond the heartbeats, and what a killed task did."""
+and the flags): memory beyond the heartbeats, what a killed task did, the
+profile as trees and tables, and the transfers between workers."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ if TYPE_CHECKING:
     from dask_observe.store import Run
 
 
-def fast_memory(run: Run, start: float = 0.0) -> pd.DataFrame:
+def fast_memory(run: Run) -> pd.DataFrame:
     """Process memory beyond the heartbeats: each worker's own fast samples
     (``memory_rss``) and the RSS its nanny measured when it restarted it for
-    memory (the ``worker-restart-memory`` event): time (seconds since
-    ``start``), worker, rss; by time."""
+    memory (the ``worker-restart-memory`` event): time (epoch seconds),
+    worker, rss; by time."""
     import pandas as pd
 
     rss = run.metrics("memory_rss", epoch=True)
@@ -34,9 +35,7 @@ def fast_memory(run: Run, start: float = 0.0) -> pd.DataFrame:
             )
         )
     found = pd.concat(frames, ignore_index=True).dropna(subset=["worker"])
-    found = found[found["rss"] > 0].sort_values("time", ignore_index=True)
-    found["time"] = found["time"] - start
-    return found
+    return found[found["rss"] > 0].sort_values("time", ignore_index=True)
 
 
 def long_tasks(run: Run) -> dict[str, tuple[float, str]]:

@@ -261,20 +261,20 @@ class Recording:
                 dask.config.get("distributed.worker.profile.interval"), default="ms"
             )
         )
-        whole = prune_profile(trees.pop(""), interval)
+        whole = trees.pop("")
         by_prefix = {
-            p: pruned
+            p: prune_profile(tree, interval)
             for p, tree in trees.items()
-            if (pruned := prune_profile(tree, interval))["root"]["count"]
+            if tree.get("count")
         }
         # A prefix's tree tells which function its task threads were in even
         # at the innermost frame, which the whole tree cannot where one caller
         # (dask's ``__call__``) runs several task functions: when the prefixes
         # hold (nearly) all of the samples, the whole run is their sum.
         counted = sum(t["root"]["count"] for t in by_prefix.values())
-        if by_prefix and counted >= 0.9 * whole["root"]["count"]:
-            whole = merge_profiles(list(by_prefix.values()), interval)
-        return {"": whole, **by_prefix}
+        if by_prefix and counted >= 0.9 * whole.get("count", 0):
+            return {"": merge_profiles(list(by_prefix.values()), interval), **by_prefix}
+        return {"": prune_profile(whole, interval), **by_prefix}
 
     def _stored_counts(self) -> dict[str, int]:
         """The run's tasks as stored, by ``memory`` / ``erred``."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dask_observe import config
-from dask_observe.figures import killed_task_story
+from dask_observe.figures import fast_memory, killed_task_story
 from dask_observe.units import (
     format_bytes,
     format_seconds,
@@ -126,6 +126,12 @@ class Context:
         """Per-worker samples of one metric: time, worker, value."""
         frame = self.run.metrics(name, epoch=True)
         return frame[frame["worker"].notna()]
+
+    @cached_property
+    def fast_memory(self) -> pd.DataFrame:
+        """Each worker's own fast RSS samples and its nanny's at restarts
+        (``figures.fast_memory``), read once for every killed task."""
+        return fast_memory(self.run)
 
     @cached_property
     def limits(self) -> dict[str, float]:
@@ -315,7 +321,7 @@ def killed_worker(ctx: Context) -> list[Flag]:
                 f"Task {row['key']!r} failed with KilledWorker: every worker that ran "
                 f"it died. The last, {last}, died because {cause}."
             )
-            story = killed_task_story(ctx.run, str(row["key"]), when)
+            story = killed_task_story(ctx.run, str(row["key"]), when, ctx.fast_memory)
             if story:
                 message += " " + story
             evidence = [_evidence(died[0], last, line)]

@@ -8,7 +8,7 @@ import math
 from html import escape
 from typing import TYPE_CHECKING
 
-from dask_observe.report.svg import FRAME, SVG_ROOT, TEXT, _short
+from dask_observe.report.svg import FRAME, SVG_ROOT, TEXT, short_address
 from dask_observe.units import format_bytes
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def transfer_matrix(pairs: pd.DataFrame) -> str:
     size = len(workers) * cell
     labels = []
     for w, i in index.items():
-        name = escape(_short(w))
+        name = escape(short_address(w))
         if cell >= 10:
             labels.append(
                 f'<text x="{LABEL - 4}" y="{TOP + i * cell + cell / 2 + 3:.0f}" '

@@ -204,7 +204,10 @@ def cluster_max(run: Run, name: str) -> float | None:
     return float(values.max()) if len(values) else None
 
 
-def _failures(run: Run, tasks: pd.DataFrame, start: float) -> list[Failure]:
+def _failures(
+    run: Run, tasks: pd.DataFrame, start: float, memory: pd.DataFrame
+) -> list[Failure]:
+    """The failed tasks; ``memory`` is ``figures.fast_memory(run)``."""
     erred = tasks[tasks["status"] == "erred"].head(MAX_FAILURES)
     failures = []
     for row in erred.to_dict("records"):
@@ -225,7 +228,7 @@ def _failures(run: Run, tasks: pd.DataFrame, start: float) -> list[Failure]:
                 worker=worker,
                 time=ended - start,
                 exception=str(row["exception"] or "unknown error"),
-                story=figures.killed_task_story(run, str(row["key"]), ended),
+                story=figures.killed_task_story(run, str(row["key"]), ended, memory),
                 traceback=str(row["traceback"] or ""),
                 logs=[
                     (float(t) - start, str(lv), text_or_none(w) or str(s), str(m))
@@ -266,6 +269,8 @@ def collect(run: Run) -> ReportData:
     alerts["time"] = alerts["time"] - start
     levels = alerts["level"]
     transfers = run.transfers(epoch=True)
+    fast = figures.fast_memory(run)  # epoch times: peak, killed tasks, charts
+    trees = run.profile_trees()
     return ReportData(
         summary=record,
         start=start,
@@ -276,21 +281,21 @@ def collect(run: Run) -> ReportData:
         time_split=time_split(run),
         workers=int(workers) if workers else int(tasks["worker"].nunique()),
         threads=int(threads) if threads else int(tasks["lane"].nunique()),
-        peak_memory=peak_memory(run),
+        peak_memory=peak_memory(run, fast),
         peak_spilled=cluster_max(run, "memory_spilled"),
         memory=_memory_series(run, start),
         process={
             str(worker): group[["time", "rss"]].reset_index(drop=True)
-            for worker, group in figures.fast_memory(run, start).groupby(
+            for worker, group in fast.assign(time=fast["time"] - start).groupby(
                 "worker", sort=True
             )
         },
-        profile=run.profile(),
-        profile_trees=run.profile_trees(),
+        profile=figures.profile_table(trees),
+        profile_trees=trees,
         transfer_pairs=figures.transfer_summary(transfers, ["peer", "worker"]),
         transfer_types=figures.transfer_summary(transfers, ["type"]),
         workers_removed=_removed_workers(run),
-        failures=_failures(run, tasks, start),
+        failures=_failures(run, tasks, start, fast),
         flags=flag_list(run),
         alerts=alerts,
         n_warnings=int((levels == "WARNING").sum()),
@@ -315,13 +320,14 @@ def time_split(run: Run) -> dict[str, float]:
     return {str(activity): float(value) for activity, value in totals.items()}
 
 
-def peak_memory(run: Run) -> float | None:
+def peak_memory(run: Run, fast: pd.DataFrame | None = None) -> float | None:
     """The most memory the workers held together: per second, each worker's
     highest reading (heartbeats, its own fast samples, its nanny's at a memory
     restart), summed over workers; the highest such second.
 
     A worker that climbs to its limit between two heartbeats and is killed
-    shows its climb here, where heartbeats alone would miss it.
+    shows its climb here, where heartbeats alone would miss it. ``fast`` is
+    ``figures.fast_memory(run)`` where the caller has it already.
     """
     import pandas as pd
 
@@ -330,7 +336,7 @@ def peak_memory(run: Run) -> float | None:
     readings = pd.concat(
         [
             process.rename(columns={"value": "rss"})[["time", "worker", "rss"]],
-            figures.fast_memory(run),
+            figures.fast_memory(run) if fast is None else fast,
         ],
         ignore_index=True,
     )

@@ -242,7 +242,7 @@ def _memory(data: ReportData, limits: Limits) -> str:
     workers.sort(key=lambda w: -peaks[w])
     for worker in workers[: limits.memory_charts]:
         left = data.workers_removed.get(worker) is not None
-        title = svg._short(worker)
+        title = svg.short_address(worker)
         note = "(left the cluster)" if left else ""
         process = data.process.get(worker)
         charts.append(
@@ -343,8 +343,8 @@ def _transfers(data: ReportData, limits: Limits) -> str:
     ]
     busiest = [
         [
-            escape(svg._short(str(r["peer"]))),
-            escape(svg._short(str(r["worker"]))),
+            escape(svg.short_address(str(r["peer"]))),
+            escape(svg.short_address(str(r["worker"]))),
             format_bytes(r["bytes"]),
             f"{int(r['count']):,}",
             f"{format_bytes(r['bandwidth'])}/s",

@@ -161,7 +161,7 @@ def task_stream(tasks: pd.DataFrame, duration: float) -> str:
         for lane, i in row_of.items():
             parts.append(
                 f'<text x="{LABEL_WIDTH - 4}" y="{i * lane_h + lane_h - 3}" '
-                f'text-anchor="end" {TEXT}>{escape(_short(lane))}</text>'
+                f'text-anchor="end" {TEXT}>{escape(short_address(lane))}</text>'
             )
     if len(tasks) <= EXACT_LIMIT:
         parts += _exact_rects(tasks, segments, row_of, lane_h, scale)
@@ -172,7 +172,8 @@ def task_stream(tasks: pd.DataFrame, duration: float) -> str:
     return "".join(parts)
 
 
-def _short(lane: str) -> str:
+def short_address(lane: str) -> str:
+    """A worker's address without its scheme, as lanes and tables show it."""
     return lane.removeprefix("tcp://").removeprefix("inproc://")
 
 

@@ -148,7 +148,8 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
         }
         self._head: httputil.ResponseStartLine | None = None
         self._upstream_headers = httputil.HTTPHeaders()
-        self._refused = False
+        self._started = False  # status and headers set from the upstream's
+        self._refused = False  # a redirect out of the dashboard: nothing sent
         try:
             response = await httpclient.AsyncHTTPClient().fetch(
                 target,
@@ -161,7 +162,7 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
             )
         except (OSError, httpclient.HTTPClientError):
             raise web.HTTPError(502, "the dashboard did not answer") from None
-        if not self._started():  # no body: the head goes out now
+        if not self._started:  # no body: the head goes out now
             self._start(response.code, response.reason)
         if self._refused:  # nothing of it was sent
             raise web.HTTPError(502, "the dashboard redirected outside itself")
@@ -175,12 +176,9 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
         elif line.strip():
             self._upstream_headers.parse_line(line)
 
-    def _started(self) -> bool:
-        return getattr(self, "_status_sent", False)
-
     def _start(self, code: int, reason: str | None) -> None:
         """Status and the allowed headers, once, before the first chunk."""
-        self._status_sent = True
+        self._started = True
         self.set_status(code, reason)
         seen: set[str] = set()
         for name, value in self._upstream_headers.get_all():
@@ -201,7 +199,7 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
     def _chunk(self, data: bytes) -> None:
         if self._refused:
             return
-        if not self._started():
+        if not self._started:
             assert self._head is not None
             self._start(self._head.code, self._head.reason)
             if self._refused:

@@ -39,10 +39,6 @@ REPORT_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 T = TypeVar("T")
 
 
-def read_runs(store: Store) -> list[dict[str, Any]]:
-    return store.run_records()
-
-
 def read_run(store: Store, run_id: str) -> dict[str, Any]:
     """A run's record, summary and flags."""
     run = store.run(run_id)
@@ -79,10 +75,6 @@ def read_comparison(store: Store, a: str, b: str) -> str:
         f"<title>Runs {escape(a)} and {escape(b)} compared</title></head>"
         f'<body style="font:13px system-ui,sans-serif">{body}</body></html>'
     )
-
-
-def read_clusters(store: Store) -> list[dict[str, Any]]:
-    return store.clusters()
 
 
 class StoreReader(JupyterHandler):
@@ -139,7 +131,7 @@ class RunsHandler(StoreHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        runs = await self.read(read_runs, empty=[])
+        runs = await self.read(Store.run_records, empty=[])
         self.finish(json.dumps({"runs": runs}))
 
 
@@ -225,7 +217,7 @@ class ClustersHandler(StoreHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        clusters = await self.read(read_clusters, empty=[])
+        clusters = await self.read(Store.clusters, empty=[])
         self.finish(json.dumps({"clusters": clusters}))
 
 

@@ -124,6 +124,10 @@ class Subscription:
                 raise SubscriptionError("'since' must be a number of seconds")
             self.cursor = max(self.cursor, self._first_seq_since(store, since) - 1)
         self.filters = _filters(message.get("filters"))
+        #: A pattern is tried row by row in Python: its reads go to a process.
+        self.patterned = bool(
+            self.filters.get("regex") and self.filters.get("contains")
+        )
         self.run_id: int | None = None
         run, cluster = message.get("run"), message.get("cluster")
         if run is not None:
@@ -349,11 +353,9 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
                     self._send({"type": "gap", "after": sub.cursor, "upto": upto})
                     sub.cursor = upto
             else:
-                # A pattern is tried row by row in Python: out of this process.
-                patterned = bool(
-                    sub.filters.get("regex") and sub.filters.get("contains")
+                last, batch = await read(
+                    sub.rows_after, sub.cursor, isolated=sub.patterned
                 )
-                last, batch = await read(sub.rows_after, sub.cursor, isolated=patterned)
                 if batch:
                     self._send({"type": "batch", "last": last, **batch})
                 sub.cursor = last
