@@ -106,12 +106,15 @@ def test_dask_record_shows_live_progress_then_leaves_a_static_report(
         nbformat.v4.new_code_cell(
             "%%dask_record live\n"
             "import logging, time, dask\n"
+            "def warn(i):\n"
+            "    logging.getLogger('user').warning('<b>careful</b> with %d', i)\n"
             "@dask.delayed\n"
             "def nap(i):\n"
-            "    if i == 3:\n"
-            "        logging.getLogger('user').warning('<b>careful</b> with %d', i)\n"
             "    time.sleep(0.25)\n"
             "    return i\n"
+            # First, so that the line has the naps' 3 s to arrive (dask runs
+            # the naps in no set order: one of them could be the last).
+            "client.submit(warn, 3).result()\n"
             "sum(dask.compute(*[nap(i) for i in range(24)]))"
         ),
     ]
