@@ -86,7 +86,7 @@ def _shown(value: float | None, unit: str) -> str:
 def figures(run: Run) -> dict[str, Any]:
     """The figures a comparison reads of one run: (unit, value) by name, and the
     total compute seconds of each prefix."""
-    from dask_observe.report.model import (
+    from dask_observe.figures import (
         cluster_max,
         peak_memory,
         phase_totals,

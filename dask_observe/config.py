@@ -74,21 +74,6 @@ def get(name: str) -> Any:
     return dask.config.get(f"observe.{name}", default=None)
 
 
-def memory_fractions() -> dict[str, float]:
-    """Dask's worker memory thresholds (spill, pause, terminate) as fractions
-    of the memory limit; Dask's own defaults when dask is not importable."""
-    fractions = {"spill": 0.6, "pause": 0.8, "terminate": 0.95}
-    try:
-        import dask.config
-    except ImportError:
-        return fractions
-    for name in fractions:
-        value = dask.config.get(f"distributed.worker.memory.{name}", default=None)
-        if isinstance(value, int | float) and value:
-            fractions[name] = float(value)
-    return fractions
-
-
 def default_store_path() -> Path:
     """The store path from ``observe.store``, else the per-user data directory."""
     configured = get("store")

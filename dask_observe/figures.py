@@ -1,6 +1,7 @@
-"""Figures from a run's telemetry that more than one reader shows (the report
-and the flags): memory beyond the heartbeats, what a killed task did, the
-profile as trees and tables, and the transfers between workers."""
+"""Figures from a run's telemetry that more than one reader shows (the report,
+the flags, a comparison): memory beyond the heartbeats, what a killed task did,
+the tasks with their phases and the headline figures, the profile as trees and
+tables, and the transfers between workers."""
 
 from __future__ import annotations
 
@@ -73,6 +74,165 @@ def killed_task_story(
             f"{format_bytes(float(during['rss'].max()))}"
         )
     return story + "."
+
+
+# -- a run's tasks and headline figures (the report's and a comparison's) ------
+
+#: The phases a task's time is split into, as ``run.tasks()`` names them.
+PHASE_COLUMNS = {
+    "compute": ("compute_s",),
+    "transfer": ("transfer_s",),
+    "disk": ("disk_read_s", "disk_write_s"),
+    "serialization": ("deserialize_s",),
+    # What distributed times as reading a task's arguments from, or putting
+    # its result into, worker storage when no byte went to disk: a stall.
+    "stall": ("stall_s",),
+}
+
+#: The task columns of distributed's disk phases, by fine-metrics activity.
+DISK_COLUMNS = {"disk-read": "disk_read_s", "disk-write": "disk_write_s"}
+
+
+def task_table(run: Run, start: float) -> pd.DataFrame:
+    tasks = run.tasks(epoch=True)
+    # A task that died with its worker has no start: the scheduler never heard
+    # it finish. Its worker said when it started, if it ran a second or more:
+    # then it is drawn from there to its failure, on that worker.
+    running = long_tasks(run)
+    if running:
+        keys = tasks["key"].astype(str)
+        since = keys.map({key: t for key, (t, _) in running.items()})
+        unknown = tasks["start"].isna() & since.notna()
+        tasks.loc[unknown, "start"] = since[unknown]
+        tasks.loc[unknown, "stop"] = tasks.loc[unknown, "ended"]
+        tasks.loc[unknown, "worker"] = keys[unknown].map(
+            {key: w for key, (_, w) in running.items()}
+        )
+        ran = tasks.loc[unknown, "ended"] - since[unknown]
+        tasks.loc[unknown, "compute_s"] = tasks.loc[unknown, "duration_s"] = ran
+    for column in ("start", "stop", "ended"):
+        tasks[column] = tasks[column] - start
+    tasks["duration_s"] = tasks["duration_s"].fillna(0.0)
+    _stalls_apart(run, tasks)
+    # A lane per worker thread, as in Dask's task stream; threads numbered from 0
+    # within their worker (their ids are long and say nothing).
+    worker = tasks["worker"].fillna("?")
+    # A task whose thread is not known (it died with its worker) goes in its
+    # worker's first lane, not a lane of its own.
+    first = tasks.groupby(worker)["thread"].transform("min")
+    thread = tasks["thread"].fillna(first).fillna(0).astype("int64")
+    number = thread.groupby(worker).rank(method="dense").fillna(1).astype("int64") - 1
+    tasks["lane"] = worker + " #" + number.astype(str)
+    return tasks
+
+
+def _stalls_apart(run: Run, tasks: pd.DataFrame) -> None:
+    """Move the "disk" seconds of tasks that touched no disk to ``stall_s``.
+
+    distributed times any wait over 5 ms for a task's arguments or for storing
+    its result as ``disk-read`` / ``disk-write``, spilled or not (dataframe
+    joins showed 7-22 s of such "disk" with nothing written). Bytes say which
+    were disk: the workers' meters count them per prefix (fine metrics); a run
+    without them (still running, recorded partially) was on disk only if its
+    workers ever held spilled data.
+    """
+    fine = run.fine_metrics()
+    moved = fine[
+        (fine["context"] == "execute") & (fine["unit"] == "bytes") & (fine["value"] > 0)
+    ]
+    spilled = bool(cluster_max(run, "memory_spilled"))
+    tasks["stall_s"] = 0.0
+    for activity, column in DISK_COLUMNS.items():
+        if fine.empty:
+            stalled = tasks["prefix"].notna() & (not spilled)
+        else:
+            on_disk = set(moved[moved["activity"] == activity]["prefix"])
+            stalled = ~tasks["prefix"].isin(on_disk)
+        seconds = tasks[column].fillna(0.0)
+        tasks["stall_s"] += seconds.where(stalled, 0.0)
+        tasks[column] = tasks[column].where(~stalled, 0.0)
+
+
+def shuffle_disk(run: Run) -> dict[str, float]:
+    """Bytes P2P shuffles wrote to and read from disk (``written``, ``read``):
+    where shuffles keep their shards by design, apart from spilling."""
+    fine = run.fine_metrics()
+    p2p = fine[(fine["context"] == "p2p") & (fine["unit"] == "bytes")]
+    return {
+        "written": float(p2p[p2p["activity"] == "disk-write"]["value"].sum()),
+        "read": float(
+            p2p[p2p["activity"].isin(["disk-read", "p2p-disk-read"])]["value"].sum()
+        ),
+    }
+
+
+def prefix_table(tasks: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
+    if tasks.empty:
+        return pd.DataFrame(
+            columns=["prefix", "count", "total_s", "mean_s", "nbytes", "errors"]
+        )
+    grouped = tasks.assign(errors=tasks["status"] == "erred").groupby("prefix")
+    table = pd.DataFrame(
+        {
+            "count": grouped.size(),
+            "total_s": grouped["duration_s"].sum(),
+            "mean_s": grouped["duration_s"].mean(),
+            "nbytes": grouped["nbytes"].sum(),
+            "errors": grouped["errors"].sum(),
+        }
+    )
+    return table.sort_values("total_s", ascending=False).reset_index()
+
+
+def cluster_max(run: Run, name: str) -> float | None:
+    frame = run.metrics(name)
+    values = frame[frame["worker"].isna()]["value"]
+    return float(values.max()) if len(values) else None
+
+
+def phase_totals(tasks: pd.DataFrame) -> dict[str, float]:
+    """Seconds of task time in each phase of PHASE_COLUMNS."""
+    return {
+        phase: float(tasks[list(columns)].fillna(0.0).to_numpy().sum())
+        for phase, columns in PHASE_COLUMNS.items()
+    }
+
+
+def time_split(run: Run) -> dict[str, float]:
+    """Seconds of the run's worker threads by activity, summed over prefixes."""
+    fine = run.fine_metrics()
+    seconds = fine[(fine["context"] == "execute") & (fine["unit"] == "seconds")]
+    totals = seconds.groupby("activity")["value"].sum().sort_values(ascending=False)
+    return {str(activity): float(value) for activity, value in totals.items()}
+
+
+def peak_memory(run: Run, fast: pd.DataFrame | None = None) -> float | None:
+    """The most memory the workers held together: per second, each worker's
+    highest reading (heartbeats, its own fast samples, its nanny's at a memory
+    restart), summed over workers; the highest such second.
+
+    A worker that climbs to its limit between two heartbeats and is killed
+    shows its climb here, where heartbeats alone would miss it. ``fast`` is
+    ``fast_memory(run)`` where the caller has it already.
+    """
+    import pandas as pd
+
+    process = run.metrics("memory_process", epoch=True)
+    process = process[process["worker"].notna()]
+    readings = pd.concat(
+        [
+            process.rename(columns={"value": "rss"})[["time", "worker", "rss"]],
+            fast_memory(run) if fast is None else fast,
+        ],
+        ignore_index=True,
+    )
+    if readings.empty:
+        return None
+    readings["second"] = (readings["time"] // 1).astype("int64")
+    per_worker = readings.groupby(["second", "worker"])["rss"].max()
+    return float(per_worker.groupby(level="second").sum().max())
 
 
 # -- profiles ---------------------------------------------------------------------

@@ -251,14 +251,14 @@ class Recorder:
         except Exception as e:
             logger.warning("dask-observe: could not read the last records: %s", e)
 
-    def flush_cluster(self) -> None:
+    def flush_cluster(self) -> dict[str, dict[str, float | bool]]:
         """Have every worker and nanny ship what it holds, without waiting for
         their next flush or heartbeat: a run's last lines and fine performance
-        metrics are then on the scheduler."""
+        metrics are then on the scheduler. Returns each worker's memory
+        thresholds (``shipping.memory_thresholds``)."""
         from dask_observe import shipping
 
-        if self.partial is None:
-            shipping.flush(self.client)
+        return shipping.flush(self.client) if self.partial is None else {}
 
     def settle(self) -> None:
         """After a worker left, wait for its nanny's next flush and pull again.

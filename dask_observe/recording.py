@@ -7,7 +7,9 @@ The same machinery serves ``%%dask_record``, ``%dask_observe start/stop``,
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import json
 import logging
 import time
 import warnings
@@ -209,8 +211,9 @@ class Recording:
             return self._stop_lost(ended, f"{type(e).__name__}: {e}")
         except Exception as e:
             logger.warning("dask-observe: cannot read task counts of the run: %s", e)
+        thresholds: dict[str, dict[str, float | bool]] = {}
         try:  # the run's last tasks and lines, readable as soon as it has ended
-            self._recorder.flush_cluster()
+            thresholds = self._recorder.flush_cluster()
             self._recorder.pull()
             self._recorder.settle()
         except Exception as e:
@@ -228,7 +231,7 @@ class Recording:
         self._recorder.release()
         if self._span_id is None:  # whole cluster: count what was stored
             counts = self._stored_counts()
-        return self._end(status, counts, ended)
+        return self._end(status, counts, ended, thresholds)
 
     def _profiles(self, fine: list[tuple[str, str, str, str, float]]) -> dict[str, Any]:
         """distributed's statistical profile of the run's time window: the whole
@@ -310,9 +313,20 @@ class Recording:
         self._recorder.release()
         return self._end(status, self._stored_counts(), ended)
 
-    def _end(self, status: str, counts: dict[str, int], ended: float) -> Run:
-        """Close the run's row, then judge its flags once for the listing."""
+    def _end(
+        self,
+        status: str,
+        counts: dict[str, int],
+        ended: float,
+        thresholds: dict[str, dict[str, float | bool]] | None = None,
+    ) -> Run:
+        """Close the run's row with the settings it is judged under, then judge
+        its flags once for the listing."""
         assert self.run is not None
+        try:
+            self.store.set_settings(self.run.id, run_settings(thresholds or {}))
+        except Exception as e:  # readers then judge with the defaults
+            logger.warning("dask-observe: cannot record the run's settings: %s", e)
         self.store.end_run(
             self.run.id,
             status,
@@ -326,6 +340,25 @@ class Recording:
         except Exception as e:  # a rule's bug must not lose the run
             logger.warning("dask-observe: cannot judge the run's flags: %s", e)
         return run.refresh()
+
+
+def run_settings(thresholds: dict[str, dict[str, float | bool]]) -> dict[str, Any]:
+    """The settings a run is judged under (``Run.settings``): the memory
+    thresholds its workers reported (``thresholds``, by worker; the most common
+    as ``memory``, all of them where they differ), else this process's dask
+    config; and this process's ``observe.flags``."""
+    from dask_observe import config, shipping
+
+    settings: dict[str, Any] = {"flags": config.get("flags") or {}}
+    if not thresholds:
+        return {**settings, "memory": shipping.memory_thresholds(), "source": "client"}
+    kinds = collections.Counter(
+        json.dumps(t, sort_keys=True) for t in thresholds.values()
+    )
+    settings["memory"] = json.loads(kinds.most_common(1)[0][0])
+    if len(kinds) > 1:
+        settings["memory_by_worker"] = thresholds
+    return {**settings, "source": "workers"}
 
 
 @contextlib.contextmanager

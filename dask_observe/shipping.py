@@ -153,14 +153,42 @@ def materialize(
     return _import_bundle(package, files).make_plugin(role, settings)
 
 
-async def flush_shipped(name: str, dask_worker: Any, heartbeat: bool = False) -> None:
+async def flush_shipped(
+    name: str, dask_worker: Any, heartbeat: bool = False
+) -> dict[str, Any]:
     """Run on a worker or nanny (``Client.run``): have plugin ``name`` ship what it
     holds now (and, with ``heartbeat``, send a heartbeat). Duck-typed: the plugin
-    may come from any client's bundle."""
+    may come from any client's bundle.
+
+    A worker answers with the memory thresholds it runs with (see
+    :func:`memory_thresholds`): a run is judged under its cluster's settings,
+    not those of whoever reads it."""
     plugin = dask_worker.plugins.get(name)
     flush = getattr(plugin, "flush", None)
     if flush is not None:
         await flush(heartbeat=heartbeat)
+    manager = getattr(dask_worker, "memory_manager", None)
+    return {"memory": memory_thresholds(manager)} if manager is not None else {}
+
+
+def memory_thresholds(manager: Any = None) -> dict[str, float | bool]:
+    """distributed's worker memory thresholds, as fractions of the memory limit
+    (``False`` where one is disabled): a worker's own (its memory manager's)
+    where given, else those of this process's dask config. ``terminate`` is
+    the nanny's, read from the config both share."""
+    import dask.config
+
+    def configured(name: str) -> float | bool:
+        value = dask.config.get(f"distributed.worker.memory.{name}", default=False)
+        return float(value) if isinstance(value, int | float) and value else False
+
+    found = {name: configured(name) for name in ("target", "spill", "pause")}
+    if manager is not None:
+        for name in found:
+            value = getattr(manager, f"memory_{name}_fraction", None)
+            if value is not None:
+                found[name] = float(value) if value else False
+    return {**found, "terminate": configured("terminate")}
 
 
 def profiles_since(
@@ -293,9 +321,15 @@ def profiles(client: Client, start: float, prefixes: list[str]) -> dict[str, Any
     }
 
 
-def flush(client: Client) -> None:
+def flush(client: Client) -> dict[str, dict[str, float | bool]]:
     """Have every worker (with a heartbeat: it carries the fine performance
-    metrics measured since the last one) and every nanny ship what it holds."""
+    metrics measured since the last one) and every nanny ship what it holds;
+    each worker's memory thresholds, by worker."""
     _pickle_this_module_by_value()
-    client.run(flush_shipped, WORKER_PLUGIN, heartbeat=True)
+    answers = client.run(flush_shipped, WORKER_PLUGIN, heartbeat=True)
     client.run(flush_shipped, NANNY_PLUGIN, nanny=True)
+    return {
+        str(worker): found["memory"]
+        for worker, found in answers.items()
+        if isinstance(found, dict) and "memory" in found
+    }

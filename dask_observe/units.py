@@ -1,4 +1,4 @@
-"""Bytes and seconds for people to read, and durations from config.
+"""Bytes and seconds for people to read, and durations and sizes from config.
 
 Reports and flags are also built in the Jupyter server, where dask may not be
 importable; so these do not lean on ``dask.utils``.
@@ -52,6 +52,22 @@ def parse_seconds(value: str | float) -> float:
     if not found or found[2] not in ("", *_SECONDS):
         raise ValueError(f"not a duration: {value!r} (e.g. '100ms', '2s', '1min')")
     return float(found[1]) * _SECONDS.get(found[2] or "s", 1.0)
+
+
+_BYTES = {
+    "": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}  # fmt: skip
+
+
+def parse_bytes(value: str | float) -> float:
+    """``"100MiB"``, ``"1 GB"``, ``512`` (bytes) -> bytes; ValueError otherwise."""
+    if isinstance(value, int | float):
+        return float(value)
+    found = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*", value)
+    if not found or found[2].lower() not in _BYTES:
+        raise ValueError(f"not a size: {value!r} (e.g. '100MiB', '2 GB', 512)")
+    return float(found[1]) * _BYTES[found[2].lower()]
 
 
 def text_or_none(value: object) -> str | None:

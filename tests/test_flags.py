@@ -208,6 +208,56 @@ def test_a_task_holding_the_gil_for_seconds_raises_event_loop_blocked(
     assert "Release the GIL" in flag["advice"]
 
 
+def test_a_worker_loop_held_1_5_s_raises_event_loop_blocked(
+    client: Client, store_path: Path
+) -> None:
+    # Under distributed's own 3 s warning, and averaged away in its heartbeat's
+    # event_loop_interval: the capture's ticker on the worker's loop sees it.
+    first = sorted(client.scheduler_info()["workers"])[0]
+    with dask_observe.record("held loop", client=client) as run:
+        client.run(time.sleep, 1.5, workers=[first])  # runs on the worker's loop
+        client.submit(abs, -1).result()
+    assert kinds(run) == ["event-loop-blocked"]
+    flag = run.flags().iloc[0]
+    assert flag["worker"] == first
+    assert "stalled 1 time(s), up to 1." in flag["message"]
+    assert run.logs(contains="Event loop was unresponsive").empty
+
+
+def test_client_restart_is_not_a_lost_worker(store_path: Path) -> None:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as lc,
+        Client(lc) as client,
+        dask_observe.record("restarts", client=client) as run,
+    ):
+        client.submit(abs, -1).result()
+        client.restart()
+        client.submit(abs, -2).result()
+    # The truth, from the scheduler: both workers were removed and replaced.
+    assert len(run.events("worker-removed")) >= 2
+    assert kinds(run) == []
+
+
+def test_a_p2p_merge_writes_shards_to_disk_without_spilling(
+    client: Client, store_path: Path
+) -> None:
+    from dask_observe.report.model import collect
+
+    left = dask.dataframe.from_pandas(
+        pd.DataFrame({"id": range(200_000), "x": 1.0}), npartitions=8
+    )
+    right = dask.dataframe.from_pandas(
+        pd.DataFrame({"id": range(0, 400_000, 2), "y": 2.0}), npartitions=6
+    )
+    with dask_observe.record("p2p", client=client) as run:
+        merged = left.merge(right, on="id", shuffle_method="p2p")
+        assert len(merged) == 100_000
+    data = collect(run)
+    assert data.shuffle_written > 0  # the shuffle's shards, on disk by design
+    assert not data.peak_spilled and data.phases["disk"] == 0.0
+    assert kinds(run) == []
+
+
 def spin(seconds: float) -> None:
     """Pure Python: holds the GIL but for the interpreter's switches."""
     end = time.perf_counter() + seconds

@@ -24,6 +24,7 @@ from .logs import replay
 from .metrics import cluster_metrics, worker_metrics
 from .router import LogRouter, Sink
 from .settings import CaptureSettings
+from .stalls import StallWatch
 from .wire import VERSION as WIRE_VERSION
 
 if TYPE_CHECKING:
@@ -168,6 +169,10 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         self._own_logs.prepend([(*record, None) for record in earlier])
         self._sampler = PeriodicCallback(self.sample, self.settings.metrics_interval_ms)
         self._sampler.start()
+        # The scheduler's own event loop, watched as the workers watch theirs.
+        self._stalls = StallWatch(self.settings.memory_interval_ms / 1000)
+        self._ticker = PeriodicCallback(self._tick, self.settings.memory_interval_ms)
+        self._ticker.start()
 
     async def before_close(self) -> None:
         """The scheduler is closing (a signal, ``client.shutdown()``): give a
@@ -182,6 +187,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
 
     async def close(self) -> None:
         self._sampler.stop()
+        self._ticker.stop()
         LogRouter.detach(self._sink)
 
     # -- hooks: the hot path -----------------------------------------------------
@@ -249,6 +255,12 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         self.buffer.append(("event", time.time(), kind, worker, data))
 
     # -- periodic ----------------------------------------------------------------
+    def _tick(self) -> None:
+        now = time.time()
+        stall = self._stalls.tick(now)
+        if stall is not None:
+            self._event("event-loop-stall", None, stall)
+
     def sample(self) -> None:
         """Metrics of every worker and of the cluster, every metrics interval."""
         assert self._scheduler is not None

@@ -11,6 +11,7 @@ from tornado.ioloop import PeriodicCallback
 
 from .settings import CaptureSettings
 from .shipper import LogShipper
+from .stalls import StallWatch
 
 if TYPE_CHECKING:
     from distributed import Worker
@@ -175,15 +176,20 @@ class ObserveWorkerPlugin(WorkerPlugin):
         )
         self._memory = MemorySampler(worker, self.shipper)
         self._transfers = Transfers(worker)
+        self._stalls = StallWatch(self.settings.memory_interval_ms / 1000)
         self._sampler = PeriodicCallback(self._tick, self.settings.memory_interval_ms)
         self._sampler.start()
 
     def _tick(self) -> None:
-        """Every ``memory-interval``: the worker's memory, its long tasks and
-        (summed a second) its transfers."""
+        """Every ``memory-interval``: the worker's memory, its long tasks,
+        (summed a second) its transfers, and whether this tick came late."""
         assert self._memory is not None and self.shipper is not None
         assert self._transfers is not None
         now = time.time()
+        stall = self._stalls.tick(now)
+        if stall is not None:
+            address = self._memory.worker.address
+            self.shipper.events.append((now, "event-loop-stall", address, stall))
         self.long_tasks.report(now, self._memory.worker.address, self.shipper)
         self._memory.sample(now)
         self._transfers.report(self.shipper)

@@ -366,7 +366,7 @@ class LiveProgress:
             s.alerts.append((line["time"], line["level"], who, line["message"]))
 
     def _judge(self) -> None:
-        from dask_observe.flags import flag_list
+        from dask_observe.diagnose import flag_list
 
         assert self.recording.run is not None
         run_id = self.recording.run.id

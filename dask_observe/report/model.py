@@ -15,16 +15,8 @@ from dask_observe.units import text_or_none
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dask_observe.flags import Flag
+    from dask_observe.diagnose import Flag
     from dask_observe.store import Run
-
-#: The phases a task's time is split into, as ``run.tasks()`` names them.
-PHASE_COLUMNS = {
-    "compute": ("compute_s",),
-    "transfer": ("transfer_s",),
-    "disk": ("disk_read_s", "disk_write_s"),
-    "serialization": ("deserialize_s",),
-}
 
 #: The memory series of a worker, as the capture names the metrics.
 MEMORY_METRICS = (
@@ -81,7 +73,7 @@ class ReportData:
     tasks: pd.DataFrame
     #: One row a prefix: count, total_s, mean_s, nbytes, errors; slowest first.
     prefixes: pd.DataFrame
-    #: Seconds of task time in each phase of PHASE_COLUMNS.
+    #: Seconds of task time in each phase of ``figures.PHASE_COLUMNS``.
     phases: dict[str, float]
     #: Thread seconds by activity, as the workers measured them (fine
     #: performance metrics), largest first; empty when none were read.
@@ -117,62 +109,12 @@ class ReportData:
     n_errors: int
     dropped: int
     notes: list[str] = field(default_factory=list)
+    #: Bytes P2P shuffles wrote to disk (``shuffle_disk``): not spilling.
+    shuffle_written: float = 0.0
 
     @property
     def duration(self) -> float:
         return max(self.end - self.start, 1e-9)
-
-
-def task_table(run: Run, start: float) -> pd.DataFrame:
-    tasks = run.tasks(epoch=True)
-    # A task that died with its worker has no start: the scheduler never heard
-    # it finish. Its worker said when it started, if it ran a second or more:
-    # then it is drawn from there to its failure, on that worker.
-    running = figures.long_tasks(run)
-    if running:
-        keys = tasks["key"].astype(str)
-        since = keys.map({key: t for key, (t, _) in running.items()})
-        unknown = tasks["start"].isna() & since.notna()
-        tasks.loc[unknown, "start"] = since[unknown]
-        tasks.loc[unknown, "stop"] = tasks.loc[unknown, "ended"]
-        tasks.loc[unknown, "worker"] = keys[unknown].map(
-            {key: w for key, (_, w) in running.items()}
-        )
-        ran = tasks.loc[unknown, "ended"] - since[unknown]
-        tasks.loc[unknown, "compute_s"] = tasks.loc[unknown, "duration_s"] = ran
-    for column in ("start", "stop", "ended"):
-        tasks[column] = tasks[column] - start
-    tasks["duration_s"] = tasks["duration_s"].fillna(0.0)
-    # A lane per worker thread, as in Dask's task stream; threads numbered from 0
-    # within their worker (their ids are long and say nothing).
-    worker = tasks["worker"].fillna("?")
-    # A task whose thread is not known (it died with its worker) goes in its
-    # worker's first lane, not a lane of its own.
-    first = tasks.groupby(worker)["thread"].transform("min")
-    thread = tasks["thread"].fillna(first).fillna(0).astype("int64")
-    number = thread.groupby(worker).rank(method="dense").fillna(1).astype("int64") - 1
-    tasks["lane"] = worker + " #" + number.astype(str)
-    return tasks
-
-
-def prefix_table(tasks: pd.DataFrame) -> pd.DataFrame:
-    import pandas as pd
-
-    if tasks.empty:
-        return pd.DataFrame(
-            columns=["prefix", "count", "total_s", "mean_s", "nbytes", "errors"]
-        )
-    grouped = tasks.assign(errors=tasks["status"] == "erred").groupby("prefix")
-    table = pd.DataFrame(
-        {
-            "count": grouped.size(),
-            "total_s": grouped["duration_s"].sum(),
-            "mean_s": grouped["duration_s"].mean(),
-            "nbytes": grouped["nbytes"].sum(),
-            "errors": grouped["errors"].sum(),
-        }
-    )
-    return table.sort_values("total_s", ascending=False).reset_index()
 
 
 def _memory_series(run: Run, start: float) -> dict[str, pd.DataFrame]:
@@ -196,12 +138,6 @@ def _memory_series(run: Run, start: float) -> dict[str, pd.DataFrame]:
         str(worker): group[columns].fillna(0.0).reset_index(drop=True)
         for worker, group in wide.groupby("worker", sort=True)
     }
-
-
-def cluster_max(run: Run, name: str) -> float | None:
-    frame = run.metrics(name)
-    values = frame[frame["worker"].isna()]["value"]
-    return float(values.max()) if len(values) else None
 
 
 def _failures(
@@ -257,14 +193,14 @@ def _removed_workers(run: Run) -> dict[str, str]:
 
 def collect(run: Run) -> ReportData:
     """Everything a report of ``run`` shows, read from the store once."""
-    from dask_observe.flags import flag_list
+    from dask_observe.diagnose import flag_list
 
     record = run.summary()
     start = run.started
     end = run.window_end()
-    tasks = task_table(run, start)
-    workers = cluster_max(run, "workers")
-    threads = cluster_max(run, "nthreads")
+    tasks = figures.task_table(run, start)
+    workers = figures.cluster_max(run, "workers")
+    threads = figures.cluster_max(run, "nthreads")
     alerts = run.logs(level="warning", epoch=True)
     alerts["time"] = alerts["time"] - start
     levels = alerts["level"]
@@ -276,13 +212,16 @@ def collect(run: Run) -> ReportData:
         start=start,
         end=end,
         tasks=tasks,
-        prefixes=prefix_table(tasks),
-        phases=phase_totals(tasks),
-        time_split=time_split(run),
+        prefixes=figures.prefix_table(tasks),
+        # Stalls are shown where there were some; the other phases always.
+        phases={
+            p: t for p, t in figures.phase_totals(tasks).items() if t or p != "stall"
+        },
+        time_split=figures.time_split(run),
         workers=int(workers) if workers else int(tasks["worker"].nunique()),
         threads=int(threads) if threads else int(tasks["lane"].nunique()),
-        peak_memory=peak_memory(run, fast),
-        peak_spilled=cluster_max(run, "memory_spilled"),
+        peak_memory=figures.peak_memory(run, fast),
+        peak_spilled=figures.cluster_max(run, "memory_spilled"),
         memory=_memory_series(run, start),
         process={
             str(worker): group[["time", "rss"]].reset_index(drop=True)
@@ -301,47 +240,5 @@ def collect(run: Run) -> ReportData:
         n_warnings=int((levels == "WARNING").sum()),
         n_errors=int(levels.isin(["ERROR", "CRITICAL"]).sum()),
         dropped=int(record.get("dropped", 0)),
+        shuffle_written=figures.shuffle_disk(run)["written"],
     )
-
-
-def phase_totals(tasks: pd.DataFrame) -> dict[str, float]:
-    """Seconds of task time in each phase of PHASE_COLUMNS."""
-    return {
-        phase: float(tasks[list(columns)].fillna(0.0).to_numpy().sum())
-        for phase, columns in PHASE_COLUMNS.items()
-    }
-
-
-def time_split(run: Run) -> dict[str, float]:
-    """Seconds of the run's worker threads by activity, summed over prefixes."""
-    fine = run.fine_metrics()
-    seconds = fine[(fine["context"] == "execute") & (fine["unit"] == "seconds")]
-    totals = seconds.groupby("activity")["value"].sum().sort_values(ascending=False)
-    return {str(activity): float(value) for activity, value in totals.items()}
-
-
-def peak_memory(run: Run, fast: pd.DataFrame | None = None) -> float | None:
-    """The most memory the workers held together: per second, each worker's
-    highest reading (heartbeats, its own fast samples, its nanny's at a memory
-    restart), summed over workers; the highest such second.
-
-    A worker that climbs to its limit between two heartbeats and is killed
-    shows its climb here, where heartbeats alone would miss it. ``fast`` is
-    ``figures.fast_memory(run)`` where the caller has it already.
-    """
-    import pandas as pd
-
-    process = run.metrics("memory_process", epoch=True)
-    process = process[process["worker"].notna()]
-    readings = pd.concat(
-        [
-            process.rename(columns={"value": "rss"})[["time", "worker", "rss"]],
-            figures.fast_memory(run) if fast is None else fast,
-        ],
-        ignore_index=True,
-    )
-    if readings.empty:
-        return None
-    readings["second"] = (readings["time"] // 1).astype("int64")
-    per_worker = readings.groupby(["second", "worker"])["rss"].max()
-    return float(per_worker.groupby(level="second").sum().max())

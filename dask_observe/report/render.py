@@ -19,7 +19,7 @@ from dask_observe.units import format_bytes, format_seconds, text_or_none
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dask_observe.flags import Flag
+    from dask_observe.diagnose import Flag
     from dask_observe.report.model import Failure, ReportData
 
 #: Inline styles, not a stylesheet: JupyterLab's sanitizer drops ``<style>`` in
@@ -125,6 +125,11 @@ def _summary(data: ReportData) -> str:
               data.peak_memory or 0),
         _card("spilled (peak)", format_bytes(data.peak_spilled or 0), "spilled",
               data.peak_spilled or 0, bad=bool(data.peak_spilled)),
+    ]  # fmt: skip
+    if data.shuffle_written:  # shards on disk by design: not spilling
+        cards.append(_card("shuffle disk", format_bytes(data.shuffle_written),
+                           "shuffle_written", data.shuffle_written))  # fmt: skip
+    cards += [
         _card("error lines", f"{data.n_errors:,}", "n_errors", data.n_errors,
               bad=data.n_errors > 0),
         _card("flags", str(len(data.flags)), "n_flags", len(data.flags),

@@ -249,7 +249,7 @@ class Subscription:
 
 def judge_flags(store: Store, run_id: int) -> list[dict[str, Any]]:
     """A run's flags as the stream sends them (in a reading process: pandas)."""
-    from dask_observe.flags import flag_list
+    from dask_observe.diagnose import flag_list
 
     return [
         {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -99,6 +100,16 @@ class Run:
         the capture plugins), or None for a run recorded fully."""
         why = self._record.get("partial")
         return None if why is None else str(why)
+
+    def settings(self) -> dict[str, Any]:
+        """The settings the run is judged under, as recorded when it ended:
+        ``memory`` (the memory thresholds its workers ran with, as fractions of
+        their limits: target, spill, pause, terminate; ``memory_by_worker``
+        where workers differ), ``flags`` (the recorder's ``observe.flags``) and
+        ``source`` (``workers`` or ``client``). Empty for a run recorded
+        before dask-observe kept them, or still running."""
+        found = self._record.get("settings")
+        return found if isinstance(found, dict) else {}
 
     @property
     def started(self) -> float:
@@ -222,8 +233,6 @@ class Run:
 
     def events(self, kind: str | None = None, *, epoch: bool = False) -> pd.DataFrame:
         """Lifecycle events: workers added and removed, restarts, drops, topics."""
-        import json
-
         sql, params = telemetry.event_query(self._window(), kind)
         frame = self.store.frame(sql, params, telemetry.EVENT_COLUMNS)
         frame["data"] = [json.loads(d) for d in frame["data"]]
@@ -298,7 +307,7 @@ class Run:
         """What went wrong and why: time, kind, severity, worker, message,
         evidence (a list of {time, worker, text}), advice. Judged from what is
         recorded so far, so a running run has the flags raised up to now."""
-        from dask_observe.flags import evaluate
+        from dask_observe.diagnose import evaluate
 
         return evaluate(self)
 

@@ -144,6 +144,12 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, prefix)
     );
     """,
+    # 6 -> 7: the settings a run is judged under (JSON): the memory thresholds
+    # its workers ran with and the recorder's ``observe.flags``, so that every
+    # reader (kernel, CLI, server) raises the same flags; NULL for older runs.
+    """
+    ALTER TABLE runs ADD COLUMN settings TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -56,6 +56,8 @@ class QueryTooLong(StoreError):
 
 def _run_row(row: sqlite3.Row) -> dict[str, Any]:
     record = dict(zip(row.keys(), row, strict=True))
+    settings = record.get("settings")
+    record["settings"] = json.loads(settings) if settings else None
     ended = record["ended"]
     record["duration_s"] = None if ended is None else ended - record["started"]
     return record
@@ -316,6 +318,14 @@ class Store:
         """Mark a run as recorded partially, and say why."""
         with self._transaction() as conn:
             conn.execute("UPDATE runs SET partial = ? WHERE id = ?", (why, run_id))
+
+    def set_settings(self, run_id: int, settings: dict[str, Any]) -> None:
+        """The settings a run is judged under (see ``Run.settings``)."""
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET settings = ? WHERE id = ?",
+                (json.dumps(settings), run_id),
+            )
 
     def set_flag_count(self, run_id: int, n_flags: int) -> None:
         """Record how many flags a finished run raised, for listings."""

@@ -1,8 +1,13 @@
-"""Flags: what went wrong in a run, why, and what to do about it.
+"""Diagnosis: what went wrong in a run, why, and what to do about it.
 
 Flags are computed from the recorded telemetry, never stored: a finished run and a
 live one are judged by the same rules (a live run over what has been recorded so
-far), and a better rule in a later version improves old runs too.
+far), and a better rule in a later version improves old runs too. A run is
+judged under the settings recorded with it (``Run.settings``), so every reader
+raises the same flags.
+
+The rules live one module a family (memory, workers, runtime, work), each
+registered under the kind it raises (``base.rule``).
 """
 
 from __future__ import annotations
@@ -10,7 +15,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from dask_observe.flags.rules import FLAG_KINDS, RULES, Context, Flag
+from dask_observe.diagnose import memory, runtime, work, workers  # noqa: F401 (registers)
+from dask_observe.diagnose.base import RULES, SEVERITIES, Context, Flag
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,8 +28,13 @@ logger = logging.getLogger(__name__)
 #: The columns of ``run.flags()``.
 FLAG_COLUMNS = ("time", "kind", "severity", "worker", "message", "evidence", "advice")
 
-#: Severities, mildest first.
-SEVERITIES = ("info", "warning", "error")
+#: The rules' families, in the order their kinds are listed.
+FAMILIES = ("memory", "workers", "runtime", "work")
+
+#: Every kind of flag, as the rules register them.
+FLAG_KINDS = tuple(
+    r.kind for r in sorted(RULES, key=lambda r: FAMILIES.index(r.family))
+)
 
 __all__ = ["FLAG_COLUMNS", "FLAG_KINDS", "SEVERITIES", "Flag", "evaluate", "flag_list"]
 
@@ -36,12 +47,12 @@ def flag_list(run: Run) -> list[Flag]:
     """
     context = Context(run)
     flags = []
-    for rule in RULES:
+    for found in RULES:
         try:
-            flags += rule(context)
+            flags += found.judge(context)
         except Exception:
             logger.exception(
-                "dask-observe: the %s rule failed on run %s", rule.__name__, run.id
+                "dask-observe: the %s rule failed on run %s", found.kind, run.id
             )
     return sorted(flags, key=lambda f: (f.time, f.kind))
 

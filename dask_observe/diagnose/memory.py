@@ -1,0 +1,188 @@
+"""Memory: workers paused, restarted by their nanny, spilling, or holding
+memory that is not Dask's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dask_observe.diagnose.base import (
+    MAX_EVIDENCE,
+    Context,
+    Flag,
+    evidence,
+    rule,
+    workers,
+)
+from dask_observe.units import format_bytes, format_seconds
+
+#: distributed's fine-metrics context of P2P shuffles: their disk is where
+#: shuffles keep their shards by design, not spilling.
+SHUFFLE_CONTEXT = "p2p"
+
+
+@rule("memory-pressure")
+def memory_pressure(ctx: Context) -> list[Flag]:
+    """Workers paused for memory: their "Pausing worker" lines, and the status
+    changes the scheduler logged (which survive a worker that dies right after)."""
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for t, worker, message in ctx.logs("Pausing worker"):
+        seen.setdefault(worker or "?", []).append(evidence(t, worker, message))
+    for t, worker in ctx.pauses:
+        if worker not in seen:  # the line was lost with its worker
+            seen[worker] = [evidence(t, worker, "status changed to paused")]
+    return [
+        Flag(
+            "memory-pressure",
+            "warning",
+            found[0]["time"],
+            worker,
+            f"Worker {worker} was paused {len(found)} time(s): its memory "
+            f"passed {ctx.fraction('pause', worker):.0%} of its limit, so it "
+            "stopped starting tasks until memory fell again.",
+            "Give workers more memory or fewer threads, or use smaller chunks so "
+            "that fewer intermediate results are held at once.",
+            found[:MAX_EVIDENCE],
+        )
+        for worker, found in seen.items()
+    ]
+
+
+@rule("memory-restart")
+def memory_restart(ctx: Context) -> list[Flag]:
+    flags = []
+    for t, worker, event in ctx.memory_restarts:
+        _, cause, _ = ctx.deaths.get(worker, (t, "restarted for memory", ""))
+        lines = [
+            evidence(lt, lw, m)
+            for lt, lw, m in ctx.logs("memory budget")
+            if lw == worker or worker in m
+        ]
+        flags.append(
+            Flag(
+                "memory-restart",
+                "error",
+                t,
+                worker,
+                f"Worker {worker} was restarted: {cause}. Its tasks were lost and "
+                "rescheduled.",
+                "Find the task that grew (the report's memory timeline), give workers "
+                "more memory, or split the work into smaller chunks.",
+                lines[:MAX_EVIDENCE]
+                or [evidence(t, worker, f"rss={event.get('rss')}")],
+            )
+        )
+    return flags
+
+
+@rule("spilling")
+def spilling(ctx: Context) -> list[Flag]:
+    """From the bytes workers report spilled and, exactly, the bytes they wrote
+    to disk (fine performance metrics: the run's tasks', and the memory
+    monitor's while the run lasted; a P2P shuffle's are its own, not spilling).
+    Not from the tasks' "disk-read" / "disk-write" times: distributed records
+    any stall over 5 ms around a task's arguments or result under those names,
+    spilled or not (a task without dependencies got 139 ms of "disk-read" on a
+    busy machine). A warning from ``spilling.warning-bytes`` written or
+    ``spilling.warning-time`` on disk; information below."""
+    spilled = ctx.metric("memory_spilled")
+    spilled = spilled[spilled["value"] > 0]
+    disk = ctx.fine_totals(("disk-write", "disk-read"), exclude=(SHUFFLE_CONTEXT,))
+    written = disk.get(("disk-write", "bytes"), 0.0)
+    if spilled.empty and not written:
+        return []
+    peaks = spilled.groupby("worker")["value"].max().sort_values(ascending=False)
+    first = float(spilled["time"].min()) if len(spilled) else ctx.run.started
+    on_disk = disk.get(("disk-write", "seconds"), 0.0) + disk.get(
+        ("disk-read", "seconds"), 0.0
+    )
+    parts = []
+    if len(peaks):
+        parts.append(
+            "peak on disk: "
+            + ", ".join(f"{w} {format_bytes(v)}" for w, v in peaks.items())
+        )
+    if written:
+        parts.append(
+            f"workers wrote {format_bytes(written)} in "
+            f"{format_seconds(disk.get(('disk-write', 'seconds'), 0.0))} and read "
+            f"{format_bytes(disk.get(('disk-read', 'bytes'), 0.0))} back in "
+            f"{format_seconds(disk.get(('disk-read', 'seconds'), 0.0))}"
+        )
+    heavy = max(written, float(peaks.max()) if len(peaks) else 0.0) >= ctx.nbytes(
+        "spilling.warning-bytes"
+    ) or on_disk >= ctx.seconds("spilling.warning-time")
+    found = [
+        evidence(first, str(w), f"spilled {format_bytes(v)} at peak")
+        for w, v in list(peaks.items())[:MAX_EVIDENCE]
+    ] or [evidence(first, None, parts[-1])]
+    spill = ctx.fraction("spill")
+    return [
+        Flag(
+            "spilling",
+            "warning" if heavy else "info",
+            first,
+            workers(peaks.index),
+            f"Workers spilled data to disk ({'; '.join(parts)}).",
+            f"Memory passed {spill:.0%} of the limit: give workers more "
+            "memory, persist less at once, or use smaller chunks."
+            if heavy
+            else "Too little to slow the run: nothing to do unless it grows.",
+            found,
+        )
+    ]
+
+
+@rule("unmanaged-memory")
+def unmanaged_memory(ctx: Context) -> list[Flag]:
+    """Workers whose unmanaged memory (what the process holds beyond the data
+    Dask manages: leaks, libraries' buffers, memory not given back to the OS)
+    stayed above the spill threshold, where spilling cannot help. Sampled for
+    ``min-time`` at least; a worker restarted for memory is memory-restart's."""
+    min_time = ctx.seconds("unmanaged-memory.min-time")
+    restarted = {w for _, w, _ in ctx.memory_restarts}
+    frame = ctx.metric("memory_unmanaged")
+    # distributed's own warning (logged at most every 5 minutes per worker).
+    warnings: dict[str, list[dict[str, Any]]] = {}
+    for t, w, message in ctx.logs("Unmanaged memory use is high"):
+        warnings.setdefault(w or "?", []).append(evidence(t, w, message))
+    flags = []
+    for worker, samples in frame.groupby("worker", sort=True):
+        limit = ctx.limits.get(str(worker))
+        if not limit or worker in restarted:
+            continue
+        # The longest stretch of consecutive samples above the line: two brief
+        # peaks far apart are not memory that stayed.
+        samples = samples.sort_values("time")
+        above = samples["value"] > ctx.fraction("spill", str(worker)) * limit
+        stretch = (~above).cumsum()[above]
+        if stretch.empty:
+            continue
+        spans = samples[above].groupby(stretch)["time"].agg(["min", "max"])
+        longest = (spans["max"] - spans["min"]).idxmax()
+        high = samples[above][stretch == longest]
+        if high["time"].max() - high["time"].min() < min_time:
+            continue
+        peak = float(high["value"].max())
+        first = float(high["time"].min())
+        samples_evidence = [
+            evidence(float(t), str(worker), f"unmanaged {format_bytes(v)}")
+            for t, v in zip(high["time"], high["value"], strict=True)
+        ]
+        flags.append(
+            Flag(
+                "unmanaged-memory",
+                "warning",
+                first,
+                str(worker),
+                f"Worker {worker} held up to {format_bytes(peak)} of unmanaged "
+                f"memory ({peak / limit:.0%} of its {format_bytes(limit)} limit) "
+                f"for {format_seconds(high['time'].max() - first)}: memory that "
+                "is not task results, so spilling could not free it.",
+                "Look for a leak (objects kept in globals or caches by your "
+                "tasks), large temporaries inside tasks, or memory the OS did not "
+                "get back (distributed's docs: 'Memory not released back to the "
+                "OS'; MALLOC_TRIM_THRESHOLD_). Restarting workers frees it.",
+                (warnings.get(str(worker), []) + samples_evidence)[:MAX_EVIDENCE],
+            )
+        )
+    return flags

@@ -1,0 +1,170 @@
+"""The event loop and the GIL: processes held up by their own tasks."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dask_observe.diagnose.base import (
+    MAX_EVIDENCE,
+    Context,
+    Flag,
+    evidence,
+    rule,
+    workers,
+)
+from dask_observe.units import format_seconds
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def _stalls(ctx: Context) -> list[tuple[float, str | None, float, str]]:
+    """(time, worker or None for the scheduler, seconds, text) of each stall
+    over its threshold: from the ticker the capture runs on each event loop,
+    and from distributed's own "Event loop was unresponsive" lines (its tick
+    limit, 3 s by default) for processes without one (a partial run). A line
+    about a stall the ticker saw too is kept as evidence of it.
+
+    Threads taking turns at the GIL slow every tick of their worker's loop
+    (0.5-0.8 s each with four spinning threads, more on a busy machine): a
+    stall shorter than two ticks while gil-contention flags that worker is
+    that flag's, not a second one."""
+    tick = ctx.seconds("event-loop-blocked.tick")
+    scheduler_tick = ctx.seconds("event-loop-blocked.scheduler-tick")
+    contended = _contention(ctx)
+    found: list[tuple[float, str | None, float, str]] = []
+    events = ctx.events("event-loop-stall")
+    for t, worker, data in zip(
+        events["time"], events["worker"], events["data"], strict=True
+    ):
+        seconds = float((data or {}).get("seconds") or 0.0)
+        named = worker if isinstance(worker, str) and worker else None
+        since = float((data or {}).get("since") or t)
+        if named and seconds < 2 * tick and _during(contended.get(named), since, t):
+            continue
+        if seconds >= (tick if named else scheduler_tick):
+            who = named or "the scheduler"
+            text = f"event loop of {who} stalled for {format_seconds(seconds)}"
+            found.append((float(t), named, seconds, text))
+    seen = {(w, round(t)) for t, w, _, _ in found}
+    for t, worker, message in ctx.logs("Event loop was unresponsive"):
+        took = re.search(r"for ([0-9.]+)s", message)
+        seconds = float(took[1]) if took else 0.0
+        near = any((worker, round(t) + d) in seen for d in range(-5, 6))
+        found.append((t, worker, 0.0 if near else seconds, message))
+    return sorted(found)
+
+
+def _contended(ctx: Context) -> pd.DataFrame:
+    """The high GIL contention samples (time, worker, value) taken while two
+    or more of the worker's task threads were computing, of the workers with
+    two such samples at least (see gil-contention).
+
+    distributed measures the contention of a worker's whole process: in a
+    threads-only cluster that is also the client's and the scheduler's, whose
+    own work (building a graph, sending 90 MB of it) read 0.9 while the tasks
+    had computed for 60 ms. Only task threads at work can fight over the GIL.
+    """
+    share = ctx.number("gil-contention.share")
+    values = ctx.metric("gil_contention")
+    threads = ctx.metric("nthreads").groupby("worker")["value"].max()
+    threaded = set(threads[threads > 1].index)
+    high = values[(values["value"] > share) & values["worker"].isin(threaded)]
+    done = ctx.finished
+    busy = [
+        _busy_threads(done[done["worker"] == w], float(t)) >= 2.0
+        for t, w in zip(high["time"], high["worker"], strict=True)
+    ]
+    high = high[busy] if len(high) else high
+    counts = high.groupby("worker").size()
+    return high[high["worker"].isin(counts[counts >= 2].index)]
+
+
+def _busy_threads(tasks: pd.DataFrame, t: float, window: float = 1.0) -> float:
+    """Threads computing tasks, on average, in the ``window`` seconds before
+    ``t`` (a heartbeat's sample describes the second before it)."""
+    start = tasks["start"].to_numpy(dtype=float)
+    stop = tasks["stop"].to_numpy(dtype=float)
+    overlap = np.minimum(stop, t) - np.maximum(start, t - window)
+    return float(np.nansum(np.clip(overlap, 0.0, None))) / window
+
+
+def _contention(ctx: Context) -> dict[str, list[float]]:
+    """Times of the high GIL contention samples of the workers gil-contention
+    flags, by worker."""
+    high = _contended(ctx)
+    return {
+        str(w): [float(t) for t in group["time"]] for w, group in high.groupby("worker")
+    }
+
+
+def _during(samples: list[float] | None, since: float, until: float) -> bool:
+    # A sample (a heartbeat's, about a second apart) measures the time before it.
+    return any(since - 2.0 <= t <= until + 2.0 for t in samples or ())
+
+
+@rule("event-loop-blocked")
+def event_loop_blocked(ctx: Context) -> list[Flag]:
+    """Stalls of a worker's event loop of ``event-loop-blocked.tick`` (1 s) or
+    more, of the scheduler's of ``scheduler-tick`` (a big graph takes it a
+    while to take in); an error when the longest, or all together, reach
+    ``error-time``."""
+    stalls = _stalls(ctx)
+    if not stalls:
+        return []
+    seconds = [s for _, _, s, _ in stalls if s > 0]
+    total = sum(seconds)
+    longest = max(seconds, default=0.0)
+    severe = max(longest, total) >= ctx.seconds("event-loop-blocked.error-time")
+    who = sorted({w or "the scheduler" for _, w, _, _ in stalls})
+    found: list[dict[str, Any]] = [evidence(t, w, text) for t, w, _, text in stalls]
+    return [
+        Flag(
+            "event-loop-blocked",
+            "error" if severe else "warning",
+            stalls[0][0],
+            workers(w for _, w, _, _ in stalls),
+            f"The event loop of {', '.join(who)} stalled {len(seconds)} time(s), "
+            f"up to {format_seconds(longest)} ({format_seconds(total)} in all): "
+            "something held it (or the GIL), so heartbeats and transfers waited.",
+            "Release the GIL in long-running tasks (NumPy or Numba with nogil), "
+            "split them up, or avoid moving very large objects between workers.",
+            found[:MAX_EVIDENCE],
+        )
+    ]
+
+
+@rule("gil-contention")
+def gil_contention(ctx: Context) -> list[Flag]:
+    """Task threads of one worker fighting over the GIL, where distributed
+    measures it (with gilknocker installed).
+
+    Only workers with several threads are judged: in a one-thread worker a task
+    holding the GIL shows as contention too, but the remedy (and the flag) is
+    event-loop-blocked's. A single high sample is noise; two or more count.
+    """
+    share = ctx.number("gil-contention.share")
+    high = _contended(ctx)
+    if high.empty:
+        return []
+    return [
+        Flag(
+            "gil-contention",
+            "warning",
+            float(high["time"].min()),
+            workers(high["worker"]),
+            f"Task threads waited for the GIL more than {share:.0%} of the time "
+            f"({len(high)} samples): they took turns instead of running together.",
+            "Use processes rather than threads (more workers, one thread each), or "
+            "code that releases the GIL (NumPy, pandas, Numba with nogil).",
+            [
+                evidence(float(t), str(w), f"GIL contention {v:.0%}")
+                for t, w, v in zip(
+                    high["time"], high["worker"], high["value"], strict=True
+                )
+            ][:MAX_EVIDENCE],
+        )
+    ]

@@ -1,0 +1,97 @@
+"""Workers that died: the tasks they took with them, and why they died."""
+
+from __future__ import annotations
+
+import re
+
+from dask_observe.diagnose.base import Context, Flag, evidence, rule
+from dask_observe.figures import killed_task_story
+
+
+@rule("killed-worker")
+def killed_worker(ctx: Context) -> list[Flag]:
+    tasks = ctx.tasks
+    killed = tasks[
+        (tasks["status"] == "erred")
+        & tasks["exception"].fillna("").str.contains("KilledWorker|workers died")
+    ]
+    flags = []
+    for row in killed.to_dict("records"):
+        text = str(row["exception"])
+        found = re.search(
+            r"The last worker that attempt\w* to run the task was (\S+?)\.?\s", text
+        )
+        last = found[1] if found else None
+        # The worker that ran it last is the one whose death ended it; failing
+        # that, any worker that died in the run (they all ran it once).
+        died = ctx.deaths.get(last) if last else None
+        if died is None and ctx.deaths:
+            last, died = next(iter(ctx.deaths.items()))
+        when = float(row["ended"])
+        if died is not None:
+            _, cause, line = died
+            message = (
+                f"Task {row['key']!r} failed with KilledWorker: every worker that ran "
+                f"it died. The last, {last}, died because {cause}."
+            )
+            story = killed_task_story(ctx.run, str(row["key"]), when, ctx.fast_memory)
+            if story:
+                message += " " + story
+            found_evidence = [evidence(died[0], last, line)]
+        else:
+            message = (
+                f"Task {row['key']!r} failed with KilledWorker: the workers that ran "
+                "it died, and the recording holds no cause."
+            )
+            found_evidence = []
+        first_line = text.splitlines()[0] if text else ""
+        found_evidence.append(evidence(when, None, first_line))
+        flags.append(
+            Flag(
+                "killed-worker",
+                "error",
+                when,
+                last,
+                message,
+                killed_advice(died[1] if died else ""),
+                found_evidence,
+            )
+        )
+    return flags
+
+
+def killed_advice(cause: str) -> str:
+    if "memory" in cause:
+        return (
+            "The task needs more memory than a worker has: give workers more memory, "
+            "or make the task's input smaller (smaller chunks or partitions)."
+        )
+    if "signal" in cause or "exited" in cause:
+        return (
+            "Something outside Dask ended the worker process (the kernel's OOM "
+            "killer, a job scheduler, a crash in native code): check the system log."
+        )
+    return "Check the network and the worker's logs around the time it vanished."
+
+
+@rule("worker-lost")
+def worker_lost(ctx: Context) -> list[Flag]:
+    """A worker that left without being asked: not closed, retired (scale
+    down, adaptive) or restarted (``client.restart()``, ``restart_workers``)."""
+    restarted = {w for _, w, _ in ctx.memory_restarts}
+    flags = []
+    for worker, (t, cause, line) in ctx.deaths.items():
+        if worker in restarted:  # memory-restart says it already
+            continue
+        flags.append(
+            Flag(
+                "worker-lost",
+                "error",
+                t,
+                worker,
+                f"Worker {worker} left the cluster during the run: {cause}.",
+                killed_advice(cause),
+                [evidence(t, worker, line)],
+            )
+        )
+    return flags

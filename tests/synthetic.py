@@ -1,0 +1,120 @@
+"""Runs written straight into a real store, as a recorder would write them: the
+telemetry a rule reads, made to measure, so that each rule can be judged at
+the edges of its thresholds in milliseconds."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from dask_observe.store import Run, Store
+
+CLUSTER = "tcp://10.0.0.1:8786"
+SPAN = "span-synthetic"
+A = "tcp://10.0.0.2:40001"
+B = "tcp://10.0.0.3:40001"
+
+
+class SyntheticRun:
+    """One run being written. Times are seconds after the run's start."""
+
+    def __init__(self, store: Store, name: str = "synthetic") -> None:
+        self.store = store
+        self.id = store.create_run(name, cluster=CLUSTER, span_id=SPAN)
+        self.start = store.run(self.id).started
+        self.records: list[tuple[Any, ...]] = []
+        self.fine: list[tuple[str, str, str, str, float]] = []
+
+    def log(
+        self,
+        t: float,
+        message: str,
+        worker: str | None = None,
+        *,
+        level: int = logging.WARNING,
+        source: str = "worker",
+        logger: str = "distributed.worker",
+    ) -> SyntheticRun:
+        self.records.append(
+            ("log", self.start + t, level, source, worker, logger, message)
+        )
+        return self
+
+    def task(
+        self,
+        t: float,
+        seconds: float,
+        prefix: str = "work",
+        worker: str = A,
+        *,
+        status: str = "memory",
+        key: str | None = None,
+        transfer: float = 0.0,
+        disk_read: float = 0.0,
+        disk_write: float = 0.0,
+        exception: str | None = None,
+    ) -> SyntheticRun:
+        """A task that computed for ``seconds`` from ``t``."""
+        begin = self.start + t
+        key = key or f"('{prefix}-abc', {len(self.records)})"
+        self.records.append(
+            ("task", begin + seconds, key, prefix, SPAN, worker, 1, begin,
+             begin + seconds, status, 8, seconds, transfer, disk_read, disk_write,
+             0.0, exception, None)
+        )  # fmt: skip
+        return self
+
+    def tasks(self, n: int, seconds: float, prefix: str = "work") -> SyntheticRun:
+        """``n`` tasks of ``seconds`` each, one after the other on two workers."""
+        for i in range(n):
+            self.task(i * seconds / 2, seconds, prefix, A if i % 2 else B)
+        return self
+
+    def metrics(self, t: float, worker: str | None, **values: float) -> SyntheticRun:
+        self.records.append(("metrics", self.start + t, worker, values))
+        return self
+
+    def series(
+        self, times: Iterable[float], worker: str | None, **values: float
+    ) -> SyntheticRun:
+        for t in times:
+            self.metrics(t, worker, **values)
+        return self
+
+    def event(
+        self, t: float, kind: str, worker: str | None = None, /, **data: Any
+    ) -> SyntheticRun:
+        self.records.append(("event", self.start + t, kind, worker, data))
+        return self
+
+    def meter(
+        self, context: str, prefix: str, activity: str, unit: str, value: float
+    ) -> SyntheticRun:
+        """A fine performance metric of the run, as distributed's workers measure."""
+        self.fine.append((context, prefix, activity, unit, value))
+        return self
+
+    def end(self, duration: float, settings: dict[str, Any] | None = None) -> Run:
+        """Store everything, close the run ``duration`` seconds after its start
+        with these settings (none: a run recorded before settings were kept)."""
+        self.store.append(CLUSTER, self.records)
+        self.store.set_fine_metrics(self.id, self.fine)
+        if settings is not None:
+            self.store.set_settings(self.id, settings)
+        statuses = [r[9] for r in self.records if r[0] == "task"]
+        self.store.end_run(
+            self.id,
+            "finished",
+            n_tasks=len(statuses),
+            n_failed=statuses.count("erred"),
+            ended=self.start + duration,
+        )
+        return self.store.run(self.id)
+
+
+def workers(run: SyntheticRun, t: float, threads: int = 1) -> SyntheticRun:
+    """Both workers' limits and threads, as the scheduler samples them."""
+    for worker in (A, B):
+        run.metrics(t, worker, memory_limit=1000.0, nthreads=float(threads))
+    return run

@@ -1,0 +1,456 @@
+"""Every rule, judged on telemetry written to measure through a real store: each
+threshold from both sides, the false alarms that real workloads raised, and
+the same verdict whoever reads the run. (Each family is also provoked for real
+on a cluster: test_flags.py, and test_capture.py for dying workers.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dask.config
+import pytest
+from distributed import Client
+
+import dask_observe
+from dask_observe.diagnose import FLAG_KINDS
+from dask_observe.diagnose.base import RULES
+from dask_observe.figures import phase_totals, task_table
+from dask_observe.report.model import collect
+from dask_observe.store import Run, Store
+
+from .synthetic import A, B, SyntheticRun, workers
+
+MiB = 2**20
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "observe.sqlite") as store:
+        yield store
+
+
+@pytest.fixture
+def run(store: Store) -> SyntheticRun:
+    return workers(SyntheticRun(store), 0.0)
+
+
+def flags(run: Run) -> list[tuple[str, str]]:
+    """(kind, severity) of each flag the run raises."""
+    frame = run.flags()
+    return list(zip(frame["kind"], frame["severity"], strict=True))
+
+
+def message(run: Run, kind: str) -> str:
+    frame = run.flags()
+    return str(frame[frame["kind"] == kind]["message"].iloc[0])
+
+
+def settings(**memory: float) -> dict[str, Any]:
+    return {"memory": memory, "flags": {}, "source": "workers"}
+
+
+def test_the_kinds_are_the_registry_s_one_rule_each() -> None:
+    design = {
+        "memory-pressure", "memory-restart", "killed-worker", "worker-lost",
+        "spilling", "event-loop-blocked", "gil-contention", "tiny-tasks",
+        "task-errors", "load-imbalance", "high-transfer",
+    }  # fmt: skip
+    assert design <= set(FLAG_KINDS) == {r.kind for r in RULES}
+    assert len(FLAG_KINDS) == len(RULES)
+    assert {r.family for r in RULES} == {"memory", "workers", "runtime", "work"}
+
+
+def test_a_quiet_run_raises_nothing(run: SyntheticRun) -> None:
+    assert flags(run.tasks(20, 0.05).end(2.0)) == []
+
+
+# -- memory ------------------------------------------------------------------------
+
+
+def test_a_pause_raises_memory_pressure_at_the_run_s_own_pause_threshold(
+    run: SyntheticRun,
+) -> None:
+    run.event(1.0, A, action="worker-status-change", status="paused")
+    # The event's kind is the worker's topic, as distributed logs it.
+    recorded = run.end(3.0, settings(pause=0.85))
+    assert flags(recorded) == [("memory-pressure", "warning")]
+    assert "passed 85% of its limit" in message(recorded, "memory-pressure")
+
+
+def test_a_nanny_restart_raises_memory_restart(run: SyntheticRun) -> None:
+    run.event(1.0, "worker-restart-memory", A, worker=A, rss=960.0, pid=12)
+    recorded = run.end(3.0, settings(terminate=0.95))
+    assert flags(recorded) == [("memory-restart", "error")]
+    assert "exceeding 95% of its memory limit" in message(recorded, "memory-restart")
+
+
+def test_p2p_shards_on_disk_are_not_spilling(store: Store, run: SyntheticRun) -> None:
+    # A P2P merge: 973 MiB of shards written by the shuffle, nothing spilled.
+    run.tasks(10, 0.1, "merge")
+    run.meter("p2p", "background-disk", "disk-write", "bytes", 973 * MiB)
+    run.meter("p2p", "background-disk", "disk-write", "seconds", 4.0)
+    run.meter("p2p", "foreground", "disk-read", "bytes", 973 * MiB)
+    recorded = run.end(5.0)
+    assert flags(recorded) == []
+    # The report shows it apart, as the shuffle's.
+    assert collect(recorded).shuffle_written == 973 * MiB
+
+
+@pytest.mark.parametrize(
+    ("written", "seconds", "severity"),
+    [
+        (119, 0.001, "info"),  # true, and noise
+        (int(2.8 * 1024), 0.002, "info"),
+        (99 * MiB, 0.9, "info"),
+        (100 * MiB, 0.5, "warning"),  # spilling.warning-bytes
+        (10 * MiB, 1.0, "warning"),  # spilling.warning-time
+    ],
+)
+def test_spilling_is_a_warning_only_from_an_amount_that_costs(
+    run: SyntheticRun, written: int, seconds: float, severity: str
+) -> None:
+    run.tasks(10, 0.1)
+    run.meter("execute", "work", "disk-write", "bytes", written)
+    run.meter("execute", "work", "disk-write", "seconds", seconds)
+    assert flags(run.end(3.0)) == [("spilling", severity)]
+
+
+def test_unmanaged_memory_is_judged_at_the_workers_spill_threshold_not_the_reader_s(
+    store: Store, run: SyntheticRun
+) -> None:
+    # A leak held at 72% of the limit for 5 s on workers that spill at 70%.
+    run.series([0.5 * i for i in range(12)], A, memory_unmanaged=720.0)
+    recorded = run.end(6.0, settings(spill=0.7, pause=0.8))
+    with dask.config.set({"distributed.worker.memory.spill": 0.8}):
+        assert flags(recorded) == [("unmanaged-memory", "warning")]
+    # The same leak on workers that spill at 75%: nothing, whoever reads it.
+    other = workers(SyntheticRun(store), 0.0)
+    other.series([0.5 * i for i in range(12)], A, memory_unmanaged=720.0)
+    with dask.config.set({"distributed.worker.memory.spill": 0.6}):
+        assert flags(other.end(6.0, settings(spill=0.75))) == []
+
+
+def test_unmanaged_memory_needs_min_time_above_the_line(run: SyntheticRun) -> None:
+    run.series([0.0, 0.5, 1.0, 1.5], A, memory_unmanaged=900.0)  # 1.5 s high
+    run.series([2.0, 2.5], A, memory_unmanaged=100.0)
+    run.series([3.0, 3.5, 4.0], A, memory_unmanaged=900.0)  # 1 s high again
+    assert flags(run.end(5.0, settings(spill=0.7))) == []
+
+
+def test_workers_with_different_thresholds_are_each_judged_by_their_own(
+    run: SyntheticRun,
+) -> None:
+    for worker in (A, B):
+        run.series([0.5 * i for i in range(12)], worker, memory_unmanaged=720.0)
+    recorded = run.end(
+        6.0,
+        {
+            "memory": {"spill": 0.7},
+            "memory_by_worker": {A: {"spill": 0.7}, B: {"spill": 0.8}},
+            "flags": {},
+        },
+    )
+    frame = recorded.flags()
+    assert list(frame["kind"]) == ["unmanaged-memory"] and frame["worker"][0] == A
+
+
+# -- workers ---------------------------------------------------------------------
+
+
+def test_client_restart_is_not_a_lost_worker(run: SyntheticRun) -> None:
+    # What client.restart() leaves: the scheduler's restart, then the workers'
+    # removals with a cleanup stimulus, milliseconds later.
+    run.event(1.0, "cluster-restart")
+    for worker in (A, B):
+        stimulus = "handle-worker-cleanup-1795400000.1"
+        run.event(1.05, "worker-removed", worker, stimulus_id=stimulus)
+        run.log(1.04, "Worker process 123 was killed by signal 15", worker,
+                level=20, source="nanny")  # fmt: skip
+    assert flags(run.end(3.0)) == []
+
+
+def test_restart_workers_is_not_a_lost_worker(run: SyntheticRun) -> None:
+    run.event(1.0, "worker-removed", A, stimulus_id="handle-worker-cleanup-1.2")
+    # distributed logs which workers it restarted once they are back.
+    run.event(1.8, "client-abc", action="restart-workers", workers=[A])
+    assert flags(run.end(3.0)) == []
+
+
+@pytest.mark.parametrize(
+    "stimulus", ["handle-worker-cleanup-1795400000.1", "check-worker-ttl-1.0"]
+)
+def test_a_worker_gone_outside_a_restart_is_lost(
+    run: SyntheticRun, stimulus: str
+) -> None:
+    run.event(0.5, "cluster-restart")
+    # Past the restart window (60 s).
+    run.event(61.0, "worker-removed", A, stimulus_id=stimulus)
+    recorded = run.end(62.0)
+    assert flags(recorded) == [("worker-lost", "error")]
+    cause = "heartbeat" if "ttl" in stimulus else "connection to the scheduler"
+    assert cause in message(recorded, "worker-lost")
+
+
+@pytest.mark.parametrize("stimulus", ["retire-workers-1.0", "worker-close-1.0"])
+def test_a_worker_retired_or_closed_is_not_lost(
+    run: SyntheticRun, stimulus: str
+) -> None:
+    run.event(1.0, "worker-removed", A, stimulus_id=stimulus)
+    assert flags(run.end(3.0)) == []
+
+
+def test_a_killed_worker_task_names_why_the_worker_died(run: SyntheticRun) -> None:
+    run.log(1.0, "Worker process 77 was killed by signal 9", A, source="nanny")
+    run.event(1.1, "worker-removed", A, stimulus_id="handle-worker-cleanup-1.1")
+    run.task(1.2, 0.0, "grow", A, status="erred", exception=(
+        "KilledWorker: Attempted to run task 'grow-1' on 3 different workers, but "
+        f"all those workers died while running it. The last worker that attempt "
+        f"to run the task was {A}. Inspecting worker logs is often a good next step"
+    ))  # fmt: skip
+    recorded = run.end(3.0)
+    assert flags(recorded) == [("worker-lost", "error"), ("killed-worker", "error")]
+    assert "killed by signal 9 (SIGKILL)" in message(recorded, "killed-worker")
+
+
+# -- runtime ---------------------------------------------------------------------
+
+
+def stalls(run: SyntheticRun, worker: str | None, *seconds: float) -> SyntheticRun:
+    """Stalls of ``worker``'s event loop (None: the scheduler's), 3 s apart."""
+    for i, s in enumerate(seconds):
+        end = 3.0 * (i + 1)
+        run.event(end, "event-loop-stall", worker, seconds=s, since=run.start + end - s)
+    return run
+
+
+def test_four_2s_stalls_of_a_worker_raise_event_loop_blocked(run: SyntheticRun) -> None:
+    recorded = stalls(run, A, 2.0, 2.0, 2.0, 2.0).end(13.0)
+    assert flags(recorded) == [("event-loop-blocked", "warning")]
+    text = message(recorded, "event-loop-blocked")
+    assert "stalled 4 time(s), up to 2.00 s (8.00 s in all)" in text
+
+
+@pytest.mark.parametrize(
+    ("worker", "seconds", "expected"),
+    [
+        (A, (0.9,), []),
+        (A, (1.0,), [("event-loop-blocked", "warning")]),
+        (A, (10.0,), [("event-loop-blocked", "error")]),
+        (A, (4.0, 4.0, 4.0), [("event-loop-blocked", "error")]),  # 12 s in all
+        (None, (2.5,), []),  # the scheduler taking in a big graph
+        (None, (3.0,), [("event-loop-blocked", "warning")]),
+    ],
+)
+def test_event_loop_stalls_count_from_their_threshold(
+    run: SyntheticRun,
+    worker: str | None,
+    seconds: tuple[float, ...],
+    expected: list[tuple[str, str]],
+) -> None:
+    assert flags(stalls(run, worker, *seconds).end(15.0)) == expected
+
+
+def test_distributed_s_own_unresponsive_line_counts_once(run: SyntheticRun) -> None:
+    stalls(run, A, 4.0)
+    run.log(3.0, "Event loop was unresponsive in Worker for 4.00s.  This is often "
+            "caused by long-running GIL-holding functions", A)  # fmt: skip
+    recorded = run.end(5.0)
+    assert "stalled 1 time(s), up to 4.00 s" in message(recorded, "event-loop-blocked")
+    evidence = recorded.flags()["evidence"][0]
+    assert any("unresponsive" in e["text"] for e in evidence)
+
+
+def test_a_partial_run_has_distributed_s_lines_only(run: SyntheticRun) -> None:
+    run.log(3.0, "Event loop was unresponsive in Scheduler for 3.50s.", None,
+            source="scheduler")  # fmt: skip
+    assert flags(run.end(5.0)) == [("event-loop-blocked", "warning")]
+
+
+def contention(
+    run: SyntheticRun, *values: float, threads: int = 4, computing: int = 4
+) -> SyntheticRun:
+    """GIL contention samples of worker A, a second apart, while ``computing``
+    of its task threads run a task each all along."""
+    workers(run, 0.0, threads)
+    for i, v in enumerate(values):
+        run.metrics(1.0 + i, A, gil_contention=v)
+    for _ in range(computing):
+        run.task(0.0, len(values) + 1.0, "spin", A)
+    return run
+
+
+@pytest.mark.parametrize(
+    ("values", "threads", "computing", "expected"),
+    [
+        ((0.9,), 4, 4, []),  # one high sample is noise
+        ((0.9, 0.9), 4, 4, ["gil-contention"]),
+        ((0.9, 0.9), 4, 2, ["gil-contention"]),
+        ((0.5, 0.5, 0.5), 4, 4, []),  # not above the share
+        ((0.9, 0.9), 1, 1, []),  # one thread: event-loop-blocked's
+        # The process's contention, its task threads idle: in a threads-only
+        # cluster the client and the scheduler share the process.
+        ((0.9, 0.9, 0.9), 4, 1, []),
+    ],
+)
+def test_gil_contention_needs_two_high_samples_while_task_threads_compute(
+    run: SyntheticRun,
+    values: tuple[float, ...],
+    threads: int,
+    computing: int,
+    expected: list[str],
+) -> None:
+    recorded = contention(run, *values, threads=threads, computing=computing)
+    assert [kind for kind, _ in flags(recorded.end(5.0))] == expected
+
+
+def test_threads_taking_turns_slow_the_loop_without_a_second_flag(
+    run: SyntheticRun,
+) -> None:
+    contention(run, 0.9, 0.9, 0.9)
+    run.event(2.5, "event-loop-stall", A, seconds=1.3, since=run.start + 1.2)
+    assert [kind for kind, _ in flags(run.end(5.0))] == ["gil-contention"]
+
+
+# -- work ------------------------------------------------------------------------
+
+
+def test_tiny_tasks_that_cost_more_to_schedule_than_to_run(run: SyntheticRun) -> None:
+    recorded = run.tasks(3000, 0.0002, "inc").end(4.0)
+    assert flags(recorded) == [("tiny-tasks", "warning")]
+    assert "x more work" in recorded.flags()["advice"][0]
+
+
+def test_a_stencil_with_tiny_slices_and_real_compute_is_well_cut(
+    run: SyntheticRun,
+) -> None:
+    # An array stencil: median task 0.27 ms (slicing, concatenating), mean
+    # 4.6 ms: 5.5 s of compute against ~1.2 s of scheduling.
+    run.tasks(1000, 0.00027, "getitem").tasks(200, 0.0013, "concatenate")
+    run.tasks(100, 0.0525, "apply_stencil")
+    assert flags(run.end(4.0)) == []
+
+
+@pytest.mark.parametrize(
+    ("n", "duration", "expected"),
+    [
+        (999, 1.5, []),  # min-count
+        (1000, 1.5, [("tiny-tasks", "warning")]),  # 1 s of scheduling, 0.67 of the run
+        (1000, 2.5, [("tiny-tasks", "info")]),  # 0.4 of the run
+        (1000, 4.0, []),  # 0.25 of the run: below the share
+    ],
+)
+def test_tiny_tasks_edges(
+    run: SyntheticRun, n: int, duration: float, expected: list[tuple[str, str]]
+) -> None:
+    assert flags(run.tasks(n, 0.0001).end(duration)) == expected
+
+
+def test_failed_tasks_raise_task_errors(run: SyntheticRun) -> None:
+    run.task(0.5, 0.1, "parse", status="erred", exception="ValueError: bad row")
+    run.task(0.7, 0.1, "parse", status="erred", exception="ValueError: bad row")
+    recorded = run.end(2.0)
+    assert flags(recorded) == [("task-errors", "error")]
+    assert "ValueError (2)" in message(recorded, "task-errors")
+
+
+@pytest.mark.parametrize(
+    ("transfer", "expected"), [(0.9, []), (1.5, ["high-transfer"])]
+)
+def test_high_transfer_from_min_time(
+    run: SyntheticRun, transfer: float, expected: list[str]
+) -> None:
+    run.task(0.1, 0.5, transfer=transfer / 2).task(0.2, 0.5, worker=B,
+                                                   transfer=transfer / 2)  # fmt: skip
+    assert [kind for kind, _ in flags(run.end(3.0))] == expected
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"), [(1.0, []), (3.0, ["load-imbalance"])]
+)
+def test_load_imbalance_from_min_time(
+    run: SyntheticRun, seconds: float, expected: list[str]
+) -> None:
+    for i in range(int(seconds / 0.5) + 1):
+        run.metrics(0.5 * i, A, tasks_processing=5.0)
+        run.metrics(0.5 * i, B, tasks_processing=0.0)
+    assert [kind for kind, _ in flags(run.end(seconds + 0.5))] == expected
+
+
+# -- figures ---------------------------------------------------------------------
+
+
+def test_disk_time_is_zero_where_no_byte_touched_a_disk(
+    store: Store, run: SyntheticRun
+) -> None:
+    # A dataframe join: distributed timed 7 s of waits as "disk-read".
+    for i in range(7):
+        run.task(0.1 * i, 0.2, "align", disk_read=1.0)
+    recorded = run.end(3.0)
+    phases = phase_totals(task_table(recorded, recorded.started))
+    assert phases["disk"] == 0.0 and phases["stall"] == pytest.approx(7.0)
+    # Where the workers' meters counted bytes read back from disk, it was disk.
+    spilled = workers(SyntheticRun(store), 0.0)
+    for i in range(7):
+        spilled.task(0.1 * i, 0.2, "align", disk_read=1.0)
+    spilled.meter("execute", "align", "disk-read", "bytes", 300 * MiB)
+    again = spilled.end(3.0)
+    phases = phase_totals(task_table(again, again.started))
+    assert phases["disk"] == pytest.approx(7.0) and phases["stall"] == 0.0
+
+
+def test_disk_time_of_a_run_without_meters_follows_the_spilled_bytes(
+    store: Store, run: SyntheticRun
+) -> None:
+    run.task(0.1, 0.2, disk_write=0.5)
+    quiet = run.end(2.0)
+    assert phase_totals(task_table(quiet, quiet.started))["disk"] == 0.0
+    spilled = workers(SyntheticRun(store), 0.0).task(0.1, 0.2, disk_write=0.5)
+    spilled.metrics(0.5, None, memory_spilled=200.0 * MiB)
+    again = spilled.end(2.0)
+    assert phase_totals(task_table(again, again.started))["disk"] == 0.5
+
+
+# -- who reads --------------------------------------------------------------------
+
+
+def test_the_cli_and_the_kernel_raise_the_same_flags(
+    store: Store, run: SyntheticRun, store_path: Path
+) -> None:
+    run.series([0.5 * i for i in range(12)], A, memory_unmanaged=720.0)
+    recorded = run.end(6.0, settings(spill=0.7))
+    # Here distributed is imported and configured otherwise; the CLI's process
+    # has its defaults: both judge with the run's own thresholds.
+    with dask.config.set({"distributed.worker.memory.spill": 0.9}):
+        here = [kind for kind, _ in flags(recorded)]
+    shown = subprocess.run(
+        [Path(sys.executable).with_name("dask-observe"), "--store", str(store.path),
+         "flags", str(recorded.id)],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "DASK_DISTRIBUTED__WORKER__MEMORY__SPILL": "0.6"},
+    )  # fmt: skip
+    assert here == ["unmanaged-memory"]
+    assert shown.stdout.count("unmanaged-memory") == 1, shown.stdout
+    assert "spilled" not in shown.stdout
+
+
+def test_a_recorded_run_keeps_the_settings_it_ran_with(
+    client: Client, store_path: Path
+) -> None:
+    with (
+        dask.config.set({"observe.flags.tiny-tasks.min-count": 5}),
+        dask_observe.record("settings", client=client) as recorded,
+    ):
+        client.submit(abs, -1).result()
+    found = recorded.settings()
+    assert found["source"] == "workers"
+    # The LocalCluster's workers: distributed's defaults, as they reported them.
+    assert found["memory"] == {"target": 0.6, "spill": 0.7, "pause": 0.8,
+                               "terminate": 0.95}  # fmt: skip
+    assert found["flags"]["tiny-tasks"]["min-count"] == 5
+    assert json.loads(json.dumps(found)) == found
