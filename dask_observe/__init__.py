@@ -11,7 +11,8 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import config  # noqa: F401  (registers observe.* defaults)
-from dask_observe.store import Run, RunNotFound, Store, StoreError
+from dask_observe.run import Run, Store
+from dask_observe.store import RunNotFound, StoreError
 
 try:
     from dask_observe._version import __version__
@@ -76,6 +77,8 @@ def compare(
     """
     from dask_observe.comparison import compare as _compare
 
+    if store is None and not (isinstance(a, Run) and isinstance(b, Run)):
+        store = open_store(create=False)
     return _compare(a, b, threshold=threshold, store=store)
 
 

@@ -8,7 +8,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from dask_observe.store import Run, Store, StoreError, StoreMissing
+from dask_observe.run import Run, Store
+from dask_observe.store import StoreError, StoreMissing
 from dask_observe.text import flag_lines, log_lines, visible
 
 #: How often ``logs --follow`` looks for new lines, and how many it reads at once.

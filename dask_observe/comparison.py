@@ -19,7 +19,7 @@ from dask_observe.units import format_bytes, format_seconds
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dask_observe.store import Run, Store
+    from dask_observe.store import RunData, Store
 
 #: Columns of ``Comparison.table``.
 COMPARISON_COLUMNS = ("figure", "unit", "a", "b", "ratio", "verdict")
@@ -83,7 +83,7 @@ def _shown(value: float | None, unit: str) -> str:
     return f"{int(value):,}"
 
 
-def figures(run: Run) -> dict[str, Any]:
+def figures(run: RunData) -> dict[str, Any]:
     """The figures a comparison reads of one run: (unit, value) by name, and the
     total compute seconds of each prefix."""
     from dask_observe.figures import (
@@ -134,8 +134,8 @@ def _verdict(figure: str, unit: str, a: float | None, b: float | None, t: float)
 
 
 def compare(
-    a: Run | int | str,
-    b: Run | int | str,
+    a: RunData | int | str,
+    b: RunData | int | str,
     *,
     threshold: float | None = None,
     store: Store | None = None,
@@ -143,7 +143,7 @@ def compare(
     """Compare run ``b`` against run ``a`` (ratios are ``b / a``).
 
     Runs may be given as :class:`Run` objects or as ids (or ``"last"``) in
-    ``store`` (default: the configured store). ``threshold`` (default
+    ``store``. ``threshold`` (default
     ``observe.compare.threshold``, 0.1) is the relative change marked as a
     regression or improvement.
 
@@ -190,15 +190,13 @@ def _ratio(a: float | None, b: float | None) -> float:
     return b / a
 
 
-def _resolve(run: Run | int | str, store: Store | None) -> Run:
-    from dask_observe.store import Run
+def _resolve(run: RunData | int | str, store: Store | None) -> RunData:
+    from dask_observe.store import RunData
 
-    if isinstance(run, Run):
+    if isinstance(run, RunData):
         return run
     if store is None:
-        from dask_observe import open_store
-
-        store = open_store()
+        raise TypeError(f"run {run!r} is an id: give the store that holds it")
     return store.run(run)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from dask_observe.store import Run, Store
+from dask_observe.run import Run, Store
 
 
 def _slow_square(x: int) -> int:

@@ -12,10 +12,10 @@ from dask_observe.units import format_bytes, format_seconds
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dask_observe.store import Run
+    from dask_observe.store import RunData
 
 
-def fast_memory(run: Run) -> pd.DataFrame:
+def fast_memory(run: RunData) -> pd.DataFrame:
     """Process memory beyond the heartbeats: each worker's own fast samples
     (``memory_rss``) and the RSS its nanny measured when it restarted it for
     memory (the ``worker-restart-memory`` event): time (epoch seconds),
@@ -39,7 +39,7 @@ def fast_memory(run: Run) -> pd.DataFrame:
     return found[found["rss"] > 0].sort_values("time", ignore_index=True)
 
 
-def long_tasks(run: Run) -> dict[str, tuple[float, str]]:
+def long_tasks(run: RunData) -> dict[str, tuple[float, str]]:
     """Tasks a worker said were running for a second or more (``task-running``):
     key -> (when it started, epoch seconds; the worker)."""
     events = run.events("task-running", epoch=True)
@@ -51,7 +51,7 @@ def long_tasks(run: Run) -> dict[str, tuple[float, str]]:
 
 
 def killed_task_story(
-    run: Run, key: str, until: float, memory: pd.DataFrame | None = None
+    run: RunData, key: str, until: float, memory: pd.DataFrame | None = None
 ) -> str | None:
     """ "It ran 1.4 s on W, while W's memory rose from 120 MiB to 590 MiB": what
     a task that died with its worker did, or None when no worker said it ran
@@ -93,7 +93,7 @@ PHASE_COLUMNS = {
 DISK_COLUMNS = {"disk-read": "disk_read_s", "disk-write": "disk_write_s"}
 
 
-def task_table(run: Run, start: float) -> pd.DataFrame:
+def task_table(run: RunData, start: float) -> pd.DataFrame:
     tasks = run.tasks(epoch=True)
     # A task that died with its worker has no start: the scheduler never heard
     # it finish. Its worker said when it started, if it ran a second or more:
@@ -126,7 +126,7 @@ def task_table(run: Run, start: float) -> pd.DataFrame:
     return tasks
 
 
-def _stalls_apart(run: Run, tasks: pd.DataFrame) -> None:
+def _stalls_apart(run: RunData, tasks: pd.DataFrame) -> None:
     """Move the "disk" seconds of tasks that touched no disk to ``stall_s``.
 
     distributed times any wait over 5 ms for a task's arguments or for storing
@@ -153,7 +153,7 @@ def _stalls_apart(run: Run, tasks: pd.DataFrame) -> None:
         tasks[column] = tasks[column].where(~stalled, 0.0)
 
 
-def shuffle_disk(run: Run) -> dict[str, float]:
+def shuffle_disk(run: RunData) -> dict[str, float]:
     """Bytes P2P shuffles wrote to and read from disk (``written``, ``read``):
     where shuffles keep their shards by design, apart from spilling."""
     fine = run.fine_metrics()
@@ -186,7 +186,7 @@ def prefix_table(tasks: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values("total_s", ascending=False).reset_index()
 
 
-def cluster_max(run: Run, name: str) -> float | None:
+def cluster_max(run: RunData, name: str) -> float | None:
     frame = run.metrics(name)
     values = frame[frame["worker"].isna()]["value"]
     return float(values.max()) if len(values) else None
@@ -200,7 +200,7 @@ def phase_totals(tasks: pd.DataFrame) -> dict[str, float]:
     }
 
 
-def time_split(run: Run) -> dict[str, float]:
+def time_split(run: RunData) -> dict[str, float]:
     """Seconds of the run's worker threads by activity, summed over prefixes."""
     fine = run.fine_metrics()
     seconds = fine[(fine["context"] == "execute") & (fine["unit"] == "seconds")]
@@ -208,7 +208,7 @@ def time_split(run: Run) -> dict[str, float]:
     return {str(activity): float(value) for activity, value in totals.items()}
 
 
-def peak_memory(run: Run, fast: pd.DataFrame | None = None) -> float | None:
+def peak_memory(run: RunData, fast: pd.DataFrame | None = None) -> float | None:
     """The most memory the workers held together: per second, each worker's
     highest reading (heartbeats, its own fast samples, its nanny's at a memory
     restart), summed over workers; the highest such second.
@@ -339,7 +339,7 @@ def profile_table(trees: dict[str, dict[str, Any]]) -> pd.DataFrame:
 
 
 def transfer_summary(transfers: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """``Run.transfers()`` summed by ``by`` (e.g. ``["peer", "worker"]`` for
+    """``RunData.transfers()`` summed by ``by`` (e.g. ``["peer", "worker"]`` for
     each pair of workers, ``["type"]``): bytes, seconds, count, keys and
     bandwidth (bytes over the seconds spent transferring); most bytes first."""
     sums = (

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.recorder import Recorder
-from dask_observe.store import Run, Store
+from dask_observe.run import Run, Store
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -336,7 +336,7 @@ class Recording:
         )
         run = self.run.refresh()
         try:
-            self.store.set_flag_count(run.id, len(run.flags()))
+            self.store.set_flag_count(run.id, len(run.flag_list()))
         except Exception as e:  # a rule's bug must not lose the run
             logger.warning("dask-observe: cannot judge the run's flags: %s", e)
         return run.refresh()
@@ -388,12 +388,13 @@ def record(
     NoClientError
         When no client was given and none exists.
     """
-    from dask_observe import open_store
+    from dask_observe.config import default_store_path
 
     the_client = resolve_client(client)
     # A store opened here stays open: the yielded Run reads through it afterwards.
-    the_store = store if isinstance(store, Store) else open_store(store)
-    recording = Recording(name, the_client, the_store)
+    if not isinstance(store, Store):
+        store = Store(default_store_path() if store is None else store)
+    recording = Recording(name, the_client, store)
     run = recording.start()
     status = "failed"
     try:

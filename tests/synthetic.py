@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from dask_observe.store import Run, Store
+from dask_observe import Run, Store
 
 CLUSTER = "tcp://10.0.0.1:8786"
 SPAN = "span-synthetic"

@@ -18,11 +18,11 @@ import pytest
 from distributed import Client
 
 import dask_observe
+from dask_observe import Run, Store
 from dask_observe.diagnose import FLAG_KINDS
 from dask_observe.diagnose.base import RULES
 from dask_observe.figures import phase_totals, task_table
 from dask_observe.report.model import collect
-from dask_observe.store import Run, Store
 
 from .synthetic import A, B, SyntheticRun, workers
 

@@ -11,7 +11,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 import dask_observe
-from dask_observe.store import Run
+from dask_observe import Run
 
 
 def chatty(x: int) -> int:

@@ -21,7 +21,7 @@ from dask_observe.diagnose.base import RULES, SEVERITIES, Context, Flag
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dask_observe.store import Run
+    from dask_observe.store import RunData
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +36,17 @@ FLAG_KINDS = tuple(
     r.kind for r in sorted(RULES, key=lambda r: FAMILIES.index(r.family))
 )
 
-__all__ = ["FLAG_COLUMNS", "FLAG_KINDS", "SEVERITIES", "Flag", "evaluate", "flag_list"]
+__all__ = [
+    "FLAG_COLUMNS",
+    "FLAG_KINDS",
+    "SEVERITIES",
+    "Flag",
+    "flag_list",
+    "flags_frame",
+]
 
 
-def flag_list(run: Run) -> list[Flag]:
+def flag_list(run: RunData) -> list[Flag]:
     """Every flag the run raises, in time order.
 
     A rule that fails (on telemetry it did not expect) is logged and skipped: the
@@ -57,17 +64,15 @@ def flag_list(run: Run) -> list[Flag]:
     return sorted(flags, key=lambda f: (f.time, f.kind))
 
 
-def evaluate(run: Run) -> pd.DataFrame:
-    """``run.flags()``: a DataFrame with the columns of FLAG_COLUMNS.
-
-    ``evidence`` holds a list of ``{"time", "worker", "text"}`` dicts: the log
-    lines or metric values the flag rests on.
-    """
+def flags_frame(flags: list[Flag]) -> pd.DataFrame:
+    """``run.flags()``: the flags as a DataFrame with the columns of
+    FLAG_COLUMNS. ``evidence`` holds a list of ``{"time", "worker", "text"}``
+    dicts: the log lines or metric values the flag rests on."""
     import pandas as pd
 
     rows = [
         (f.time, f.kind, f.severity, f.worker, f.message, f.evidence, f.advice)
-        for f in flag_list(run)
+        for f in flags
     ]
     frame = pd.DataFrame(rows, columns=list(FLAG_COLUMNS))
     frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)

@@ -21,7 +21,7 @@ from dask_observe.units import format_bytes, parse_bytes, parse_seconds, text_or
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dask_observe.store import Run
+    from dask_observe.store import RunData
 
 #: Evidence a flag carries at most; the message counts the rest.
 MAX_EVIDENCE = 10
@@ -88,7 +88,7 @@ class Context:
     """A run's telemetry as the rules read it (times in seconds since the
     epoch, each kind read once), and the settings it is judged under."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: RunData) -> None:
         self.run = run
         self.settings = run.settings()
 

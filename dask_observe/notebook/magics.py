@@ -27,7 +27,8 @@ from dask_observe.notebook.progress import (
     has_widget_frontend,
 )
 from dask_observe.recording import NoClientError, Recording, resolve_client
-from dask_observe.store import Run, Store, StoreError
+from dask_observe.run import Run, Store
+from dask_observe.store import StoreError
 from dask_observe.text import flag_lines, log_lines
 
 

@@ -23,7 +23,7 @@ from dask_observe.units import format_bytes, format_seconds, text_or_none
 
 if TYPE_CHECKING:
     from dask_observe.recording import Recording
-    from dask_observe.store import Run, Store
+    from dask_observe.run import Run, Store
 
 logger = logging.getLogger(__name__)
 
@@ -319,7 +319,7 @@ class LiveProgress:
     def _reader(self) -> Store:
         """A connection of this thread's own: the recorder's writes hold the
         shared one, and a WAL reader need not wait for them."""
-        from dask_observe.store import Store
+        from dask_observe.run import Store
 
         return Store(self.recording.store.path, create=False)
 

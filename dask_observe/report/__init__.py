@@ -15,7 +15,8 @@ from dask_observe.report.model import ReportData, collect
 from dask_observe.report.render import render
 
 if TYPE_CHECKING:
-    from dask_observe.store import Run
+    from dask_observe.diagnose import Flag
+    from dask_observe.store import RunData
 
 __all__ = ["Report", "ReportData"]
 
@@ -31,8 +32,9 @@ class Report:
         self.data = data
 
     @classmethod
-    def of(cls, run: Run) -> Report:
-        return cls(collect(run))
+    def of(cls, run: RunData, flags: list[Flag] | None = None) -> Report:
+        """The report of ``run``; ``flags`` where they were judged already."""
+        return cls(collect(run, flags))
 
     @cached_property
     def html(self) -> str:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from dask_observe.diagnose import Flag
-    from dask_observe.store import Run
+    from dask_observe.store import RunData
 
 #: The memory series of a worker, as the capture names the metrics.
 MEMORY_METRICS = (
@@ -117,7 +117,7 @@ class ReportData:
         return max(self.end - self.start, 1e-9)
 
 
-def _memory_series(run: Run, start: float) -> dict[str, pd.DataFrame]:
+def _memory_series(run: RunData, start: float) -> dict[str, pd.DataFrame]:
     import pandas as pd
 
     frames = [run.metrics(name, epoch=True) for name in MEMORY_METRICS]
@@ -141,7 +141,7 @@ def _memory_series(run: Run, start: float) -> dict[str, pd.DataFrame]:
 
 
 def _failures(
-    run: Run, tasks: pd.DataFrame, start: float, memory: pd.DataFrame
+    run: RunData, tasks: pd.DataFrame, start: float, memory: pd.DataFrame
 ) -> list[Failure]:
     """The failed tasks; ``memory`` is ``figures.fast_memory(run)``."""
     erred = tasks[tasks["status"] == "erred"].head(MAX_FAILURES)
@@ -182,7 +182,7 @@ def _failures(
     return failures
 
 
-def _removed_workers(run: Run) -> dict[str, str]:
+def _removed_workers(run: RunData) -> dict[str, str]:
     events = run.events("worker-removed")
     return {
         str(worker): str(data.get("stimulus_id", ""))
@@ -191,8 +191,9 @@ def _removed_workers(run: Run) -> dict[str, str]:
     }
 
 
-def collect(run: Run) -> ReportData:
-    """Everything a report of ``run`` shows, read from the store once."""
+def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
+    """Everything a report of ``run`` shows, read from the store once;
+    ``flags`` where they were judged already."""
     from dask_observe.diagnose import flag_list
 
     record = run.summary()
@@ -235,7 +236,7 @@ def collect(run: Run) -> ReportData:
         transfer_types=figures.transfer_summary(transfers, ["type"]),
         workers_removed=_removed_workers(run),
         failures=_failures(run, tasks, start, fast),
-        flags=flag_list(run),
+        flags=flag_list(run) if flags is None else flags,
         alerts=alerts,
         n_warnings=int((levels == "WARNING").sum()),
         n_errors=int(levels.isin(["ERROR", "CRITICAL"]).sum()),

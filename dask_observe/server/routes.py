@@ -18,6 +18,7 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from dask_observe.run import Run
 from dask_observe.server.manager import StoreManager, TooBusy
 from dask_observe.store import (
     QueryTooLong,
@@ -41,7 +42,7 @@ T = TypeVar("T")
 
 def read_run(store: Store, run_id: str) -> dict[str, Any]:
     """A run's record, summary and flags."""
-    run = store.run(run_id)
+    run = Run.of(store, run_id)
     flags = run.flags()
     flags["time"] = flags["time"].map(lambda t: t.timestamp())
     return {
@@ -63,7 +64,7 @@ def read_logs(store: Store, run_id: str, query: dict[str, Any]) -> dict[str, Any
 
 
 def read_report(store: Store, run_id: str) -> str:
-    return store.run(run_id).report().html
+    return Run.of(store, run_id).report().html
 
 
 def read_comparison(store: Store, a: str, b: str) -> str:

@@ -1,6 +1,6 @@
 """The durable store that every part of dask-observe reads and the recorder writes."""
 
-from dask_observe.store.run import Run
+from dask_observe.store.run import RunData
 from dask_observe.store.store import (
     QueryTooLong,
     RunNotFound,
@@ -9,4 +9,11 @@ from dask_observe.store.store import (
     StoreMissing,
 )
 
-__all__ = ["QueryTooLong", "Run", "RunNotFound", "Store", "StoreError", "StoreMissing"]
+__all__ = [
+    "QueryTooLong",
+    "RunData",
+    "RunNotFound",
+    "Store",
+    "StoreError",
+    "StoreMissing",
+]

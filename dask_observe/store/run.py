@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from dask_observe.store import telemetry
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dask_observe.report import Report
     from dask_observe.store.store import Store
 
 #: The columns of ``Store.runs()``; ``Run.summary()`` has these keys and more.
@@ -70,11 +69,13 @@ def _to_datetimes(
     return frame
 
 
-class Run:
-    """One recorded run: a cell, a ``record()`` block, or a headless recording.
+class RunData:
+    """One recorded run's data: a cell, a ``record()`` block, or a headless
+    recording. Tasks belong to a run by its span; logs, metrics and events by
+    the run's cluster and time window.
 
-    Obtain it with ``store.run(id)`` or ``store.run("last")``. Tasks belong to a run
-    by its span; logs, metrics and events by the run's cluster and time window.
+    What is made of the data (flags, the report) lives above the store: the
+    public ``dask_observe.Run`` is this with ``flags()`` and ``report()``.
     """
 
     def __init__(self, store: Store, record: dict[str, Any]) -> None:
@@ -121,7 +122,7 @@ class Run:
         end = self._record["ended"]
         return time.time() if end is None else float(end)
 
-    def refresh(self) -> Run:
+    def refresh(self) -> Self:
         """Re-read this run from the store (its status may have changed)."""
         self._record = self.store.run_record(self.id)
         return self
@@ -268,15 +269,6 @@ class Run:
         name, filename, line, count (samples) and children."""
         return self.store.profiles(self.id)
 
-    def profile(self) -> pd.DataFrame:
-        """Where the run's task threads spent their time, by function, from
-        distributed's statistical profile of the run's time window (read when
-        it ends; a run with under half a second of compute has none): prefix
-        ("" for the whole run), function, filename, lineno, self_s, total_s."""
-        from dask_observe.figures import profile_table
-
-        return profile_table(self.store.profiles(self.id))
-
     def fine_metrics(self) -> pd.DataFrame:
         """Where the run's task time went, as distributed's workers measured it
         (its "fine performance metrics"): context, prefix, activity, unit, value.
@@ -302,20 +294,6 @@ class Run:
         ``kind`` narrows to one of log, task, metrics, event."""
         counts = self.events("dropped")["data"]
         return int(sum(d["count"] for d in counts if kind in (None, d["kind"])))
-
-    def flags(self) -> pd.DataFrame:
-        """What went wrong and why: time, kind, severity, worker, message,
-        evidence (a list of {time, worker, text}), advice. Judged from what is
-        recorded so far, so a running run has the flags raised up to now."""
-        from dask_observe.diagnose import evaluate
-
-        return evaluate(self)
-
-    def report(self) -> Report:
-        """The run's report: ``.html``, ``.save(path)``, shown inline in Jupyter."""
-        from dask_observe.report import Report
-
-        return Report.of(self)
 
     def summary(self) -> dict[str, Any]:
         """The headline figures of the run."""

@@ -17,10 +17,10 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from dask_observe.store import patterns, telemetry
-from dask_observe.store.run import RUN_COLUMNS, Run
+from dask_observe.store.run import RUN_COLUMNS, RunData
 from dask_observe.store.schema import (
     SchemaError,
     check_header,
@@ -264,7 +264,7 @@ class Store:
         with self._lock:
             self._conn.close()
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -518,6 +518,6 @@ class Store:
         listed = ", ".join(f"{r['id']} ({r['name']})" for r in latest)
         return f"the latest runs are {listed}"
 
-    def run(self, run: int | str = "last") -> Run:
+    def run(self, run: int | str = "last") -> RunData:
         """The run with this id, or the newest one for ``"last"``."""
-        return Run(self, self.run_record(run))
+        return RunData(self, self.run_record(run))

@@ -1,0 +1,85 @@
+"""The public ``Run`` and ``Store``: a run's recorded data, as the store reads
+it, with what is made of it (its flags and its report).
+
+The store only stores; diagnosis and reports read from it. This layer puts them
+together for users, the notebook, the CLI and the server, so that nothing in
+the store imports what sits above it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dask_observe import store
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dask_observe.diagnose import Flag
+    from dask_observe.report import Report
+
+
+class Run(store.RunData):
+    """One recorded run: a cell, a ``record()`` block, or a headless recording.
+
+    Obtain it with ``store.run(id)`` or ``store.run("last")``. Tasks belong to a run
+    by its span; logs, metrics and events by the run's cluster and time window.
+    """
+
+    _flags: list[Flag] | None = None
+
+    @classmethod
+    def of(cls, source: store.Store, run: int | str = "last") -> Run:
+        """The run of that id (or ``"last"``) in any store."""
+        return cls(source, source.run_record(run))
+
+    def refresh(self) -> Run:
+        """Re-read this run from the store (its status may have changed)."""
+        was = self.status
+        super().refresh()
+        if was == "running" or self.status != was:
+            self._flags = None
+        return self
+
+    def profile(self) -> pd.DataFrame:
+        """Where the run's task threads spent their time, by function, from
+        distributed's statistical profile of the run's time window (read when
+        it ends; a run with under half a second of compute has none): prefix
+        ("" for the whole run), function, filename, lineno, self_s, total_s."""
+        from dask_observe.figures import profile_table
+
+        return profile_table(self.profile_trees())
+
+    def flag_list(self) -> list[Flag]:
+        """The flags the run raises, in time order. A finished run is judged
+        once: its report, its listing and ``flags()`` share the verdict."""
+        from dask_observe.diagnose import flag_list
+
+        if self._flags is not None:
+            return self._flags
+        found = flag_list(self)
+        if self.status != "running":
+            self._flags = found
+        return found
+
+    def flags(self) -> pd.DataFrame:
+        """What went wrong and why: time, kind, severity, worker, message,
+        evidence (a list of {time, worker, text}), advice. Judged from what is
+        recorded so far, so a running run has the flags raised up to now."""
+        from dask_observe.diagnose import flags_frame
+
+        return flags_frame(self.flag_list())
+
+    def report(self) -> Report:
+        """The run's report: ``.html``, ``.save(path)``, shown inline in Jupyter."""
+        from dask_observe.report import Report
+
+        return Report.of(self, self.flag_list())
+
+
+class Store(store.Store):
+    """The store, whose runs are :class:`Run` s (see ``dask_observe.open_store``)."""
+
+    def run(self, run: int | str = "last") -> Run:
+        """The run with this id, or the newest one for ``"last"``."""
+        return Run.of(self, run)
