@@ -2,17 +2,22 @@
 
 ``compare(a, b)`` puts the headline figures and the time of each task prefix of
 two runs side by side, with the ratio ``b / a``. For every figure lower is
-better, so a ratio beyond ``1 + threshold`` is a regression and one under
-``1 - threshold`` an improvement; figures too small to measure are not judged.
+better. A change is marked (regression or improvement) when it is beyond the
+``threshold`` floor and beyond noise: the tasks' durations shifted
+significantly (a rank test), their number changed, or, for wall time, the
+value lies outside the spread of earlier runs of the same name. Identical
+runs, whose wall times differ by 10-15% on a busy machine, come out unmarked.
+Figures too small to measure are not judged.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from dask_observe import config
+from dask_observe import config, noise
+from dask_observe.environment import differences
 from dask_observe.report.svg import image
 from dask_observe.units import format_bytes, format_seconds
 
@@ -43,6 +48,9 @@ class Comparison:
     b: dict[str, Any]
     table: pd.DataFrame
     threshold: float
+    #: What else changed from a to b (``environment.differences``): area
+    #: (packages, config, cluster, code), what, in a, in b.
+    changed: list[tuple[str, str, Any, Any]] = field(default_factory=list)
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -64,6 +72,11 @@ class Comparison:
                 f"  {r['figure']:<32} {_shown(r['a'], r['unit']):>12} "
                 f"{_shown(r['b'], r['unit']):>12} {ratio:>8}  {r['verdict']}"
             )
+        if self.changed:
+            rows.append("What else changed:")
+            rows += [
+                f"  {area} {what}: {a!r} -> {b!r}" for area, what, a, b in self.changed
+            ]
         return "\n".join(rows)
 
     def __repr__(self) -> str:
@@ -115,22 +128,74 @@ def figures(run: RunData) -> dict[str, Any]:
     values["tasks"] = ("tasks", float(summary["n_tasks"]))
     values["failed tasks"] = ("tasks", float(summary["n_failed"]))
     prefixes = prefix_table(tasks).set_index("prefix")["total_s"]
-    return {"summary": summary, "values": values, "prefixes": prefixes.to_dict()}
+    done = tasks[tasks["status"] == "memory"]
+    return {
+        "summary": summary,
+        "values": values,
+        "prefixes": prefixes.to_dict(),
+        # Each task's duration, the spread a change is judged against.
+        "durations": done["duration_s"].to_numpy(dtype=float),
+        "by_prefix": {
+            str(p): d.to_numpy(dtype=float)
+            for p, d in done.groupby("prefix")["duration_s"]
+        },
+    }
 
 
-def _verdict(figure: str, unit: str, a: float | None, b: float | None, t: float) -> str:
+#: Without a measure of its spread, a change must be this large to be marked
+#: (time: 1.5x, as users call twice the work a regression; memory: 1.25x).
+_UNMEASURED = {"s": 0.5, "bytes": 0.25}
+
+
+def _verdict(
+    figure: str,
+    unit: str,
+    a: float | None,
+    b: float | None,
+    floor: float,
+    evidence: list[int | None],
+) -> str:
+    """``regression`` or ``improvement`` when ``b`` differs from ``a`` by more
+    than the ``floor`` and by more than noise: when some ``evidence`` (a
+    significant shift of task durations, a change in the number of tasks,
+    the spread of earlier runs: +1 up, -1 down, 0 no, None unknown) says so
+    in the same direction, or, with no evidence at all, beyond ``_UNMEASURED``."""
     if a is None or b is None or figure in _NEUTRAL:
         return ""
     if max(a, b) < _FLOORS.get(unit, 0) or max(a, b) == 0:
         return ""
-    if a == 0:
-        return "regression"
-    ratio = b / a
-    if ratio > 1 + t:
-        return "regression"
-    if ratio < 1 - t:
-        return "improvement"
-    return ""
+    ratio = b / a if a else float("inf")
+    direction = 1 if ratio > 1 else -1
+    if abs(ratio - 1) <= floor:
+        return ""
+    known = [e for e in evidence if e is not None]
+    if unit == "tasks":  # counts are exact: no noise
+        real = True
+    elif known:
+        real = direction in known
+    else:
+        real = abs(ratio - 1) > max(floor, _UNMEASURED.get(unit, floor))
+    if not real:
+        return ""
+    return "regression" if direction > 0 else "improvement"
+
+
+def _count_change(a: int, b: int, floor: float) -> int:
+    """+1 / -1 when the number of tasks grew / shrank beyond ``floor``."""
+    if not a and not b:
+        return 0
+    ratio = b / a if a else float("inf")
+    return 0 if abs(ratio - 1) <= floor else (1 if ratio > 1 else -1)
+
+
+def _history(run: RunData, limit: int = 10) -> list[float]:
+    """Wall times of the finished runs of the same name before ``run``."""
+    records = [
+        r
+        for r in run.store.run_records()
+        if r["name"] == run.name and r["id"] < run.id and r["status"] == "finished"
+    ]
+    return [float(r["duration_s"]) for r in records[:limit]]
 
 
 def compare(
@@ -143,9 +208,9 @@ def compare(
     """Compare run ``b`` against run ``a`` (ratios are ``b / a``).
 
     Runs may be given as :class:`Run` objects or as ids (or ``"last"``) in
-    ``store``. ``threshold`` (default
-    ``observe.compare.threshold``, 0.1) is the relative change marked as a
-    regression or improvement.
+    ``store``. ``threshold`` (default ``observe.compare.threshold``, 0.1) is
+    the floor: smaller relative changes are never marked, larger ones only
+    when they are beyond noise (see the module's docstring).
 
     Raises
     ------
@@ -160,13 +225,27 @@ def compare(
         raise ValueError(f"threshold must be 0 or more, not {threshold}")
     run_a, run_b = (_resolve(r, store) for r in (a, b))
     fa, fb = figures(run_a), figures(run_b)
+    # The work itself: did tasks take longer, or were there more of them?
+    work = [
+        noise.shift(fa["durations"], fb["durations"]),
+        _count_change(len(fa["durations"]), len(fb["durations"]), threshold),
+    ]
+    history = noise.outside(
+        _history(run_b), fb["values"]["wall time"][1] or 0.0, threshold
+    )
     rows = []
     for name, (unit, va) in fa["values"].items():
         vb = fb["values"][name][1]
-        rows.append((name, unit, va, vb))
+        evidence = [*work, history] if name == "wall time" else list(work)
+        if unit == "bytes":  # memory follows the data, not the task times
+            evidence = []
+        rows.append((name, unit, va, vb, evidence))
     for prefix in sorted(set(fa["prefixes"]) | set(fb["prefixes"])):
         pa, pb = fa["prefixes"].get(prefix), fb["prefixes"].get(prefix)
-        rows.append((f"prefix {prefix}", "s", pa, pb))
+        da = fa["by_prefix"].get(prefix, ())
+        db = fb["by_prefix"].get(prefix, ())
+        evidence = [noise.shift(da, db), _count_change(len(da), len(db), threshold)]
+        rows.append((f"prefix {prefix}", "s", pa, pb, evidence))
     table = pd.DataFrame(
         [
             (
@@ -175,13 +254,14 @@ def compare(
                 va,
                 vb,
                 _ratio(va, vb),
-                _verdict(name, unit, va, vb, threshold),
+                _verdict(name, unit, va, vb, threshold, evidence),
             )
-            for name, unit, va, vb in rows
+            for name, unit, va, vb, evidence in rows
         ],
         columns=list(COMPARISON_COLUMNS),
     )
-    return Comparison(fa["summary"], fb["summary"], table, threshold)
+    changed = differences(run_a.environment(), run_b.environment())
+    return Comparison(fa["summary"], fb["summary"], table, threshold, changed)
 
 
 def _ratio(a: float | None, b: float | None) -> float:
@@ -240,8 +320,20 @@ def render_html(c: Comparison) -> str:
         f'<td style="color:{_COLORS[r["verdict"]]}">{escape(r["verdict"])}</td></tr>'
         for r in c.table.to_dict("records")
     )
+    changed = "".join(
+        f'<tr data-changed="{escape(area)}"><td>{escape(area)}</td>'
+        f"<td>{escape(what)}</td><td>{escape(str(a))}</td><td>{escape(str(b))}</td>"
+        "</tr>"
+        for area, what, a, b in c.changed
+    )
+    if changed:
+        changed = (
+            '<p><b>What else changed</b></p><table style="border-collapse:collapse">'
+            f"<tr><th></th><th></th><th>a</th><th>b</th></tr>{changed}</table>"
+        )
     return (
         '<div class="dobs-compare" style="font-size:13px">'
         f'<p>{head}</p><table style="border-collapse:collapse"><tr><th>figure</th>'
-        f"<th>a</th><th>b</th><th>b/a</th><th></th><th></th></tr>{rows}</table></div>"
+        f"<th>a</th><th>b</th><th>b/a</th><th></th><th></th></tr>{rows}</table>"
+        f"{changed}</div>"
     )

@@ -151,6 +151,7 @@ class Recorder:
         self.partial: str | None = None
         #: Whether the last pull failed to reach the scheduler (it may be gone).
         self.failing = False
+        self.hello: dict[str, Any] | None = None
 
     # -- shared use --------------------------------------------------------------
     @classmethod
@@ -199,6 +200,9 @@ class Recorder:
                 CaptureUnavailableWarning,
                 stacklevel=2,
             )
+        #: What the scheduler plugin said of itself, and of the scheduler's
+        #: process (``environment``); None for a cluster without plugins.
+        self.hello = hello
         self.store.register_cluster(self.cluster, dashboard_address(self.client, hello))
         if self.partial is not None:
             return
@@ -251,11 +255,12 @@ class Recorder:
         except Exception as e:
             logger.warning("dask-observe: could not read the last records: %s", e)
 
-    def flush_cluster(self) -> dict[str, dict[str, float | bool]]:
+    def flush_cluster(self) -> dict[str, dict[str, Any]]:
         """Have every worker and nanny ship what it holds, without waiting for
         their next flush or heartbeat: a run's last lines and fine performance
-        metrics are then on the scheduler. Returns each worker's memory
-        thresholds (``shipping.memory_thresholds``)."""
+        metrics are then on the scheduler. Returns what each worker says of
+        itself (``shipping.flush_shipped``): memory thresholds, threads and
+        limits, its environment."""
         from dask_observe import shipping
 
         return shipping.flush(self.client) if self.partial is None else {}

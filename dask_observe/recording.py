@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -77,9 +78,18 @@ class Recording:
     """
 
     def __init__(
-        self, name: str, client: Client, store: Store, *, whole_cluster: bool = False
+        self,
+        name: str,
+        client: Client,
+        store: Store,
+        *,
+        whole_cluster: bool = False,
+        code: dict[str, Any] | None = None,
     ) -> None:
         self.whole_cluster = whole_cluster
+        #: Where the run came from (``{"cell": source}`` for a notebook cell);
+        #: None: the script that runs, if any (``environment.script_code``).
+        self.code = code
         self.name = name
         self.client = client
         self.store = store
@@ -211,9 +221,9 @@ class Recording:
             return self._stop_lost(ended, f"{type(e).__name__}: {e}")
         except Exception as e:
             logger.warning("dask-observe: cannot read task counts of the run: %s", e)
-        thresholds: dict[str, dict[str, float | bool]] = {}
+        workers: dict[str, dict[str, Any]] = {}
         try:  # the run's last tasks and lines, readable as soon as it has ended
-            thresholds = self._recorder.flush_cluster()
+            workers = self._recorder.flush_cluster()
             self._recorder.pull()
             self._recorder.settle()
         except Exception as e:
@@ -231,7 +241,7 @@ class Recording:
         self._recorder.release()
         if self._span_id is None:  # whole cluster: count what was stored
             counts = self._stored_counts()
-        return self._end(status, counts, ended, thresholds)
+        return self._end(status, counts, ended, workers)
 
     def _profiles(self, fine: list[tuple[str, str, str, str, float]]) -> dict[str, Any]:
         """distributed's statistical profile of the run's time window: the whole
@@ -318,13 +328,25 @@ class Recording:
         status: str,
         counts: dict[str, int],
         ended: float,
-        thresholds: dict[str, dict[str, float | bool]] | None = None,
+        workers: dict[str, dict[str, Any]] | None = None,
     ) -> Run:
-        """Close the run's row with the settings it is judged under, then judge
-        its flags once for the listing."""
-        assert self.run is not None
+        """Close the run's row with the settings it is judged under and the
+        environment it ran in (``workers``: what each worker said of itself as
+        the run ended), then judge its flags once for the listing."""
+        from dask_observe import environment
+
+        assert self.run is not None and self._recorder is not None
+        workers = workers or {}
         try:
-            self.store.set_settings(self.run.id, run_settings(thresholds or {}))
+            thresholds = {w: a["memory"] for w, a in workers.items()}
+            ran_in = environment.assemble(
+                client_environment(),
+                (self._recorder.hello or {}).get("environment"),
+                workers,
+                environment.config_changes(),
+                self.code if self.code is not None else environment.script_code(),
+            )
+            self.store.set_settings(self.run.id, run_settings(thresholds), ran_in)
         except Exception as e:  # readers then judge with the defaults
             logger.warning("dask-observe: cannot record the run's settings: %s", e)
         self.store.end_run(
@@ -340,6 +362,15 @@ class Recording:
         except Exception as e:  # a rule's bug must not lose the run
             logger.warning("dask-observe: cannot judge the run's flags: %s", e)
         return run.refresh()
+
+
+@functools.cache
+def client_environment() -> dict[str, Any]:
+    """This process's Python, OS and packages (``shipping.process_environment``),
+    read once."""
+    from dask_observe import shipping
+
+    return shipping.process_environment()
 
 
 def run_settings(thresholds: dict[str, dict[str, float | bool]]) -> dict[str, Any]:

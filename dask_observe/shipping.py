@@ -20,6 +20,7 @@ library only.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -168,7 +169,50 @@ async def flush_shipped(
     if flush is not None:
         await flush(heartbeat=heartbeat)
     manager = getattr(dask_worker, "memory_manager", None)
-    return {"memory": memory_thresholds(manager)} if manager is not None else {}
+    if manager is None or not hasattr(dask_worker, "state"):  # a nanny
+        return {}
+    return {
+        "memory": memory_thresholds(manager),
+        "worker": {
+            "nthreads": getattr(dask_worker.state, "nthreads", None),
+            "memory_limit": getattr(manager, "memory_limit", None),
+            "resources": dict(getattr(dask_worker.state, "total_resources", {})),
+        },
+        "environment": process_environment(dask_worker),
+    }
+
+
+#: Packages whose versions a run's environment lists, where installed.
+PACKAGES = (
+    "dask", "distributed", "numpy", "pandas", "pyarrow", "cloudpickle",
+    "msgpack", "tornado", "toolz", "lz4", "scipy", "xarray", "zarr",
+    "dask-expr", "dask-observe",
+)  # fmt: skip
+
+
+def process_environment(holder: Any = None) -> dict[str, Any]:
+    """This process's Python, OS and package versions (``PACKAGES``). Read once
+    a process: kept on ``holder`` (the worker or scheduler) where given, as
+    reading package metadata takes milliseconds."""
+    import importlib.metadata
+    import platform
+
+    found: dict[str, Any] | None = getattr(holder, "_dask_observe_environment", None)
+    if found is not None:
+        return found
+    versions = {}
+    for name in PACKAGES:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            versions[name] = importlib.metadata.version(name)
+    found = {
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "packages": versions,
+    }
+    if holder is not None:
+        with contextlib.suppress(AttributeError):
+            holder._dask_observe_environment = found
+    return found
 
 
 def memory_thresholds(manager: Any = None) -> dict[str, float | bool]:
@@ -223,7 +267,8 @@ def capture_on_scheduler(dask_scheduler: Any) -> dict[str, Any] | None:
     if plugin is None:
         return None
     hello = getattr(plugin, "hello", None)
-    return hello() if callable(hello) else {"wire": 0}
+    found = hello() if callable(hello) else {"wire": 0}
+    return {**found, "environment": process_environment(dask_scheduler)}
 
 
 # -- on the client -------------------------------------------------------------------
@@ -321,15 +366,15 @@ def profiles(client: Client, start: float, prefixes: list[str]) -> dict[str, Any
     }
 
 
-def flush(client: Client) -> dict[str, dict[str, float | bool]]:
+def flush(client: Client) -> dict[str, dict[str, Any]]:
     """Have every worker (with a heartbeat: it carries the fine performance
-    metrics measured since the last one) and every nanny ship what it holds;
-    each worker's memory thresholds, by worker."""
+    metrics measured since the last one) and every nanny ship what it holds.
+    Returns what each worker says of itself (see :func:`flush_shipped`)."""
     _pickle_this_module_by_value()
     answers = client.run(flush_shipped, WORKER_PLUGIN, heartbeat=True)
     client.run(flush_shipped, NANNY_PLUGIN, nanny=True)
     return {
-        str(worker): found["memory"]
+        str(worker): found
         for worker, found in answers.items()
         if isinstance(found, dict) and "memory" in found
     }

@@ -95,13 +95,19 @@ class SyntheticRun:
         self.fine.append((context, prefix, activity, unit, value))
         return self
 
-    def end(self, duration: float, settings: dict[str, Any] | None = None) -> Run:
+    def end(
+        self,
+        duration: float,
+        settings: dict[str, Any] | None = None,
+        environment: dict[str, Any] | None = None,
+    ) -> Run:
         """Store everything, close the run ``duration`` seconds after its start
-        with these settings (none: a run recorded before settings were kept)."""
+        with these settings and environment (none: a run recorded before
+        dask-observe kept them)."""
         self.store.append(CLUSTER, self.records)
         self.store.set_fine_metrics(self.id, self.fine)
-        if settings is not None:
-            self.store.set_settings(self.id, settings)
+        if settings is not None or environment is not None:
+            self.store.set_settings(self.id, settings or {}, environment or {})
         statuses = [r[9] for r in self.records if r[0] == "task"]
         self.store.end_run(
             self.id,

@@ -3,9 +3,11 @@ itself as no change at all."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
+import dask.config
 import pytest
 from distributed import Client
 
@@ -52,6 +54,30 @@ def test_a_slower_run_is_marked_as_a_regression(
     assert html.count('data-verdict="regression"') == len(comparison.regressions)
     assert '<img src="data:image/svg+xml;base64,' in html and "<script" not in html
     assert "<svg" not in html  # untrusted notebooks would drop it
+
+
+def test_identical_runs_are_unmarked_and_twice_the_work_is_a_regression(
+    client: Client, store_path: Path
+) -> None:
+    runs = []
+    for i in range(5):
+        n, config = (40, {}) if i < 4 else (80, {"distributed.admin.tick.limit": "4s"})
+        with (
+            dask.config.set(config),
+            dask_observe.record("nightly", client=client) as run,
+        ):
+            client.gather(client.map(work, [0.02] * n, pure=False))
+        runs.append(run)
+    for a, b in itertools.combinations(runs[:4], 2):
+        table = dask_observe.compare(a, b).table
+        marked = table[table["verdict"] != ""]
+        assert marked.empty, marked.to_string()
+    fifth = dask_observe.compare(runs[3], runs[4])
+    table = fifth.table.set_index("figure")
+    assert table.loc["wall time", "verdict"] == "regression"
+    assert table.loc["prefix work", "verdict"] == "regression"  # 2x the tasks
+    assert ("config", "distributed.admin.tick.limit", None, "4s") in fifth.changed
+    assert runs[4].environment()["config"]["distributed.admin.tick.limit"] == "4s"
 
 
 def test_a_run_compared_with_itself_changes_nothing(

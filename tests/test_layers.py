@@ -23,10 +23,11 @@ PACKAGE = Path(__file__).parent.parent / "dask_observe"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("dask_observe.capture",),
     ("dask_observe._version", "dask_observe.units", "dask_observe.text",
-     "dask_observe.config"),
+     "dask_observe.config", "dask_observe.noise"),
     ("dask_observe.store",),
     ("dask_observe.figures",),
-    ("dask_observe.diagnose", "dask_observe.report", "dask_observe.comparison"),
+    ("dask_observe.diagnose", "dask_observe.report", "dask_observe.comparison",
+     "dask_observe.environment"),
     ("dask_observe.run", "dask_observe.shipping", "dask_observe.fallback",
      "dask_observe.recorder", "dask_observe.recording"),
     # The package's own entry points (the API, %load_ext, the server

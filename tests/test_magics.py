@@ -68,6 +68,10 @@ def test_dask_record_records_the_cell_and_returns_its_value(
     assert "run 1 'squares' finished: 6 tasks" in out
     row = dask_observe.open_store().runs().iloc[0]
     assert (row["name"], row["status"], row["n_tasks"]) == ("squares", "finished", 6)
+    # Where the run came from: the cell, as the user wrote it.
+    code = dask_observe.open_store().run("last").environment()["code"]
+    assert code == {"cell": "futures = client.map(lambda x: x * x, range(6))\n"
+                            "sum(client.gather(futures))\n"}  # fmt: skip
 
 
 def test_dask_record_without_a_name_names_the_run_after_the_cell(

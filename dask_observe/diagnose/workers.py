@@ -1,10 +1,12 @@
-"""Workers that died: the tasks they took with them, and why they died."""
+"""Workers: those that died, the tasks they took with them, and why; and
+processes that ran different versions."""
 
 from __future__ import annotations
 
 import re
 
 from dask_observe.diagnose.base import Context, Flag, evidence, rule
+from dask_observe.environment import mismatches
 from dask_observe.figures import killed_task_story
 
 
@@ -95,3 +97,33 @@ def worker_lost(ctx: Context) -> list[Flag]:
             )
         )
     return flags
+
+
+@rule("version-mismatch")
+def version_mismatch(ctx: Context) -> list[Flag]:
+    """Processes of the run with different versions of a package they must
+    agree on (dask, distributed, cloudpickle, numpy... and Python's minor
+    version), as each reported them (``Run.environment``)."""
+    found = mismatches(ctx.run.environment())
+    if not found:
+        return []
+    listed = "; ".join(
+        f"{name}: " + ", ".join(f"{who} {v}" for who, v in sorted(versions.items()))
+        for name, versions in found
+    )
+    return [
+        Flag(
+            "version-mismatch",
+            "warning",
+            ctx.run.started,
+            None,
+            f"The client, scheduler and workers ran different versions ({listed}): "
+            "data and tasks they exchange may be read differently.",
+            "Install the same versions everywhere (the workers' image, the "
+            "notebook's environment); client.get_versions(check=True) checks.",
+            [
+                evidence(ctx.run.started, None, f"{name} {versions}")
+                for name, versions in found
+            ],
+        )
+    ]

@@ -167,7 +167,7 @@ class ObserveMagics(Magics):
 
         store = _open_store(args.store)
         try:
-            recording = Recording(name, client, store)
+            recording = Recording(name, client, store, code={"cell": cell})
             recording.start()
             view = live = None
             if not args.no_widget:

@@ -112,6 +112,17 @@ class RunData:
         found = self._record.get("settings")
         return found if isinstance(found, dict) else {}
 
+    def environment(self) -> dict[str, Any]:
+        """What the run ran in, as recorded when it ended: ``packages`` (by
+        process: client, scheduler, workers, or each worker where they differ;
+        ``python`` among them), ``os``, ``cluster`` (workers, threads,
+        memory_limit, resources), ``config`` (dask config values that differ
+        from dask's defaults, on the client), ``code`` (``cell``, or
+        ``script`` with ``git_commit``). Empty for a run recorded before
+        dask-observe kept it, or still running."""
+        found = self._record.get("environment")
+        return found if isinstance(found, dict) else {}
+
     @property
     def started(self) -> float:
         """When the run started, in seconds since the epoch."""

@@ -150,6 +150,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN settings TEXT;
     """,
+    # 7 -> 8: the environment a run ran in (JSON, ``Run.environment``): package
+    # versions by process, the cluster's shape, changed dask config, the code.
+    """
+    ALTER TABLE runs ADD COLUMN environment TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

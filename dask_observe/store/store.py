@@ -56,8 +56,9 @@ class QueryTooLong(StoreError):
 
 def _run_row(row: sqlite3.Row) -> dict[str, Any]:
     record = dict(zip(row.keys(), row, strict=True))
-    settings = record.get("settings")
-    record["settings"] = json.loads(settings) if settings else None
+    for column in ("settings", "environment"):  # JSON
+        value = record.get(column)
+        record[column] = json.loads(value) if value else None
     ended = record["ended"]
     record["duration_s"] = None if ended is None else ended - record["started"]
     return record
@@ -319,12 +320,15 @@ class Store:
         with self._transaction() as conn:
             conn.execute("UPDATE runs SET partial = ? WHERE id = ?", (why, run_id))
 
-    def set_settings(self, run_id: int, settings: dict[str, Any]) -> None:
-        """The settings a run is judged under (see ``Run.settings``)."""
+    def set_settings(
+        self, run_id: int, settings: dict[str, Any], environment: dict[str, Any]
+    ) -> None:
+        """The settings a run is judged under (see ``Run.settings``) and the
+        environment it ran in (``Run.environment``)."""
         with self._transaction() as conn:
             conn.execute(
-                "UPDATE runs SET settings = ? WHERE id = ?",
-                (json.dumps(settings), run_id),
+                "UPDATE runs SET settings = ?, environment = ? WHERE id = ?",
+                (json.dumps(settings), json.dumps(environment), run_id),
             )
 
     def set_flag_count(self, run_id: int, n_flags: int) -> None:

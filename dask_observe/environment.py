@@ -1,0 +1,173 @@
+"""The environment a run ran in, and what changed between two of them.
+
+Kept with each run when it ends (``Run.environment()``): package versions of
+the client, the scheduler and the workers, Python and OS, the cluster's shape,
+the dask config values that differ from dask's defaults, and the code (the
+cell's source, or the script and its git commit). The pieces are gathered by
+the recording (the cluster's answer the flush that ends a run already waits
+for: no extra round trip); this module assembles and compares them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+#: Config values a run keeps at most (the rest are counted).
+MAX_CONFIG = 200
+
+
+def assemble(
+    client: dict[str, Any],
+    scheduler: dict[str, Any] | None,
+    workers: dict[str, dict[str, Any]],
+    config: dict[str, Any],
+    code: dict[str, Any],
+) -> dict[str, Any]:
+    """A run's environment from each process's own (``process_environment``:
+    python, os, packages), the workers' answers (their environment, threads,
+    memory limit, resources), the client's changed config, and its code."""
+    envs = {"client": client}
+    if scheduler:
+        envs["scheduler"] = scheduler
+    own = {w: a["environment"] for w, a in workers.items() if "environment" in a}
+    kinds = {json.dumps(e, sort_keys=True) for e in own.values()}
+    if len(kinds) == 1:  # the usual case: one image for every worker
+        envs["workers"] = next(iter(own.values()))
+    else:
+        envs.update(own)
+    packages = {
+        who: {"python": e.get("python"), **e.get("packages", {})}
+        for who, e in envs.items()
+    }
+    shapes = [a.get("worker", {}) for a in workers.values()]
+    limits = sorted({s.get("memory_limit") or 0 for s in shapes})
+    resources: dict[str, float] = {}
+    for shape in shapes:
+        for name, amount in (shape.get("resources") or {}).items():
+            resources[name] = resources.get(name, 0) + amount
+    return {
+        "packages": packages,
+        "os": {who: e.get("os") for who, e in envs.items()},
+        "cluster": {
+            "workers": len(workers),
+            "threads": sum(int(s.get("nthreads") or 0) for s in shapes),
+            "memory_limit": limits[0] if len(limits) == 1 else limits,
+            "resources": resources,
+        },
+        "config": config,
+        "code": code,
+    }
+
+
+def config_changes() -> dict[str, Any]:
+    """This process's dask config values that differ from dask's defaults
+    (set in code, YAML files or ``DASK_*`` variables), as dotted keys."""
+    import dask.config
+
+    defaults = _flat(dask.config.merge(*dask.config.defaults))
+    changed = {
+        key: _plain(value)
+        for key, value in _flat(dask.config.config).items()
+        if key not in defaults or defaults[key] != value
+    }
+    keys = sorted(changed)
+    kept = {key: changed[key] for key in keys[:MAX_CONFIG]}
+    if len(keys) > MAX_CONFIG:
+        kept["..."] = f"{len(keys) - MAX_CONFIG} more"
+    return kept
+
+
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict) or not tree:
+        return {prefix: tree} if prefix else {}
+    found: dict[str, Any] = {}
+    for key, value in tree.items():
+        found.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return found
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value: as is where it is one, else its text."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def script_code() -> dict[str, Any]:
+    """Where a run outside a notebook came from: the script (``sys.argv[0]``)
+    and, in a git repository, its commit and whether the tree had changes."""
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script is None or not script.is_file() or "ipykernel" in script.name:
+        return {}
+    code: dict[str, Any] = {"script": str(script.resolve())}
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=script.resolve().parent,
+            capture_output=True, text=True, timeout=5,
+        )  # fmt: skip
+        if commit.returncode == 0:
+            code["git_commit"] = commit.stdout.strip()
+            status = subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=script.resolve().parent, capture_output=True, text=True,
+                timeout=5,
+            )  # fmt: skip
+            code["git_dirty"] = bool(status.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return code
+
+
+def differences(
+    a: dict[str, Any], b: dict[str, Any]
+) -> list[tuple[str, str, Any, Any]]:
+    """What changed from environment ``a`` to ``b``: (area, what, in a, in b)
+    for packages (by process), config keys, the cluster's shape, and the code.
+    Empty where either run has no environment recorded."""
+    if not a or not b:
+        return []
+    found: list[tuple[str, str, Any, Any]] = []
+    for who in sorted(set(a.get("packages", {})) | set(b.get("packages", {}))):
+        pa = a.get("packages", {}).get(who, {})
+        pb = b.get("packages", {}).get(who, {})
+        for name in sorted(set(pa) | set(pb)):
+            if pa.get(name) != pb.get(name):
+                found.append(
+                    ("packages", f"{name} ({who})", pa.get(name), pb.get(name))
+                )
+    for area in ("config", "cluster"):
+        va, vb = a.get(area, {}), b.get(area, {})
+        for key in sorted(set(va) | set(vb)):
+            if va.get(key) != vb.get(key):
+                found.append((area, key, va.get(key), vb.get(key)))
+    ca, cb = a.get("code", {}), b.get("code", {})
+    for key in sorted(set(ca) | set(cb)):
+        if ca.get(key) != cb.get(key):
+            shown = (ca.get(key), cb.get(key))
+            if key == "cell":  # a cell's source is long: say that it changed
+                shown = ("(source a)", "(source b)")
+            found.append(("code", key, *shown))
+    return found
+
+
+def mismatches(environment: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Packages whose versions differ between the run's processes: (package,
+    {process: version}), for the packages every process must agree on."""
+    packages = environment.get("packages", {})
+    found: list[tuple[str, dict[str, Any]]] = []
+    for name in ("python", "dask", "distributed", "cloudpickle", "msgpack",
+                 "numpy", "pandas", "pyarrow", "toolz", "lz4"):  # fmt: skip
+        versions = {who: p[name] for who, p in packages.items() if p.get(name)}
+        if name == "python":  # patch releases agree; minor ones may not
+            minors = {who: ".".join(v.split(".")[:2]) for who, v in versions.items()}
+            if len(set(minors.values())) > 1:
+                found.append((name, versions))
+        elif len(set(versions.values())) > 1:
+            found.append((name, versions))
+    return found

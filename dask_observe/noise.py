@@ -1,0 +1,69 @@
+"""Is a difference between two runs more than noise?
+
+Two samples of task durations are compared with the Mann-Whitney U test (a rank
+test: no assumption about the shape of durations, which are skewed), in its
+normal approximation with the tie correction; a whole-run figure is compared
+against the spread of earlier runs of the same job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+#: Fewer tasks than this on either side: too few to tell noise from a change.
+MIN_SAMPLES = 5
+#: A shift is taken as real below this two-sided p-value.
+SIGNIFICANCE = 0.001
+#: Earlier runs needed to know a figure's spread (three or four say little of
+#: it), and how many standard deviations from their mean a value must lie.
+MIN_HISTORY = 5
+SPREAD_SIGMAS = 3.0
+
+
+def shift(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray
+) -> int | None:
+    """+1 when ``b``'s values are significantly larger than ``a``'s, -1 when
+    smaller, 0 when the difference is noise; None with too few of either."""
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    x, y = x[~np.isnan(x)], y[~np.isnan(y)]
+    n, m = len(x), len(y)
+    if n < MIN_SAMPLES or m < MIN_SAMPLES:
+        return None
+    both = np.concatenate([x, y])
+    order = both.argsort(kind="mergesort")
+    ranks = np.empty(n + m)
+    ranks[order] = np.arange(1, n + m + 1, dtype=float)
+    # Tied values share their mean rank.
+    values, inverse, counts = np.unique(both, return_inverse=True, return_counts=True)
+    if len(values) < n + m:
+        sums = np.bincount(inverse, weights=ranks)
+        ranks = (sums / counts)[inverse]
+    u = ranks[n:].sum() - m * (m + 1) / 2  # b's U: large when b is larger
+    mean = n * m / 2
+    ties = float(((counts**3) - counts).sum())
+    variance = n * m / 12 * ((n + m + 1) - ties / ((n + m) * (n + m - 1)))
+    if variance <= 0:
+        return 0
+    z = (u - mean) / math.sqrt(variance)
+    p = math.erfc(abs(z) / math.sqrt(2))
+    if p >= SIGNIFICANCE:
+        return 0
+    return 1 if z > 0 else -1
+
+
+def outside(history: Sequence[float], value: float, floor: float = 0.0) -> int | None:
+    """+1 when ``value`` lies above the spread of ``history`` (earlier runs),
+    -1 below, 0 within; None with too little history to know its spread. The
+    spread is never narrower than ``floor`` (a fraction of their mean)."""
+    earlier = np.asarray([h for h in history if h == h], dtype=float)
+    if len(earlier) < MIN_HISTORY:
+        return None
+    mean, sigma = float(earlier.mean()), float(earlier.std(ddof=1))
+    if abs(value - mean) <= max(SPREAD_SIGMAS * sigma, floor * abs(mean)):
+        return 0
+    return 1 if value > mean else -1

@@ -1,0 +1,137 @@
+"""The environment of every run: what it ran in, what changed since another
+run, and processes that disagree on versions."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import dask
+import dask.config
+from distributed import Client
+
+import dask_observe
+from dask_observe.environment import differences
+
+from .synthetic import SyntheticRun
+
+
+def work(client: Client) -> int:
+    return sum(client.gather(client.map(abs, range(-20, 0))))
+
+
+def test_a_run_keeps_its_packages_cluster_config_and_what_changed(
+    client: Client, store_path: Path
+) -> None:
+    with dask_observe.record("nightly", client=client) as a:
+        work(client)
+    with (
+        dask.config.set({"distributed.scheduler.work-stealing-interval": "50ms"}),
+        dask_observe.record("nightly", client=client) as b,
+    ):
+        work(client)
+    ran_in = b.environment()
+    packages = ran_in["packages"]
+    # Every process's own versions: the client's, the scheduler's, the workers'.
+    assert {"client", "scheduler", "workers"} <= set(packages)
+    for who in ("client", "scheduler", "workers"):
+        assert packages[who]["dask"] == version("dask")
+        assert packages[who]["distributed"] == version("distributed")
+        assert packages[who]["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert ran_in["cluster"]["workers"] == 2 and ran_in["cluster"]["threads"] == 2
+    assert ran_in["config"]["distributed.scheduler.work-stealing-interval"] == "50ms"
+    assert (
+        "distributed.scheduler.work-stealing-interval" not in a.environment()["config"]
+    )
+    # The comparison says what changed beside the figures.
+    comparison = dask_observe.compare(a, b)
+    assert (
+        "config", "distributed.scheduler.work-stealing-interval", None, "50ms"
+    ) in comparison.changed  # fmt: skip
+    assert 'data-changed="config"' in comparison._repr_html_()
+    assert "work-stealing-interval: None -> '50ms'" in comparison.text()
+    assert b.flags().empty  # one environment everywhere: no mismatch
+
+
+def test_a_script_run_keeps_its_path_and_git_commit(tmp_path: Path) -> None:
+    repo = tmp_path / "job"
+    repo.mkdir()
+    script = repo / "etl.py"
+    script.write_text(
+        "import dask_observe\n"
+        "from distributed import Client, LocalCluster\n"
+        "if __name__ == '__main__':\n"
+        "    with LocalCluster(n_workers=1, processes=False, dashboard_address=':0')"
+        " as lc, Client(lc) as client:\n"
+        "        with dask_observe.record('etl', client=client) as run:\n"
+        "            client.submit(abs, -1).result()\n"
+        "        print(run.environment()['code'])\n"
+    )
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for command in (["init", "-q"], ["add", "etl.py"], ["commit", "-qm", "etl"]):
+        subprocess.run([*git, *command], cwd=repo, check=True)
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
+    env = {**os.environ, "DASK_OBSERVE__STORE": str(tmp_path / "s.sqlite")}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env,
+        timeout=120, check=True,
+    )  # fmt: skip
+    code: dict[str, Any] = eval(done.stdout.strip().splitlines()[-1])
+    assert code == {
+        "script": str(script.resolve()), "git_commit": commit, "git_dirty": False,
+    }  # fmt: skip
+
+
+def environment(**workers: dict[str, str]) -> dict[str, Any]:
+    base = {"python": "3.11.7", "dask": "2026.8.0", "distributed": "2026.8.0"}
+    return {
+        "packages": {
+            "client": base,
+            "scheduler": base,
+            **{w: {**base, **v} for w, v in workers.items()},
+        },
+        "cluster": {"workers": len(workers)},
+        "config": {},
+        "code": {},
+    }
+
+
+def test_a_worker_with_another_distributed_raises_version_mismatch(
+    tmp_path: Path,
+) -> None:
+    store = dask_observe.open_store(tmp_path / "s.sqlite")
+    run = SyntheticRun(store)
+    recorded = run.end(
+        2.0,
+        environment=environment(
+            **{"tcp://w1:1": {}, "tcp://w2:1": {"distributed": "2025.1.0"}}
+        ),
+    )
+    flags = recorded.flags()
+    assert list(flags["kind"]) == ["version-mismatch"]
+    assert "tcp://w2:1 2025.1.0" in flags["message"][0]
+    # A patch release of Python is no mismatch; equal versions are none.
+    same = SyntheticRun(store).end(
+        2.0, environment=environment(**{"tcp://w1:1": {"python": "3.11.9"}})
+    )
+    assert same.flags().empty
+
+
+def test_differences_name_packages_config_cluster_and_code() -> None:
+    a = environment(workers={})
+    b = environment(workers={"dask": "2026.9.0"})
+    b["config"] = {"array.chunk-size": "64MiB"}
+    b["code"] = {"cell": "x = 2"}
+    a["code"] = {"cell": "x = 1"}
+    assert differences(a, b) == [
+        ("packages", "dask (workers)", "2026.8.0", "2026.9.0"),
+        ("config", "array.chunk-size", None, "64MiB"),
+        ("code", "cell", "(source a)", "(source b)"),
+    ]
+    assert differences(a, {}) == []  # a run recorded before environments
