@@ -79,7 +79,11 @@ def main() -> int:
             for a, b in itertools.combinations(runs, 2):
                 table = dask_observe.compare(a, b).table
                 pairs += 1
-                marked += int((table["verdict"] != "").any())
+                marks = table[table["verdict"] != ""]
+                marked += int(not marks.empty)
+                for row in marks.itertuples():
+                    print(f"  {name} {a.id}->{b.id}: {row.figure} {row.ratio:.2f}x "
+                          f"{row.verdict}", flush=True)  # fmt: skip
                 judged = table[(table["unit"] == "s") & table["a"].fillna(0).gt(0.05)]
                 fixed += int(((judged["ratio"] - 1).abs() > 0.1).any())
             with dask_observe.record(name, client=client) as double:

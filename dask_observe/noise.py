@@ -24,10 +24,17 @@ SPREAD_SIGMAS = 3.0
 
 
 def shift(
-    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    min_ratio: float = 1.0,
 ) -> int | None:
     """+1 when ``b``'s values are significantly larger than ``a``'s, -1 when
-    smaller, 0 when the difference is noise; None with too few of either."""
+    smaller, 0 when the difference is noise; None with too few of either.
+
+    ``min_ratio``: the medians must also differ by this factor. Tasks of one
+    run are not independent samples: a whole run's tasks can be 20-30% faster
+    than another's (warm caches, a quieter machine), which a rank test on
+    hundreds of tasks calls significant."""
     x = np.asarray(a, dtype=float)
     y = np.asarray(b, dtype=float)
     x, y = x[~np.isnan(x)], y[~np.isnan(y)]
@@ -52,6 +59,9 @@ def shift(
     z = (u - mean) / math.sqrt(variance)
     p = math.erfc(abs(z) / math.sqrt(2))
     if p >= SIGNIFICANCE:
+        return 0
+    ma, mb = float(np.median(x)), float(np.median(y))
+    if ma <= 0 or max(mb / ma, ma / mb if mb > 0 else float("inf")) < min_ratio:
         return 0
     return 1 if z > 0 else -1
 

@@ -49,7 +49,7 @@ class Rule:
     judge: Callable[[Context], list[Flag]]
 
 
-#: Every rule, in the order they were registered (the order of FLAG_KINDS).
+#: Every rule, in the order they were registered (FLAG_KINDS lists them by family).
 RULES: list[Rule] = []
 
 
