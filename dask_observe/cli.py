@@ -186,6 +186,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        runs = store.history(args.name)
+    if runs.empty:
+        print(visible(f"No runs named {args.name!r} in {store.path}."))
+        return 0
+    for row in runs.to_dict("records"):
+        seconds = row["duration_s"]
+        wall = "-" if seconds is None or seconds != seconds else f"{seconds:.2f} s"
+        changed = "; ".join(row["changed"])
+        print(visible(
+            f"{row['id']:>5}  {row['started']:%Y-%m-%d %H:%M:%S}  {row['status']:<11}"
+            f" {wall:>10}  {row['n_tasks']:>8} tasks  {row['verdict'] or '':<11}"
+            f" {changed}"
+        ))  # fmt: skip
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dask-observe",
@@ -237,6 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="relative change marked as regression (default 0.1)",
     )  # fmt: skip
     compare.set_defaults(func=cmd_compare)
+    hist = commands.add_parser(
+        "history", help="the runs of one name, each judged against the ones before"
+    )
+    hist.add_argument("name", help="the runs' name (e.g. of a nightly recording)")
+    hist.set_defaults(func=cmd_history)
     rec = commands.add_parser(
         "record", help="record a running cluster that no notebook watches"
     )

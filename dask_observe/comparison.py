@@ -354,3 +354,66 @@ def render_html(c: Comparison) -> str:
         f"<th>a</th><th>b</th><th>b/a</th><th></th><th></th></tr>{rows}</table>"
         f"{changed}</div>"
     )
+
+
+#: The columns of ``store.history(name)``.
+HISTORY_COLUMNS = (
+    "id", "started", "status", "duration_s", "n_tasks", "n_failed", "n_flags",
+    "verdict", "changed",
+)  # fmt: skip
+
+
+def history(store: Store, name: str, *, threshold: float | None = None) -> pd.DataFrame:
+    """The runs named ``name``, oldest first, each judged against the ones
+    before it: ``verdict`` is the wall time's (against the spread of five or
+    more earlier finished runs, else in a comparison with the previous one),
+    ``changed`` what differs from the previous run's environment."""
+    import pandas as pd
+
+    floor = (
+        float(config.get("compare.threshold") or 0.1)
+        if threshold is None
+        else threshold
+    )
+    records = [r for r in reversed(store.run_records()) if r["name"] == name]
+    rows = []
+    walls: list[float] = []
+    previous: RunData | None = None
+    for record in records:
+        run = store.run(record["id"])
+        finished = record["status"] == "finished" and record["duration_s"] is not None
+        verdict = _history_verdict(run, previous, walls, floor) if finished else ""
+        changed: list[str] = []
+        if previous is not None:
+            changed = [
+                f"{area} {what}: {a} -> {b}"
+                for area, what, a, b in differences(
+                    previous.environment(), run.environment()
+                )
+            ]
+        rows.append(
+            (*(record[c] for c in HISTORY_COLUMNS[:7]), verdict or None, changed)
+        )
+        if finished:
+            walls.append(float(record["duration_s"]))
+            previous = run
+    frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+    frame["started"] = pd.to_datetime(frame["started"], unit="s", utc=True)
+    return frame
+
+
+def _history_verdict(
+    run: RunData, previous: RunData | None, walls: list[float], floor: float
+) -> str:
+    """The wall time's verdict of ``run`` in its history (see :func:`history`)."""
+    wall = float(run.summary()["duration_s"])
+    band = noise.outside(walls[-10:], wall, floor)
+    if band is not None:
+        return {1: "regression", -1: "improvement"}.get(band, "")
+    if previous is None:
+        return ""
+    try:
+        table = compare(previous, run, threshold=floor).table.set_index("figure")
+    except NothingToCompare:
+        return ""
+    return str(table.loc["wall time", "verdict"])

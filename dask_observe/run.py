@@ -83,3 +83,12 @@ class Store(store.Store):
     def run(self, run: int | str = "last") -> Run:
         """The run with this id, or the newest one for ``"last"``."""
         return Run.of(self, run)
+
+    def history(self, name: str) -> pd.DataFrame:
+        """The runs of that name, oldest first: id, started, status,
+        duration_s, n_tasks, n_failed, n_flags, verdict (the wall time's
+        against the runs before), changed (what differs from the previous
+        run's environment)."""
+        from dask_observe.comparison import history
+
+        return history(self, name)

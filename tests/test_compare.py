@@ -4,6 +4,7 @@ itself as no change at all."""
 from __future__ import annotations
 
 import itertools
+import subprocess
 import time
 from pathlib import Path
 
@@ -78,6 +79,19 @@ def test_identical_runs_are_unmarked_and_twice_the_work_is_a_regression(
     assert table.loc["prefix work", "verdict"] == "regression"  # 2x the tasks
     assert ("config", "distributed.admin.tick.limit", None, "4s") in fifth.changed
     assert runs[4].environment()["config"]["distributed.admin.tick.limit"] == "4s"
+
+    # The job's history says the same: the fifth run is the regression, and why.
+    history = dask_observe.open_store().history("nightly")
+    assert list(history["id"]) == [r.id for r in runs]
+    assert list(history["verdict"].fillna("")) == ["", "", "", "", "regression"]
+    assert "config distributed.admin.tick.limit: None -> 4s" in history["changed"][4]
+    assert history["changed"][1] == []
+    shown = subprocess.run(
+        [DASK_OBSERVE, "history", "nightly"], capture_output=True, text=True,
+        env=subprocess_env(store_path), check=True,
+    ).stdout.splitlines()  # fmt: skip
+    assert len(shown) == 5 and "regression" in shown[4]
+    assert "distributed.admin.tick.limit" in shown[4]
 
 
 def test_a_run_compared_with_itself_changes_nothing(

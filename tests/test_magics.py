@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from distributed import Client
 from IPython.core.getipython import get_ipython
@@ -72,6 +73,9 @@ def test_dask_record_records_the_cell_and_returns_its_value(
     code = dask_observe.open_store().run("last").environment()["code"]
     assert code == {"cell": "futures = client.map(lambda x: x * x, range(6))\n"
                             "sum(client.gather(futures))\n"}  # fmt: skip
+    history = run(ip, "%dask_observe history squares")
+    assert isinstance(history, pd.DataFrame)
+    assert list(history["n_tasks"]) == [6] and list(history["status"]) == ["finished"]
 
 
 def test_dask_record_without_a_name_names_the_run_after_the_cell(

@@ -68,6 +68,8 @@ class Transfers:
         #: The type of each key fetched since the last collect, noted as it
         #: arrived: by the next collect the key may be released already.
         self.arrived: dict[Any, str] = {}
+        #: Log entries whose keys had not all arrived at the last collect.
+        self.waiting: list[dict[str, Any]] = []
 
     def fetched(self, key: Any) -> None:
         # From the transition hook (flight -> memory): one dict read and write.
@@ -75,18 +77,28 @@ class Transfers:
         kind = getattr(ts, "type", None)
         self.arrived[key] = getattr(kind, "__name__", None) or "unknown"
 
-    def collect(self) -> None:
+    def collect(self, defer: bool = True) -> None:
         log = self.worker.transfer_incoming_log
         fresh = []
         for entry in reversed(log):  # newest first; stop at what was seen
             if entry["stop"] <= self.seen:
                 break
             fresh.append(entry)
+        if fresh:
+            self.seen = fresh[0]["stop"]
+        # The log can hold a transfer before its keys' transition to memory
+        # (which notes their type) has run: such an entry waits one collect.
+        waiting, self.waiting = self.waiting, []
         arrived, self.arrived = self.arrived, {}
-        if not fresh:
-            return
-        self.seen = fresh[0]["stop"]
         for entry in fresh:
+            if defer and any(key not in arrived for key in entry.get("keys") or {}):
+                self.waiting.append(entry)
+                self.arrived.update(
+                    (k, arrived[k]) for k in entry.get("keys") or {} if k in arrived
+                )
+            else:
+                waiting.append(entry)
+        for entry in waiting:
             keys = entry.get("keys") or {}
             names = {arrived.get(key, "unknown") for key in keys}
             kind = names.pop() if len(names) == 1 else "mixed"
@@ -102,7 +114,7 @@ class Transfers:
 
     def report(self, shipper: LogShipper, force: bool = False) -> None:
         """Ship the sums, once a second (``force``: now, as a run ends)."""
-        self.collect()
+        self.collect(defer=not force)
         if not self.pending or not (
             force or time.monotonic() - self.since >= TRANSFER_BUCKET_S
         ):

@@ -121,6 +121,9 @@ def _observe_parser() -> _Parser:
     compare.add_argument("b", help="the run compared against it")
     compare.add_argument("--threshold", type=float, default=None)
     compare.add_argument("--store", default=None, help="store path")
+    history = commands.add_parser("history", help="the runs of one name, judged")
+    history.add_argument("name", help="the runs' name")
+    history.add_argument("--store", default=None, help="store path")
     dashboard = commands.add_parser("dashboard", help="the scheduler's dashboard")
     dashboard.add_argument("page", nargs="?", default="status", help="e.g. workers")
     return parser
@@ -315,6 +318,10 @@ class ObserveMagics(Magics):
 
         with _reading(args) as store:
             return compare(args.a, args.b, threshold=args.threshold, store=store)
+
+    def _observe_history(self, args: argparse.Namespace) -> Any:
+        with _reading(args) as store:
+            return store.history(args.name)
 
     def _observe_dashboard(self, args: argparse.Namespace) -> Any:
         from IPython.display import HTML
