@@ -91,6 +91,8 @@ class Context:
     def __init__(self, run: RunData) -> None:
         self.run = run
         self.settings = run.settings()
+        #: What a rule derived that another reads too, by name (read once).
+        self.derived: dict[str, Any] = {}
 
     # -- settings -------------------------------------------------------------
     def setting(self, name: str) -> Any:

@@ -68,6 +68,9 @@ def _contended(ctx: Context) -> pd.DataFrame:
     own work (building a graph, sending 90 MB of it) read 0.9 while the tasks
     had computed for 60 ms. Only task threads at work can fight over the GIL.
     """
+    if "contended" in ctx.derived:  # event-loop-blocked and gil-contention
+        found: pd.DataFrame = ctx.derived["contended"]
+        return found
     share = ctx.number("gil-contention.share")
     values = ctx.metric("gil_contention")
     threads = ctx.metric("nthreads").groupby("worker")["value"].max()
@@ -80,7 +83,9 @@ def _contended(ctx: Context) -> pd.DataFrame:
     ]
     high = high[busy] if len(high) else high
     counts = high.groupby("worker").size()
-    return high[high["worker"].isin(counts[counts >= 2].index)]
+    found = high[high["worker"].isin(counts[counts >= 2].index)]
+    ctx.derived["contended"] = found
+    return found
 
 
 def _busy_threads(tasks: pd.DataFrame, t: float, window: float = 1.0) -> float:
