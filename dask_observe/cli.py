@@ -17,11 +17,16 @@ FOLLOW_INTERVAL_S = 0.5
 FOLLOW_PAGE = 5000
 
 
-def _open(args: argparse.Namespace, create: bool = False) -> Store:
+def _open(
+    args: argparse.Namespace, create: bool = False, readonly: bool = False
+) -> Store:
     """The store; only commands that record may create it (a mistyped --store
     given to a reading command is an error, not a new empty store)."""
     from dask_observe import open_store
+    from dask_observe.config import default_store_path
 
+    if readonly:  # not a byte written, not even the journal's checkpoint
+        return Store(args.store or default_store_path(), create=False, readonly=True)
     return open_store(args.store, create=create)
 
 
@@ -163,6 +168,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         print("Stop with Ctrl-C.", flush=True)
         stop.wait()
         run = recording.stop("finished")
+        recording.finish_export(timeout=30)
         summary = run.summary()
         print(f"Recorded run {run.id}: {summary['n_tasks']} tasks, {run.status}")
     return 0
@@ -201,6 +207,64 @@ def cmd_history(args: argparse.Namespace) -> int:
             f" {wall:>10}  {row['n_tasks']:>8} tasks  {row['verdict'] or '':<11}"
             f" {changed}"
         ))  # fmt: skip
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    if (args.otlp is None) == (args.format is None):
+        raise ValueError("export needs --otlp ENDPOINT or --format with -o PATH")
+    if args.format is not None and not args.output:
+        raise ValueError(f"--format {args.format} needs -o PATH: where to write")
+    with _open(args) as store:
+        run = store.run(args.run)
+        what = visible(f"run {run.id} {run.name!r}")
+        if args.format == "chrome-trace":
+            path = run.to_chrome_trace(args.output)
+            print(f"Wrote {what} as a Chrome trace to {visible(str(path))}")
+            print("Open it in https://ui.perfetto.dev or chrome://tracing.")
+        elif args.format == "parquet":
+            paths = run.to_parquet(args.output)
+            print(f"Wrote {what} as Parquet to {visible(args.output)}: "
+                  f"{', '.join(p.name for p in paths.values())}")  # fmt: skip
+        else:
+            sent = run.to_otlp(args.otlp or None)
+            print(visible(f"Sent {what}: {sent.text(args.otlp or 'the collector')}"))
+            return 1 if sent.dropped else 0
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from dask_observe.store.retention import Policy
+    from dask_observe.units import format_bytes, parse_bytes, parse_seconds
+
+    policy = Policy(
+        args.keep_last,
+        None if args.older_than is None else parse_seconds(args.older_than),
+        None if args.max_size is None else parse_bytes(args.max_size),
+    )
+    if policy.empty:
+        policy = Policy.from_config()
+    if policy.empty:
+        raise ValueError(
+            "say what to keep: --keep-last N, --older-than AGE (e.g. 30d) or "
+            "--max-size SIZE (e.g. 2GiB), or set observe.retention"
+        )
+    with _open(args, readonly=args.dry_run) as store:
+        pruned = store.prune(policy, dry_run=args.dry_run)
+    if not pruned.runs:
+        print(visible(f"Nothing to prune in {store.path}."))
+        return 0
+    ids = ", ".join(str(r["id"]) for r in reversed(pruned.runs))
+    runs = f"{len(pruned.runs)} run{'s' if len(pruned.runs) > 1 else ''} ({ids})"
+    if pruned.dry_run:
+        print(f"Would prune {runs}: {pruned.rows:,} rows. Nothing changed (--dry-run).")
+    else:
+        before, after = (
+            format_bytes(pruned.bytes_before),
+            format_bytes(pruned.bytes_after),
+        )
+        print(f"Pruned {runs}: {pruned.rows:,} rows; the store went from {before}")
+        print(f"to {after}.")
     return 0
 
 
@@ -276,6 +340,36 @@ def build_parser() -> argparse.ArgumentParser:
             "(default: dask config distributed.comm.tls)",
         )  # fmt: skip
     rec.set_defaults(func=cmd_record)
+    export = commands.add_parser(
+        "export", help="a run for other tools: OpenTelemetry, Perfetto, Parquet"
+    )
+    export.add_argument("run", help="a run id, or last")
+    export.add_argument(
+        "--otlp", metavar="ENDPOINT", nargs="?", const="",
+        help="send it to an OpenTelemetry collector over OTLP/HTTP (e.g. "
+        "http://localhost:4318; without a value: OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )  # fmt: skip
+    export.add_argument(
+        "--format", choices=["chrome-trace", "parquet"],
+        help="chrome-trace: a JSON file for Perfetto; parquet: a directory of "
+        "tables for pandas or DuckDB",
+    )  # fmt: skip
+    export.add_argument("-o", "--output", metavar="PATH", help="the file or directory")
+    export.set_defaults(func=cmd_export)
+    prune = commands.add_parser(
+        "prune", help="remove old runs and give the space back (never a running one)"
+    )
+    prune.add_argument("--keep-last", type=int, metavar="N", help="keep the newest N")
+    prune.add_argument(
+        "--older-than", metavar="AGE", help="remove runs that ended before (e.g. 30d)"
+    )
+    prune.add_argument(
+        "--max-size", metavar="SIZE", help="remove the oldest runs beyond (e.g. 2GiB)"
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="say what would go; change nothing"
+    )
+    prune.set_defaults(func=cmd_prune)
     demo = commands.add_parser(
         "demo", help="record a sample workload on an embedded LocalCluster"
     )

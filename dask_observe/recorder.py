@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from distributed import Client
 
     from dask_observe.capture.scheduler import ObserveSchedulerPlugin
+    from dask_observe.export.otlp import LiveExport
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +123,18 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
+def _live_export(cluster: str) -> LiveExport | None:
+    """The live OpenTelemetry export of a cluster, if configured; a missing SDK
+    or a bad setting is a warning, never a failed recording."""
+    from dask_observe.export.otlp import live_from_config
+
+    try:
+        return live_from_config(cluster)
+    except (ImportError, ValueError, TypeError) as e:
+        logger.warning("dask-observe: no OpenTelemetry export: %s", e)
+        return None
+
+
 class Recorder:
     """Copies one cluster's telemetry into one store while anyone needs it."""
 
@@ -152,6 +165,9 @@ class Recorder:
         #: Whether the last pull failed to reach the scheduler (it may be gone).
         self.failing = False
         self.hello: dict[str, Any] | None = None
+        #: Sends what is recorded to an OpenTelemetry collector as it is stored
+        #: (``observe.export.otlp.endpoint``), or None.
+        self.export: LiveExport | None = None
 
     # -- shared use --------------------------------------------------------------
     @classmethod
@@ -206,6 +222,7 @@ class Recorder:
         self.store.register_cluster(self.cluster, dashboard_address(self.client, hello))
         if self.partial is not None:
             return
+        self.export = _live_export(self.cluster)
         self._thread = threading.Thread(
             target=self._run, name="dask-observe-recorder", daemon=True
         )
@@ -248,12 +265,14 @@ class Recorder:
             # A pull in flight to a scheduler that died may wait out its
             # connect timeout; the thread is a daemon and ends by itself.
             self._thread.join(timeout=None if self.reachable() else 1.0)
-        if not self.reachable():
-            return
         try:
-            self.pull()
+            if self.reachable():
+                self.pull()
         except Exception as e:
             logger.warning("dask-observe: could not read the last records: %s", e)
+        finally:
+            if self.export is not None:  # sends the rest from its own thread
+                self.export.close(timeout=0)
 
     def flush_cluster(self) -> dict[str, dict[str, Any]]:
         """Have every worker and nanny ship what it holds, without waiting for
@@ -352,6 +371,8 @@ class Recorder:
                 )
                 if stored is None:  # another writer got there first: read again
                     continue
+                if self.export is not None:
+                    self.export.offer([record for _, record in records])
                 written += len(records)
                 if last >= reply["last"]:
                     return written

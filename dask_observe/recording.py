@@ -188,6 +188,10 @@ class Recording:
                 self.store.end_run(run_id, "failed")
             raise
         self.run = self.store.run(run_id)
+        if self._recorder.export is not None:
+            self._recorder.export.begin_run(
+                run_id, self.name, self._span_id, self.run.started
+            )
         return self.run
 
     def _begin_partial(self) -> None:
@@ -349,6 +353,7 @@ class Recording:
             self.store.set_settings(self.run.id, run_settings(thresholds), ran_in)
         except Exception as e:  # readers then judge with the defaults
             logger.warning("dask-observe: cannot record the run's settings: %s", e)
+        self._export_drops()
         self.store.end_run(
             self.run.id,
             status,
@@ -361,7 +366,48 @@ class Recording:
             self.store.set_flag_count(run.id, len(run.flag_list()))
         except Exception as e:  # a rule's bug must not lose the run
             logger.warning("dask-observe: cannot judge the run's flags: %s", e)
+        self._end_export(run, status, ended)
+        self._retain(run)
         return run.refresh()
+
+    def _export_drops(self) -> None:
+        """Keep in the run (before its slice of the store closes) what the live
+        OpenTelemetry export could not send so far."""
+        assert self._recorder is not None
+        export = self._recorder.export
+        if export is not None and export.dropped:
+            data = {"count": export.dropped, "endpoint": export.endpoint}
+            event = ("event", time.time(), "export-dropped", None, data)
+            self.store.append(self._recorder.cluster, [event])
+
+    def _end_export(self, run: Run, status: str, ended: float) -> None:
+        """Close the run's trace in the live OpenTelemetry export."""
+        assert self._recorder is not None
+        export = self._recorder.export
+        if export is None:
+            return
+        try:
+            flags = run.flag_list()
+        except Exception:  # logged where the flags were counted
+            flags = []
+        export.end_run(run.id, ended, status, flags)
+
+    def finish_export(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for the live OpenTelemetry export to send the
+        rest (a process about to exit; a kernel lets it go on by itself)."""
+        if self._recorder is not None and self._recorder.export is not None:
+            self._recorder.export.close(timeout)
+
+    def _retain(self, run: Run) -> None:
+        """Prune the store as ``observe.retention`` says (never this run)."""
+        from dask_observe.store.retention import Policy
+
+        try:
+            policy = Policy.from_config()
+            if not policy.empty:
+                self.store.prune(policy, keep=[run.id])
+        except Exception as e:  # the run is recorded; pruning waits for the next
+            logger.warning("dask-observe: cannot prune the store: %s", e)
 
 
 @functools.cache

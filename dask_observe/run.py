@@ -8,6 +8,8 @@ the store imports what sits above it.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dask_observe import store
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from dask_observe.diagnose import Flag
+    from dask_observe.export.otlp import Sent
     from dask_observe.report import Report
 
 
@@ -75,6 +78,42 @@ class Run(store.RunData):
         from dask_observe.report import Report
 
         return Report.of(self, self.flag_list())
+
+    def to_parquet(self, directory: str | os.PathLike[str]) -> dict[str, Path]:
+        """Write the run as Parquet files in ``directory`` (created): run,
+        tasks, logs, metrics, events, flags, fine_metrics, transfers (one
+        file each, ``<table>.parquet``), for pandas or DuckDB. Returns the
+        paths by table."""
+        from dask_observe.export import write_parquet
+
+        return write_parquet(self, self.flag_list(), directory)
+
+    def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
+        """Write the run as a Chrome trace (JSON) that Perfetto and
+        chrome://tracing open: a track per worker thread, a slice per task."""
+        from dask_observe.export import write_chrome_trace
+
+        return write_chrome_trace(self, self.flag_list(), path)
+
+    def to_otlp(
+        self, endpoint: str | None = None, *, headers: dict[str, str] | None = None
+    ) -> Sent:
+        """Send the run to an OpenTelemetry collector over OTLP/HTTP (e.g.
+        ``http://localhost:4318``; None: ``OTEL_EXPORTER_OTLP_ENDPOINT``):
+        log records, metric gauges and a trace with a span per task. Returns
+        what was sent and what the collector did not take."""
+        from dask_observe import config
+        from dask_observe.export.otlp import export_run
+        from dask_observe.units import parse_seconds
+
+        return export_run(
+            self,
+            self.flag_list(),
+            endpoint,
+            headers=headers or config.get("export.otlp.headers") or None,
+            timeout=parse_seconds(config.get("export.otlp.timeout") or 10),
+            max_task_spans=int(config.get("export.otlp.max-task-spans") or 20_000),
+        )
 
 
 class Store(store.Store):

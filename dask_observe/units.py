@@ -10,7 +10,10 @@ import math
 import re
 
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_SECONDS = {
+    "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0,
+    "d": 86400.0, "w": 7 * 86400.0,
+}  # fmt: skip
 
 
 def format_bytes(n: float | None) -> str:
@@ -45,12 +48,15 @@ def format_seconds(s: float | None) -> str:
 
 
 def parse_seconds(value: str | float) -> float:
-    """``"100ms"``, ``"1 s"``, ``2`` (seconds) -> seconds; ValueError otherwise."""
+    """``"100ms"``, ``"1 s"``, ``"30d"``, ``2`` (seconds) -> seconds; ValueError
+    otherwise."""
     if isinstance(value, int | float):
         return float(value)
     found = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([a-z]*)\s*", value)
     if not found or found[2] not in ("", *_SECONDS):
-        raise ValueError(f"not a duration: {value!r} (e.g. '100ms', '2s', '1min')")
+        raise ValueError(
+            f"not a duration: {value!r} (e.g. '100ms', '2s', '1min', '30d')"
+        )
     return float(found[1]) * _SECONDS.get(found[2] or "s", 1.0)
 
 

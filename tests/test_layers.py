@@ -2,7 +2,7 @@
 layer or the ones below, whether at the top of the file or inside a function.
 
     capture  <  units, text, config  <  store  <  figures
-             <  diagnose, report, comparison
+             <  diagnose, report, comparison, export
              <  run (the public Run and Store), shipping, recording...
              <  notebook, server, cli, demo
 
@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dask_observe.store",),
     ("dask_observe.figures",),
     ("dask_observe.diagnose", "dask_observe.report", "dask_observe.comparison",
-     "dask_observe.environment"),
+     "dask_observe.environment", "dask_observe.export"),
     ("dask_observe.run", "dask_observe.shipping", "dask_observe.fallback",
      "dask_observe.recorder", "dask_observe.recording"),
     # The package's own entry points (the API, %load_ext, the server

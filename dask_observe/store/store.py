@@ -14,12 +14,12 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from dask_observe.store import patterns, telemetry
+from dask_observe.store import patterns, retention, telemetry
 from dask_observe.store.run import RUN_COLUMNS, RunData
 from dask_observe.store.schema import (
     SchemaError,
@@ -366,6 +366,25 @@ class Store:
             (run_id,),
         )
         return {row["prefix"]: json.loads(row["tree"]) for row in rows}
+
+    def prune(
+        self,
+        policy: retention.Policy,
+        *,
+        dry_run: bool = False,
+        keep: Collection[int] = (),
+    ) -> retention.Pruned:
+        """Remove the runs ``policy`` lets go, with their telemetry, and give
+        the space back (see :mod:`dask_observe.store.retention`); a running run
+        is never pruned, nor one in ``keep``. ``dry_run`` says what would go
+        and changes nothing."""
+        if self.readonly and not dry_run:
+            raise StoreError(f"the store {self.path} is open read-only")
+        with self._lock:
+            return retention.prune(
+                self._conn, self.path, self.run_records(), policy,
+                dry_run=dry_run, keep=keep,
+            )  # fmt: skip
 
     # -- clusters ----------------------------------------------------------------
     def register_cluster(self, address: str, dashboard: str | None) -> str:

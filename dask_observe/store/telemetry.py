@@ -36,6 +36,11 @@ _STORED = {
 }  # fmt: skip
 
 
+#: The fields of each kind of wire record after its kind, by table: what a
+#: reader of records as they are pulled (the live export) names them by.
+RECORD_FIELDS = _STORED
+
+
 def _insert(table: str) -> str:
     columns = ("seq", "cluster", *_STORED[table])
     marks = ", ".join("?" * len(columns))

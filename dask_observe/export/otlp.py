@@ -1,0 +1,677 @@
+"""OpenTelemetry export, with the OpenTelemetry Python SDK and its OTLP/HTTP
+exporters (``pip install dask-observe[otel]``): a collector in front of
+Prometheus, Loki, Tempo, Jaeger, Grafana, Datadog or Honeycomb takes a Dask
+run beside the team's other services.
+
+- log lines are log records: severity, the logger as instrumentation scope,
+  ``dask.process.kind`` (scheduler, worker, nanny) and ``dask.worker.address``;
+- metrics are gauges (``dask.<name>``) with the worker as attribute;
+- a run is a trace: a root span, a child span per task (or, above
+  ``observe.export.otlp.max-task-spans`` tasks, one per task prefix and
+  worker) with its phases as attributes, and the run's events and flags as
+  events of the root span.
+
+The SDK builds every record (timestamps as the cluster wrote them); this
+module sends them itself, batch by batch, so that it knows what a collector
+did not take: :class:`Sent` counts it, and nothing else fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from dask_observe.figures import PHASE_COLUMNS, task_table
+from dask_observe.store import telemetry
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import Span
+
+    from dask_observe.diagnose import Flag
+    from dask_observe.store import RunData
+
+logger = logging.getLogger(__name__)
+
+#: Records sent in one OTLP request.
+BATCH = 1000
+#: How long a closed live export waits for the end of a run still open.
+CLOSE_GRACE_S = 30.0
+#: Python's logging levels as OpenTelemetry severity numbers.
+_SEVERITY = ((50, 21), (40, 17), (30, 13), (20, 9), (10, 5), (0, 1))
+_LEVELS = {"CRITICAL": 50, "ERROR": 40, "WARNING": 30, "INFO": 20, "DEBUG": 10}
+#: The loggers of the OTLP/HTTP exporters: they log every failed request,
+#: which :class:`Otlp` counts and reports once instead.
+_EXPORTER_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk")
+
+
+def severity(level: int | str) -> int:
+    """A logging level (30 or "WARNING") as an OpenTelemetry severity number."""
+    number = _LEVELS.get(level.upper(), 0) if isinstance(level, str) else int(level)
+    return next(otel for floor, otel in _SEVERITY if number >= floor)
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9)
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) or math.isinf(number) else number
+
+
+@dataclass
+class Sent:
+    """What went to the collector, and what it did not take (``dropped``,
+    with the first ``error``)."""
+
+    logs: int = 0
+    metrics: int = 0
+    spans: int = 0
+    dropped: int = 0
+    error: str | None = None
+
+    def text(self, endpoint: str) -> str:
+        said = (
+            f"{self.logs:,} log records, {self.metrics:,} metric points and "
+            f"{self.spans:,} spans to {endpoint}"
+        )
+        if self.dropped:
+            said += f"; {self.dropped:,} not taken ({self.error})"
+        return said
+
+
+class _OwnThreadOnly(logging.Filter):
+    """Silences the exporters' per-request lines in the thread that counts
+    their failures (other users of the SDK in this process still see theirs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[int] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return threading.get_ident() not in self.threads
+
+
+_quiet = _OwnThreadOnly()
+
+
+@contextmanager
+def _counted_here() -> Iterator[None]:
+    # A logger's filter sees only the records logged on it, not its children's:
+    # it goes on each exporter module's own logger.
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(_EXPORTER_LOGGERS):
+            found = logging.getLogger(name)
+            if _quiet not in found.filters:
+                found.addFilter(_quiet)
+    me = threading.get_ident()
+    _quiet.threads.add(me)
+    try:
+        yield
+    finally:
+        _quiet.threads.discard(me)
+
+
+def _needs_sdk() -> None:
+    from importlib import import_module
+
+    try:
+        import_module("opentelemetry.sdk")
+        import_module("opentelemetry.exporter.otlp.proto.http")
+    except ImportError:
+        raise ImportError(
+            "OpenTelemetry export needs the OpenTelemetry SDK and its OTLP "
+            "exporter: pip install 'dask-observe[otel]'"
+        ) from None
+
+
+class Otlp:
+    """OTLP/HTTP exporters for one source of telemetry (a run, or a cluster
+    recorded live). ``endpoint`` is the collector's base URL (e.g.
+    ``http://collector:4318``); None takes the standard OpenTelemetry
+    environment variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``..._HEADERS``)."""
+
+    def __init__(
+        self,
+        endpoint: str | None,
+        resource: dict[str, Any],
+        *,
+        headers: dict[str, str] | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        _needs_sdk()
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+            OTLPLogExporter,
+        )
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+            OTLPMetricExporter,
+        )
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter,
+        )
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import (
+            InMemoryLogRecordExporter,
+            SimpleLogRecordProcessor,
+        )
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+
+        base = endpoint.rstrip("/") if endpoint else None
+
+        def url(signal: str) -> str | None:
+            return f"{base}/v1/{signal}" if base else None
+
+        options: dict[str, Any] = {"headers": headers, "timeout": timeout}
+        self.endpoint = base or "the OTEL_EXPORTER_OTLP_ENDPOINT collector"
+        self._log_exporter = OTLPLogExporter(endpoint=url("logs"), **options)
+        self._metric_exporter = OTLPMetricExporter(endpoint=url("metrics"), **options)
+        self._span_exporter = OTLPSpanExporter(endpoint=url("traces"), **options)
+        self.resource = Resource.create({"service.name": "dask", **resource})
+        # The SDK builds the records; they wait in memory until sent in batches.
+        self._logs = InMemoryLogRecordExporter()
+        self._log_provider = LoggerProvider(resource=self.resource)
+        self._log_provider.add_log_record_processor(
+            SimpleLogRecordProcessor(self._logs)
+        )
+        self._spans = InMemorySpanExporter()
+        self._tracer_provider = TracerProvider(resource=self.resource)
+        self._tracer_provider.add_span_processor(SimpleSpanProcessor(self._spans))
+        self.tracer = self._tracer_provider.get_tracer("dask_observe")
+        self.sent = Sent()
+
+    # -- building ---------------------------------------------------------------
+    def log(
+        self,
+        time: float,
+        level: int | str,
+        source: str,
+        worker: str | None,
+        logger_name: str,
+        message: str,
+    ) -> None:
+        """One log line, kept until :meth:`send`."""
+        attributes = {"dask.process.kind": source}
+        if worker:
+            attributes["dask.worker.address"] = worker
+        self._log_provider.get_logger(logger_name or "root").emit(
+            timestamp=_ns(time),
+            observed_timestamp=_ns(time),
+            severity_number=_severity_number(severity(level)),
+            severity_text=level
+            if isinstance(level, str)
+            else logging.getLevelName(level),
+            body=message,
+            attributes=attributes,
+        )
+
+    def root_span(self, name: str, started: float, attributes: dict[str, Any]) -> Span:
+        """A run's span (end it with ``.end(end_time=...)``)."""
+        span = self.tracer.start_span(
+            name, start_time=_ns(started), attributes=attributes
+        )
+        return span  # type: ignore[return-value]
+
+    def child_span(
+        self,
+        parent: Span | None,
+        name: str,
+        start: float,
+        stop: float,
+        attributes: dict[str, Any],
+    ) -> None:
+        """A finished span under ``parent`` (a trace of its own without one)."""
+        from opentelemetry import trace
+
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        span = self.tracer.start_span(
+            name, context=context, start_time=_ns(start), attributes=attributes
+        )
+        span.end(end_time=_ns(max(stop, start)))
+
+    # -- sending ----------------------------------------------------------------
+    def send(
+        self, metrics: Sequence[tuple[float, str | None, str, float]] = ()
+    ) -> Sent:
+        """Send what was built, and these metric points (time, worker, name,
+        value); return the running totals. After a request the collector did
+        not take, the rest of this call's records are counted, not tried (each
+        try waits out the exporter's timeout)."""
+        from opentelemetry.sdk._logs.export import LogRecordExportResult
+        from opentelemetry.sdk.metrics.export import MetricExportResult
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        logs = self._logs.get_finished_logs()
+        self._logs.clear()
+        spans = self._spans.get_finished_spans()
+        self._spans.clear()
+        work: list[tuple[str, Sequence[Any], Any, Any]] = [
+            ("logs", logs, self._log_exporter.export, LogRecordExportResult.SUCCESS),
+            ("metrics", metrics, self._export_metrics, MetricExportResult.SUCCESS),
+            ("spans", spans, self._span_exporter.export, SpanExportResult.SUCCESS),
+        ]
+        failed = False
+        with _counted_here():
+            for what, items, export, success in work:
+                for batch in _batches(items):
+                    if not failed and export(batch) is success:
+                        setattr(self.sent, what, getattr(self.sent, what) + len(batch))
+                        continue
+                    if not failed and self.sent.error is None:
+                        self.sent.error = f"{self.endpoint} did not take the {what}"
+                    failed = True
+                    self.sent.dropped += len(batch)
+        return self.sent
+
+    def _export_metrics(
+        self, points: Sequence[tuple[float, str | None, str, float]]
+    ) -> Any:
+        from opentelemetry.sdk.metrics.export import (
+            Gauge,
+            Metric,
+            MetricsData,
+            NumberDataPoint,
+            ResourceMetrics,
+            ScopeMetrics,
+        )
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        by_name: dict[str, list[NumberDataPoint]] = {}
+        for at, worker, name, value in points:
+            by_name.setdefault(name, []).append(
+                NumberDataPoint(
+                    attributes={"dask.worker.address": worker} if worker else {},
+                    start_time_unix_nano=_ns(at),
+                    time_unix_nano=_ns(at),
+                    value=value,
+                )
+            )
+        metrics = [
+            Metric(
+                name=f"dask.{name}",
+                description=None,
+                unit="By" if name.startswith("memory") or "bytes" in name else "1",
+                data=Gauge(data_points=found),
+            )
+            for name, found in by_name.items()
+        ]
+        data = MetricsData(
+            resource_metrics=[
+                ResourceMetrics(
+                    resource=self.resource,
+                    scope_metrics=[
+                        ScopeMetrics(
+                            scope=InstrumentationScope("dask_observe"),
+                            metrics=metrics,
+                            schema_url="",
+                        )
+                    ],
+                    schema_url="",
+                )
+            ]
+        )
+        return self._metric_exporter.export(data)
+
+    def shutdown(self) -> None:
+        for exporter in (
+            self._log_exporter,
+            self._metric_exporter,
+            self._span_exporter,
+        ):
+            exporter.shutdown()
+        self._log_provider.shutdown()
+        self._tracer_provider.shutdown()
+
+
+def _severity_number(number: int) -> Any:
+    from opentelemetry._logs import SeverityNumber
+
+    return SeverityNumber(number)
+
+
+def _batches(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+    for at in range(0, len(items), BATCH):
+        yield items[at : at + BATCH]
+
+
+# -- a finished run ------------------------------------------------------------
+def run_resource(run: RunData) -> dict[str, Any]:
+    """The resource attributes of a run's telemetry."""
+    found: dict[str, Any] = {
+        "dask_observe.run.id": run.id,
+        "dask_observe.run.name": run.name,
+    }
+    cluster = run.summary().get("cluster")
+    if cluster:
+        found["dask.scheduler.address"] = str(cluster)
+    return found
+
+
+def task_attributes(task: dict[str, Any]) -> dict[str, Any]:
+    """A task span's attributes: its key, status, size and phases."""
+    attributes: dict[str, Any] = {
+        "dask.task.key": str(task["key"]),
+        "dask.task.prefix": str(task["prefix"]),
+        "dask.task.status": str(task["status"]),
+    }
+    if isinstance(task.get("worker"), str):
+        attributes["dask.worker.address"] = task["worker"]
+    nbytes = _finite(task.get("nbytes"))
+    if nbytes is not None:
+        attributes["dask.task.nbytes"] = int(nbytes)
+    for phase, columns in PHASE_COLUMNS.items():
+        seconds = sum(_finite(task.get(c)) or 0.0 for c in columns)
+        if seconds:
+            attributes[f"dask.task.{phase}_s"] = round(seconds, 6)
+    if isinstance(task.get("exception"), str):
+        attributes["exception.message"] = task["exception"]
+    return attributes
+
+
+def _task_spans(otlp: Otlp, root: Span, run: RunData, max_task_spans: int) -> None:
+    tasks = task_table(run, 0.0)  # times stay seconds since the epoch
+    tasks = tasks[tasks["start"].notna() & tasks["stop"].notna()]
+    if len(tasks) <= max_task_spans:
+        for task in cast("list[dict[str, Any]]", tasks.to_dict("records")):
+            otlp.child_span(
+                root, str(task["prefix"]), float(task["start"]), float(task["stop"]),
+                task_attributes(task),
+            )  # fmt: skip
+        return
+    # Too many tasks for a span each: a span per prefix and worker, from its
+    # first start to its last stop, with counts and summed phases.
+    worker = tasks["worker"].fillna("")
+    for (prefix, where), group in tasks.groupby([tasks["prefix"], worker]):
+        attributes: dict[str, Any] = {
+            "dask.task.prefix": str(prefix),
+            "dask.task.count": len(group),
+            "dask.task.erred": int((group["status"] == "erred").sum()),
+        }
+        if where:
+            attributes["dask.worker.address"] = str(where)
+        for phase, columns in PHASE_COLUMNS.items():
+            seconds = float(
+                sum(group[c].fillna(0).sum() for c in columns if c in group)
+            )
+            if seconds:
+                attributes[f"dask.task.{phase}_s"] = round(seconds, 6)
+        otlp.child_span(
+            root, f"{prefix} x{len(group)}", float(group["start"].min()),
+            float(group["stop"].max()), attributes,
+        )  # fmt: skip
+
+
+def _run_attributes(run: RunData) -> dict[str, Any]:
+    summary = run.summary()
+    attributes: dict[str, Any] = {
+        "dask_observe.run.id": run.id,
+        "dask_observe.run.status": run.status,
+    }
+    for key in ("n_tasks", "n_failed", "n_flags", "dropped"):
+        if isinstance(summary.get(key), int):
+            attributes[f"dask_observe.run.{key}"] = summary[key]
+    return attributes
+
+
+def flag_event(flag: Flag) -> tuple[str, dict[str, Any], int]:
+    """A flag as a span event: name, attributes, time."""
+    attributes = {
+        "dask_observe.flag.kind": flag.kind,
+        "dask_observe.flag.severity": flag.severity,
+        "dask_observe.flag.message": flag.message,
+        "dask_observe.flag.advice": flag.advice,
+    }
+    if flag.worker:
+        attributes["dask.worker.address"] = flag.worker
+    return f"flag: {flag.kind}", attributes, _ns(flag.time)
+
+
+def export_run(
+    run: RunData,
+    flags: list[Flag],
+    endpoint: str | None,
+    *,
+    headers: dict[str, str] | None = None,
+    timeout: float = 10.0,
+    max_task_spans: int = 20_000,
+) -> Sent:
+    """Send a finished run to an OTLP/HTTP collector: its log lines, metric
+    samples and a trace of its tasks. Returns what was sent and dropped."""
+    otlp = Otlp(endpoint, run_resource(run), headers=headers, timeout=timeout)
+    try:
+        logs = run.logs(epoch=True)
+        for at, level, source, worker, name, message in zip(
+            *(logs[c] for c in telemetry.LOG_COLUMNS), strict=True
+        ):
+            where = worker if isinstance(worker, str) else None
+            otlp.log(float(at), str(level), str(source), where, str(name), str(message))
+        root = otlp.root_span(f"run {run.name}", run.started, _run_attributes(run))
+        _task_spans(otlp, root, run, max_task_spans)
+        events = run.events(epoch=True)
+        for at, kind, worker, data in zip(
+            *(events[c] for c in ("time", "kind", "worker", "data")), strict=True
+        ):
+            if kind in ("transfer", "task-running"):  # bookkeeping, in the spans
+                continue
+            attributes = {"dask.event.data": str(data)}
+            if isinstance(worker, str):
+                attributes["dask.worker.address"] = worker
+            root.add_event(str(kind), attributes, _ns(float(at)))
+        for flag in flags:
+            name, attributes, at = flag_event(flag)
+            root.add_event(name, attributes, at)
+        root.end(end_time=_ns(run.window_end()))
+        metrics = run.metrics(epoch=True)
+        points = [
+            (float(t), w if isinstance(w, str) else None, str(n), float(v))
+            for t, w, n, v in zip(
+                *(metrics[c] for c in telemetry.METRIC_COLUMNS), strict=True
+            )
+        ]
+        return otlp.send(points)
+    finally:
+        otlp.shutdown()
+
+
+# -- live, while a recorder records --------------------------------------------
+class LiveExport:
+    """Sends a cluster's records to a collector as the recorder stores them.
+
+    The recorder only appends to a bounded queue (:meth:`offer`): the records
+    are turned into OpenTelemetry's and sent from a thread of this exporter's
+    own, once every ``interval_s``. A full queue drops the newest records and
+    counts them; a collector that does not take a batch is reported once (a
+    warning) and counted; the recording goes on either way. Each run is a
+    trace: :meth:`begin_run` opens its root span, which the tasks of its span
+    go under, and :meth:`end_run` closes it with the run's flags.
+    """
+
+    def __init__(
+        self,
+        endpoint: str | None,
+        cluster: str,
+        *,
+        headers: dict[str, str] | None = None,
+        timeout: float = 10.0,
+        interval_s: float = 1.0,
+        queue_size: int = 100_000,
+    ) -> None:
+        _needs_sdk()
+        self.endpoint = endpoint
+        self.cluster = cluster
+        self.queue_size = queue_size
+        self.interval_s = interval_s
+        #: Records the queue had no room for.
+        self.overflowed = 0
+        self._options: dict[str, Any] = {"headers": headers, "timeout": timeout}
+        self._queue: list[tuple[Any, ...]] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed_at: float | None = None
+        self._otlp: Otlp | None = None
+        self._roots: dict[int, tuple[Span, str | None]] = {}
+        self._warned = False
+        self._thread = threading.Thread(
+            target=self._loop, name="dask-observe-otlp", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def dropped(self) -> int:
+        """Records lost so far: no room in the queue, or not taken."""
+        sent = self._otlp.sent.dropped if self._otlp is not None else 0
+        return self.overflowed + sent
+
+    def offer(self, records: Sequence[Sequence[Any]]) -> None:
+        """Queue wire records (``("log", ...)``, ``("task", ...)``...); O(1)
+        for the recorder, whatever the collector does."""
+        with self._lock:
+            room = self.queue_size - len(self._queue)
+            if room < len(records):
+                self.overflowed += len(records) - max(room, 0)
+                records = records[: max(room, 0)]
+            self._queue.extend(tuple(r) for r in records)
+
+    def begin_run(
+        self, run_id: int, name: str, span_id: str | None, started: float
+    ) -> None:
+        with self._lock:  # control records are never dropped
+            self._queue.append(("begin", run_id, name, span_id, started))
+
+    def end_run(
+        self, run_id: int, ended: float, status: str, flags: list[Flag]
+    ) -> None:
+        with self._lock:
+            self._queue.append(("end", run_id, ended, status, flags))
+        if self._closed_at is not None:  # the last word: send it now
+            self._wake.set()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Send what is queued and stop, waiting at most ``timeout`` (0: not at
+        all). A run still open is waited for (its :meth:`end_run` comes after
+        the recorder stops) up to CLOSE_GRACE_S."""
+        self._closed_at = time.monotonic()
+        self._wake.set()
+        if timeout > 0:
+            self._thread.join(timeout)
+
+    # -- the exporter's thread ---------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+            try:
+                self._drain()
+            except Exception as e:  # a bug here must not end the export silently
+                logger.warning("dask-observe: OpenTelemetry export failed: %s", e)
+            with self._lock:
+                idle = not self._queue
+            closed = self._closed_at
+            if (
+                closed is not None
+                and idle
+                and (not self._roots or time.monotonic() - closed > CLOSE_GRACE_S)
+            ):
+                break
+        if self._otlp is not None:
+            self._otlp.shutdown()
+
+    def _drain(self) -> None:
+        with self._lock:
+            records, self._queue = self._queue, []
+        if not records:
+            return
+        if self._otlp is None:  # built here: starting a recording stays free
+            self._otlp = Otlp(
+                self.endpoint, {"dask.scheduler.address": self.cluster}, **self._options
+            )
+        otlp = self._otlp
+        points: list[tuple[float, str | None, str, float]] = []
+        for record in records:
+            kind = record[0]
+            if kind == "log":
+                otlp.log(*record[1:7])
+            elif kind == "metrics":
+                _, t, worker, values = record
+                points += [(t, worker, n, float(v)) for n, v in values.items()]
+            elif kind == "task":
+                self._task(otlp, record)
+            elif kind == "event":
+                _, t, event_kind, worker, data = record
+                for root, _ in self._roots.values():
+                    attributes = {"dask.event.data": str(data)}
+                    if worker:
+                        attributes["dask.worker.address"] = worker
+                    root.add_event(str(event_kind), attributes, _ns(t))
+            elif kind == "begin":
+                _, run_id, name, span_id, started = record
+                attributes = {"dask_observe.run.id": run_id}
+                self._roots[run_id] = (
+                    otlp.root_span(f"run {name}", started, attributes),
+                    span_id,
+                )
+            elif kind == "end":
+                _, run_id, ended, status, flags = record
+                ended_root = self._roots.pop(run_id, None)
+                if ended_root is not None:
+                    root = ended_root[0]
+                    root.set_attribute("dask_observe.run.status", status)
+                    for flag in flags:
+                        root.add_event(*flag_event(flag))
+                    root.end(end_time=_ns(ended))
+        before = otlp.sent.dropped
+        sent = otlp.send(points)
+        if sent.dropped > before and not self._warned:
+            self._warned = True
+            logger.warning(
+                "dask-observe: the OpenTelemetry collector did not take what was "
+                "sent (%s); the recording goes on, and what is lost is counted",
+                sent.error,
+            )
+
+    def _task(self, otlp: Otlp, record: Sequence[Any]) -> None:
+        task = dict(zip(telemetry.RECORD_FIELDS["tasks"], record[1:], strict=False))
+        start, stop = _finite(task.get("start")), _finite(task.get("stop"))
+        if start is None or stop is None:
+            return
+        spans = str(task.get("span_ids") or "").split()
+        parent = next(
+            (
+                root
+                for root, span_id in self._roots.values()
+                if span_id is None or span_id in spans
+            ),
+            None,
+        )
+        otlp.child_span(parent, str(task["prefix"]), start, stop, task_attributes(task))
+
+
+def live_from_config(cluster: str) -> LiveExport | None:
+    """The live export ``observe.export.otlp`` asks for, or None (no endpoint)."""
+    from dask_observe import config
+    from dask_observe.units import parse_seconds
+
+    endpoint = config.get("export.otlp.endpoint")
+    if not endpoint:
+        return None
+    return LiveExport(
+        str(endpoint),
+        cluster,
+        headers=config.get("export.otlp.headers") or None,
+        timeout=parse_seconds(config.get("export.otlp.timeout") or 10),
+        interval_s=parse_seconds(config.get("export.otlp.interval") or 1),
+        queue_size=int(config.get("export.otlp.queue-size") or 100_000),
+    )

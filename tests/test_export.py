@@ -1,0 +1,317 @@
+"""A run out into the ecosystem: an OpenTelemetry collector (a real OTLP/HTTP
+receiver that decodes what arrives with opentelemetry-proto), a Chrome trace
+as Perfetto reads it, Parquet as pandas reads it."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import logging
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import dask.config
+import pandas as pd
+import pytest
+from distributed import Client
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+)
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+)
+
+import dask_observe
+from dask_observe.run import Run
+
+from .conftest import DASK_OBSERVE, subprocess_env
+from .test_cli import dask_observe_cli
+
+REQUESTS: dict[str, Any] = {
+    "/v1/logs": ExportLogsServiceRequest,
+    "/v1/metrics": ExportMetricsServiceRequest,
+    "/v1/traces": ExportTraceServiceRequest,
+}
+
+
+class Collector:
+    """An OTLP/HTTP receiver: what arrived, decoded, by signal."""
+
+    def __init__(self) -> None:
+        self.received: dict[str, list[Any]] = {path: [] for path in REQUESTS}
+        self.lock = threading.Lock()
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                decoded = REQUESTS[self.path].FromString(body)
+                with collector.lock:
+                    collector.received[self.path].append(decoded)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def log_records(self) -> list[tuple[dict[str, Any], Any]]:
+        """(resource attributes, record) of every log record received."""
+        with self.lock:
+            requests = list(self.received["/v1/logs"])
+        return [
+            (_attributes(rl.resource.attributes), record)
+            for request in requests
+            for rl in request.resource_logs
+            for scope in rl.scope_logs
+            for record in scope.log_records
+        ]
+
+    def spans(self) -> list[Any]:
+        with self.lock:
+            requests = list(self.received["/v1/traces"])
+        return [
+            span
+            for request in requests
+            for rs in request.resource_spans
+            for scope in rs.scope_spans
+            for span in scope.spans
+        ]
+
+    def gauges(self) -> dict[str, list[Any]]:
+        """Data points by metric name."""
+        with self.lock:
+            requests = list(self.received["/v1/metrics"])
+        found: dict[str, list[Any]] = {}
+        for request in requests:
+            for rm in request.resource_metrics:
+                for scope in rm.scope_metrics:
+                    for metric in scope.metrics:
+                        found.setdefault(metric.name, []).extend(
+                            metric.gauge.data_points
+                        )
+        return found
+
+
+def _attributes(pairs: Any) -> dict[str, Any]:
+    return {kv.key: kv.value.string_value or kv.value.int_value for kv in pairs}
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    found = Collector()
+    yield found
+    found.server.shutdown()
+
+
+def say(line: str) -> str:
+    logging.getLogger("user.etl").warning(line)
+    return line
+
+
+def recorded(client: Client, name: str, n: int = 6) -> tuple[Run, list[str]]:
+    lines = [f"{name} line {i} {uuid.uuid4().hex}" for i in range(n)]
+    with dask_observe.record(name, client=client) as run:
+        client.gather(client.map(say, lines))
+    return run, lines
+
+
+def test_a_finished_run_goes_to_a_collector_as_logs_metrics_and_task_spans(
+    client: Client, store_path: Path, collector: Collector
+) -> None:
+    run, lines = recorded(client, "to-otel")
+    done = dask_observe_cli(store_path, "export", str(run.id), "--otlp", collector.url)
+    assert done.returncode == 0, done.stderr
+    assert f"to {collector.url}" in done.stdout and "not taken" not in done.stdout
+
+    # Every line, as a warning of its logger, from its worker.
+    records = collector.log_records()
+    ours = {r.body.string_value: (resource, r) for resource, r in records}
+    assert set(lines) <= set(ours)
+    resource, record = ours[lines[0]]
+    assert resource["service.name"] == "dask"
+    assert resource["dask_observe.run.name"] == "to-otel"
+    assert record.severity_text == "WARNING" and record.severity_number == 13
+    attributes = _attributes(record.attributes)
+    assert attributes["dask.process.kind"] == "worker"
+    assert attributes["dask.worker.address"] in client.scheduler_info()["workers"]
+    assert len(records) == len(run.logs())
+
+    # A span per task under the run's root span, the key and phases on it.
+    spans = collector.spans()
+    (root,) = [s for s in spans if s.name == "run to-otel"]
+    tasks = [s for s in spans if s.parent_span_id == root.span_id]
+    assert len(tasks) == len(run.tasks()) == len(lines)
+    keys = {_attributes(s.attributes)["dask.task.key"] for s in tasks}
+    assert keys == set(run.tasks()["key"])
+    assert all(s.trace_id == root.trace_id for s in tasks)
+    assert all(root.start_time_unix_nano <= s.start_time_unix_nano for s in tasks)
+
+    # The workers' memory as gauges, one series per worker.
+    memory = collector.gauges()["dask.memory_process"]
+    workers = {_attributes(p.attributes)["dask.worker.address"] for p in memory}
+    assert workers == set(client.scheduler_info()["workers"])
+    assert all(p.as_double > 0 for p in memory)
+
+
+def test_live_export_delivers_a_workers_line_while_the_run_goes_on(
+    client: Client, store_path: Path, collector: Collector
+) -> None:
+    line = f"live {uuid.uuid4().hex}"
+    arrived_at = None
+    with (
+        dask.config.set(
+            {
+                "observe.export.otlp.endpoint": collector.url,
+                "observe.export.otlp.interval": "200ms",
+            }
+        ),  # fmt: skip
+        dask_observe.record("live", client=client) as run,
+    ):
+        said_at = time.monotonic()
+        assert client.submit(say, line).result() == line
+        deadline = said_at + 10
+        while time.monotonic() < deadline and arrived_at is None:
+            bodies = {r.body.string_value for _, r in collector.log_records()}
+            if line in bodies:
+                arrived_at = time.monotonic()
+            time.sleep(0.05)
+    assert arrived_at is not None, "the line never reached the collector"
+    assert arrived_at - said_at < 5
+    # When the run ends, its trace is closed: the root span and the task's span.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        spans = collector.spans()
+        roots = [s for s in spans if s.name == "run live"]
+        if roots:
+            break
+        time.sleep(0.1)
+    (root,) = roots
+    assert _attributes(root.attributes)["dask_observe.run.id"] == run.id
+    assert any(s.name == "say" and s.parent_span_id == root.span_id for s in spans)
+
+
+def test_a_dead_collector_changes_nothing_but_a_counted_reported_drop(
+    client: Client, store_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with (
+        dask.config.set(
+            {
+                "observe.export.otlp.endpoint": "http://127.0.0.1:9",  # nobody there
+                "observe.export.otlp.interval": "200ms",
+                "observe.export.otlp.timeout": "500ms",
+            }
+        ),  # fmt: skip
+        caplog.at_level(logging.WARNING, logger="dask_observe"),
+        dask_observe.record("nowhere", client=client) as run,
+    ):
+        lines = client.gather(client.map(say, [f"x {i}" for i in range(5)]))
+        time.sleep(2.5)  # a few sends, each refused
+    assert lines == [f"x {i}" for i in range(5)]
+    assert run.status == "finished"
+    assert len(run.logs(contains="x ")) == 5
+    dropped = run.events("export-dropped")
+    assert len(dropped) == 1 and dropped["data"].iloc[0]["count"] > 0
+    said = [r for r in caplog.records if "OpenTelemetry collector" in r.message]
+    assert len(said) == 1, [r.message for r in caplog.records]
+
+
+def test_a_chrome_trace_has_a_slice_per_task_on_its_threads_track(
+    client: Client, store_path: Path, tmp_path: Path
+) -> None:
+    run, lines = recorded(client, "perfetto", n=12)
+    path = tmp_path / "trace.json"
+    done = dask_observe_cli(
+        store_path, "export", "last", "--format", "chrome-trace", "-o", str(path)
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ui.perfetto.dev" in done.stdout
+    trace = json.loads(path.read_text())
+    events = trace["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    assert len(slices) == len(run.tasks()) == len(lines)
+    assert {e["args"]["key"] for e in slices} == set(run.tasks()["key"])
+    names = {
+        (e["pid"], e.get("tid")): e["args"]["name"]
+        for e in events
+        if e["ph"] == "M" and e["name"].endswith("_name")
+    }
+    # Each slice sits on a named thread of a named worker process.
+    for e in slices:
+        assert names[e["pid"], None].startswith("worker tcp://")
+        assert names[e["pid"], e["tid"]].startswith("thread ")
+        assert e["dur"] >= 0 and e["ts"] >= 0
+    # Both workers ran tasks (12 tasks on two single-threaded workers).
+    assert len({e["pid"] for e in slices}) == 2
+    # On one thread, slices do not overlap (what a track can draw).
+    by_track: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for e in slices:
+        by_track.setdefault((e["pid"], e["tid"]), []).append(
+            (e["ts"], e["ts"] + e["dur"])
+        )
+    for spans in by_track.values():
+        spans.sort()
+        assert all(a[1] <= b[0] + 1 for a, b in itertools.pairwise(spans))
+    assert any(e["ph"] == "C" and e["name"].startswith("memory") for e in events)
+    assert trace["otherData"]["run"] == run.id
+
+
+def test_parquet_tables_round_trip_a_row_per_task_and_line(
+    client: Client, store_path: Path, tmp_path: Path
+) -> None:
+    run, lines = recorded(client, "tables")
+    out = tmp_path / "tables"
+    done = dask_observe_cli(
+        store_path, "export", "last", "--format", "parquet", "-o", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    tasks = pd.read_parquet(out / "tasks.parquet")
+    pd.testing.assert_frame_equal(tasks, run.tasks(), check_dtype=False)
+    logs = pd.read_parquet(out / "logs.parquet")
+    assert len(logs) == len(run.logs())
+    assert set(lines) <= set(logs["message"])
+    (summary,) = pd.read_parquet(out / "run.parquet").to_dict("records")
+    assert (summary["id"], summary["name"]) == (run.id, "tables")
+    assert "packages" in json.loads(summary["environment"])
+    events = pd.read_parquet(out / "events.parquet")
+    assert all(isinstance(json.loads(d), dict) for d in events["data"])
+    for table in ("metrics", "flags", "fine_metrics", "transfers"):
+        assert (out / f"{table}.parquet").exists()
+    # The same through the API.
+    written = run.to_parquet(tmp_path / "api")
+    assert pd.read_parquet(written["tasks"])["key"].tolist() == tasks["key"].tolist()
+
+
+def test_export_says_what_it_needs(store_path: Path, client: Client) -> None:
+    recorded(client, "args", n=1)
+    neither = dask_observe_cli(store_path, "export", "last")
+    assert neither.returncode == 1
+    assert "--otlp ENDPOINT or --format" in neither.stderr
+    nowhere = dask_observe_cli(store_path, "export", "last", "--format", "parquet")
+    assert nowhere.returncode == 1 and "needs -o PATH" in nowhere.stderr
+    refused = subprocess.run(
+        [DASK_OBSERVE, "export", "last", "--otlp", "http://127.0.0.1:9"],
+        env={**subprocess_env(store_path), "DASK_OBSERVE__EXPORT__OTLP__TIMEOUT": "1s"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1
+    assert "not taken" in refused.stdout and "Traceback" not in refused.stderr

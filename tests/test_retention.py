@@ -1,0 +1,128 @@
+"""Retention: ``dask-observe prune`` and ``observe.retention``, on a real store
+with runs recorded from a real cluster."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+from pathlib import Path
+
+import dask.config
+from distributed import Client
+
+import dask_observe
+from dask_observe.recording import Recording
+from dask_observe.run import Run, Store
+from dask_observe.store.retention import Policy, file_bytes
+
+from .test_cli import dask_observe_cli
+
+
+def chatty(i: int) -> int:
+    log = logging.getLogger("user.chatty")
+    for j in range(200):
+        log.warning("run line %d.%d %s", i, j, "x" * 200)
+    return i
+
+
+def record(client: Client, name: str) -> Run:
+    with dask_observe.record(name, client=client) as run:
+        client.gather(client.map(chatty, range(10)))
+    return run
+
+
+def lines_stored(path: Path) -> int:
+    """Log lines in the file, whichever run they belong to."""
+    with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT count(*) FROM logs").fetchone()[0])
+
+
+def digest(path: Path) -> str:
+    return "".join(
+        hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in (path, Path(f"{path}-wal"))
+        if p.exists()
+    )
+
+
+def test_prune_keeps_the_newest_run_and_gives_the_space_back(
+    client: Client, store_path: Path
+) -> None:
+    runs = [record(client, f"night-{i}") for i in range(3)]
+    newest = runs[-1]
+    kept_lines = len(newest.logs(contains="run line"))
+    assert kept_lines == 2000 and lines_stored(store_path) >= 3 * 2000
+
+    before = digest(store_path)
+    dry = dask_observe_cli(store_path, "prune", "--keep-last", "1", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"Would prune 2 runs ({runs[0].id}, {runs[1].id})" in dry.stdout
+    assert "Nothing changed" in dry.stdout
+    assert digest(store_path) == before  # not a byte
+
+    size = file_bytes(store_path)
+    done = dask_observe_cli(store_path, "prune", "--keep-last", "1")
+    assert done.returncode == 0, done.stderr
+    assert f"Pruned 2 runs ({runs[0].id}, {runs[1].id})" in done.stdout
+    after = file_bytes(store_path)
+    assert after < size * 0.6, (size, after)
+
+    listed = dask_observe_cli(store_path, "runs")
+    assert "night-2" in listed.stdout and "night-0" not in listed.stdout
+    with Store(store_path) as store:
+        assert list(store.runs()["id"]) == [newest.id]
+        # The kept run whole; the others' lines gone from the file.
+        run = store.run(newest.id)
+        assert len(run.logs(contains="run line")) == kept_lines
+        assert len(run.tasks()) == 10
+    assert lines_stored(store_path) < 2 * kept_lines
+    gone = dask_observe_cli(store_path, "logs", str(runs[0].id))
+    assert gone.returncode == 1 and f"no run {runs[0].id}" in gone.stderr
+
+
+def test_a_running_run_is_never_pruned(client: Client, store_path: Path) -> None:
+    finished = record(client, "done")
+    with Store(store_path) as store:
+        recording = Recording("ongoing", client, store)
+        running = recording.start()
+        try:
+            pruned = store.prune(Policy(keep_last=0))
+            assert [r["id"] for r in pruned.runs] == [finished.id]
+            assert list(store.runs()["id"]) == [running.id]
+            client.submit(chatty, 99).result()
+        finally:
+            recording.stop()
+        # What it recorded while the other run was pruned is all there.
+        assert len(store.run(running.id).logs(contains="run line 99.")) == 200
+
+
+def test_recorders_apply_observe_retention(client: Client, store_path: Path) -> None:
+    with dask.config.set({"observe.retention.keep-last": 2}):
+        runs = [record(client, f"kept-{i}") for i in range(3)]
+    with Store(store_path) as store:
+        assert list(store.runs()["id"]) == [runs[2].id, runs[1].id]
+
+
+def test_prune_says_what_it_needs(store_path: Path, client: Client) -> None:
+    record(client, "one")
+    bare = dask_observe_cli(store_path, "prune")
+    assert bare.returncode == 1 and "--keep-last N" in bare.stderr
+    bad = dask_observe_cli(store_path, "prune", "--older-than", "soon")
+    assert bad.returncode == 1 and "not a duration" in bad.stderr
+    young = dask_observe_cli(store_path, "prune", "--older-than", "30d")
+    assert young.returncode == 0 and "Nothing to prune" in young.stdout
+
+
+def test_max_size_lets_the_oldest_runs_go_first(
+    client: Client, store_path: Path
+) -> None:
+    runs = [record(client, f"big-{i}") for i in range(3)]
+    # Room for about two runs of three: the oldest goes.
+    limit = int(file_bytes(store_path) * 0.7)
+    done = dask_observe_cli(store_path, "prune", "--max-size", str(limit))
+    assert done.returncode == 0, done.stderr
+    with Store(store_path) as store:
+        left = list(store.runs()["id"])
+    assert left[0] == runs[-1].id and runs[0].id not in left
+    assert file_bytes(store_path) <= limit
