@@ -40,6 +40,9 @@ logger = logging.getLogger(__name__)
 
 #: Records sent in one OTLP request.
 BATCH = 1000
+#: Events that the task spans already tell (and that would fill a span's
+#: event limit, 128: transfers come a second per worker pair).
+BOOKKEEPING_EVENTS = ("transfer", "task-running")
 #: How long a closed live export waits for the end of a run still open.
 CLOSE_GRACE_S = 30.0
 #: Python's logging levels as OpenTelemetry severity numbers.
@@ -464,7 +467,7 @@ def export_run(
         for at, kind, worker, data in zip(
             *(events[c] for c in ("time", "kind", "worker", "data")), strict=True
         ):
-            if kind in ("transfer", "task-running"):  # bookkeeping, in the spans
+            if kind in BOOKKEEPING_EVENTS:
                 continue
             attributes = {"dask.event.data": str(data)}
             if isinstance(worker, str):
@@ -611,6 +614,8 @@ class LiveExport:
                 self._task(otlp, record)
             elif kind == "event":
                 _, t, event_kind, worker, data = record
+                if event_kind in BOOKKEEPING_EVENTS:
+                    continue
                 for root, _ in self._roots.values():
                     attributes = {"dask.event.data": str(data)}
                     if worker:
