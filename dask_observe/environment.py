@@ -10,6 +10,7 @@ for: no extra round trip); this module assembles and compares them.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -68,7 +69,7 @@ def config_changes() -> dict[str, Any]:
     (set in code, YAML files or ``DASK_*`` variables), as dotted keys."""
     import dask.config
 
-    defaults = _flat(dask.config.merge(*dask.config.defaults))
+    defaults = _flat_defaults(len(dask.config.defaults))
     changed = {
         key: _plain(value)
         for key, value in _flat(dask.config.config).items()
@@ -79,6 +80,15 @@ def config_changes() -> dict[str, Any]:
     if len(keys) > MAX_CONFIG:
         kept["..."] = f"{len(keys) - MAX_CONFIG} more"
     return kept
+
+
+@functools.lru_cache(maxsize=4)
+def _flat_defaults(count: int) -> dict[str, Any]:
+    """dask's defaults, flat; read again when a library adds its own (``count``
+    of them): every run's end compares the config with them."""
+    import dask.config
+
+    return _flat(dask.config.merge(*dask.config.defaults[:count]))
 
 
 def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:

@@ -10,6 +10,7 @@ and no duplicate.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 import time
@@ -33,8 +34,8 @@ SETTLE_AFTER_REMOVAL_S = 5.0
 #: How often a recorder tells the store that its cluster is still watched.
 TOUCH_INTERVAL_S = 3.0
 
-#: How long a pull from a scheduler in this process may wait for its event loop.
-PULL_TIMEOUT_S = 30.0
+#: How long a call to a scheduler in this process may wait for its event loop.
+CALL_TIMEOUT_S = 30.0
 
 _registry_lock = threading.Lock()
 _recorders: dict[tuple[str, str], Recorder] = {}
@@ -144,6 +145,8 @@ class Recorder:
         store: Store,
         interval_s: float = 0.2,
         flush_interval_s: float = 0.1,
+        linger_s: float = 0.0,
+        owns_store: bool = False,
     ) -> None:
         scheduler = client.scheduler
         assert scheduler is not None
@@ -152,6 +155,12 @@ class Recorder:
         self.cluster = str(scheduler.address)
         self.interval_s = interval_s
         self.flush_interval_s = flush_interval_s
+        self.linger_s = linger_s
+        #: Whether the store is this recorder's own, to close when it stops.
+        self.owns_store = owns_store
+        #: Since when no run has needed this recorder (monotonic clock), or None
+        #: while one does. It then pulls nothing; after ``linger_s`` it stops.
+        self._idle_since: float | None = None
         #: When a pull last saw a worker leave (monotonic clock).
         self.worker_removed_at = -float("inf")
         self._users = 0
@@ -165,6 +174,8 @@ class Recorder:
         #: Whether the last pull failed to reach the scheduler (it may be gone).
         self.failing = False
         self.hello: dict[str, Any] | None = None
+        #: What each worker said of itself (``describe_workers``), by address.
+        self._described: dict[str, dict[str, Any]] = {}
         #: Sends what is recorded to an OpenTelemetry collector as it is stored
         #: (``observe.export.otlp.endpoint``), or None.
         self.export: LiveExport | None = None
@@ -172,7 +183,12 @@ class Recorder:
     # -- shared use --------------------------------------------------------------
     @classmethod
     def acquire(cls, client: Client, store: Store) -> Recorder:
-        """The running recorder of this cluster and store, started if need be."""
+        """The running recorder of this cluster and store, started if need be.
+
+        A recorder that lingers after its last run (``recorder.linger``) is
+        taken up again by its own client: the cluster is not asked again for
+        its capture, so a run after the first starts in a millisecond.
+        """
         from dask.utils import parse_timedelta
 
         from dask_observe.config import get
@@ -182,25 +198,70 @@ class Recorder:
         key = (str(scheduler.address), str(store.path))
         with _registry_lock:
             recorder = _recorders.get(key)
+            if recorder is not None and not recorder._reusable(client):
+                _recorders.pop(key)
+                recorder._retire()
+                recorder = None
             if recorder is None:
+                # A connection of its own: it may linger after the store of
+                # the run that started it was closed (a cell's, say).
                 recorder = _recorders[key] = cls(
                     client,
-                    store,
+                    Store(store.path),
                     interval_s=parse_timedelta(get("recorder.pull-interval")),
                     flush_interval_s=parse_timedelta(get("capture.flush-interval")),
+                    linger_s=parse_timedelta(get("recorder.linger") or 0),
+                    owns_store=True,
                 )
                 recorder.start()
             recorder._users += 1
+            recorder._idle_since = None
             return recorder
 
+    def _reusable(self, client: Client) -> bool:
+        """Whether a run of ``client`` can use this recorder: one in use is
+        shared; a lingering one only by its own client, still connected."""
+        if self._users > 0:
+            return True
+        thread_alive = self._thread is not None and self._thread.is_alive()
+        return self.client is client and client.status == "running" and thread_alive
+
     def release(self) -> None:
-        """One user fewer; the last one drains the cluster's buffer and stops."""
+        """One user fewer; when the last one leaves, the recorder lingers (see
+        ``recorder.linger``), or drains the cluster's buffer and stops."""
         with _registry_lock:
             self._users -= 1
             if self._users > 0:
                 return
+            if self.linger_s > 0 and self._thread is not None and self.reachable():
+                self._idle_since = time.monotonic()
+                return
             _recorders.pop((self.cluster, str(self.store.path)), None)
         self.stop()
+
+    def _linger_over(self) -> bool:
+        """Whether a lingering recorder has waited long enough (or its client
+        closed): it then leaves the registry and stops (True)."""
+        with _registry_lock:
+            if self._idle_since is None or self._users > 0:
+                return False
+            closed = self.client.status in ("closing", "closed")
+            if not closed and time.monotonic() - self._idle_since < self.linger_s:
+                return False
+            key = (self.cluster, str(self.store.path))
+            if _recorders.get(key) is self:
+                _recorders.pop(key)
+        self._retire()
+        return True
+
+    def _retire(self) -> None:
+        """Stop without a last pull: nobody needs one (a lingering recorder).
+        Its thread closes the store as it ends, if it still runs."""
+        self._stop.set()
+        if self.export is not None:  # sends the rest from its own thread
+            self.export.close(timeout=0)
+        if self._thread is None or not self._thread.is_alive():
+            self._close_store()
 
     # -- running -----------------------------------------------------------------
     def start(self) -> None:
@@ -229,9 +290,20 @@ class Recorder:
         self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._pull_while_needed()
+        finally:
+            if self._idle_since is not None:  # retired: nobody else uses it
+                self._close_store()
+
+    def _pull_while_needed(self) -> None:
         paused = False
         touched = time.monotonic()
         while not self._stop.wait(self.interval_s):
+            if self._idle_since is not None:  # lingering: no run needs a pull
+                if self._linger_over():
+                    return
+                continue
             try:
                 self.pull()
                 if time.monotonic() - touched > TOUCH_INTERVAL_S:
@@ -273,6 +345,11 @@ class Recorder:
         finally:
             if self.export is not None:  # sends the rest from its own thread
                 self.export.close(timeout=0)
+            self._close_store()
+
+    def _close_store(self) -> None:
+        if self.owns_store:
+            self.store.close()
 
     def flush_cluster(self) -> dict[str, dict[str, Any]]:
         """Have every worker and nanny ship what it holds, without waiting for
@@ -282,7 +359,22 @@ class Recorder:
         limits, its environment."""
         from dask_observe import shipping
 
-        return shipping.flush(self.client) if self.partial is None else {}
+        if self.partial is not None:
+            return {}
+        found = shipping.flush(self.client)
+        self._described.update(found)
+        return found
+
+    def describe_workers(self, addresses: list[str]) -> dict[str, dict[str, Any]]:
+        """What these workers say of themselves (see ``flush_cluster``). Asked
+        once a worker while this recorder runs: it does not change while the
+        worker lives, and a run's end should not wait for it each time."""
+        from dask_observe import shipping
+
+        unknown = [a for a in addresses if a not in self._described]
+        if unknown and self.partial is None:
+            self._described.update(shipping.flush(self.client, unknown, ship=False))
+        return {a: self._described[a] for a in addresses if a in self._described}
 
     def settle(self) -> None:
         """After a worker left, wait for its nanny's next flush and pull again.
@@ -295,33 +387,40 @@ class Recorder:
             time.sleep(2 * self.flush_interval_s)
             self.pull()
 
-    def _ask(self, cursor: int, instance: str | None) -> dict[str, Any]:
-        """The scheduler plugin's records above ``cursor``.
+    def call(self, op: str, **kwargs: Any) -> Any:
+        """Call one of the capture plugin's handlers on the scheduler.
 
-        A scheduler in this process (a LocalCluster's, the usual notebook case) is
-        asked directly on its event loop: an RPC to it serializes every record
-        and costs ~0.6 ms of this same process's CPU per pull, five times a
-        second, while the scheduler works (measured). Elsewhere, over RPC.
+        A scheduler in this process (a LocalCluster's, the usual notebook case)
+        is called directly on its event loop: an RPC to it serializes every
+        record and costs ~0.6 ms of this same process's CPU per pull, five times
+        a second, while the scheduler works (measured), and a run's start and
+        end a round trip each. Elsewhere, over RPC.
         """
-        plugin = self._local_plugin()
-        if plugin is None:
-            reply: dict[str, Any] = self.client.sync(
-                self.client.scheduler.dask_observe_pull,  # type: ignore[union-attr]
-                cursor=cursor,
-                instance=instance,
-            )
-            return reply
-
-        async def pull_on_its_loop() -> dict[str, Any]:
-            return plugin.pull(cursor, instance)
-
-        loop = plugin.loop
-        assert loop is not None
+        scheduler = self._local_scheduler()
+        handler = None if scheduler is None else scheduler.handlers.get(op)
+        loop = getattr(self._local_plugin(), "loop", None)
+        if handler is None or loop is None:
+            return self.client.sync(getattr(self.client.scheduler, op), **kwargs)
         if _running_loop() is loop:  # already on it: waiting would hang
-            return plugin.pull(cursor, instance)
-        return asyncio.run_coroutine_threadsafe(pull_on_its_loop(), loop).result(
-            timeout=PULL_TIMEOUT_S
+            result = handler(**kwargs)
+            if not inspect.isawaitable(result):
+                return result
+            result.close()  # type: ignore[attr-defined]
+            return self.client.sync(getattr(self.client.scheduler, op), **kwargs)
+
+        async def on_its_loop() -> Any:
+            result = handler(**kwargs)
+            return await result if inspect.isawaitable(result) else result
+
+        return asyncio.run_coroutine_threadsafe(on_its_loop(), loop).result(
+            timeout=CALL_TIMEOUT_S
         )
+
+    def _local_scheduler(self) -> Any:
+        """The scheduler object, if it runs in this process."""
+        scheduler = getattr(getattr(self.client, "cluster", None), "scheduler", None)
+        here = getattr(scheduler, "address", None) == self.cluster
+        return scheduler if here else None
 
     def _local_plugin(self) -> ObserveSchedulerPlugin | None:
         """The scheduler's plugin object, if that scheduler runs in this process.
@@ -331,9 +430,7 @@ class Recorder:
         """
         from dask_observe.shipping import SCHEDULER_PLUGIN
 
-        scheduler = getattr(getattr(self.client, "cluster", None), "scheduler", None)
-        if getattr(scheduler, "address", None) != self.cluster:
-            return None
+        scheduler = self._local_scheduler()
         plugin = getattr(scheduler, "plugins", {}).get(SCHEDULER_PLUGIN)
         if callable(getattr(plugin, "pull", None)) and getattr(plugin, "loop", None):
             return cast("ObserveSchedulerPlugin", plugin)
@@ -347,7 +444,7 @@ class Recorder:
         with self._pull_lock:
             while True:
                 instance, cursor = self.store.cursor(self.cluster)
-                reply = self._ask(cursor, instance)
+                reply = self.call("dask_observe_pull", cursor=cursor, instance=instance)
                 if reply.get("wire") != WIRE_VERSION:  # a scheduler come back changed
                     raise CaptureUnavailable(
                         f"the scheduler's capture speaks wire version "

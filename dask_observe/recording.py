@@ -12,16 +12,20 @@ import contextlib
 import functools
 import json
 import logging
+import threading
 import time
 import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.recorder import Recorder
-from dask_observe.run import Run, Store
+from dask_observe.run import Ending, Run, Store, begin_ending
 
 if TYPE_CHECKING:
     from distributed import Client
+
+    from dask_observe.diagnose import Flag
+    from dask_observe.store.retention import Policy
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +53,12 @@ NO_CLIENT_HELP = (
     "`from distributed import Client; client = Client()` for a local cluster, "
     "or `Client('tcp://scheduler-address:8786')` for a running one."
 )
+
+
+def _fine_map(rows: Any) -> dict[tuple[str, str, str, str], float]:
+    """(context, prefix, activity, unit) -> value, from the scheduler plugin's
+    fine metrics rows."""
+    return {(str(c), str(p), str(a), str(u)): float(v) for c, p, a, u, v in rows}
 
 
 class NoClientError(ValueError):
@@ -104,7 +114,10 @@ class Recording:
         self._fine_before: dict[tuple[str, str, str, str], float] = {}
 
     def scheduler_call(self, op: str, **kwargs: Any) -> Any:
-        """Call one of the capture plugin's handlers on the scheduler."""
+        """Call one of the capture plugin's handlers on the scheduler (directly
+        on its event loop when it runs in this process: ``Recorder.call``)."""
+        if self._recorder is not None:
+            return self._recorder.call(op, **kwargs)
         return self.client.sync(getattr(self.client.scheduler, op), **kwargs)
 
     @property
@@ -117,27 +130,34 @@ class Recording:
     ) -> dict[tuple[str, str, str, str], float]:
         """(context, prefix, activity, unit) -> value: a span's fine performance
         metrics, or (span_id None) the whole cluster's."""
-        rows = self.scheduler_call("dask_observe_fine_metrics", span_id=span_id)
-        return {(str(c), str(p), str(a), str(u)): float(v) for c, p, a, u, v in rows}
+        return _fine_map(
+            self.scheduler_call("dask_observe_fine_metrics", span_id=span_id)
+        )
 
     def _fine_baseline(self) -> dict[tuple[str, str, str, str], float]:
-        """The cluster's fine metrics totals as the run starts. A whole-cluster
-        run first has the workers send what they measured before it, which
-        would otherwise count as its own; a run with a span only needs that
-        for what its span cannot hold, and starts without the wait."""
+        """The cluster's fine metrics totals as a whole-cluster run starts,
+        after the workers sent what they measured before it, which would
+        otherwise count as its own. (A run with a span only needs the totals
+        for what its span cannot hold, and starts without the wait.)"""
         assert self._recorder is not None
         try:
-            if self._span_id is None:
-                self._recorder.flush_cluster()
+            self._recorder.flush_cluster()
             return self._fine_totals(None)
         except Exception as e:  # they are extra: the run records without them
             logger.warning("dask-observe: cannot read the fine metrics: %s", e)
             return {}
 
-    def _fine_rows(self) -> list[tuple[str, str, str, str, float]]:
+    def _fine_rows(
+        self, ended: dict[str, Any] | None
+    ) -> list[tuple[str, str, str, str, float]]:
         """The run's fine metrics: its span's, and the cluster's meanwhile in the
-        contexts that no span holds (all of them without a span)."""
-        totals = self._fine_totals(None)
+        contexts that no span holds (all of them without a span). ``ended``:
+        the scheduler's reply to ``dask_observe_end``, which holds both."""
+        if ended is not None:
+            totals, of_span = _fine_map(ended["fine"]), _fine_map(ended["span_fine"])
+        else:
+            totals = self._fine_totals(None)
+            of_span = {} if self._span_id is None else self._fine_totals(self._span_id)
         before = self._fine_before
         if any(totals.get(k, 0.0) < v for k, v in before.items()):
             before = {}  # a new scheduler counts from zero
@@ -148,7 +168,7 @@ class Recording:
         if self._span_id is not None:
             spanned = ("execute", "p2p")  # distributed.spans.CONTEXTS_WITH_SPAN_ID
             rows = [r for r in rows if r[0] not in spanned]
-            rows += [(*k, v) for k, v in self._fine_totals(self._span_id).items()]
+            rows += [(*k, v) for k, v in of_span.items()]
         return [r for r in rows if r[-1]]
 
     def start(self) -> Run:
@@ -176,11 +196,13 @@ class Recording:
                 # its slice of the store (watching a span takes one), so even a
                 # worker dead within the first sampling interval has its
                 # memory limit recorded.
-                if self._span_id is not None:
-                    self.scheduler_call("dask_observe_watch", span_id=self._span_id)
+                if self._span_id is not None:  # one round trip for both
+                    self._fine_before = _fine_map(
+                        self.scheduler_call("dask_observe_begin", span_id=self._span_id)
+                    )
                 else:
                     self.scheduler_call("dask_observe_sample")
-                self._fine_before = self._fine_baseline()
+                    self._fine_before = self._fine_baseline()
         except BaseException:
             self._span.__exit__(None, None, None)
             self._recorder.release()
@@ -216,25 +238,30 @@ class Recording:
         if not self._recorder.reachable():
             return self._stop_lost(ended, "the scheduler stopped answering")
         counts: dict[str, int] = {}
-        try:
+        ended_reply: dict[str, Any] | None = None
+        try:  # one round trip: the span's counts, the cluster flushed
             if self._span_id is not None:
-                counts = self.scheduler_call(
-                    "dask_observe_unwatch", span_id=self._span_id
+                ended_reply = self.scheduler_call(
+                    "dask_observe_end", span_id=self._span_id
                 )
+                counts = ended_reply["counts"]
         except (OSError, TimeoutError) as e:  # connection lost: it is gone
             return self._stop_lost(ended, f"{type(e).__name__}: {e}")
         except Exception as e:
             logger.warning("dask-observe: cannot read task counts of the run: %s", e)
         workers: dict[str, dict[str, Any]] = {}
         try:  # the run's last tasks and lines, readable as soon as it has ended
-            workers = self._recorder.flush_cluster()
+            if ended_reply is None:
+                workers = self._recorder.flush_cluster()
+            else:
+                workers = self._recorder.describe_workers(ended_reply["workers"])
             self._recorder.pull()
             self._recorder.settle()
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's last records: %s", e)
         fine: list[tuple[str, str, str, str, float]] = []
         try:  # after the flush: its heartbeats brought the last of them
-            fine = self._fine_rows()
+            fine = self._fine_rows(ended_reply)
             self.store.set_fine_metrics(self.run.id, fine)
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's fine metrics: %s", e)
@@ -334,25 +361,26 @@ class Recording:
         ended: float,
         workers: dict[str, dict[str, Any]] | None = None,
     ) -> Run:
-        """Close the run's row with the settings it is judged under and the
-        environment it ran in (``workers``: what each worker said of itself as
-        the run ended), then judge its flags once for the listing."""
+        """Close the run's row, and return: its data is all stored. What is
+        made of it (the settings it is judged under, the environment it ran
+        in, its flags judged once, the live export's end, retention) is
+        written by a thread of its own after the block returned (``_after``);
+        readers in this process wait for that (``run.Ending``)."""
         from dask_observe import environment
 
-        assert self.run is not None and self._recorder is not None
+        assert self.run is not None
+        from dask_observe.store.retention import Policy
+
+        # Read the config now: the block's own ``dask.config.set`` ends as soon
+        # as this returns.
         workers = workers or {}
+        config = environment.config_changes()
+        settings = run_settings({w: a["memory"] for w, a in workers.items()})
         try:
-            thresholds = {w: a["memory"] for w, a in workers.items()}
-            ran_in = environment.assemble(
-                client_environment(),
-                (self._recorder.hello or {}).get("environment"),
-                workers,
-                environment.config_changes(),
-                self.code if self.code is not None else environment.script_code(),
-            )
-            self.store.set_settings(self.run.id, run_settings(thresholds), ran_in)
-        except Exception as e:  # readers then judge with the defaults
-            logger.warning("dask-observe: cannot record the run's settings: %s", e)
+            retention: Policy | None = Policy.from_config()
+        except Exception as e:  # the run is recorded; pruning waits for the next
+            logger.warning("dask-observe: cannot prune the store: %s", e)
+            retention = None
         self._export_drops()
         self.store.end_run(
             self.run.id,
@@ -361,14 +389,67 @@ class Recording:
             n_failed=counts.get("erred", 0),
             ended=ended,
         )
+        ending = begin_ending(self.store, self.run.id)
+        # Not a daemon: a script that ends with its block still writes the run's end.
+        ending.thread = threading.Thread(
+            target=self._after,
+            args=(ending, status, ended, workers, config, settings, retention),
+            name="dask-observe-run-end",
+        )
+        ending.thread.start()
         run = self.run.refresh()
+        run._ending = ending
+        return run
+
+    def _after(
+        self,
+        ending: Ending,
+        status: str,
+        ended: float,
+        workers: dict[str, dict[str, Any]],
+        config: dict[str, Any],
+        settings: dict[str, Any],
+        retention: Policy | None,
+    ) -> None:
+        """The end of a run that nobody waits for (see ``_end``)."""
+        from dask_observe import environment
+
+        assert self.run is not None and self._recorder is not None
+        run_id = self.run.id
+        store: Store | None = None
         try:
-            self.store.set_flag_count(run.id, len(run.flag_list()))
-        except Exception as e:  # a rule's bug must not lose the run
-            logger.warning("dask-observe: cannot judge the run's flags: %s", e)
-        self._end_export(run, status, ended)
-        self._retain(run)
-        return run.refresh()
+            # A connection of its own: whoever opened the run's store may
+            # close it as soon as the block returned (a cell does).
+            store = Store(self.store.path)
+            try:
+                ran_in = environment.assemble(
+                    client_environment(),
+                    (self._recorder.hello or {}).get("environment"),
+                    workers,
+                    config,
+                    self.code if self.code is not None else environment.script_code(),
+                )
+                store.set_settings(run_id, settings, ran_in)
+            except Exception as e:  # readers then judge with the defaults
+                logger.warning("dask-observe: cannot record the run's settings: %s", e)
+            run = Run.of(store, run_id)
+            flags: list[Flag] = []
+            try:
+                flags = ending.flags = run.flag_list()
+                store.set_flag_count(run_id, len(flags))
+            except Exception as e:  # a rule's bug must not lose the run
+                logger.warning("dask-observe: cannot judge the run's flags: %s", e)
+            export = self._recorder.export
+            if export is not None:  # the run's trace ends, with its flags
+                export.end_run(run_id, ended, status, flags)
+            if retention is not None and not retention.empty:
+                self._retain(store, run_id, retention)
+        except Exception as e:  # the run's data is stored; only this is lost
+            logger.warning("dask-observe: cannot write the run's end: %s", e)
+        finally:
+            if store is not None:
+                store.close()
+            ending.finish()
 
     def _export_drops(self) -> None:
         """Keep in the run (before its slice of the store closes) what the live
@@ -380,32 +461,19 @@ class Recording:
             event = ("event", time.time(), "export-dropped", None, data)
             self.store.append(self._recorder.cluster, [event])
 
-    def _end_export(self, run: Run, status: str, ended: float) -> None:
-        """Close the run's trace in the live OpenTelemetry export."""
-        assert self._recorder is not None
-        export = self._recorder.export
-        if export is None:
-            return
-        try:
-            flags = run.flag_list()
-        except Exception:  # logged where the flags were counted
-            flags = []
-        export.end_run(run.id, ended, status, flags)
-
     def finish_export(self, timeout: float) -> None:
         """Wait up to ``timeout`` for the live OpenTelemetry export to send the
         rest (a process about to exit; a kernel lets it go on by itself)."""
+        if self.run is not None:  # the run's end is written, its trace ended
+            self.run.refresh()
         if self._recorder is not None and self._recorder.export is not None:
             self._recorder.export.close(timeout)
 
-    def _retain(self, run: Run) -> None:
-        """Prune the store as ``observe.retention`` says (never this run)."""
-        from dask_observe.store.retention import Policy
-
+    @staticmethod
+    def _retain(store: Store, run_id: int, policy: Policy) -> None:
+        """Prune the store as ``observe.retention`` said (never this run)."""
         try:
-            policy = Policy.from_config()
-            if not policy.empty:
-                self.store.prune(policy, keep=[run.id])
+            store.prune(policy, keep=[run_id])
         except Exception as e:  # the run is recorded; pruning waits for the next
             logger.warning("dask-observe: cannot prune the store: %s", e)
 

@@ -9,8 +9,9 @@ the store imports what sits above it.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dask_observe import store
 
@@ -22,6 +23,54 @@ if TYPE_CHECKING:
     from dask_observe.report import Report
 
 
+class Ending:
+    """The end of a run still being written in this process, after its block
+    returned (``Recording.stop``): its settings, environment and flag count,
+    by a thread of its own. Readers in this process wait for it (never a
+    half-ended run), and take the flags it judged rather than judge again."""
+
+    def __init__(self, key: tuple[str, int]) -> None:
+        self.key = key
+        self.thread: threading.Thread | None = None
+        #: The run's flags, once judged.
+        self.flags: list[Flag] | None = None
+        self._done = threading.Event()
+
+    def wait(self) -> bool:
+        """Wait until the end is written; False (at once) in its own thread."""
+        if self.thread is threading.current_thread():
+            return False
+        self._done.wait()
+        return True
+
+    def finish(self) -> None:
+        with _endings_lock:
+            _endings.pop(self.key, None)
+        self._done.set()
+
+
+_endings: dict[tuple[str, int], Ending] = {}
+_endings_lock = threading.Lock()
+
+
+def begin_ending(source: store.Store, run_id: int) -> Ending:
+    """Register the end of ``run_id`` as being written (see :class:`Ending`)."""
+    ending = Ending((str(source.path), run_id))
+    with _endings_lock:
+        _endings[ending.key] = ending
+    return ending
+
+
+def _wait_endings(source: store.Store) -> None:
+    """Wait for every run end of this store still being written here."""
+    with _endings_lock:
+        pending = [e for e in _endings.values() if e.key[0] == str(source.path)]
+    if any(e.thread is threading.current_thread() for e in pending):
+        return  # one end never waits for another: two that prune would hang
+    for ending in pending:
+        ending.wait()
+
+
 class Run(store.RunData):
     """One recorded run: a cell, a ``record()`` block, or a headless recording.
 
@@ -31,6 +80,41 @@ class Run(store.RunData):
 
     _flags: list[Flag] | None = None
 
+    def __init__(self, source: store.Store, record: dict[str, Any]) -> None:
+        super().__init__(source, record)
+        with _endings_lock:
+            self._ending = _endings.get((str(source.path), self.id))
+
+    def _settle(self) -> None:
+        """Wait for the end of this run still being written here, if any, then
+        read the run again (its settings, environment, flag count) and take its
+        flags."""
+        ending = self._ending
+        if ending is None or not ending.wait():
+            return
+        self._ending = None
+        super().refresh()
+        if ending.flags is not None:
+            self._flags = ending.flags
+
+    def settings(self) -> dict[str, Any]:
+        self._settle()
+        return super().settings()
+
+    settings.__doc__ = store.RunData.settings.__doc__
+
+    def environment(self) -> dict[str, Any]:
+        self._settle()
+        return super().environment()
+
+    environment.__doc__ = store.RunData.environment.__doc__
+
+    def summary(self) -> dict[str, Any]:
+        self._settle()
+        return super().summary()
+
+    summary.__doc__ = store.RunData.summary.__doc__
+
     @classmethod
     def of(cls, source: store.Store, run: int | str = "last") -> Run:
         """The run of that id (or ``"last"``) in any store."""
@@ -38,6 +122,7 @@ class Run(store.RunData):
 
     def refresh(self) -> Run:
         """Re-read this run from the store (its status may have changed)."""
+        self._settle()
         was = self.status
         super().refresh()
         if was == "running" or self.status != was:
@@ -58,6 +143,7 @@ class Run(store.RunData):
         once: its report, its listing and ``flags()`` share the verdict."""
         from dask_observe.diagnose import flag_list
 
+        self._settle()
         if self._flags is not None:
             return self._flags
         found = flag_list(self)
@@ -122,6 +208,13 @@ class Store(store.Store):
     def run(self, run: int | str = "last") -> Run:
         """The run with this id, or the newest one for ``"last"``."""
         return Run.of(self, run)
+
+    def run_records(self, limit: int | None = None) -> list[dict[str, Any]]:
+        # A listing shows every run's flag count: wait for those being written.
+        _wait_endings(self)
+        return super().run_records(limit)
+
+    run_records.__doc__ = store.Store.run_records.__doc__
 
     def history(self, name: str) -> pd.DataFrame:
         """The runs of that name, oldest first: id, started, status,

@@ -366,13 +366,21 @@ def profiles(client: Client, start: float, prefixes: list[str]) -> dict[str, Any
     }
 
 
-def flush(client: Client) -> dict[str, dict[str, Any]]:
+def flush(
+    client: Client, workers: list[str] | None = None, *, ship: bool = True
+) -> dict[str, dict[str, Any]]:
     """Have every worker (with a heartbeat: it carries the fine performance
     metrics measured since the last one) and every nanny ship what it holds.
-    Returns what each worker says of itself (see :func:`flush_shipped`)."""
+    Returns what each worker says of itself (see :func:`flush_shipped`).
+
+    With ``ship`` False, only that: what the given ``workers`` (all: None) say
+    of themselves, nothing shipped."""
     _pickle_this_module_by_value()
-    answers = client.run(flush_shipped, WORKER_PLUGIN, heartbeat=True)
-    client.run(flush_shipped, NANNY_PLUGIN, nanny=True)
+    answers = client.run(
+        flush_shipped, WORKER_PLUGIN if ship else "", heartbeat=ship, workers=workers
+    )
+    if ship:
+        client.run(flush_shipped, NANNY_PLUGIN, nanny=True)
     return {
         str(worker): found
         for worker, found in answers.items()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -150,7 +153,9 @@ def test_a_scheduler_in_this_process_is_pulled_directly_with_the_rpcs_answer(
             plugin = recorder._local_plugin()
             assert plugin is not None  # the session's LocalCluster: same process
             instance, cursor = plugin.instance, max(0, plugin.buffer.last - 200)
-            direct = recorder._ask(cursor, instance)
+            direct = recorder.call(
+                "dask_observe_pull", cursor=cursor, instance=instance
+            )
             rpc = client.sync(
                 client.scheduler.dask_observe_pull,  # type: ignore[union-attr]
                 cursor=cursor,
@@ -233,3 +238,115 @@ def test_a_capture_of_another_version_on_the_cluster_is_refused_not_misread(
     assert run.status == "finished"
     assert run.partial is not None and "wire version 0" in run.partial
     assert list(run.tasks()["key"]) == ["one"]
+
+
+SCRIPT_ENDING_WITH_ITS_BLOCK = """
+import logging
+import dask_observe
+from distributed import Client, LocalCluster
+
+def shout(x):
+    logging.getLogger("user.task").error("giving up on %d", x)
+    raise ValueError(x)
+
+if __name__ == "__main__":
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as lc,
+        Client(lc) as client,
+    ):
+        try:
+            with dask_observe.record("last words", client=client):
+                client.submit(shout, 7).result()
+        except ValueError:
+            pass
+"""
+
+
+def test_a_script_that_ends_with_its_block_still_writes_the_runs_end(
+    store_path: Path, tmp_path: Path
+) -> None:
+    # The run's settings, environment and flags are written after the block
+    # returns; the cluster closes at once and the interpreter exits.
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT_ENDING_WITH_ITS_BLOCK)
+    env = subprocess_env(store_path)
+    subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=120)
+    run = dask_observe.open_store().run("last")
+    assert (run.name, run.status) == ("last words", "failed")
+    assert "giving up on 7" in " ".join(run.logs()["message"])
+    assert run.summary()["n_flags"] == len(run.flags()) >= 1
+    assert "task-errors" in set(run.flags()["kind"])
+    assert run.settings()["source"] == "workers"
+    assert "dask" in run.environment()["packages"]["client"]
+    assert run.environment()["code"]["script"].endswith("job.py")
+
+
+def test_readers_right_after_the_block_see_the_whole_end_of_the_run(
+    client: Client, store_path: Path
+) -> None:
+    store = dask_observe.open_store()
+    with pytest.raises(ValueError), dask_observe.record("at once") as run:
+        client.submit(fail, 1).result()
+    # Straight after the block, in this process: the listing, the run itself
+    # and another reader of the same run agree on what its end holds.
+    listed = store.runs().iloc[0]
+    assert listed["n_flags"] == run.summary()["n_flags"] >= 1
+    assert list(run.flags()["kind"]) == list(store.run(run.id).flags()["kind"])
+    assert run.settings()["source"] == "workers"
+
+
+def test_runs_after_the_first_reuse_the_recorder_without_asking_the_cluster(
+    client: Client, store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dask_observe import shipping
+
+    asked: list[str] = []
+    ask = shipping.hello
+
+    def counted(c: Client) -> dict[str, object] | None:
+        asked.append(str(c.scheduler))
+        return ask(c)
+
+    monkeypatch.setattr(shipping, "hello", counted)
+    for i in range(3):
+        with dask_observe.record(f"again {i}") as run:
+            assert client.submit(inc, i, key=f"again-{i}").result() == i + 1
+        assert list(run.tasks()["key"]) == [f"again-{i}"]
+        assert run.settings()["source"] == "workers"
+    assert len(asked) == 1
+
+
+def test_a_lingering_recorder_stops_after_its_linger_or_with_its_client(
+    cluster: LocalCluster, store_path: Path
+) -> None:
+    import dask
+
+    from dask_observe import recorder as recorders
+
+    def recorder_of(c: Client) -> threading.Thread:
+        (found,) = [r for r in recorders._recorders.values() if r.client is c]
+        assert found._thread is not None
+        return found._thread
+
+    with dask.config.set({"observe.recorder.linger": "300ms"}), Client(cluster) as c:
+        with dask_observe.record("short linger", client=c):
+            c.submit(inc, 1).result()
+        thread = recorder_of(c)
+        wait_for(lambda: not thread.is_alive(), "the linger to end")
+    with dask.config.set({"observe.recorder.linger": "1h"}):
+        c = Client(cluster)
+        with dask_observe.record("client closes", client=c):
+            c.submit(inc, 3).result()
+        thread = recorder_of(c)
+        time.sleep(0.5)
+        assert thread.is_alive()  # lingering, ready for the next run
+        c.close()
+        wait_for(lambda: not thread.is_alive(), "the client to close")
+    assert not any(r.client is c for r in recorders._recorders.values())
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for: {what}"
+        time.sleep(0.05)

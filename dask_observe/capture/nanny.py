@@ -12,6 +12,7 @@ from distributed.diagnostics.plugin import NannyPlugin
 
 from .settings import CaptureSettings
 from .shipper import LogShipper
+from .wire import FLUSH_HANDLER
 
 if TYPE_CHECKING:
     from distributed import Nanny
@@ -38,6 +39,7 @@ class ObserveNannyPlugin(NannyPlugin):
             pid=lambda: getattr(getattr(nanny.process, "process", None), "pid", None),
             backlog=getattr(getattr(nanny, "_deque_handler", None), "deque", ()),
         )
+        nanny.handlers[FLUSH_HANDLER] = self.flush
 
     async def flush(self, heartbeat: bool = False) -> None:
         """Ship the buffered records now (a nanny has no heartbeat to send)."""

@@ -9,11 +9,12 @@ it by cursor (``dask_observe_pull``), so nothing here waits for a reader.
 from __future__ import annotations
 
 import asyncio
+import logging
 import pickle
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -25,10 +26,13 @@ from .metrics import cluster_metrics, worker_metrics
 from .router import LogRouter, Sink
 from .settings import CaptureSettings
 from .stalls import StallWatch
+from .wire import FLUSH_HANDLER
 from .wire import VERSION as WIRE_VERSION
 
 if TYPE_CHECKING:
     from distributed import Scheduler
+
+logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "dask-observe"
 
@@ -160,6 +164,8 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         scheduler.handlers["dask_observe_fine_metrics"] = self.fine_metrics
         scheduler.handlers["dask_observe_hello"] = self.hello
         scheduler.handlers["dask_observe_sample"] = self.sample
+        scheduler.handlers["dask_observe_begin"] = self.begin
+        scheduler.handlers["dask_observe_end"] = self.end
         #: When a recorder last called (monotonic): a closing scheduler waits
         #: for a recorder that is reading, not for one that left.
         self._reader_seen_at = -float("inf")
@@ -352,6 +358,48 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         for (_, finish), n in self._watched.pop(span_id, Counter()).items():
             totals[finish] += n
         return dict(totals)
+
+    def begin(self, span_id: str) -> list[tuple[str, str, str, str, float]]:
+        """A run starts: watch its span, and return the cluster's fine metrics
+        totals (what the run's own are measured from, where its span cannot
+        hold them). One round trip, as a run's start must cost next to nothing."""
+        self.watch(span_id)
+        return self.fine_metrics(None)
+
+    async def end(self, span_id: str) -> dict[str, Any]:
+        """A run ends: stop watching its span, have every worker and nanny ship
+        what it holds (a worker's heartbeat brings its last fine metrics), and
+        return the span's task counts and the fine metrics after that."""
+        assert self._scheduler is not None
+        counts = self.unwatch(span_id)
+        await asyncio.gather(*self._flushes())
+        return {
+            "counts": counts,
+            "fine": self.fine_metrics(None),
+            "span_fine": self.fine_metrics(span_id),
+            "workers": list(self._scheduler.workers),
+        }
+
+    def _flushes(self) -> list[Awaitable[Any]]:
+        """A flush of every worker (with a heartbeat) and nanny, to await
+        together. Over the scheduler's pooled connections, which ``broadcast``
+        would open anew for each call (a few milliseconds a run's end)."""
+        assert self._scheduler is not None
+
+        async def flush(address: str, heartbeat: bool) -> None:
+            assert self._scheduler is not None
+            try:
+                call = getattr(self._scheduler.rpc(address), FLUSH_HANDLER)
+                await call(heartbeat=heartbeat)
+            except Exception as e:  # gone, or without the plugin: nothing to ship
+                logger.debug("dask-observe: no flush of %s: %s", address, e)
+
+        found: list[Awaitable[Any]] = []
+        for worker in self._scheduler.workers.values():
+            found.append(flush(worker.address, True))
+            if worker.nanny:
+                found.append(flush(worker.nanny, False))
+        return found
 
     def fine_metrics(
         self, span_id: str | None = None

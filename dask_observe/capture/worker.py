@@ -12,6 +12,7 @@ from tornado.ioloop import PeriodicCallback
 from .settings import CaptureSettings
 from .shipper import LogShipper
 from .stalls import StallWatch
+from .wire import FLUSH_HANDLER
 
 if TYPE_CHECKING:
     from distributed import Worker
@@ -191,6 +192,10 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._stalls = StallWatch(self.settings.memory_interval_ms / 1000)
         self._sampler = PeriodicCallback(self._tick, self.settings.memory_interval_ms)
         self._sampler.start()
+        # The scheduler's end of a run asks every worker for this at once
+        # (``dask_observe_end``): a message, where ``Client.run`` would ship
+        # a pickled function to each.
+        worker.handlers[FLUSH_HANDLER] = self.flush
 
     def _tick(self) -> None:
         """Every ``memory-interval``: the worker's memory, its long tasks,

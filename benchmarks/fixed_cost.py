@@ -1,0 +1,141 @@
+"""The fixed cost of recording: what starting and ending a run adds to a block.
+
+    .venv/bin/python benchmarks/fixed_cost.py --sessions 4 --blocks 30
+    .venv/bin/python benchmarks/fixed_cost.py --variant new=. --variant old=../old
+
+Each session is a fresh Python process (a kernel, as a user starts one): it
+imports dask_observe, starts a cluster (``--cluster local``: a LocalCluster of 2
+worker processes in the session's process, the notebook case; ``remote``:
+``dask scheduler`` / ``dask worker`` processes from the environment without
+dask-observe, ``tests/remote.py``), runs one unrecorded task, then times its
+first recorded one-task block (the plugins are shipped then), then ``--blocks``
+pairs of one-task blocks, unrecorded and recorded, in an order that alternates
+from pair to pair. What a run adds is the recorded block's time minus its
+pair's unrecorded one. With several ``--variant NAME=PATH`` (a checkout of
+another commit, put first on ``PYTHONPATH``), sessions of each variant
+alternate, so that they are measured side by side in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def one_task(client: object, i: int) -> float:
+    started = time.perf_counter()
+    client.submit(abs, -i, pure=False).result()  # type: ignore[attr-defined]
+    return time.perf_counter() - started
+
+
+def session(cluster_kind: str, blocks: int) -> dict[str, object]:
+    """One fresh process's measurements (printed as JSON by ``--session``)."""
+    from distributed import Client, LocalCluster
+
+    import dask_observe
+
+    ending: list[float] = []
+
+    def recorded(client: Client, store: dask_observe.Store, i: int) -> float:
+        started = time.perf_counter()
+        with dask_observe.record(f"tiny {i}", client=client, store=store):
+            client.submit(abs, -i, pure=False).result()
+        took = time.perf_counter() - started
+        store.runs()  # waits for the run's end, written after its block
+        ending.append(time.perf_counter() - started - took)
+        return took
+
+    with ExitStack() as stack:
+        if cluster_kind == "local":
+            cluster = stack.enter_context(
+                LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0")
+            )
+            client = stack.enter_context(Client(cluster))
+        else:
+            sys.path.insert(0, str(HERE.parent))
+            from tests.remote import ProcessCluster, cluster_env
+
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            remote = ProcessCluster(cluster_env(), workdir / "cluster")
+            remote.workdir.mkdir()
+            stack.callback(remote.stop)
+            remote.start_scheduler()
+            remote.add_workers(2, "2GiB")
+            client = stack.enter_context(Client(remote.address, timeout="30s"))
+            client.wait_for_workers(2, timeout=60)
+        store = dask_observe.open_store(
+            stack.enter_context(tempfile.TemporaryDirectory()) + "/s.sqlite"
+        )
+        one_task(client, 0)  # connections warm, as in a session that computed
+        first = recorded(client, store, 0)
+        plain, rec = [], []
+        for i in range(1, blocks + 1):
+            if i % 2:
+                plain.append(one_task(client, i))
+                rec.append(recorded(client, store, i))
+            else:
+                rec.append(recorded(client, store, i))
+                plain.append(one_task(client, i))
+        finished = store.runs()  # waits for the ends still being written
+        assert (finished["status"] == "finished").all(), finished
+    return {"first": first, "plain": plain, "recorded": rec, "ending": ending[1:]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cluster", choices=["local", "remote"], default="local")
+    parser.add_argument("--sessions", type=int, default=4)
+    parser.add_argument("--blocks", type=int, default=30)
+    parser.add_argument("--variant", action="append", default=[])
+    parser.add_argument("--session", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.session:
+        print(json.dumps(session(args.cluster, args.blocks)))
+        return
+    variants = dict(v.split("=", 1) for v in args.variant) or {"this": str(HERE.parent)}
+    results: dict[str, list[dict[str, list[float] | float]]] = {v: [] for v in variants}
+    for n in range(args.sessions):
+        order = list(variants.items())
+        for name, path in order[n % len(order) :] + order[: n % len(order)]:
+            env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
+            command = [sys.executable, __file__, "--session"]
+            command += ["--cluster", args.cluster, "--blocks", str(args.blocks)]
+            out = subprocess.run(
+                command, env=env, capture_output=True, text=True, check=True
+            )
+            results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            first = float(results[name][-1]["first"])  # type: ignore[arg-type]
+            print(f"session {n + 1} {name}: first {first * 1e3:.0f} ms")
+    for name, found in results.items():
+        firsts = [float(r["first"]) * 1e3 for r in found]  # type: ignore[arg-type]
+        plain = [p * 1e3 for r in found for p in r["plain"]]  # type: ignore[union-attr]
+        rec = [p * 1e3 for r in found for p in r["recorded"]]  # type: ignore[union-attr]
+        added = [r - p for r, p in zip(rec, plain, strict=True)]
+        ending = [e * 1e3 for r in found for e in r.get("ending", [])]  # type: ignore[union-attr]
+        print(
+            f"{name}: first recorded block median {statistics.median(firsts):.0f} ms "
+            f"({min(firsts):.0f}-{max(firsts):.0f}); after it: one-task block "
+            f"{statistics.median(plain):.1f} ms plain, {statistics.median(rec):.1f} ms "
+            f"recorded; a run adds {statistics.median(added):.1f} ms (median of "
+            f"{len(added)} pairs; quartiles {statistics.quantiles(added)[0]:.1f}-"
+            f"{statistics.quantiles(added)[2]:.1f})"
+            + (
+                f"; its end, written after it: {statistics.median(ending):.0f} ms"
+                if ending
+                else ""
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
