@@ -101,12 +101,12 @@ def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    """A JSON value: as is where it is one, else its text."""
+    """A JSON value: a copy where it is one (the config's own lists change
+    when a ``dask.config.set`` block ends), else its text."""
     try:
-        json.dumps(value)
+        return json.loads(json.dumps(value))
     except (TypeError, ValueError):
         return repr(value)
-    return value
 
 
 def script_code() -> dict[str, Any]:

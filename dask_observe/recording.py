@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import functools
 import json
 import logging
@@ -494,7 +495,9 @@ def run_settings(thresholds: dict[str, dict[str, float | bool]]) -> dict[str, An
     config; and this process's ``observe.flags``."""
     from dask_observe import config, shipping
 
-    settings: dict[str, Any] = {"flags": config.get("flags") or {}}
+    # A copy: dask.config.set restores the config's own dicts in place when
+    # its block ends, and the run's end is written after that.
+    settings: dict[str, Any] = {"flags": copy.deepcopy(config.get("flags") or {})}
     if not thresholds:
         return {**settings, "memory": shipping.memory_thresholds(), "source": "client"}
     kinds = collections.Counter(
