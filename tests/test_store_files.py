@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -125,3 +127,46 @@ def test_a_slow_read_stops_at_its_deadline(tmp_path: Path) -> None:
             run.logs(contains="nowhere", regex=True)
         assert time.perf_counter() - began < 1.0
         assert run.logs(contains="line 99999")["message"].tolist() == ["line 99999"]
+
+
+WRITER = """
+import sys, time
+from dask_observe.store import Store
+
+# A recording holds two connections to the store: the session's and its recorder's.
+session, recorder = Store(sys.argv[1]), Store(sys.argv[1])
+for i in range(100_000):
+    recorder.create_run(f"run {i}")
+    print(i, flush=True)
+    time.sleep(0.005)
+"""
+
+
+def test_a_second_connection_in_a_writer_keeps_its_wal_safe_from_other_readers(
+    tmp_path: Path,
+) -> None:
+    """Another process opening and closing the store while a writer works (the
+    panel, the CLI) must never take the writer's WAL away: whatever the writer
+    committed before it was killed is there, and the file is sound."""
+    path = tmp_path / "observe.sqlite"
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    writer = subprocess.Popen(
+        [sys.executable, str(script), str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert writer.stdout is not None
+    try:
+        committed = int(writer.stdout.readline())
+        for _ in range(5):
+            with Store(path) as reader:
+                reader.run_records()
+            for _ in range(20):
+                committed = int(writer.stdout.readline())
+    finally:
+        writer.kill()
+        writer.wait()
+    with Store(path) as store:
+        names = {run["name"] for run in store.run_records()}
+        assert {f"run {i}" for i in range(committed + 1)} <= names
+        (check,) = store.frame("PRAGMA integrity_check", (), ("result",))["result"]
+        assert check == "ok"

@@ -14,6 +14,7 @@ import sqlite3
 import stat
 import threading
 import time
+import weakref
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,6 +53,43 @@ class StoreMissing(StoreError, FileNotFoundError):
 
 class QueryTooLong(StoreError):
     """A read ran past its deadline (see :meth:`Store.deadline`)."""
+
+
+class _OpenFiles:
+    """The store files this process holds SQLite connections to, by inode.
+
+    POSIX locks belong to a process, and closing *any* descriptor of a file drops
+    all of them. Reading a store's header with ``open()`` while another connection
+    of this process holds the file would silently release that connection's
+    locks: another process closing its own connection then believes it is the last
+    one, checkpoints and deletes the WAL that this process is still writing to, and
+    a crash leaves the file malformed. So a file already open here is not read
+    again (a connection of this process already checked it), and opening is serial
+    within the process so no header is read while another connection takes locks.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        # Weakly: a store dropped without close() has its connection closed by the
+        # collector, and must not vouch for whatever file reuses its inode later.
+        self._stores: dict[tuple[int, int], weakref.WeakSet[Store]] = {}
+
+    def holds(self, key: tuple[int, int]) -> bool:
+        return bool(self._stores.get(key))
+
+    def add(self, key: tuple[int, int], store: Store) -> None:
+        self._stores.setdefault(key, weakref.WeakSet()).add(store)
+
+    def remove(self, key: tuple[int, int], store: Store) -> None:
+        with self.lock:
+            stores = self._stores.get(key)
+            if stores is not None:
+                stores.discard(store)
+                if not stores:
+                    del self._stores[key]
+
+
+_open_files = _OpenFiles()
 
 
 def _run_row(row: sqlite3.Row) -> dict[str, Any]:
@@ -113,7 +151,12 @@ class Store:
         # One connection shared by the threads of this process (the kernel's main
         # thread reading, the recorder's thread writing); the lock keeps it serial.
         self._lock = threading.RLock()
-        self._conn = self._connect(create and not readonly, readonly)
+        self._file: tuple[int, int] | None = None
+        with _open_files.lock:
+            self._conn = self._connect(create and not readonly, readonly)
+            st = os.stat(self.path)
+            self._file = (st.st_dev, st.st_ino)
+            _open_files.add(self._file, self)
         if not readonly:  # a writer's duty (readers must not write)
             self._mark_interrupted_runs()
 
@@ -144,6 +187,8 @@ class Store:
                 "others may write to it (it holds your cluster's logs); "
                 f"make it yours alone: chmod 600 {self.path}"
             )
+        if _open_files.holds((st.st_dev, st.st_ino)):
+            return True  # checked by the connection open here; see _OpenFiles
         try:
             return check_header(self.path)
         except SchemaError as e:
@@ -264,6 +309,9 @@ class Store:
         """Close the connection; the file stays as it is."""
         with self._lock:
             self._conn.close()
+            if self._file is not None:
+                _open_files.remove(self._file, self)
+                self._file = None
 
     def __enter__(self) -> Self:
         return self
