@@ -309,6 +309,29 @@ def test_gil_contention_needs_two_high_samples_while_task_threads_compute(
     assert [kind for kind, _ in flags(recorded.end(5.0))] == expected
 
 
+@pytest.mark.parametrize(
+    ("lanes", "until", "expected"),
+    [
+        (4, 4.0, ["gil-contention"]),  # four threads busy before every sample
+        (2, 4.0, ["gil-contention"]),
+        (1, 4.0, []),  # one thread cannot contend with itself
+        (4, 1.2, []),  # 4 threads before the first sample, 0.8 before the second
+    ],
+)
+def test_gil_contention_counts_the_threads_busy_in_the_second_before_a_sample(
+    run: SyntheticRun, lanes: int, until: float, expected: list[str]
+) -> None:
+    """Many short tasks, back to back on ``lanes`` threads until ``until``:
+    each sample (at 1, 2, 3 s) judges the second before it."""
+    workers(run, 0.0, threads=4)
+    for i in (1, 2, 3):
+        run.metrics(float(i), A, gil_contention=0.9)
+    for _ in range(lanes):
+        for j in range(round(until / 0.05)):
+            run.task(j * 0.05, 0.05, "spin", A)
+    assert [kind for kind, _ in flags(run.end(5.0))] == expected
+
+
 def test_threads_taking_turns_slow_the_loop_without_a_second_flag(
     run: SyntheticRun,
 ) -> None:
