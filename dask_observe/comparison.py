@@ -359,16 +359,23 @@ def render_html(c: Comparison) -> str:
 #: The columns of ``store.history(name)``.
 HISTORY_COLUMNS = (
     "id", "started", "status", "duration_s", "n_tasks", "n_failed", "n_flags",
-    "verdict", "changed",
+    "verdict", "changed", "peak_memory",
 )  # fmt: skip
 
 
-def history(store: Store, name: str, *, threshold: float | None = None) -> pd.DataFrame:
+def history(
+    store: Store, name: str, *, threshold: float | None = None, last: int | None = None
+) -> pd.DataFrame:
     """The runs named ``name``, oldest first, each judged against the ones
     before it: ``verdict`` is the wall time's (against the spread of five or
     more earlier finished runs, else in a comparison with the previous one),
-    ``changed`` what differs from the previous run's environment."""
+    ``changed`` what differs from the previous run's environment,
+    ``peak_memory`` the most bytes its workers held together (NaN unknown).
+    ``last``: only the newest that many runs (the older ones still count in
+    the spread their verdicts are judged against)."""
     import pandas as pd
+
+    from dask_observe.figures import peak_memory
 
     floor = (
         float(config.get("compare.threshold") or 0.1)
@@ -376,27 +383,33 @@ def history(store: Store, name: str, *, threshold: float | None = None) -> pd.Da
         else threshold
     )
     records = [r for r in reversed(store.run_records()) if r["name"] == name]
+    shown = len(records) - (len(records) if last is None else last)
     rows = []
     walls: list[float] = []
-    previous: RunData | None = None
-    for record in records:
-        run = store.run(record["id"])
+    previous: RunData | int | None = None  # the last finished run (its id: unread)
+    for i, record in enumerate(records):
         finished = record["status"] == "finished" and record["duration_s"] is not None
-        verdict = _history_verdict(run, previous, walls, floor) if finished else ""
-        changed: list[str] = []
-        if previous is not None:
-            changed = [
-                f"{area} {what}: {a} -> {b}"
-                for area, what, a, b in differences(
-                    previous.environment(), run.environment()
-                )
-            ]
-        rows.append(
-            (*(record[c] for c in HISTORY_COLUMNS[:7]), verdict or None, changed)
-        )
+        if i >= shown:
+            if isinstance(previous, int):
+                previous = store.run(previous)
+            run = store.run(record["id"])
+            verdict = _history_verdict(run, previous, walls, floor) if finished else ""
+            changed: list[str] = []
+            if previous is not None:
+                changed = [
+                    f"{area} {what}: {a} -> {b}"
+                    for area, what, a, b in differences(
+                        previous.environment(), run.environment()
+                    )
+                ]
+            peak = peak_memory(run)
+            rows.append(
+                (*(record[c] for c in HISTORY_COLUMNS[:7]), verdict or None, changed,
+                 float("nan") if peak is None else peak)
+            )  # fmt: skip
         if finished:
             walls.append(float(record["duration_s"]))
-            previous = run
+            previous = run if i >= shown else int(record["id"])
     frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
     frame["started"] = pd.to_datetime(frame["started"], unit="s", utc=True)
     return frame

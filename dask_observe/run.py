@@ -216,11 +216,11 @@ class Store(store.Store):
 
     run_records.__doc__ = store.Store.run_records.__doc__
 
-    def history(self, name: str) -> pd.DataFrame:
-        """The runs of that name, oldest first: id, started, status,
-        duration_s, n_tasks, n_failed, n_flags, verdict (the wall time's
-        against the runs before), changed (what differs from the previous
-        run's environment)."""
+    def history(self, name: str, last: int | None = None) -> pd.DataFrame:
+        """The runs of that name, oldest first (``last``: the newest that
+        many): id, started, status, duration_s, n_tasks, n_failed, n_flags,
+        verdict (the wall time's against the runs before), changed (what
+        differs from the previous run's environment), peak_memory (bytes)."""
         from dask_observe.comparison import history
 
-        return history(self, name)
+        return history(self, name, last=last)

@@ -68,3 +68,34 @@ export async function fetchClusters(): Promise<ICluster[]> {
   const body = await requestAPI<{ clusters: ICluster[] }>('clusters');
   return body.clusters;
 }
+
+/**
+ * A run in the history of its name (`dask-observe/api/runs/<id>/history`).
+ */
+export interface IHistoryRun {
+  id: number;
+  started: number;
+  status: IRun['status'];
+  duration_s: number | null;
+  /** Bytes the workers held together at most; null when unknown. */
+  peak_memory: number | null;
+  /** The wall time against the runs before: "", "regression" or "improvement". */
+  verdict: string;
+  /** What differs from the previous run's environment, one line each. */
+  changed: string[];
+}
+
+/**
+ * The runs sharing a name, oldest first (the newest 50 at most).
+ */
+export interface IHistory {
+  name: string;
+  runs: IHistoryRun[];
+}
+
+/**
+ * The history of the name of that run.
+ */
+export async function fetchHistory(runId: number): Promise<IHistory> {
+  return requestAPI<IHistory>(`runs/${runId}/history`);
+}

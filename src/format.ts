@@ -13,3 +13,18 @@ export function formatBytes(bytes: number): string {
     ? `${Math.round(value)} B`
     : `${value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
 }
+
+/**
+ * "0.42 s", "12.3 s", "4 min 05 s".
+ */
+export function formatSeconds(seconds: number): string {
+  if (seconds < 10) {
+    return `${seconds.toFixed(2)} s`;
+  }
+  if (seconds < 60) {
+    return `${seconds.toFixed(1)} s`;
+  }
+  const minutes = Math.floor(seconds / 60);
+  const rest = Math.round(seconds % 60);
+  return `${minutes} min ${String(rest).padStart(2, '0')} s`;
+}

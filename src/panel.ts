@@ -3,6 +3,7 @@ import { PanelLayout, Widget } from '@lumino/widgets';
 import { ICluster, IRun } from './api';
 import { ClustersView } from './clusters';
 import { FlagsView } from './flags';
+import { HistoryView } from './history';
 import { observeIcon } from './icon';
 import { LOG_TAIL, LogsView } from './logs';
 import { MetricsView } from './metrics';
@@ -91,9 +92,11 @@ export class ObservePanel extends Widget {
       openReport: options.openReport,
       openComparison: options.openComparison,
       replay: run => this.replay(run),
+      showHistory: run => this.showHistory(run),
       onRuns: runs => this._judgeNewest(runs),
       refreshInterval: settings.refreshInterval
     });
+    this.history = new HistoryView();
     this.configure(settings);
     for (const view of [
       this.clusters,
@@ -101,6 +104,7 @@ export class ObservePanel extends Widget {
       this.metrics,
       this.flags,
       this.logs,
+      this.history,
       this.runs
     ]) {
       layout.addWidget(view);
@@ -140,6 +144,15 @@ export class ObservePanel extends Widget {
     this._replayBar.node.replaceChildren(label, back);
     this._replayBar.node.dataset.runId = String(runId);
     this._replayBar.show();
+  }
+
+  /**
+   * Show the history of that run's name (until another is asked for; the
+   * newest run's while none is).
+   */
+  showHistory(runId: number): void {
+    this._historyOf = runId;
+    this._followHistory(this._runs);
   }
 
   /**
@@ -194,9 +207,30 @@ export class ObservePanel extends Widget {
    */
   private _judgeNewest(runs: IRun[]): void {
     this._runs = runs;
+    this._followHistory(runs);
     const newest = runs[0];
     if (newest && newest.id !== this._judging && this._replaying === null) {
       this._showFlags(newest.id);
+    }
+  }
+
+  /**
+   * Redraw the history when the runs of its name change (a new one, one that
+   * finished): of the run asked for, else of the newest run.
+   */
+  private _followHistory(runs: IRun[]): void {
+    const shown =
+      runs.find(run => run.id === this._historyOf) ?? runs[0] ?? null;
+    if (shown === null) {
+      return;
+    }
+    const signature = JSON.stringify([
+      shown.id,
+      runs.filter(run => run.name === shown.name).map(r => [r.id, r.status])
+    ]);
+    if (signature !== this._historyShown) {
+      this._historyShown = signature;
+      void this.history.showRun(shown.id, true);
     }
   }
 
@@ -260,6 +294,11 @@ export class ObservePanel extends Widget {
   readonly runs: RunsView;
 
   /**
+   * Wall time and peak memory of the runs sharing the selected run's name.
+   */
+  readonly history: HistoryView;
+
+  /**
    * The websocket the logs view reads.
    */
   readonly stream: LogStream;
@@ -267,6 +306,8 @@ export class ObservePanel extends Widget {
   private _clusters: ICluster[] = [];
   private _following: string | null = null;
   private _judging: number | null = null;
+  private _historyOf: number | null = null;
+  private _historyShown = '';
   private _openLogsTab: (target: ITarget, label: string) => void;
   private _replayBar: Widget;
   private _replaying: number | null = null;

@@ -2,6 +2,7 @@ import { Poll } from '@lumino/polling';
 import { Widget } from '@lumino/widgets';
 
 import { fetchRuns, IRun } from './api';
+import { formatSeconds } from './format';
 
 /**
  * The runs in the store, newest first, one compact card each; refreshed while
@@ -16,6 +17,7 @@ export class RunsView extends Widget {
     this._actions = {
       openReport: options.openReport ?? null,
       replay: options.replay ?? null,
+      showHistory: options.showHistory ?? null,
       pick: (runId, picked) => this._pick(runId, picked),
       picked: this._picked
     };
@@ -176,6 +178,10 @@ export namespace RunsView {
      * Show a run's logs and metrics again in the live views.
      */
     replay?: (runId: number) => void;
+    /**
+     * Show the history of the run's name; without it, cards have no button.
+     */
+    showHistory?: (runId: number) => void;
   }
 }
 
@@ -186,6 +192,7 @@ namespace Private {
   export interface IActions {
     openReport: ((runId: number) => void) | null;
     replay: ((runId: number) => void) | null;
+    showHistory: ((runId: number) => void) | null;
     pick: (runId: number, picked: boolean) => void;
     picked: ReadonlySet<number>;
   }
@@ -261,7 +268,7 @@ namespace Private {
       span('jp-DaskObserve-run-id', `#${run.id}`)
     );
     item.append(head, meta);
-    const { openReport, replay } = actions;
+    const { openReport, replay, showHistory } = actions;
     if (replay !== null) {
       meta.append(
         button(
@@ -282,22 +289,17 @@ namespace Private {
         )
       );
     }
+    if (showHistory !== null) {
+      meta.append(
+        button(
+          'jp-DaskObserve-run-history',
+          'History',
+          `Show the wall time and memory of every run named like run ${run.id}`,
+          () => showHistory(run.id)
+        )
+      );
+    }
     item.title = run.cluster ? `Recorded on ${run.cluster}` : '';
     return item;
-  }
-
-  /**
-   * "0.42 s", "12.3 s", "4 min 05 s".
-   */
-  export function formatSeconds(seconds: number): string {
-    if (seconds < 10) {
-      return `${seconds.toFixed(2)} s`;
-    }
-    if (seconds < 60) {
-      return `${seconds.toFixed(1)} s`;
-    }
-    const minutes = Math.floor(seconds / 60);
-    const rest = Math.round(seconds % 60);
-    return `${minutes} min ${String(rest).padStart(2, '0')} s`;
   }
 }

@@ -86,6 +86,12 @@ def test_identical_runs_are_unmarked_and_twice_the_work_is_a_regression(
     assert list(history["verdict"].fillna("")) == ["", "", "", "", "regression"]
     assert "config distributed.admin.tick.limit: None -> 4s" in history["changed"][4]
     assert history["changed"][1] == []
+    assert (history["peak_memory"] > 2**20).all()
+    # The newest two alone, judged as in the whole history.
+    newest = dask_observe.open_store().history("nightly", last=2)
+    assert list(newest["id"]) == [r.id for r in runs[3:]]
+    assert list(newest["verdict"].fillna("")) == ["", "regression"]
+    assert list(newest["changed"]) == list(history["changed"][3:])
     shown = subprocess.run(
         [DASK_OBSERVE, "history", "nightly"], capture_output=True, text=True,
         env=subprocess_env(store_path), check=True,

@@ -345,3 +345,41 @@ async def test_a_client_that_stops_reading_gets_a_gap_it_can_fill_over_rest(
             filled += [line["seq"] for line in page["lines"]]
             after = page["next"]
     assert sorted(streamed + filled) == list(range(1, n + 1))
+
+
+def nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+async def test_a_runs_history_has_each_runs_figures_verdict_and_changes(
+    jp_fetch: Any, client: Client, store_path: Path
+) -> None:
+    """What the panel's trend chart draws: the runs of the selected run's name,
+    oldest first, the slow one marked, the changed config beside it."""
+    import dask
+
+    name = "<i>nightly</i>"
+    changed = {"distributed.admin.tick.limit": "4s"}
+    for n, config in ((40, {}), (40, {}), (120, changed)):
+        with dask.config.set(config), dask_observe.record(name, client=client):
+            client.gather(client.map(nap, [0.02] * n, pure=False))
+    with dask_observe.record("another job", client=client):
+        client.submit(nap, 0.01).result()
+
+    history = await get_json(jp_fetch, "runs", "3", "history")
+    assert history["name"] == name  # JSON text, never markup
+    runs = history["runs"]
+    assert [r["id"] for r in runs] == [1, 2, 3]
+    assert [r["verdict"] for r in runs] == ["", "", "regression"]
+    assert runs[2]["duration_s"] > runs[0]["duration_s"]
+    assert all(r["peak_memory"] > 2**20 for r in runs)  # the workers' bytes
+    assert runs[1]["changed"] == []
+    assert "config distributed.admin.tick.limit: None -> 4s" in runs[2]["changed"]
+    # Any run of the name gives the same history; another name, its own.
+    assert (await get_json(jp_fetch, "runs", "1", "history"))["runs"] == runs
+    other = await get_json(jp_fetch, "runs", "last", "history")
+    assert other["name"] == "another job" and len(other["runs"]) == 1
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch("dask-observe", "api", "runs", "99", "history")
+    assert info.value.code == 404

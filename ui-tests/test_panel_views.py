@@ -6,10 +6,12 @@ import logging
 import os
 import re
 import signal
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import dask
 import pytest
 from distributed import Client, LocalCluster
 from lab_server import Lab
@@ -164,6 +166,55 @@ def test_two_runs_compare_in_a_tab_and_a_finished_run_replays(
     expect(bar).to_be_hidden()
     expect(logs.locator(".jp-DaskObserve-log", has_text=markers[1])).to_have_count(1)
     expect(page.locator(".jp-DaskObserve-flags-run")).to_have_text("run 2")
+
+
+nap = lambda seconds: time.sleep(seconds)  # noqa: E731
+
+
+def test_a_jobs_history_charts_each_run_and_marks_the_slow_one_and_what_changed(
+    client: Client, store_path: Path, lab: Lab, page: Page
+) -> None:
+    # The same job twice, then three times the work under a changed config value.
+    changed = {"distributed.admin.tick.limit": "4s"}
+    for n, config in ((40, {}), (40, {}), (120, changed)):
+        with dask.config.set(config), dask_observe.record("nightly", client=client):
+            client.gather(client.map(nap, [0.02] * n, pure=False))
+
+    open_panel(page, lab)
+    history = page.locator("#dask-observe-panel .jp-DaskObserve-history")
+    # (The server reads a history in a process of its own: pandas starts there.)
+    expect(history.locator(".jp-DaskObserve-history-title")).to_have_text(
+        "nightly: 3 runs", timeout=30_000
+    )
+    for chart in ("wall time", "peak memory"):
+        drawn = history.locator(f'[data-chart="{chart}"]')
+        expect(drawn.locator(".jp-DaskObserve-history-point")).to_have_count(3)
+        slow = drawn.locator('.jp-DaskObserve-history-point[data-verdict="regression"]')
+        expect(slow).to_have_attribute("data-run-id", "3")
+        # The dashed rule at the run whose environment changed tells what changed.
+        rule = drawn.locator(".jp-DaskObserve-history-change")
+        expect(rule).to_have_count(1)
+        expect(rule.locator("title")).to_contain_text("distributed.admin.tick.limit")
+    note = history.locator(".jp-DaskObserve-history-note")
+    expect(note).to_have_count(1)
+    expect(note).to_contain_text("#3 · wall time regression")
+    expect(note).to_contain_text("config distributed.admin.tick.limit: None -> 4s")
+    history.scroll_into_view_if_needed()
+    history.screenshot(path=ARTIFACTS / "panel-history.png")
+
+    # A run of another job: the history follows the newest run, until a card's
+    # "History" asks for another name.
+    with dask_observe.record("<b>adhoc</b>", client=client):
+        client.submit(nap, 0.01).result()
+    expect(history.locator(".jp-DaskObserve-history-title")).to_have_text(
+        "<b>adhoc</b>: 1 run (record it again to see a trend)", timeout=15_000
+    )
+    card = page.locator('.jp-DaskObserve-run[data-run-id="2"]')
+    card.locator(".jp-DaskObserve-run-history").click()
+    expect(history.locator(".jp-DaskObserve-history-title")).to_have_text(
+        "nightly: 3 runs"
+    )
+    assert page.locator("#dask-observe-panel b").count() == 0
 
 
 def contrast(page: Page, selector: str) -> float:

@@ -63,6 +63,39 @@ def read_logs(store: Store, run_id: str, query: dict[str, Any]) -> dict[str, Any
     return {"lines": rows, "next": rows[-1]["seq"] if more else None}
 
 
+#: Runs a history answer holds at most (the newest).
+HISTORY_POINTS = 50
+
+
+def _number(value: Any) -> float | None:
+    """A float for JSON: pandas' NaN (unknown) is null, which JSON can say."""
+    return None if value is None or value != value else float(value)
+
+
+def read_history(store: Store, run_id: str) -> dict[str, Any]:
+    """The history of the run's name: its newest runs, oldest first, with
+    their wall time, peak memory, verdict and what changed (see
+    :func:`dask_observe.comparison.history`)."""
+    from dask_observe.comparison import history
+
+    name = str(store.run_record(run_id)["name"])
+    frame = history(store, name, last=HISTORY_POINTS)
+    runs = [
+        {
+            "id": int(row["id"]),
+            "started": row["started"].timestamp(),
+            "status": row["status"],
+            "duration_s": _number(row["duration_s"]),
+            "peak_memory": _number(row["peak_memory"]),
+            # (NaN where pandas filled a missing verdict)
+            "verdict": row["verdict"] if isinstance(row["verdict"], str) else "",
+            "changed": list(row["changed"]),
+        }
+        for row in frame.to_dict("records")
+    ]  # fmt: skip
+    return {"name": name, "runs": runs}
+
+
 def read_report(store: Store, run_id: str) -> str:
     return Run.of(store, run_id).report().html
 
@@ -189,6 +222,17 @@ class RunLogsHandler(StoreHandler):
         self.finish(json.dumps(page))
 
 
+class RunHistoryHandler(StoreHandler):
+    """``GET dask-observe/api/runs/<id>/history``: the newest runs of that run's
+    name (at most :data:`HISTORY_POINTS`), each judged against those before."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, run_id: str) -> None:
+        history = await self.read(read_history, run_id, isolated=True)  # pandas
+        self.finish(json.dumps(history, default=str))
+
+
 class RunReportHandler(StoreReader):
     """``GET dask-observe/api/runs/<id>/report``: the full report, as HTML
     (errors as Jupyter's own HTML error page, which escapes its message)."""
@@ -236,6 +280,7 @@ def route_table(base_url: str, manager: StoreManager) -> list[tuple[str, Any, An
         (run, RunHandler, kwargs),
         (url_path_join(run, "logs"), RunLogsHandler, kwargs),
         (url_path_join(run, "report"), RunReportHandler, kwargs),
+        (url_path_join(run, "history"), RunHistoryHandler, kwargs),
         (
             url_path_join(run, "compare", r"(last|\d{1,18})"),
             RunComparisonHandler,

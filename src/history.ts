@@ -1,0 +1,196 @@
+import { Widget } from '@lumino/widgets';
+
+import { fetchHistory, IHistory, IHistoryRun } from './api';
+import { formatBytes, formatSeconds } from './format';
+
+const SVG = 'http://www.w3.org/2000/svg';
+const WIDTH = 240;
+const HEIGHT = 44;
+
+/**
+ * The trend of one job: wall time and peak memory of the runs sharing the
+ * selected run's name, oldest to newest, each point marked with its verdict
+ * against the runs before it, and a dashed line where the environment changed
+ * (hover it, or read the list below, for what changed).
+ *
+ * Run names and changes are user text: written with `textContent` only.
+ */
+export class HistoryView extends Widget {
+  constructor() {
+    super();
+    this.addClass('jp-DaskObserve-history');
+    const heading = document.createElement('h3');
+    heading.textContent = 'History';
+    this._title = document.createElement('div');
+    this._title.className = 'jp-DaskObserve-history-title';
+    this._charts = document.createElement('div');
+    this._charts.className = 'jp-DaskObserve-history-charts';
+    this._notes = document.createElement('ul');
+    this._notes.className = 'jp-DaskObserve-history-notes';
+    this.node.append(heading, this._title, this._charts, this._notes);
+    this._title.textContent = 'No run selected.';
+  }
+
+  /**
+   * The run whose name's history is shown (null: none yet).
+   */
+  get runId(): number | null {
+    return this._runId;
+  }
+
+  /**
+   * Show the history of that run's name; again when `force`, even if shown.
+   */
+  async showRun(runId: number, force = false): Promise<void> {
+    if (runId === this._runId && !force) {
+      return;
+    }
+    this._runId = runId;
+    this.node.dataset.runId = String(runId);
+    if (this._charts.childElementCount === 0) {
+      this._title.textContent = `Reading the history of run ${runId}…`;
+    }
+    let history: IHistory;
+    try {
+      history = await fetchHistory(runId);
+    } catch (reason) {
+      this._title.textContent = `Cannot read the history: ${String(reason)}`;
+      return;
+    }
+    if (runId === this._runId && !this.isDisposed) {
+      this._render(history);
+    }
+  }
+
+  private _render(history: IHistory): void {
+    const runs = history.runs;
+    this._title.textContent =
+      `${history.name}: ${runs.length} run${runs.length === 1 ? '' : 's'}` +
+      (runs.length < 2 ? ' (record it again to see a trend)' : '');
+    this._charts.replaceChildren(
+      Private.chart('wall time', runs, r => r.duration_s, formatSeconds),
+      Private.chart('peak memory', runs, r => r.peak_memory, formatBytes)
+    );
+    this._notes.replaceChildren(
+      ...runs
+        .filter(r => r.verdict !== '' || r.changed.length > 0)
+        .map(r => Private.note(r))
+    );
+  }
+
+  private _charts: HTMLDivElement;
+  private _notes: HTMLUListElement;
+  private _runId: number | null = null;
+  private _title: HTMLDivElement;
+}
+
+namespace Private {
+  function svg<K extends keyof SVGElementTagNameMap>(
+    tag: K,
+    attributes: Record<string, string>
+  ): SVGElementTagNameMap[K] {
+    const element = document.createElementNS(SVG, tag);
+    for (const [name, value] of Object.entries(attributes)) {
+      element.setAttribute(name, value);
+    }
+    return element;
+  }
+
+  /**
+   * One figure over the runs: a line through the known values, a point a run
+   * (class and data attributes say its verdict), a dashed rule where the
+   * environment changed. Built with DOM calls only.
+   */
+  export function chart(
+    label: string,
+    runs: IHistoryRun[],
+    value: (run: IHistoryRun) => number | null,
+    format: (value: number) => string
+  ): HTMLDivElement {
+    const box = document.createElement('div');
+    box.className = 'jp-DaskObserve-history-chart';
+    box.dataset.chart = label;
+    const caption = document.createElement('span');
+    caption.className = 'jp-DaskObserve-chart-label';
+    caption.textContent = label;
+    const known = runs.filter(r => value(r) !== null);
+    const top = Math.max(...known.map(r => value(r) as number), 0) || 1;
+    const x = (i: number): number =>
+      runs.length < 2 ? WIDTH / 2 : 4 + (i / (runs.length - 1)) * (WIDTH - 8);
+    const y = (v: number): number => HEIGHT - 4 - (v / top) * (HEIGHT - 8);
+    const picture = svg('svg', {
+      viewBox: `0 0 ${WIDTH} ${HEIGHT}`,
+      class: 'jp-DaskObserve-history-svg',
+      role: 'img',
+      'aria-label': `${label} of each run`
+    });
+    runs.forEach((run, i) => {
+      if (run.changed.length > 0) {
+        const rule = svg('line', {
+          x1: String(x(i)),
+          x2: String(x(i)),
+          y1: '0',
+          y2: String(HEIGHT),
+          class: 'jp-DaskObserve-history-change'
+        });
+        const title = svg('title', {});
+        title.textContent = `#${run.id} changed: ${run.changed.join('; ')}`;
+        rule.append(title);
+        picture.append(rule);
+      }
+    });
+    const line = runs
+      .map((run, i) => [i, value(run)] as const)
+      .filter(([, v]) => v !== null)
+      .map(([i, v]) => `${x(i).toFixed(1)},${y(v as number).toFixed(1)}`);
+    if (line.length > 1) {
+      picture.append(svg('polyline', { points: line.join(' ') }));
+    }
+    runs.forEach((run, i) => {
+      const v = value(run);
+      if (v === null) {
+        return;
+      }
+      const point = svg('circle', {
+        cx: x(i).toFixed(1),
+        cy: y(v).toFixed(1),
+        r: run.verdict ? '3.5' : '2.5',
+        class: 'jp-DaskObserve-history-point',
+        'data-run-id': String(run.id),
+        'data-verdict': run.verdict
+      });
+      const title = svg('title', {});
+      title.textContent =
+        `#${run.id}: ${format(v)}` + (run.verdict ? ` (${run.verdict})` : '');
+      point.append(title);
+      picture.append(point);
+    });
+    const newest = known[known.length - 1];
+    const shown = document.createElement('span');
+    shown.className = 'jp-DaskObserve-chart-value';
+    shown.textContent = newest ? format(value(newest) as number) : '–';
+    box.append(caption, shown, picture);
+    return box;
+  }
+
+  /**
+   * "#5 regression: wall time 2.10 s; changed: config a.b: None -> 4s".
+   */
+  export function note(run: IHistoryRun): HTMLLIElement {
+    const item = document.createElement('li');
+    item.className = 'jp-DaskObserve-history-note';
+    item.dataset.runId = String(run.id);
+    item.dataset.verdict = run.verdict;
+    const parts = [`#${run.id}`];
+    if (run.verdict) {
+      const wall =
+        run.duration_s === null ? '' : ` (${formatSeconds(run.duration_s)})`;
+      parts.push(`wall time ${run.verdict}${wall}`);
+    }
+    if (run.changed.length > 0) {
+      parts.push(`changed: ${run.changed.join('; ')}`);
+    }
+    item.textContent = parts.join(' · ');
+    return item;
+  }
+}
