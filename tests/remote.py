@@ -24,6 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Where the cluster's environment lives (git ignores it).
 CLUSTER_ENV = ROOT / ".cache" / "cluster-env"
 
+#: A cluster environment like the other, with another release of dask and
+#: distributed: workers whose versions differ from the client's and the
+#: scheduler's, as after an image rebuilt with a newer pin.
+OTHER_ENV = ROOT / ".cache" / "cluster-env-other"
+OTHER_RELEASE = {"dask": "2026.7.1", "distributed": "2026.7.1"}
+
 #: What the cluster needs, at this environment's versions: distributed warns
 #: when client and cluster differ in these.
 #: (numpy and pandas: a cluster without them makes every client warn.)
@@ -33,15 +39,18 @@ PINNED = (
 )  # fmt: skip
 
 
-def _wanted() -> list[str]:
-    return [f"{name}=={version(name)}" for name in PINNED]
+def _wanted(releases: dict[str, str]) -> list[str]:
+    return [f"{name}=={releases.get(name) or version(name)}" for name in PINNED]
 
 
-def cluster_env(path: Path = CLUSTER_ENV) -> Path:
+def cluster_env(
+    path: Path = CLUSTER_ENV, releases: dict[str, str] | None = None
+) -> Path:
     """The cluster's environment at ``path``, built if missing or out of date;
-    returns its ``bin`` folder. It never holds dask-observe (checked)."""
+    returns its ``bin`` folder. It never holds dask-observe (checked).
+    ``releases``: versions other than this environment's, by package."""
     marker = path / "dask-observe-cluster-env.json"
-    wanted = _wanted()
+    wanted = _wanted(releases or {})
     if not (marker.exists() and json.loads(marker.read_text()) == wanted):
         base = getattr(sys, "_base_executable", sys.executable)
         subprocess.run([base, "-m", "venv", "--clear", str(path)], check=True)
@@ -92,10 +101,12 @@ class ProcessCluster:
             "--tls-key", str(self.tls.key),
         ]  # fmt: skip
 
-    def _start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+    def _start(
+        self, name: str, *args: str, bin_dir: Path | None = None
+    ) -> subprocess.Popen[bytes]:
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115
         process = subprocess.Popen(
-            [str(self.bin_dir / "dask"), *args, *self._tls_args()],
+            [str((bin_dir or self.bin_dir) / "dask"), *args, *self._tls_args()],
             cwd=self.workdir,  # outside the repository: nothing of ours importable
             env={**os.environ, **self.env, "PYTHONPATH": ""},
             stdout=log,
@@ -111,12 +122,15 @@ class ProcessCluster:
             "--dashboard-address", "127.0.0.1:0", *args,
         )  # fmt: skip
 
-    def add_workers(self, n: int, memory_limit: str = "600MiB") -> None:
-        """``n`` single-threaded workers, each under a nanny."""
+    def add_workers(
+        self, n: int, memory_limit: str = "600MiB", bin_dir: Path | None = None
+    ) -> None:
+        """``n`` single-threaded workers, each under a nanny (``bin_dir``: from
+        that environment rather than the scheduler's)."""
         self._start(
             f"workers-{len(self.processes)}", "worker", self.address,
             "--nworkers", str(n), "--nthreads", "1", "--memory-limit", memory_limit,
-            "--host", "127.0.0.1",
+            "--host", "127.0.0.1", bin_dir=bin_dir,
         )  # fmt: skip
 
     def log(self) -> str:
@@ -199,6 +213,6 @@ class TLSFiles:
 if __name__ == "__main__":
     started = time.monotonic()
     print(
-        f"cluster environment ready in {cluster_env()} "
-        f"({time.monotonic() - started:.0f} s)"
+        f"cluster environments ready in {cluster_env()} and "
+        f"{cluster_env(OTHER_ENV, OTHER_RELEASE)} ({time.monotonic() - started:.0f} s)"
     )

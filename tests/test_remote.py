@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,13 @@ import dask_observe
 from dask_observe.recorder import CaptureUnavailableWarning
 
 from .conftest import DASK_OBSERVE, subprocess_env
-from .remote import TLSFiles, process_cluster
+from .remote import (
+    OTHER_ENV,
+    OTHER_RELEASE,
+    TLSFiles,
+    cluster_env,
+    process_cluster,
+)
 from .test_capture import READ_RUN, eat_memory, read_in_new_process
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -292,3 +299,38 @@ def test_a_scheduler_that_dies_mid_run_fails_the_run_and_keeps_its_last_lines(
     scheduler_lines = run.logs(source="scheduler")["message"]
     assert scheduler_lines.str.contains("Closing scheduler").any()
     assert "scheduler-lost" in set(run.events()["kind"])
+
+
+def test_a_worker_from_another_release_is_shown_as_a_version_mismatch(
+    tmp_path: Path, store_path: Path
+) -> None:
+    """An image rebuilt with another pin: one worker runs another release of
+    dask and distributed than the client, the scheduler and the other worker."""
+    other = OTHER_RELEASE["distributed"]
+    assert other != version("distributed")
+    with (
+        process_cluster(tmp_path / "cluster", workers=1) as cluster,
+        Client(cluster.address, timeout="30s") as client,
+    ):
+        client.wait_for_workers(1, timeout=60)
+        (same,) = client.scheduler_info()["workers"]
+        cluster.add_workers(1, bin_dir=cluster_env(OTHER_ENV, OTHER_RELEASE))
+        client.wait_for_workers(2, timeout=60)
+        (odd,) = set(client.scheduler_info()["workers"]) - {same}
+        with dask_observe.record("mixed image", client=client) as run:
+            client.gather(client.map(lambda x: x + 1, range(10)))
+    packages = run.environment()["packages"]
+    assert packages[odd]["distributed"] == other
+    assert packages[same]["distributed"] == version("distributed")
+    assert packages["client"]["dask"] == version("dask")
+    flags = run.flags()
+    assert list(flags["kind"]) == ["version-mismatch"]
+    message = str(flags["message"][0])
+    assert f"{odd} {other}" in message
+    assert f"client {version('distributed')}" in message
+    # The CLI's flags say the same.
+    shown = subprocess.run(
+        [DASK_OBSERVE, "flags", str(run.id)], capture_output=True, text=True,
+        env=subprocess_env(store_path), check=True,
+    ).stdout  # fmt: skip
+    assert "version-mismatch" in shown and other in shown
