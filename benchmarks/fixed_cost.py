@@ -63,14 +63,12 @@ def session(cluster_kind: str, blocks: int) -> dict[str, object]:
             client = stack.enter_context(Client(cluster))
         else:
             sys.path.insert(0, str(HERE.parent))
-            from tests.remote import ProcessCluster, cluster_env
+            from tests.remote import process_cluster
 
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-            remote = ProcessCluster(cluster_env(), workdir / "cluster")
-            remote.workdir.mkdir()
-            stack.callback(remote.stop)
-            remote.start_scheduler()
-            remote.add_workers(2, "2GiB")
+            remote = stack.enter_context(
+                process_cluster(workdir / "cluster", memory_limit="2GiB")
+            )
             client = stack.enter_context(Client(remote.address, timeout="30s"))
             client.wait_for_workers(2, timeout=60)
         store = dask_observe.open_store(

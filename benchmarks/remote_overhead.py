@@ -33,7 +33,7 @@ from distributed import Client
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dask_observe
-from tests.remote import ProcessCluster, cluster_env
+from tests.remote import cluster_env, process_cluster
 
 
 def workload(client: Client, n: int) -> float:
@@ -76,11 +76,11 @@ def main() -> None:
         store = stack.enter_context(dask_observe.open_store(tmp / "bench.sqlite"))
         clients: dict[str, Client] = {}
         for name, (bin_dir, capture) in environments.items():
-            cluster = ProcessCluster(bin_dir, tmp / name.replace(" ", "-"))
-            cluster.workdir.mkdir()
-            stack.callback(cluster.stop)
-            cluster.start_scheduler()
-            cluster.add_workers(2, "2GiB")
+            cluster = stack.enter_context(
+                process_cluster(
+                    tmp / name.replace(" ", "-"), memory_limit="2GiB", bin_dir=bin_dir
+                )
+            )
             client = stack.enter_context(Client(cluster.address, timeout="30s"))
             client.wait_for_workers(2, timeout=60)
             # The plugins keep the settings of the recording that registered them.

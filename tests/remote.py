@@ -157,10 +157,12 @@ def process_cluster(
     tls: TLSFiles | None = None,
     scheduler_args: Sequence[str] = (),
     memory_limit: str = "600MiB",
+    bin_dir: Path | None = None,
 ) -> Iterator[ProcessCluster]:
-    """A running cluster from the environment without dask-observe."""
+    """A running cluster from the environment without dask-observe (or from
+    ``bin_dir``'s)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    cluster = ProcessCluster(cluster_env(), workdir, env or {}, tls)
+    cluster = ProcessCluster(bin_dir or cluster_env(), workdir, env or {}, tls)
     try:
         cluster.start_scheduler(*scheduler_args)
         if workers:
