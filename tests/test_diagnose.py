@@ -340,6 +340,38 @@ def test_threads_taking_turns_slow_the_loop_without_a_second_flag(
     assert [kind for kind, _ in flags(run.end(5.0))] == ["gil-contention"]
 
 
+@pytest.mark.parametrize(
+    ("seconds", "text", "expected"),
+    [(5.3, "5.30 s", "warning"), (12.0, "12.00 s", "error")],
+)
+def test_a_loop_starved_all_along_by_threads_taking_turns_is_told_in_their_flag(
+    run: SyntheticRun, seconds: float, text: str, expected: str
+) -> None:
+    """Four spinning threads on a busy machine: the loop's thread got the GIL
+    too rarely to tick for the whole spin (5.3 s seen on CI), and distributed
+    said so too. One flag, which says how long the loop waited."""
+    contention(run, *([0.9] * 12))
+    run.event(1 + seconds, "event-loop-stall", A, seconds=seconds, since=run.start + 1)
+    run.log(1.0 + seconds, f"Event loop was unresponsive in Worker for {seconds}s.", A)
+    recorded = run.end(14.0)
+    assert flags(recorded) == [("gil-contention", expected)]
+    flag = recorded.flags().iloc[0]
+    assert f"event loop stalled for up to {text} meanwhile" in flag["message"]
+    assert any("stalled for" in e["text"] for e in flag["evidence"])
+
+
+def test_a_stall_after_the_threads_stopped_fighting_is_its_own_flag(
+    run: SyntheticRun,
+) -> None:
+    contention(run, 0.9, 0.9, 0.9)
+    run.event(9.0, "event-loop-stall", A, seconds=1.5, since=run.start + 7.5)
+    recorded = run.end(10.0)
+    assert flags(recorded) == [
+        ("gil-contention", "warning"), ("event-loop-blocked", "warning"),
+    ]  # fmt: skip
+    assert "stalled for" not in message(recorded, "gil-contention")
+
+
 # -- work ------------------------------------------------------------------------
 
 

@@ -21,21 +21,29 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def _stalls(ctx: Context) -> list[tuple[float, str | None, float, str]]:
+Stall = tuple[float, "str | None", float, str]
+
+
+def _stalls(ctx: Context) -> tuple[list[Stall], list[Stall]]:
     """(time, worker or None for the scheduler, seconds, text) of each stall
     over its threshold: from the ticker the capture runs on each event loop,
     and from distributed's own "Event loop was unresponsive" lines (its tick
     limit, 3 s by default) for processes without one (a partial run). A line
     about a stall the ticker saw too is kept as evidence of it.
 
-    Threads taking turns at the GIL slow every tick of their worker's loop
-    (0.5-0.8 s each with four spinning threads, more on a busy machine): a
-    stall shorter than two ticks while gil-contention flags that worker is
-    that flag's, not a second one."""
+    The first list is event-loop-blocked's; the second holds the stalls of a
+    worker while gil-contention flags it, which are that flag's: threads
+    taking turns at the GIL starve the loop's thread too (0.5-0.8 s a tick
+    with four spinning threads on a quiet machine, 2.6-5.3 s, the whole
+    spin, with two other processes busy on its two cores)."""
+    if "stalls" in ctx.derived:
+        split: tuple[list[Stall], list[Stall]] = ctx.derived["stalls"]
+        return split
     tick = ctx.seconds("event-loop-blocked.tick")
     scheduler_tick = ctx.seconds("event-loop-blocked.scheduler-tick")
     contended = _contention(ctx)
-    found: list[tuple[float, str | None, float, str]] = []
+    found: list[Stall] = []
+    absorbed: list[Stall] = []
     events = ctx.events("event-loop-stall")
     for t, worker, data in zip(
         events["time"], events["worker"], events["data"], strict=True
@@ -43,19 +51,22 @@ def _stalls(ctx: Context) -> list[tuple[float, str | None, float, str]]:
         seconds = float((data or {}).get("seconds") or 0.0)
         named = worker if isinstance(worker, str) and worker else None
         since = float((data or {}).get("since") or t)
-        if named and seconds < 2 * tick and _during(contended.get(named), since, t):
-            continue
         if seconds >= (tick if named else scheduler_tick):
             who = named or "the scheduler"
             text = f"event loop of {who} stalled for {format_seconds(seconds)}"
-            found.append((float(t), named, seconds, text))
-    seen = {(w, round(t)) for t, w, _, _ in found}
+            stall = (float(t), named, seconds, text)
+            during = named is not None and _during(contended.get(named), since, t)
+            (absorbed if during else found).append(stall)
+    seen = {(w, round(t)) for t, w, _, _ in found + absorbed}
     for t, worker, message in ctx.logs("Event loop was unresponsive"):
         took = re.search(r"for ([0-9.]+)s", message)
         seconds = float(took[1]) if took else 0.0
         near = any((worker, round(t) + d) in seen for d in range(-5, 6))
-        found.append((t, worker, 0.0 if near else seconds, message))
-    return sorted(found)
+        stall = (t, worker, 0.0 if near else seconds, message)
+        during = worker is not None and _during(contended.get(worker), t - seconds, t)
+        (absorbed if during else found).append(stall)
+    ctx.derived["stalls"] = (sorted(found), sorted(absorbed))
+    return ctx.derived["stalls"]  # type: ignore[no-any-return]
 
 
 def _contended(ctx: Context) -> pd.DataFrame:
@@ -146,7 +157,7 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
     more, of the scheduler's of ``scheduler-tick`` (a big graph takes it a
     while to take in); an error when the longest, or all together, reach
     ``error-time``."""
-    stalls = _stalls(ctx)
+    stalls, _ = _stalls(ctx)
     if not stalls:
         return []
     seconds = [s for _, _, s, _ in stalls if s > 0]
@@ -184,21 +195,34 @@ def gil_contention(ctx: Context) -> list[Flag]:
     high = _contended(ctx)
     if high.empty:
         return []
+    _, stalls = _stalls(ctx)
+    longest = max((seconds for _, _, seconds, _ in stalls), default=0.0)
+    held = (
+        f" Their worker's event loop stalled for up to {format_seconds(longest)} "
+        "meanwhile, so its heartbeats and transfers waited."
+        if longest
+        else ""
+    )
+    # The loop held as long as event-loop-blocked calls an error is one here.
+    severe = longest >= ctx.seconds("event-loop-blocked.error-time")
+    samples = [
+        evidence(float(t), str(w), f"GIL contention {v:.0%}")
+        for t, w, v in zip(high["time"], high["worker"], high["value"], strict=True)
+    ]
+    # The stalls (a few) stay beside the samples (one a second) when cut.
+    held_up = [evidence(t, w, text) for t, w, _, text in stalls][: MAX_EVIDENCE // 2]
+    found = held_up + samples[: MAX_EVIDENCE - len(held_up)]
     return [
         Flag(
             "gil-contention",
-            "warning",
+            "error" if severe else "warning",
             float(high["time"].min()),
             workers(high["worker"]),
             f"Task threads waited for the GIL more than {share:.0%} of the time "
-            f"({len(high)} samples): they took turns instead of running together.",
+            f"({len(high)} samples): they took turns instead of running "
+            f"together.{held}",
             "Use processes rather than threads (more workers, one thread each), or "
             "code that releases the GIL (NumPy, pandas, Numba with nogil).",
-            [
-                evidence(float(t), str(w), f"GIL contention {v:.0%}")
-                for t, w, v in zip(
-                    high["time"], high["worker"], high["value"], strict=True
-                )
-            ][:MAX_EVIDENCE],
+            sorted(found, key=lambda e: e["time"]),
         )
     ]
