@@ -1,11 +1,12 @@
 """The environment a run ran in, and what changed between two of them.
 
-Kept with each run when it ends (``Run.environment()``): package versions of
-the client, the scheduler and the workers, Python and OS, the cluster's shape,
-the dask config values that differ from dask's defaults, and the code (the
-cell's source, or the script and its git commit). The pieces are gathered by
-the recording (the cluster's answer the flush that ends a run already waits
-for: no extra round trip); this module assembles and compares them.
+Kept with each run as it starts, completed when it ends (``Run.environment()``):
+package versions of the client, the scheduler and the workers, Python and OS,
+the cluster's shape, the dask config values that differ from dask's defaults,
+and the code (the cell's source, or the script and its git commit). The pieces
+are gathered by the recording (at the start by a thread of its own while the
+block runs; at the end from the answers of the flush that ends a run); this
+module assembles and compares them.
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ def assemble(
     workers: dict[str, dict[str, Any]],
     config: dict[str, Any],
     code: dict[str, Any],
+    *,
+    shape: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A run's environment from each process's own (``process_environment``:
     python, os, packages), the workers' answers (their environment, threads,
-    memory limit, resources), the client's changed config, and its code."""
+    memory limit, resources), the client's changed config, and its code. The
+    cluster's shape is that of ``shape``'s workers (default: ``workers``)."""
     envs = {"client": client}
     if scheduler:
         envs["scheduler"] = scheduler
@@ -44,7 +48,8 @@ def assemble(
         who: {"python": e.get("python"), **e.get("packages", {})}
         for who, e in envs.items()
     }
-    shapes = [a.get("worker", {}) for a in workers.values()]
+    shaped = workers if shape is None else shape
+    shapes = [a.get("worker", {}) for a in shaped.values()]
     limits = sorted({s.get("memory_limit") or 0 for s in shapes})
     resources: dict[str, float] = {}
     for shape in shapes:
@@ -54,7 +59,7 @@ def assemble(
         "packages": packages,
         "os": {who: e.get("os") for who, e in envs.items()},
         "cluster": {
-            "workers": len(workers),
+            "workers": len(shaped),
             "threads": sum(int(s.get("nthreads") or 0) for s in shapes),
             "memory_limit": limits[0] if len(limits) == 1 else limits,
             "resources": resources,
@@ -109,9 +114,12 @@ def _plain(value: Any) -> Any:
         return repr(value)
 
 
+@functools.cache
 def script_code() -> dict[str, Any]:
     """Where a run outside a notebook came from: the script (``sys.argv[0]``)
-    and, in a git repository, its commit and whether the tree had changes."""
+    and, in a git repository, its commit and whether the tree had changes.
+    Read once a process: the code that runs is what was there when it began
+    (and each read costs two git processes)."""
     script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
     if script is None or not script.is_file() or "ipykernel" in script.name:
         return {}

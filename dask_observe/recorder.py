@@ -376,6 +376,19 @@ class Recorder:
             self._described.update(shipping.flush(self.client, unknown, ship=False))
         return {a: self._described[a] for a in addresses if a in self._described}
 
+    def describe_cluster(self) -> dict[str, dict[str, Any]]:
+        """What the cluster's workers of now say of themselves (see
+        ``describe_workers``): the scheduler's list of them is read (in this
+        process where it runs here), only workers not asked before are."""
+        if self.partial is not None:
+            return {}
+        scheduler = self._local_scheduler()
+        if scheduler is not None:
+            addresses = list(scheduler.workers)
+        else:
+            addresses = list(self.client.scheduler_info(n_workers=-1)["workers"])
+        return self.describe_workers(addresses)
+
     def settle(self) -> None:
         """After a worker left, wait for its nanny's next flush and pull again.
 

@@ -48,6 +48,13 @@ def _hide_span_annotation_warning() -> None:
 PROFILE_S = 0.5
 #: Task prefixes (those with the most compute) whose own profiles are read.
 PROFILE_PREFIXES = 10
+#: A run still going after this long has the environment it started in stored
+#: (for a crash to leave): a short cell's block does not share its process
+#: with that work (4 ms a run when done at once, measured), its end does it.
+START_DELAY_S = 0.5
+#: How long a run's end waits for its start's environment to be assembled
+#: (asking the workers): after that the end's own view is stored alone.
+START_WAIT_S = 30.0
 
 NO_CLIENT_HELP = (
     "No Dask client found. Create one first, e.g. "
@@ -113,6 +120,8 @@ class Recording:
         #: run with a span what its span cannot hold, such as the memory
         #: monitor's spilling) is their difference at the end.
         self._fine_before: dict[tuple[str, str, str, str], float] = {}
+        #: The environment the run started in, stored as it starts.
+        self._started_in: _StartedIn | None = None
 
     def scheduler_call(self, op: str, **kwargs: Any) -> Any:
         """Call one of the capture plugin's handlers on the scheduler (directly
@@ -211,11 +220,49 @@ class Recording:
                 self.store.end_run(run_id, "failed")
             raise
         self.run = self.store.run(run_id)
+        self._begin_environment(run_id)
         if self._recorder.export is not None:
             self._recorder.export.begin_run(
                 run_id, self.name, self._span_id, self.run.started
             )
         return self.run
+
+    def _begin_environment(self, run_id: int) -> None:
+        """Store the environment the run starts in, so that a process killed
+        mid-run leaves it too. The config is read here, before the block can
+        change it (0.4 ms); the rest (the workers asked, a script's git
+        commit, the write) by a thread of its own once the block has run for
+        ``START_DELAY_S``."""
+        from dask_observe import environment
+
+        assert self._recorder is not None
+        started = _StartedIn(environment.config_changes())
+        self._started_in = started
+        recorder, path = self._recorder, self.store.path
+        code = self.code
+
+        def store_it() -> None:
+            if started.ended.wait(START_DELAY_S):  # its end keeps it whole
+                return
+            try:
+                started.workers = recorder.describe_cluster()
+                started.code = code if code is not None else environment.script_code()
+                started.environment = environment.assemble(
+                    client_environment(),
+                    (recorder.hello or {}).get("environment"),
+                    started.workers,
+                    started.config,
+                    started.code,
+                )
+                with Store(path) as store:
+                    store.set_environment(run_id, started.environment)
+            except Exception as e:  # the run's end assembles it again
+                logger.warning("dask-observe: cannot record the run's start: %s", e)
+
+        started.thread = threading.Thread(
+            target=store_it, name="dask-observe-run-start", daemon=True
+        )
+        started.thread.start()
 
     def _begin_partial(self) -> None:
         """A run whose cluster has no capture plugins: have distributed keep
@@ -413,8 +460,6 @@ class Recording:
         retention: Policy | None,
     ) -> None:
         """The end of a run that nobody waits for (see ``_end``)."""
-        from dask_observe import environment
-
         assert self.run is not None and self._recorder is not None
         run_id = self.run.id
         store: Store | None = None
@@ -423,13 +468,7 @@ class Recording:
             # close it as soon as the block returned (a cell does).
             store = Store(self.store.path)
             try:
-                ran_in = environment.assemble(
-                    client_environment(),
-                    (self._recorder.hello or {}).get("environment"),
-                    workers,
-                    config,
-                    self.code if self.code is not None else environment.script_code(),
-                )
+                ran_in = self._environment(workers, config)
                 store.set_settings(run_id, settings, ran_in)
             except Exception as e:  # readers then judge with the defaults
                 logger.warning("dask-observe: cannot record the run's settings: %s", e)
@@ -451,6 +490,33 @@ class Recording:
             if store is not None:
                 store.close()
             ending.finish()
+
+    def _environment(
+        self, workers: dict[str, dict[str, Any]], config: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The environment the run started in (as stored then), completed
+        with what its end saw: workers that joined (their versions), config
+        keys set meanwhile. Its shape stays the start's, unless no worker had
+        joined yet (an adaptive cluster scaling up)."""
+        from dask_observe import environment
+
+        assert self._recorder is not None
+        started = self._started_in
+        if started is not None and started.thread is not None:
+            started.ended.set()
+            started.thread.join(START_WAIT_S)
+        before = started.workers if started is not None else {}
+        code = started.code if started is not None else None
+        if code is None:
+            code = self.code if self.code is not None else environment.script_code()
+        return environment.assemble(
+            client_environment(),
+            (self._recorder.hello or {}).get("environment"),
+            {**workers, **before},
+            {**config, **(started.config if started is not None else {})},
+            code,
+            shape=before or workers,
+        )
 
     def _export_drops(self) -> None:
         """Keep in the run (before its slice of the store closes) what the live
@@ -477,6 +543,19 @@ class Recording:
             store.prune(policy, keep=[run_id])
         except Exception as e:  # the run is recorded; pruning waits for the next
             logger.warning("dask-observe: cannot prune the store: %s", e)
+
+
+class _StartedIn:
+    """The environment a run started in, as its start's thread assembles it."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.workers: dict[str, dict[str, Any]] = {}
+        self.code: dict[str, Any] | None = None
+        self.environment: dict[str, Any] | None = None
+        self.thread: threading.Thread | None = None
+        #: Set when the run ended: its end assembles all of it then.
+        self.ended = threading.Event()
 
 
 @functools.cache

@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -150,11 +151,13 @@ def test_the_last_line_of_a_worker_killed_with_sigkill_is_kept(
 
 RECORDER_SCRIPT = """
 import logging, sys, time
+import dask
 import dask_observe
 from dask_observe.capture.buffer import SequencedBuffer
 from distributed import Client, LocalCluster
 
 if __name__ == "__main__":
+    dask.config.set({"distributed.scheduler.work-stealing-interval": "50ms"})
     with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as lc:
         with Client(lc) as client, dask_observe.record("killed recorder"):
             for i in range(10**6):
@@ -173,14 +176,18 @@ def test_a_recorder_killed_mid_run_leaves_a_readable_store_and_an_interrupted_ru
     )
     try:
         deadline = time.monotonic() + 60
-        stored = 0
-        while stored < 20 and time.monotonic() < deadline:
+        stored, kept = 0, dict[str, Any]()
+        while not (stored >= 20 and kept) and time.monotonic() < deadline:
             time.sleep(0.2)
             if store_path.exists():
                 with dask_observe.open_store(store_path) as store:
                     if store.run_records():
-                        stored = len(store.run("last").tasks())
+                        running = store.run("last")
+                        stored = len(running.tasks())
+                        # Written once the run has gone on for half a second.
+                        kept = running.environment()
         assert stored >= 20, "the recorder never wrote tasks"
+        assert kept, "the run's environment was not kept as it started"
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
@@ -193,6 +200,13 @@ def test_a_recorder_killed_mid_run_leaves_a_readable_store_and_an_interrupted_ru
         assert tasks["key"].str.startswith("step-").all()
         (check,) = store.frame("PRAGMA integrity_check", (), ("result",))["result"]
         assert check == "ok"
+        # What it ran in was kept as it started: the end never came.
+        ran_in = run.environment()
+    for who in ("client", "scheduler", "workers"):
+        assert ran_in["packages"][who]["distributed"] == version("distributed")
+    assert ran_in["cluster"]["workers"] == 1 and ran_in["cluster"]["threads"] == 1
+    assert ran_in["config"]["distributed.scheduler.work-stealing-interval"] == "50ms"
+    assert ran_in["code"]["script"] == str(script.resolve())
 
 
 def test_a_flood_of_200000_lines_is_stored_or_counted_and_the_scheduler_answers(

@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import dask
 import dask.config
-from distributed import Client
+from distributed import Client, LocalCluster
 
 import dask_observe
 from dask_observe.environment import differences
@@ -55,6 +56,30 @@ def test_a_run_keeps_its_packages_cluster_config_and_what_changed(
     assert 'data-changed="config"' in comparison._repr_html_()
     assert "work-stealing-interval: None -> '50ms'" in comparison.text()
     assert b.flags().empty  # one environment everywhere: no mismatch
+
+
+def test_the_environment_is_kept_as_the_run_starts_and_completed_at_its_end(
+    store_path: Path,
+) -> None:
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,
+        Client(lc) as client,
+        dask_observe.record("scaling", client=client) as run,
+    ):
+        # Readable while the run goes on (the panel, a comparison, a crash).
+        deadline = time.monotonic() + 30
+        while (started := run.refresh().environment()) == {}:
+            assert time.monotonic() < deadline, "no environment while it runs"
+            time.sleep(0.05)
+        assert started["packages"]["workers"]["dask"] == version("dask")
+        lc.scale(2)
+        client.wait_for_workers(2, timeout=30)
+        work(client)
+    assert started["cluster"]["workers"] == 1
+    ended = run.environment()
+    # The shape it started in, though a second worker joined meanwhile.
+    assert ended["cluster"] == started["cluster"]
+    assert ended["packages"] == started["packages"]
 
 
 def test_a_script_run_keeps_its_path_and_git_commit(tmp_path: Path) -> None:

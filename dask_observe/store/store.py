@@ -379,6 +379,15 @@ class Store:
                 (json.dumps(settings), json.dumps(environment), run_id),
             )
 
+    def set_environment(self, run_id: int, environment: dict[str, Any]) -> None:
+        """The environment a run started in, kept until its end completes it
+        (``set_settings``)."""
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET environment = ? WHERE id = ?",
+                (json.dumps(environment), run_id),
+            )
+
     def set_flag_count(self, run_id: int, n_flags: int) -> None:
         """Record how many flags a finished run raised, for listings."""
         with self._transaction() as conn:
