@@ -192,12 +192,16 @@ PACKAGES = (
 
 def process_environment(holder: Any = None) -> dict[str, Any]:
     """This process's Python, OS and package versions (``PACKAGES``). Read once
-    a process: kept on ``holder`` (the worker or scheduler) where given, as
-    reading package metadata takes milliseconds."""
+    a process: kept on the class of ``holder`` (the worker or scheduler) where
+    given, which the process's workers share (this module travels by value, so
+    its own globals do not last). Reading the metadata takes 15 ms, on the
+    event loop: 200 workers in one process, each reading its own, held their
+    loop for a minute and more as a run started or ended (measured)."""
     import importlib.metadata
     import platform
 
-    found: dict[str, Any] | None = getattr(holder, "_dask_observe_environment", None)
+    kept_on = type(holder) if holder is not None else None
+    found: dict[str, Any] | None = getattr(kept_on, "_dask_observe_environment", None)
     if found is not None:
         return found
     versions = {}
@@ -209,9 +213,9 @@ def process_environment(holder: Any = None) -> dict[str, Any]:
         "os": platform.platform(),
         "packages": versions,
     }
-    if holder is not None:
-        with contextlib.suppress(AttributeError):
-            holder._dask_observe_environment = found
+    if kept_on is not None:
+        with contextlib.suppress(AttributeError, TypeError):  # a built-in type
+            kept_on._dask_observe_environment = found
     return found
 
 

@@ -8,10 +8,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tornado.ioloop import PeriodicCallback
-
 from .buffer import DropCountingBuffer
 from .logs import LogTuple, replay
+from .pacer import Pacer
 from .router import LogRouter, Sink
 from .settings import CaptureSettings
 
@@ -40,8 +39,11 @@ class LogShipper:
         self.since = settings.since
         self._push: Callable[..., Any] | None = None
         self._sink: Sink | None = None
-        self._callback: PeriodicCallback | None = None
+        self._leave_pacer: Callable[[], None] | None = None
         self._flushing = asyncio.Lock()
+        #: Flushes under way, started by the pacer (kept: a task only weakly
+        #: referenced by the loop may be collected mid-flight).
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def _append(self, record: LogTuple, worker: str | None) -> None:
         # The worker is named when the line is written: a nanny's worker gets a new
@@ -67,8 +69,20 @@ class LogShipper:
         address = worker()
         self.buffer.prepend([(*record, address) for record in earlier])
         # Started from the plugin's setup, which runs on the process's event loop.
-        self._callback = PeriodicCallback(self.flush, self.interval_ms)
-        self._callback.start()
+        self._leave_pacer = Pacer.join(self.interval_ms, self._due)
+
+    def _due(self, now: float) -> None:
+        """Every ``flush-interval``: start a flush when there is something to
+        send and none is under way (a periodic callback awaiting its flush
+        skipped its ticks meanwhile too)."""
+        if self._flushing.locked() or not (
+            len(self.buffer) or len(self.samples) or len(self.events)
+            or self.buffer.dropped
+        ):  # fmt: skip
+            return
+        task = asyncio.ensure_future(self.flush())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def flush(self) -> None:
         """Send what is buffered now, in batches (not what arrives meanwhile, so a
@@ -107,8 +121,8 @@ class LogShipper:
                 return
 
     async def stop(self) -> None:
-        if self._callback is not None:
-            self._callback.stop()
+        if self._leave_pacer is not None:
+            self._leave_pacer()
         if self._sink is not None:
             LogRouter.detach(self._sink)
         await self.flush()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
-from tornado.ioloop import PeriodicCallback
 
+from .pacer import Pacer, process_rss
 from .settings import CaptureSettings
 from .shipper import LogShipper
 from .stalls import StallWatch
@@ -139,17 +140,14 @@ class MemorySampler:
     """
 
     def __init__(self, worker: Worker, shipper: LogShipper) -> None:
-        import psutil
-
         self.worker = worker
         self.shipper = shipper
-        self.process = psutil.Process()
         self.kept_at = -float("inf")
         self.kept = 0
 
     def sample(self, now: float) -> None:
         try:
-            rss = self.process.memory_info().rss
+            rss = process_rss(now)
         except Exception:  # the process is going away
             return
         limit = getattr(self.worker.memory_manager, "memory_limit", None) or self.kept
@@ -172,7 +170,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self.settings = settings
         self.shipper: LogShipper | None = None
         self._worker: Worker | None = None
-        self._sampler: PeriodicCallback | None = None
+        self._leave_pacer: Callable[[], None] | None = None
         self._memory: MemorySampler | None = None
         self._transfers: Transfers | None = None
         self.long_tasks = LongTasks()
@@ -190,19 +188,17 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._memory = MemorySampler(worker, self.shipper)
         self._transfers = Transfers(worker)
         self._stalls = StallWatch(self.settings.memory_interval_ms / 1000)
-        self._sampler = PeriodicCallback(self._tick, self.settings.memory_interval_ms)
-        self._sampler.start()
+        self._leave_pacer = Pacer.join(self.settings.memory_interval_ms, self._tick)
         # The scheduler's end of a run asks every worker for this at once
         # (``dask_observe_end``): a message, where ``Client.run`` would ship
         # a pickled function to each.
         worker.handlers[FLUSH_HANDLER] = self.flush
 
-    def _tick(self) -> None:
+    def _tick(self, now: float) -> None:
         """Every ``memory-interval``: the worker's memory, its long tasks,
         (summed a second) its transfers, and whether this tick came late."""
         assert self._memory is not None and self.shipper is not None
         assert self._transfers is not None
-        now = time.time()
         stall = self._stalls.tick(now)
         if stall is not None:
             address = self._memory.worker.address
@@ -237,7 +233,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
             self._transfers.fetched(key)
 
     async def teardown(self, worker: Worker) -> None:
-        if self._sampler is not None:
-            self._sampler.stop()
+        if self._leave_pacer is not None:
+            self._leave_pacer()
         if self.shipper is not None:
             await self.shipper.stop()

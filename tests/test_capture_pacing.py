@@ -1,0 +1,80 @@
+"""Workers sharing one process (``processes=False``) share one ticker and one
+shipping callback: each still keeps its memory samples, stalls and lines."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+import pytest
+from distributed import Client, LocalCluster, get_worker
+
+import dask_observe
+from dask_observe.capture.pacer import Pacer
+
+
+def say_hello() -> str:
+    address = get_worker().address
+    logging.getLogger("user.pacing").warning("hello from %s", address)
+    return address
+
+
+def test_workers_of_one_process_each_keep_samples_stalls_and_lines(
+    store_path: Path,
+) -> None:
+    with (
+        LocalCluster(
+            n_workers=6, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as lc,
+        Client(lc) as client,
+        dask_observe.record("shared", client=client) as run,
+    ):
+        workers = sorted(client.scheduler_info()["workers"])
+        said = [
+            client.submit(say_hello, workers=[w], pure=False).result() for w in workers
+        ]
+        # Runs on the event loop that all six share: every one of them stalls.
+        client.run(time.sleep, 1.2, workers=workers[:1])
+        time.sleep(0.5)
+    assert said == workers
+    lines = run.logs(contains="hello from")
+    assert sorted(lines["worker"]) == workers
+    assert all(w in m for w, m in zip(lines["worker"], lines["message"], strict=True))
+    rss = run.metrics("memory_rss")
+    assert sorted(rss["worker"].unique()) == workers
+    # The scheduler's loop too (worker None): it is the same one.
+    stalls = run.events("event-loop-stall")
+    named = stalls["worker"].dropna()
+    assert sorted(named.unique()) == workers and len(named) < len(stalls)
+    assert all(d["seconds"] >= 1.0 for d in stalls["data"])
+
+
+def test_a_failing_member_does_not_stop_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[float] = []
+    others: list[float] = []
+    after_leaving: list[int] = []
+
+    def failing(now: float) -> None:
+        raise RuntimeError("broken plugin")
+
+    async def main() -> None:
+        leaves = [
+            Pacer.join(20, failing), Pacer.join(20, seen.append),
+            Pacer.join(20, others.append),
+        ]  # fmt: skip
+        await asyncio.sleep(0.2)
+        for leave in leaves:
+            leave()
+        after_leaving.append(len(seen))
+        await asyncio.sleep(0.1)
+
+    asyncio.run(main())
+    # Called together, with one time for all, and no more once they left.
+    assert len(seen) >= 3 and seen == others
+    assert after_leaving == [len(seen)]
+    logged = [r for r in caplog.records if "periodic capture call failed" in r.message]
+    assert len(logged) == 1  # once, not ten times a second
