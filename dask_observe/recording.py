@@ -247,7 +247,7 @@ class Recording:
             try:
                 started.workers = recorder.describe_cluster()
                 started.code = code if code is not None else environment.script_code()
-                started.environment = environment.assemble(
+                ran_in = environment.assemble(
                     client_environment(),
                     (recorder.hello or {}).get("environment"),
                     started.workers,
@@ -255,7 +255,7 @@ class Recording:
                     started.code,
                 )
                 with Store(path) as store:
-                    store.set_environment(run_id, started.environment)
+                    store.set_environment(run_id, ran_in)
             except Exception as e:  # the run's end assembles it again
                 logger.warning("dask-observe: cannot record the run's start: %s", e)
 
@@ -552,7 +552,6 @@ class _StartedIn:
         self.config = config
         self.workers: dict[str, dict[str, Any]] = {}
         self.code: dict[str, Any] | None = None
-        self.environment: dict[str, Any] | None = None
         self.thread: threading.Thread | None = None
         #: Set when the run ended: its end assembles all of it then.
         self.ended = threading.Event()

@@ -360,6 +360,22 @@ def test_a_loop_starved_all_along_by_threads_taking_turns_is_told_in_their_flag(
     assert any("stalled for" in e["text"] for e in flag["evidence"])
 
 
+def test_one_late_sample_after_a_starved_loop_speaks_for_its_whole_wait(
+    run: SyntheticRun,
+) -> None:
+    """The loop got no heartbeat out for 5 s of spinning: the one sample that
+    came after is the average of those 5 s, not a second's noise."""
+    workers(run, 0.0, threads=4)
+    run.metrics(1.0, A, gil_contention=0.1)
+    run.metrics(6.2, A, gil_contention=0.95)
+    for _ in range(4):
+        run.task(1.0, 5.0, "spin", A)
+    run.event(6.1, "event-loop-stall", A, seconds=5.0, since=run.start + 1.1)
+    recorded = run.end(7.0)
+    assert flags(recorded) == [("gil-contention", "warning")]
+    assert "stalled for up to 5.00 s meanwhile" in message(recorded, "gil-contention")
+
+
 def test_a_stall_after_the_threads_stopped_fighting_is_its_own_flag(
     run: SyntheticRun,
 ) -> None:

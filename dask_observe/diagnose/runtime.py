@@ -37,8 +37,8 @@ def _stalls(ctx: Context) -> tuple[list[Stall], list[Stall]]:
     with four spinning threads on a quiet machine, 2.6-5.3 s, the whole
     spin, with two other processes busy on its two cores)."""
     if "stalls" in ctx.derived:
-        split: tuple[list[Stall], list[Stall]] = ctx.derived["stalls"]
-        return split
+        kept: tuple[list[Stall], list[Stall]] = ctx.derived["stalls"]
+        return kept
     tick = ctx.seconds("event-loop-blocked.tick")
     scheduler_tick = ctx.seconds("event-loop-blocked.scheduler-tick")
     contended = _contention(ctx)
@@ -65,14 +65,15 @@ def _stalls(ctx: Context) -> tuple[list[Stall], list[Stall]]:
         stall = (t, worker, 0.0 if near else seconds, message)
         during = worker is not None and _during(contended.get(worker), t - seconds, t)
         (absorbed if during else found).append(stall)
-    ctx.derived["stalls"] = (sorted(found), sorted(absorbed))
-    return ctx.derived["stalls"]  # type: ignore[no-any-return]
+    split = (sorted(found), sorted(absorbed))
+    ctx.derived["stalls"] = split
+    return split
 
 
 def _contended(ctx: Context) -> pd.DataFrame:
     """The high GIL contention samples (time, worker, value) taken while two
     or more of the worker's task threads were computing, of the workers with
-    two such samples at least (see gil-contention).
+    two seconds of such samples at least (see gil-contention).
 
     distributed measures the contention of a worker's whole process: in a
     threads-only cluster that is also the client's and the scheduler's, whose
@@ -83,30 +84,40 @@ def _contended(ctx: Context) -> pd.DataFrame:
         found: pd.DataFrame = ctx.derived["contended"]
         return found
     share = ctx.number("gil-contention.share")
-    values = ctx.metric("gil_contention")
+    values = ctx.metric("gil_contention").sort_values("time", kind="stable")
+    # The seconds a sample speaks for: since the worker's sample before (at
+    # least one, a heartbeat's interval). A loop starved by the threads it
+    # measures sends its next heartbeat late, its value the average of the
+    # whole wait: one sample after 5 s of spinning (seen under load on CI).
+    gaps = values.groupby("worker")["time"].diff().fillna(1.0).clip(lower=1.0)
+    values = values.assign(covers=gaps)
     threads = ctx.metric("nthreads").groupby("worker")["value"].max()
     threaded = set(threads[threads > 1].index)
     high = values[(values["value"] > share) & values["worker"].isin(threaded)]
     done = ctx.finished
     times = high["time"].to_numpy(dtype=float)
+    covers = high["covers"].to_numpy(dtype=float)
     busy = np.zeros(len(high), dtype=bool)
     for worker, rows in high.groupby("worker").indices.items():
         mine = done[done["worker"] == worker]
         # Less a millisecond: back-to-back tasks of two threads busy all along
         # add up to 1.999998 s a second (epoch times round at microseconds).
-        busy[rows] = _busy_threads(mine, times[rows]) >= 2.0 - 1e-3
+        running = _busy_threads(mine, times[rows], covers[rows])
+        busy[rows] = running >= 2.0 - 1e-3
     high = high[busy]
-    counts = high.groupby("worker").size()
-    found = high[high["worker"].isin(counts[counts >= 2].index)]
+    seconds = high.groupby("worker")["covers"].sum()
+    found = high[high["worker"].isin(seconds[seconds >= 2.0].index)]
+    found = found.drop(columns="covers")
     ctx.derived["contended"] = found
     return found
 
 
 def _busy_threads(
-    tasks: pd.DataFrame, times: np.ndarray, window: float = 1.0
+    tasks: pd.DataFrame, times: np.ndarray, window: float | np.ndarray = 1.0
 ) -> np.ndarray:
-    """Threads computing tasks, on average, in the ``window`` seconds before
-    each of ``times`` (a heartbeat's sample describes the second before it).
+    """Threads computing tasks, on average, in the ``window`` seconds (one for
+    all, or one each) before each of ``times`` (a heartbeat's sample describes
+    the time since the one before).
 
     The thread-seconds computed up to ``x`` are the sum over tasks of
     ``clip(x - start, 0, stop - start)``: ``x - start`` over the tasks started
@@ -189,7 +200,8 @@ def gil_contention(ctx: Context) -> list[Flag]:
 
     Only workers with several threads are judged: in a one-thread worker a task
     holding the GIL shows as contention too, but the remedy (and the flag) is
-    event-loop-blocked's. A single high sample is noise; two or more count.
+    event-loop-blocked's. A single high sample of a second is noise; two
+    seconds or more count (one late sample may speak for them: see _contended).
     """
     share = ctx.number("gil-contention.share")
     high = _contended(ctx)
