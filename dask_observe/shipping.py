@@ -20,6 +20,7 @@ library only.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import importlib.abc
@@ -171,6 +172,10 @@ async def flush_shipped(
     manager = getattr(dask_worker, "memory_manager", None)
     if manager is None or not hasattr(dask_worker, "state"):  # a nanny
         return {}
+    # Kept on the Worker class: once a process however many workers it holds
+    # (200 in-process workers, each reading the metadata for 15 ms on their
+    # shared loop, held it a minute and more as a run began or ended).
+    environment = await _process_environment_off_loop(type(dask_worker))
     return {
         "memory": memory_thresholds(manager),
         "worker": {
@@ -178,11 +183,20 @@ async def flush_shipped(
             "memory_limit": getattr(manager, "memory_limit", None),
             "resources": dict(getattr(dask_worker.state, "total_resources", {})),
         },
-        # Kept on the Worker class: once a process however many workers it
-        # holds (200 in-process workers, each reading the metadata for 15 ms on
-        # their shared loop, held it a minute and more as a run began or ended).
-        "environment": process_environment(type(dask_worker)),
+        "environment": environment,
     }
+
+
+async def _process_environment_off_loop(holder: Any) -> dict[str, Any]:
+    """:func:`process_environment`, read in a thread the first time. The
+    metadata is hundreds of file reads, each giving up the GIL, and a run's
+    start asks while its tasks run: with four Python threads holding the GIL,
+    each read waited its turn and the worker's loop (its heartbeats, its
+    profile samples, distributed's GIL measure) stood still for 3-4 s."""
+    found: dict[str, Any] | None = getattr(holder, "_dask_observe_environment", None)
+    if found is None:
+        found = await asyncio.to_thread(process_environment, holder)
+    return found
 
 
 #: Packages whose versions a run's environment lists, where installed.
@@ -262,7 +276,7 @@ def profiles_since(
     return trees
 
 
-def capture_on_scheduler(dask_scheduler: Any) -> dict[str, Any] | None:
+async def capture_on_scheduler(dask_scheduler: Any) -> dict[str, Any] | None:
     """Run on the scheduler (``Client.run_on_scheduler``): the capture plugin's
     ``hello`` (which version runs, where the dashboard listens), ``{"wire": 0}``
     for a plugin of that name that cannot say, None for none at all."""
@@ -271,7 +285,9 @@ def capture_on_scheduler(dask_scheduler: Any) -> dict[str, Any] | None:
         return None
     hello = getattr(plugin, "hello", None)
     found = hello() if callable(hello) else {"wire": 0}
-    return {**found, "environment": process_environment(dask_scheduler)}
+    # In a thread: a LocalCluster(processes=False) runs its tasks beside it.
+    environment = await _process_environment_off_loop(dask_scheduler)
+    return {**found, "environment": environment}
 
 
 # -- on the client -------------------------------------------------------------------

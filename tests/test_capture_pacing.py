@@ -78,3 +78,39 @@ def test_a_failing_member_does_not_stop_the_others(
     assert after_leaving == [len(seen)]
     logged = [r for r in caplog.records if "periodic capture call failed" in r.message]
     assert len(logged) == 1  # once, not ten times a second
+
+
+def test_a_run_start_reads_package_metadata_off_the_workers_loop(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's start asks the workers for their package versions while its
+    tasks run. Read on the worker's loop, hundreds of file reads each waited
+    for the GIL behind the task threads: the loop (its heartbeats, distributed's
+    profile and GIL measure) stood still 3-4 s. Here the read is made slow and
+    greedy (0.1 s holding the GIL a package), and the loop must not notice."""
+    import importlib.metadata
+
+    from distributed import Worker
+
+    real = importlib.metadata.version
+
+    def slow_version(name: str) -> str:
+        spin_until = time.perf_counter() + 0.1
+        while time.perf_counter() < spin_until:
+            pass
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", slow_version)
+    # Read once a process (kept on the class): forget what earlier tests read.
+    monkeypatch.delattr(Worker, "_dask_observe_environment", raising=False)
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as lc,
+        Client(lc) as client,
+        dask_observe.record("metadata", client=client) as run,
+    ):
+        time.sleep(3.0)  # the start's read (0.5 s in, ~1.5 s long) happens now
+    assert run.environment()["packages"]["workers"]["dask"] == real("dask")
+    stalls = run.events("event-loop-stall")
+    assert stalls.empty, stalls.to_string()
