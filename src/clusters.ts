@@ -1,8 +1,9 @@
-import { Poll } from '@lumino/polling';
 import { Widget } from '@lumino/widgets';
 
-import { fetchClusters, ICluster } from './api';
+import { ICluster } from './api';
+import { ClusterModel } from './models';
 import { DASHBOARD_PAGES } from './tabs';
+import { heading } from './dom';
 
 /**
  * The clusters that recorders watch, each with buttons for its dashboard's main
@@ -13,52 +14,19 @@ export class ClustersView extends Widget {
     super();
     this.addClass('jp-DaskObserve-clusters');
     this._openPage = options.openPage;
-    this._onClusters = options.onClusters ?? null;
-    const heading = document.createElement('h3');
-    heading.textContent = 'Clusters';
+    const head = heading('Clusters');
     this._list = document.createElement('ul');
     this._list.className = 'jp-DaskObserve-clusterList';
-    this.node.append(heading, this._list);
-    this._poll = new Poll({
-      factory: () => this.refresh(),
-      frequency: { interval: options.refreshInterval ?? 5000, backoff: true },
-      name: 'dask-observe:clusters',
-      standby: 'when-hidden'
-    });
-  }
-
-  /**
-   * Milliseconds between refreshes while the panel is visible.
-   */
-  get refreshInterval(): number {
-    return this._poll.frequency.interval;
-  }
-
-  set refreshInterval(ms: number) {
-    this._poll.frequency = { ...this._poll.frequency, interval: ms };
-  }
-
-  /**
-   * Fetch the clusters now and redraw them when they changed.
-   */
-  async refresh(): Promise<void> {
-    const clusters = await fetchClusters();
-    this._onClusters?.(clusters);
-    const signature = JSON.stringify(
-      clusters.map(c => [c.id, c.dashboard, c.alive])
+    this.node.append(head, this._list);
+    options.model.changed.connect(
+      (_, clusters) => this._render(clusters),
+      this
     );
-    if (signature === this._shown) {
-      return;
-    }
-    this._shown = signature;
-    this._list.replaceChildren(...clusters.map(c => this._card(c)));
+    this._render(options.model.items);
   }
 
-  dispose(): void {
-    if (!this.isDisposed) {
-      this._poll.dispose();
-    }
-    super.dispose();
+  private _render(clusters: readonly ICluster[]): void {
+    this._list.replaceChildren(...clusters.map(c => this._card(c)));
   }
 
   private _card(cluster: ICluster): HTMLLIElement {
@@ -95,10 +63,7 @@ export class ClustersView extends Widget {
   }
 
   private _list: HTMLUListElement;
-  private _onClusters: ((clusters: ICluster[]) => void) | null;
   private _openPage: (clusterId: string, page: string) => void;
-  private _poll: Poll;
-  private _shown = '';
 }
 
 /**
@@ -107,16 +72,12 @@ export class ClustersView extends Widget {
 export namespace ClustersView {
   export interface IOptions {
     /**
+     * The clusters to show (the panel's, polled while it shows).
+     */
+    model: ClusterModel;
+    /**
      * Open a dashboard page of a cluster in the main area.
      */
     openPage: (clusterId: string, page: string) => void;
-    /**
-     * Told the clusters on every refresh.
-     */
-    onClusters?: (clusters: ICluster[]) => void;
-    /**
-     * Milliseconds between refreshes while the panel is visible.
-     */
-    refreshInterval?: number;
   }
 }

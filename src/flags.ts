@@ -1,6 +1,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { IFlag, LogStream } from './stream';
+import { heading } from './dom';
 
 /**
  * The flags of the newest run, newest first: severity, kind, message and advice;
@@ -10,17 +11,16 @@ export class FlagsView extends Widget {
   constructor(stream: LogStream) {
     super();
     this.addClass('jp-DaskObserve-flags');
-    const heading = document.createElement('h3');
-    heading.textContent = 'Flags';
+    const head = heading('Flags');
     this._run = document.createElement('span');
     this._run.className = 'jp-DaskObserve-flags-run';
-    heading.append(' ', this._run);
+    head.append(' ', this._run);
     this._list = document.createElement('ul');
     this._list.className = 'jp-DaskObserve-flagList';
     this._empty = document.createElement('div');
     this._empty.className = 'jp-DaskObserve-flags-empty';
     this._empty.textContent = 'No flags.';
-    this.node.append(heading, this._empty, this._list);
+    this.node.append(head, this._empty, this._list);
     stream.flags.connect((_, flags) => this.render(flags));
   }
 

@@ -2,6 +2,7 @@ import { Widget } from '@lumino/widgets';
 
 import { fetchHistory, IHistory, IHistoryRun } from './api';
 import { formatBytes, formatSeconds } from './format';
+import { heading } from './dom';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const WIDTH = 240;
@@ -19,15 +20,14 @@ export class HistoryView extends Widget {
   constructor() {
     super();
     this.addClass('jp-DaskObserve-history');
-    const heading = document.createElement('h3');
-    heading.textContent = 'History';
+    const head = heading('History');
     this._title = document.createElement('div');
     this._title.className = 'jp-DaskObserve-history-title';
     this._charts = document.createElement('div');
     this._charts.className = 'jp-DaskObserve-history-charts';
     this._notes = document.createElement('ul');
     this._notes.className = 'jp-DaskObserve-history-notes';
-    this.node.append(heading, this._title, this._charts, this._notes);
+    this.node.append(head, this._title, this._charts, this._notes);
     this._title.textContent = 'No run selected.';
   }
 

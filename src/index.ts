@@ -6,6 +6,7 @@ import {
 
 import { MainAreaWidget } from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStateDB } from '@jupyterlab/statedb';
 import { find } from '@lumino/algorithm';
 
 import { IPanelSettings, ObservePanel } from './panel';
@@ -28,15 +29,21 @@ export namespace CommandIDs {
  */
 const PLUGIN_ID = 'dask-observe:plugin';
 
+/**
+ * Where the panel's folded sections are kept between sessions (IStateDB).
+ */
+const STATE_ID = 'dask-observe:panel';
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'A side panel that shows what dask-observe recorded.',
   autoStart: true,
-  optional: [ILayoutRestorer, ISettingRegistry],
+  optional: [ILayoutRestorer, ISettingRegistry, IStateDB],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
-    registry: ISettingRegistry | null
+    registry: ISettingRegistry | null,
+    state: IStateDB | null
   ) => {
     const { commands, shell } = app;
     // A tab already open for the same page is brought forward, not doubled.
@@ -108,6 +115,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     shell.add(panel, 'left', { rank: 900 });
     restorer?.add(panel, panel.id);
+
+    if (state) {
+      // The sections the user folded stay folded in the next session.
+      void state.fetch(STATE_ID).then(saved => {
+        const collapsed = (saved as { collapsed?: unknown } | undefined)
+          ?.collapsed;
+        if (Array.isArray(collapsed)) {
+          panel.collapsed = collapsed.filter(c => typeof c === 'string');
+        }
+        panel.collapsedChanged.connect((_, titles) => {
+          void state.save(STATE_ID, { collapsed: titles });
+        });
+      });
+    }
 
     if (registry) {
       // Settings come after the panel is up; it follows their changes.

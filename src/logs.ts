@@ -1,7 +1,8 @@
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { ConnectionState, ILogLine, LogStream } from './stream';
+import { ConnectionState, IGap, ILogLine, LogStream } from './stream';
+import { heading } from './dom';
 
 /**
  * Pixel height of one line; the list is virtualized on it.
@@ -64,11 +65,12 @@ export class LogsView extends Widget {
     this._stream = options.stream;
     this._maxLines = options.maxLines ?? 100_000;
 
-    const heading = document.createElement('h3');
-    heading.textContent = 'Logs';
+    const head = heading('Logs');
+    this._subject = document.createElement('span');
+    this._subject.className = 'jp-DaskObserve-logs-subject';
     this._state = document.createElement('span');
     this._state.className = 'jp-DaskObserve-logs-state';
-    heading.append(' ', this._state);
+    head.append(' ', this._subject, ' ', this._state);
     if (options.openInTab) {
       // The sidebar is narrow for long lines: the same view, wide, in a tab.
       const open = document.createElement('button');
@@ -76,7 +78,7 @@ export class LogsView extends Widget {
       open.textContent = 'Open in a tab';
       open.title = 'Follow these logs in a main-area tab';
       open.addEventListener('click', options.openInTab);
-      heading.append(open);
+      head.append(open);
     }
 
     const bar = document.createElement('div');
@@ -118,7 +120,7 @@ export class LogsView extends Widget {
     this._rows.className = 'jp-DaskObserve-logs-rows';
     this._spacer.append(this._rows);
     this._viewport.append(this._spacer);
-    this.node.append(heading, bar, this._viewport);
+    this.node.append(head, bar, this._viewport);
 
     const controls = [
       this._filter,
@@ -149,6 +151,11 @@ export class LogsView extends Widget {
     this._stream.lines.connect((_, lines) => this._append(lines));
     this._stream.reset.connect(() => this._clear());
     this._stream.stateChanged.connect((_, state) => this._showState(state));
+    this._stream.gaps.connect((_, gap) => this._showGap(gap));
+    this._stream.failed.connect((_, message) => {
+      this._state.textContent = `(${message})`; // text: it may quote the store
+      this._state.dataset.state = 'error';
+    });
     this._showState(this._stream.state);
   }
 
@@ -188,6 +195,13 @@ export class LogsView extends Widget {
     this._nextSlice.port1.close();
     this._nextSlice.port2.close();
     super.dispose();
+  }
+
+  /**
+   * Say whose lines these are, when it is not the live cluster's (text).
+   */
+  setSubject(text: string): void {
+    this._subject.textContent = text;
   }
 
   /**
@@ -243,6 +257,30 @@ export class LogsView extends Widget {
     this._workers.clear();
     this._worker.replaceChildren(this._worker.options[0]);
     this._schedule();
+  }
+
+  /**
+   * Lines the server skipped (the view fell behind) and that could not be
+   * read after: said in their place, never a silent hole.
+   */
+  private _showGap(gap: IGap): void {
+    if (gap.filled) {
+      return; // its lines arrived in their place
+    }
+    const before = this._all[this._all.length - 1];
+    this._append([
+      {
+        seq: gap.upto,
+        time: before?.time ?? Date.now() / 1000,
+        level: 'WARNING',
+        source: 'dask-observe',
+        worker: null,
+        logger: 'dask-observe',
+        message:
+          'Lines are missing here: the view fell behind and they could not ' +
+          'be read (reopen the view, or read the run with dask-observe logs).'
+      }
+    ]);
   }
 
   private _showState(state: ConnectionState): void {
@@ -410,6 +448,7 @@ export class LogsView extends Widget {
   private _shown: ILogLine[] = [];
   private _spacer: HTMLDivElement;
   private _state: HTMLSpanElement;
+  private _subject: HTMLSpanElement;
   private _stream: LogStream;
   private _viewport: HTMLDivElement;
 }

@@ -4,6 +4,7 @@ import { Widget } from '@lumino/widgets';
 
 import { formatBytes } from './format';
 import { IEvent, IMetric, LogStream } from './stream';
+import { heading } from './dom';
 
 /**
  * The samples a view keeps: names it draws, per worker and for the cluster.
@@ -122,18 +123,17 @@ export class MetricsView extends Widget {
     this.windowSeconds = options.windowSeconds ?? 300;
     this.refreshInterval = options.refreshInterval ?? 1000;
 
-    const heading = document.createElement('h3');
-    heading.textContent = 'Workers';
+    const head = heading('Workers');
     this._summary = document.createElement('span');
     this._summary.className = 'jp-DaskObserve-metrics-summary';
-    heading.append(' ', this._summary);
+    head.append(' ', this._summary);
     this._workers = document.createElement('ul');
     this._workers.className = 'jp-DaskObserve-workerList';
     this._chartsTitle = document.createElement('div');
     this._chartsTitle.className = 'jp-DaskObserve-charts-title';
     this._charts = document.createElement('div');
     this._charts.className = 'jp-DaskObserve-charts';
-    this.node.append(heading, this._workers, this._chartsTitle, this._charts);
+    this.node.append(head, this._workers, this._chartsTitle, this._charts);
 
     this._stream.metrics.connect((_, rows) => this._addMetrics(rows));
     this._stream.events.connect((_, rows) => this._addEvents(rows));

@@ -1,4 +1,7 @@
-import { PanelLayout, Widget } from '@lumino/widgets';
+import { SidePanel } from '@jupyterlab/ui-components';
+import { Message } from '@lumino/messaging';
+import { ISignal, Signal } from '@lumino/signaling';
+import { AccordionPanel, SplitPanel, Widget } from '@lumino/widgets';
 
 import { ICluster, IRun } from './api';
 import { ClustersView } from './clusters';
@@ -7,6 +10,7 @@ import { HistoryView } from './history';
 import { observeIcon } from './icon';
 import { LOG_TAIL, LogsView } from './logs';
 import { MetricsView } from './metrics';
+import { ClusterModel, RunsModel } from './models';
 import { RunsView } from './runs';
 import { ITarget, LogStream } from './stream';
 
@@ -49,10 +53,10 @@ export const DEFAULT_SETTINGS: IPanelSettings = {
  * The Dask Observe side panel: one widget holding the views of the store.
  *
  * Live, it follows the most recently seen live cluster and the newest run's
- * flags; a run's "Logs" button replays that run in the same views until
- * "Back to live".
+ * flags (with no live cluster seen yet, the newest run's logs and metrics); a
+ * run's "Logs" button replays that run in the same views until "Back to live".
  */
-export class ObservePanel extends Widget {
+export class ObservePanel extends SidePanel {
   constructor(options: ObservePanel.IOptions) {
     super();
     this.id = PANEL_ID;
@@ -60,15 +64,26 @@ export class ObservePanel extends Widget {
     this.title.icon = observeIcon;
     this.title.caption = 'Dask Observe';
     const settings = { ...DEFAULT_SETTINGS, ...options.settings };
-    const layout = (this.layout = new PanelLayout());
     this.stream = new LogStream();
     this.metricsStream = new LogStream(['metrics', 'events']);
     this.flagStream = new LogStream(['flags']);
     this._openLogsTab = options.openLogs;
+    // Polled while the panel shows (see onAfterShow), not while it is hidden.
+    this.clusterModel = new ClusterModel({
+      interval: settings.refreshInterval,
+      active: false
+    });
+    this.runsModel = new RunsModel({
+      interval: settings.refreshInterval,
+      active: false
+    });
+    this.clusterModel.changed.connect((_, clusters) =>
+      this._followNewest(clusters)
+    );
+    this.runsModel.changed.connect((_, runs) => this._judgeNewest(runs));
     this.clusters = new ClustersView({
-      openPage: options.openDashboard,
-      onClusters: clusters => this._followNewest(clusters),
-      refreshInterval: settings.refreshInterval
+      model: this.clusterModel,
+      openPage: options.openDashboard
     });
     this._replayBar = new Widget();
     this._replayBar.addClass('jp-DaskObserve-replay');
@@ -89,26 +104,67 @@ export class ObservePanel extends Widget {
     );
     this.flags = new FlagsView(this.flagStream);
     this.runs = new RunsView({
+      model: this.runsModel,
       openReport: options.openReport,
       openComparison: options.openComparison,
       replay: run => this.replay(run),
-      showHistory: run => this.showHistory(run),
-      onRuns: runs => this._judgeNewest(runs),
-      refreshInterval: settings.refreshInterval
+      showHistory: run => this.showHistory(run)
     });
     this.history = new HistoryView();
     this.configure(settings);
-    for (const view of [
-      this.clusters,
-      this._replayBar,
-      this.metrics,
-      this.flags,
-      this.logs,
-      this.history,
-      this.runs
-    ]) {
-      layout.addWidget(view);
+    this.header.addWidget(this._replayBar);
+    // Sections of an accordion, as the debugger's sidebar has them: each
+    // collapses to its title; the logs get the most room.
+    const sections: [Widget, string, number][] = [
+      [this.clusters, 'Clusters', 1],
+      [this.metrics, 'Workers', 2],
+      [this.flags, 'Flags', 1],
+      [this.logs, 'Logs', 3],
+      [this.history, 'History', 1],
+      [this.runs, 'Runs', 2]
+    ];
+    for (const [view, label, stretch] of sections) {
+      view.title.label = label;
+      view.addClass('jp-DaskObserve-section');
+      SplitPanel.setStretch(view, stretch);
+      this.addWidget(view);
     }
+    this._accordion.expansionToggled.connect(() =>
+      this._collapsedChanged.emit(this.collapsed)
+    );
+  }
+
+  /**
+   * The titles of the sections collapsed now.
+   */
+  get collapsed(): string[] {
+    return this.widgets.filter(w => w.isHidden).map(w => w.title.label);
+  }
+
+  /**
+   * Collapse the sections of these titles, expand the others (restoring what
+   * the user left).
+   */
+  set collapsed(titles: string[]) {
+    this.widgets.forEach((widget, index) => {
+      const collapse = titles.includes(widget.title.label);
+      if (collapse && !widget.isHidden) {
+        this._accordion.collapse(index);
+      } else if (!collapse && widget.isHidden) {
+        this._accordion.expand(index);
+      }
+    });
+  }
+
+  /**
+   * Told the collapsed sections' titles when the user folds or opens one.
+   */
+  get collapsedChanged(): ISignal<this, string[]> {
+    return this._collapsedChanged;
+  }
+
+  private get _accordion(): AccordionPanel {
+    return this.content as AccordionPanel;
   }
 
   /**
@@ -116,8 +172,8 @@ export class ObservePanel extends Widget {
    */
   configure(settings: Partial<IPanelSettings>): void {
     const s = (this._settings = { ...this._settings, ...settings });
-    this.clusters.refreshInterval = s.refreshInterval;
-    this.runs.refreshInterval = s.refreshInterval;
+    this.clusterModel.interval = s.refreshInterval;
+    this.runsModel.interval = s.refreshInterval;
     this.metrics.refreshInterval = Math.min(1000, s.refreshInterval);
     this.metrics.windowSeconds = s.metricsWindow;
     this.logs.maxLines = s.logBufferSize;
@@ -132,6 +188,8 @@ export class ObservePanel extends Widget {
    */
   replay(runId: number): void {
     this._replaying = runId;
+    this._newestShown = null;
+    this.logs.setSubject('');
     this.stream.follow({ run: runId });
     this.metricsStream.follow({ run: runId });
     this._showFlags(runId);
@@ -163,6 +221,7 @@ export class ObservePanel extends Widget {
     this._replayBar.hide();
     this._following = null;
     this._judging = null;
+    this._newestShown = null;
     this._followNewest(this._clusters);
     this._judgeNewest(this._runs);
   }
@@ -175,10 +234,43 @@ export class ObservePanel extends Widget {
   }
 
   dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    this.clusterModel.dispose();
+    this.runsModel.dispose();
     this.stream.dispose();
     this.metricsStream.dispose();
     this.flagStream.dispose();
     super.dispose();
+  }
+
+  /**
+   * The lists are polled while the panel shows, and read at once when it does.
+   */
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._poll(true);
+  }
+
+  protected onAfterHide(msg: Message): void {
+    super.onAfterHide(msg);
+    this._poll(false);
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    this._poll(this.isVisible); // attached where it shows: no show message
+  }
+
+  protected onBeforeDetach(msg: Message): void {
+    this._poll(false);
+    super.onBeforeDetach(msg);
+  }
+
+  private _poll(active: boolean): void {
+    this.clusterModel.active = active;
+    this.runsModel.active = active;
   }
 
   /**
@@ -205,20 +297,42 @@ export class ObservePanel extends Widget {
    * Show the flags of the newest run (the server judges them again while it
    * runs and sends them when they change).
    */
-  private _judgeNewest(runs: IRun[]): void {
+  private _judgeNewest(runs: readonly IRun[]): void {
     this._runs = runs;
     this._followHistory(runs);
     const newest = runs[0];
     if (newest && newest.id !== this._judging && this._replaying === null) {
       this._showFlags(newest.id);
     }
+    this._showNewestRun();
+  }
+
+  /**
+   * With no live cluster followed yet, show the newest run's logs and
+   * metrics rather than an empty view (until a live cluster appears).
+   */
+  private _showNewestRun(): void {
+    const newest = this._runs[0];
+    if (
+      newest === undefined ||
+      newest.id === this._newestShown ||
+      this._replaying !== null ||
+      this._following !== null ||
+      this._clusters.some(c => c.alive)
+    ) {
+      return;
+    }
+    this._newestShown = newest.id;
+    this.stream.follow({ run: newest.id });
+    this.metricsStream.follow({ run: newest.id });
+    this.logs.setSubject(`of run ${newest.id} (no live cluster)`);
   }
 
   /**
    * Redraw the history when the runs of its name change (a new one, one that
    * finished): of the run asked for, else of the newest run.
    */
-  private _followHistory(runs: IRun[]): void {
+  private _followHistory(runs: readonly IRun[]): void {
     const shown =
       runs.find(run => run.id === this._historyOf) ?? runs[0] ?? null;
     if (shown === null) {
@@ -238,7 +352,7 @@ export class ObservePanel extends Widget {
    * Follow the logs and metrics of the most recently seen live cluster,
    * starting from about its last LOG_TAIL rows and metricsWindow seconds.
    */
-  private _followNewest(clusters: ICluster[]): void {
+  private _followNewest(clusters: readonly ICluster[]): void {
     this._clusters = clusters;
     // The followed cluster gone (and no other live one yet): grey its workers.
     const followed = clusters.find(c => c.id === this._following);
@@ -249,6 +363,8 @@ export class ObservePanel extends Widget {
     const newest = clusters.find(c => c.alive);
     if (newest && newest.id !== this._following && this._replaying === null) {
       this._following = newest.id;
+      this._newestShown = null;
+      this.logs.setSubject('');
       this.stream.follow({ cluster: newest.id }, -LOG_TAIL);
       this.metricsStream.follow(
         { cluster: newest.id },
@@ -256,12 +372,23 @@ export class ObservePanel extends Widget {
         this._settings.metricsWindow
       );
     }
+    this._showNewestRun();
   }
 
   /**
    * The clusters being (or once) recorded, with their dashboard pages.
    */
   readonly clusters: ClustersView;
+
+  /**
+   * The clusters recorders watch, polled while the panel shows.
+   */
+  readonly clusterModel: ClusterModel;
+
+  /**
+   * The runs in the store, polled while the panel shows.
+   */
+  readonly runsModel: RunsModel;
 
   /**
    * The flags of the newest (or replayed) run.
@@ -303,15 +430,17 @@ export class ObservePanel extends Widget {
    */
   readonly stream: LogStream;
 
-  private _clusters: ICluster[] = [];
+  private _clusters: readonly ICluster[] = [];
+  private _collapsedChanged = new Signal<this, string[]>(this);
   private _following: string | null = null;
   private _judging: number | null = null;
+  private _newestShown: number | null = null;
   private _historyOf: number | null = null;
   private _historyShown = '';
   private _openLogsTab: (target: ITarget, label: string) => void;
   private _replayBar: Widget;
   private _replaying: number | null = null;
-  private _runs: IRun[] = [];
+  private _runs: readonly IRun[] = [];
   private _settings: IPanelSettings = { ...DEFAULT_SETTINGS };
 }
 

@@ -1,17 +1,18 @@
-import { Poll } from '@lumino/polling';
 import { Widget } from '@lumino/widgets';
 
-import { fetchRuns, IRun } from './api';
+import { IRun } from './api';
 import { formatSeconds } from './format';
+import { RunsModel } from './models';
+import { heading } from './dom';
 
 /**
- * The runs in the store, newest first, one compact card each; refreshed while
- * the panel is visible.
+ * The runs in the store, newest first, one compact card each, as its model
+ * reads them.
  *
  * Run names are user text: everything is written with `textContent`, never as HTML.
  */
 export class RunsView extends Widget {
-  constructor(options: RunsView.IOptions = {}) {
+  constructor(options: RunsView.IOptions) {
     super();
     this.addClass('jp-DaskObserve-runs');
     this._actions = {
@@ -21,9 +22,7 @@ export class RunsView extends Widget {
       pick: (runId, picked) => this._pick(runId, picked),
       picked: this._picked
     };
-    this._onRuns = options.onRuns ?? null;
-    const heading = document.createElement('h3');
-    heading.textContent = 'Runs';
+    const head = heading('Runs');
     this._status = document.createElement('div');
     this._status.className = 'jp-DaskObserve-runs-status';
     this._compare = document.createElement('button');
@@ -35,64 +34,23 @@ export class RunsView extends Widget {
     this._showPicked();
     this._list = document.createElement('ul');
     this._list.className = 'jp-DaskObserve-runList';
-    this.node.append(heading, this._status, this._compare, this._list);
-
-    this._poll = new Poll({
-      factory: () => this.refresh(),
-      frequency: {
-        interval: options.refreshInterval ?? 5000,
-        backoff: true,
-        max: 60 * 1000
-      },
-      name: 'dask-observe:runs',
-      standby: 'when-hidden'
-    });
-  }
-
-  /**
-   * Milliseconds between refreshes while the panel is visible.
-   */
-  get refreshInterval(): number {
-    return this._poll.frequency.interval;
-  }
-
-  set refreshInterval(ms: number) {
-    this._poll.frequency = { ...this._poll.frequency, interval: ms };
-  }
-
-  /**
-   * Fetch the runs now and redraw the list.
-   */
-  async refresh(): Promise<void> {
-    try {
-      const runs = await fetchRuns();
-      this._onRuns?.(runs);
-      this._render(runs);
-    } catch (reason) {
-      this._shown = ''; // redraw on the next success, replacing this message
+    this.node.append(head, this._status, this._compare, this._list);
+    const model = options.model;
+    model.changed.connect((_, runs) => this._render(runs), this);
+    model.failed.connect((_, reason) => {
       this._status.textContent = `Cannot list runs: ${String(reason)}`;
-      throw reason;
-    }
+    }, this);
+    this._render(model.items, model.items.length === 0);
   }
 
-  dispose(): void {
-    if (this.isDisposed) {
-      return;
-    }
-    this._poll.dispose();
-    super.dispose();
-  }
-
-  private _render(runs: IRun[]): void {
-    // Most polls return what is shown already: leave the DOM (and any text the
-    // user is selecting in it) alone then.
-    const signature = JSON.stringify(runs);
-    if (signature === this._shown) {
-      return;
-    }
-    this._shown = signature;
-    this._status.textContent =
-      runs.length === 0
+  /**
+   * Draw the runs (told only when they changed: the DOM, and any text the user
+   * is selecting in it, stays otherwise). `unknown`: not fetched yet.
+   */
+  private _render(runs: readonly IRun[], unknown = false): void {
+    this._status.textContent = unknown
+      ? 'Reading the runs…'
+      : runs.length === 0
         ? 'No runs recorded yet. Record one with %%dask_record in a notebook, or run "dask-observe demo".'
         : `${runs.length} run${runs.length === 1 ? '' : 's'}`;
     const ids = new Set(runs.map(run => run.id));
@@ -141,12 +99,9 @@ export class RunsView extends Widget {
 
   private _actions: Private.IActions;
   private _compare: HTMLButtonElement;
-  private _onRuns: ((runs: IRun[]) => void) | null;
   private _picked = new Set<number>();
 
   private _list: HTMLUListElement;
-  private _shown = '';
-  private _poll: Poll;
   private _status: HTMLDivElement;
 }
 
@@ -159,17 +114,13 @@ export namespace RunsView {
    */
   export interface IOptions {
     /**
-     * Milliseconds between refreshes while the panel is visible.
+     * The runs to show (the panel's, polled while it shows).
      */
-    refreshInterval?: number;
+    model: RunsModel;
     /**
      * Open a run's report in the main area; without it, cards have no button.
      */
     openReport?: (runId: number) => void;
-    /**
-     * Told the runs, newest first, on every refresh.
-     */
-    onRuns?: (runs: IRun[]) => void;
     /**
      * Open the comparison of run `b` against run `a` (a < b).
      */

@@ -2,6 +2,8 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { requestAPI } from './api';
+
 /**
  * A log line as the stream sends it.
  */
@@ -54,6 +56,35 @@ export interface IEvent {
 export type StreamKind = 'logs' | 'flags' | 'metrics' | 'events';
 
 /**
+ * Rows the server skipped for a client that fell behind (sequence numbers
+ * above `after`, at most `upto`): `filled` when they were read over REST and
+ * delivered in their place, false when they could not be (a hole).
+ */
+export interface IGap {
+  after: number;
+  upto: number;
+  filled: boolean;
+}
+
+/**
+ * Rows of some kinds, as a stream batch (or a gap's REST page) holds them.
+ */
+interface IRows {
+  last: number;
+  logs?: ILogLine[];
+  metrics?: IMetric[];
+  events?: IEvent[];
+}
+
+/**
+ * What the server sent, waiting its turn to be delivered.
+ */
+type Queued =
+  | ({ type: 'batch' } & IRows)
+  | { type: 'gap'; after: number; upto: number }
+  | { type: 'flags'; flags: IFlag[] };
+
+/**
  * What a subscription follows: a run, or a cluster by its id.
  */
 export interface ITarget {
@@ -68,6 +99,10 @@ export type ConnectionState = 'connecting' | 'open' | 'reconnecting' | 'closed';
  * the last sequence number it received, and after a dropped connection (the
  * server restarted, the network blinked) reconnects by itself and resumes
  * exactly there.
+ *
+ * When the server skipped rows for a client that fell behind (a `gap`), they
+ * are read over REST and delivered in their place before anything after
+ * them, so a view misses no line; rows that cannot be read are told (`gaps`).
  */
 export class LogStream {
   /**
@@ -121,6 +156,20 @@ export class LogStream {
   }
 
   /**
+   * Each gap the server made, once its rows were delivered (or could not be).
+   */
+  get gaps(): ISignal<this, IGap> {
+    return this._gaps;
+  }
+
+  /**
+   * Why the server ended the subscription (it was refused or failed).
+   */
+  get failed(): ISignal<this, string> {
+    return this._failed;
+  }
+
+  /**
    * The connection state, as it changes.
    */
   get stateChanged(): ISignal<this, ConnectionState> {
@@ -136,6 +185,8 @@ export class LogStream {
    * about N rows before its end), or from ``since`` seconds ago when given.
    */
   follow(target: ITarget, after = 0, since?: number): void {
+    this._generation += 1; // what is queued or being filled is not wanted now
+    this._queue = [];
     this._target = target;
     this._since = since;
     this._reset.emit(target);
@@ -148,6 +199,8 @@ export class LogStream {
    * Stop following and close the connection.
    */
   dispose(): void {
+    this._generation += 1;
+    this._queue = [];
     this._target = null;
     window.clearTimeout(this._timer);
     this._socket?.close();
@@ -195,22 +248,98 @@ export class LogStream {
     if (message.type === 'subscribed') {
       this._retries = 0;
       this._setState('open');
-    } else if (message.type === 'batch') {
-      this._last = message.last;
-      if (message.logs?.length) {
-        this._lines.emit(message.logs as ILogLine[]);
+    } else if (message.type === 'error') {
+      this._failed.emit(String(message.message));
+    } else if (['batch', 'gap', 'flags'].includes(message.type)) {
+      // A reconnection resumes after what arrived, delivered or queued.
+      if (message.type === 'batch') {
+        this._last = message.last;
+      } else if (message.type === 'gap') {
+        this._last = message.upto;
       }
-      if (message.metrics?.length) {
-        this._metrics.emit(message.metrics as IMetric[]);
+      this._queue.push(message as Queued);
+      void this._pump();
+    }
+  }
+
+  /**
+   * Deliver what arrived in order, a gap's rows (read over REST) in its place.
+   */
+  private async _pump(): Promise<void> {
+    if (this._pumping) {
+      return;
+    }
+    this._pumping = true;
+    const generation = this._generation;
+    try {
+      while (this._queue.length > 0 && generation === this._generation) {
+        const message = this._queue.shift() as Queued;
+        if (message.type === 'gap') {
+          await this._fill(message.after, message.upto, generation);
+        } else if (message.type === 'batch') {
+          this._deliver(message);
+        } else {
+          this._flags.emit(message.flags);
+        }
       }
-      if (message.events?.length) {
-        this._events.emit(message.events as IEvent[]);
+    } finally {
+      this._pumping = false;
+    }
+    if (this._queue.length > 0) {
+      void this._pump(); // queued for a newer target while this one filled
+    }
+  }
+
+  /**
+   * Read the rows of a gap over REST, a batch at a time, and deliver them.
+   */
+  private async _fill(
+    after: number,
+    upto: number,
+    generation: number
+  ): Promise<void> {
+    const target = this._target;
+    let from = after;
+    let filled = true;
+    try {
+      while (from < upto && target !== null) {
+        const query = new URLSearchParams({
+          subscribe: JSON.stringify({
+            type: 'subscribe',
+            kinds: this._kinds,
+            after: from,
+            ...target
+          }),
+          upto: String(upto)
+        });
+        const rows = await requestAPI<IRows>(`stream/rows?${query}`);
+        if (generation !== this._generation) {
+          return;
+        }
+        this._deliver(rows);
+        if (rows.last <= from) {
+          break; // nothing further up to the gap's end
+        }
+        from = rows.last;
       }
-    } else if (message.type === 'flags') {
-      this._flags.emit(message.flags as IFlag[]);
-    } else if (message.type === 'gap') {
-      // The server skipped ahead for a slow page: resume from there.
-      this._last = message.upto;
+    } catch (reason) {
+      console.warn('dask-observe: could not read the rows of a gap', reason);
+      filled = false;
+    }
+    if (generation === this._generation) {
+      this._gaps.emit({ after, upto, filled });
+    }
+  }
+
+  private _deliver(rows: IRows): void {
+    if (rows.logs?.length) {
+      this._lines.emit(rows.logs);
+    }
+    if (rows.metrics?.length) {
+      this._metrics.emit(rows.metrics);
+    }
+    if (rows.events?.length) {
+      this._events.emit(rows.events);
     }
   }
 
@@ -222,12 +351,17 @@ export class LogStream {
   }
 
   private _events = new Signal<this, IEvent[]>(this);
+  private _failed = new Signal<this, string>(this);
   private _flags = new Signal<this, IFlag[]>(this);
+  private _gaps = new Signal<this, IGap>(this);
+  private _generation = 0;
   private _kinds: StreamKind[];
   private _metrics = new Signal<this, IMetric[]>(this);
   private _reset = new Signal<this, ITarget>(this);
   private _last = 0;
   private _lines = new Signal<this, ILogLine[]>(this);
+  private _pumping = false;
+  private _queue: Queued[] = [];
   private _retries = 0;
   private _since: number | undefined = undefined;
   private _socket: WebSocket | null = null;

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import dask
 import pytest
 from distributed import Client
 from tornado.httpclient import HTTPClientError
@@ -127,6 +128,15 @@ def inc(x: int) -> int:
         (("runs", "1", "logs"), {"level": "<b>loud</b>"}, 400, "unknown log level"),
         (("runs", "1", "logs"), {"after": "x"}, 400, "after must be a whole number"),
         (("runs", "%3Cscript%3E"), {}, 404, ""),
+        (("stream", "rows"), {"subscribe": '{"run": 1}'}, 400, "give subscribe"),
+        (("stream", "rows"), {"subscribe": "{", "upto": "9"}, 400, "must be JSON"),
+        (
+            ("stream", "rows"),
+            {"subscribe": '{"run": 1, "kinds": ["<b>x</b>"]}', "upto": "9"},
+            400,
+            "unknown kinds",
+        ),
+        (("stream", "rows"), {"subscribe": '{"run": 99}', "upto": "9"}, 404, "no run"),
     ],
 )
 async def test_bad_requests_are_json_errors_that_echo_nothing_unescaped(
@@ -283,10 +293,8 @@ async def test_a_client_that_stops_reading_gets_a_gap_it_can_fill_over_rest(
     store_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from dask_observe.server import stream
-    from dask_observe.store import Store
-
-    monkeypatch.setattr(stream, "MAX_PENDING_BYTES", 256 * 1024)
+    server_config = dask.config.config["observe"]["server"]
+    monkeypatch.setitem(server_config, "stream-max-pending", "256kiB")
     n = 200_000
     with Store(store_path) as store:
         run_id = store.create_run("flood", cluster="tcp://flood:1")
@@ -334,9 +342,12 @@ async def test_a_client_that_stops_reading_gets_a_gap_it_can_fill_over_rest(
     writer.close()
     assert gaps, "the server kept queueing for a client that did not read"
 
-    # What the gaps skipped is there over REST, and nothing is missing overall.
+    # What the gaps skipped is there over REST, as a run's lines and as the
+    # stream would have sent it, and nothing is missing overall.
     filled: list[int] = []
+    resent: list[dict[str, Any]] = []
     for after, upto in gaps:
+        start = after
         while after is not None and after < upto:
             page = await get_json(
                 jp_fetch, "runs", str(run_id), "logs",
@@ -344,7 +355,18 @@ async def test_a_client_that_stops_reading_gets_a_gap_it_can_fill_over_rest(
             )  # fmt: skip
             filled += [line["seq"] for line in page["lines"]]
             after = page["next"]
+        while start < upto:
+            batch = await get_json(
+                jp_fetch, "stream", "rows", upto=str(upto),
+                subscribe=json.dumps({**subscribe, "after": start}),
+            )  # fmt: skip
+            assert batch["last"] > start
+            resent += batch["logs"]
+            start = batch["last"]
     assert sorted(streamed + filled) == list(range(1, n + 1))
+    assert [line["seq"] for line in resent] == sorted(filled)
+    assert resent[0]["level"] == "WARNING"  # as the stream sends it
+    assert resent[0]["message"].startswith("line ")
 
 
 def nap(seconds: float) -> float:

@@ -12,7 +12,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CHROMIUM = os.environ.get("DASK_OBSERVE_CHROMIUM", "/usr/bin/chromium")
@@ -39,6 +39,8 @@ class Lab:
     #: The application: "jupyterlab", or "notebook" for Notebook 7 (same server
     #: extension, same labextension).
     app: str = "jupyterlab"
+    #: More environment for the server (dask config: DASK_OBSERVE__...).
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def settings(self) -> Path:
@@ -64,6 +66,7 @@ class Lab:
             "JUPYTER_RUNTIME_DIR": str(self.home / "runtime"),
             "JUPYTERLAB_SETTINGS_DIR": str(self.settings),
             "JUPYTERLAB_WORKSPACES_DIR": str(self.home / "workspaces"),
+            **self.env,
         }
         log = self.root / "jupyter-lab.log"
         with log.open("ab") as out:
@@ -112,14 +115,18 @@ def _wait_until_up(lab: Lab, process: subprocess.Popen[bytes], log: Path) -> Non
 
 @contextmanager
 def running_lab(
-    store_path: Path, folder: Path, app: str = "jupyterlab"
+    store_path: Path,
+    folder: Path,
+    app: str = "jupyterlab",
+    env: dict[str, str] | None = None,
 ) -> Iterator[Lab]:
     """``jupyter lab`` (or ``app``) as a user starts it, on a free port, with a
-    fresh workspace in ``folder``, reading the store at ``store_path``."""
+    fresh workspace in ``folder``, reading the store at ``store_path`` (and
+    ``env`` added to its environment)."""
     port = _free_port()
     lab = Lab(
         f"http://127.0.0.1:{port}/", secrets.token_hex(16), folder / "lab",
-        store_path, folder, app=app,
+        store_path, folder, app=app, env=env or {},
     )  # fmt: skip
     # No "get notified about Jupyter news?" toast over the screenshots.
     lab.set_user_settings(

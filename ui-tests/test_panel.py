@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from pathlib import Path
 
 from distributed import Client
 from lab_server import Lab
-from playwright.sync_api import Dialog, Locator, Page, WebSocket, expect
+from playwright.sync_api import Dialog, Locator, Page, Request, WebSocket, expect
 
 import dask_observe
 from conftest import ARTIFACTS
@@ -302,3 +303,174 @@ def test_a_partially_recorded_run_says_so_and_why(
         "title", re.compile("^Recorded partially: the cluster did not take")
     )
     expect(run.locator(".jp-DaskObserve-run-tasks")).to_have_text("1 task")
+
+
+def test_a_view_that_falls_behind_still_shows_every_line(
+    store_path: Path, tmp_path: Path, page: Page
+) -> None:
+    """The server skips ahead for a page that does not keep up (its script
+    busy, here for 4 s) and says so with a gap; the view reads the skipped
+    lines over REST and shows them in their place: none missing, none twice."""
+    from lab_server import running_lab
+
+    from dask_observe.store import Store
+
+    # 60 MB of lines: more than the sockets' buffers between the server and
+    # the page hold, so that the server must skip while the page is busy.
+    n = 60_000
+    padding = "x" * 1000
+    with Store(store_path) as store:
+        run_id = store.create_run("flood", cluster="tcp://flood:1")
+        now = time.time()
+        records = [
+            (i + 1, ("log", now, 30, "worker", "w", "flood", f"line {i:06d} {padding}"))
+            for i in range(n)
+        ]
+        store.ingest("tcp://flood:1", records, read_at=(None, 0), instance="i",
+                     last=n, dropped={})  # fmt: skip
+        store.end_run(run_id, "finished")
+
+    gaps: list[str] = []
+    fills: list[str] = []
+
+    def watch(socket: WebSocket) -> None:
+        def received(payload: str | bytes) -> None:
+            if '"type": "gap"' in str(payload):
+                gaps.append(str(payload))
+
+        socket.on("framereceived", received)
+
+    page.on("websocket", watch)
+    page.on(
+        "request", lambda r: fills.append(r.url) if "stream/rows" in r.url else None
+    )
+    small = {"DASK_OBSERVE__SERVER__STREAM_MAX_PENDING": "64kiB"}
+    with running_lab(store_path, tmp_path, env=small) as lab:
+        page.goto(lab.page_url())
+        page.locator(PANEL_TAB).click()
+        card = page.locator(f'.jp-DaskObserve-run[data-run-id="{run_id}"]')
+        card.locator(".jp-DaskObserve-run-replay").click()
+        logs = page.locator(".jp-DaskObserve-logs").first
+        count = logs.locator(".jp-DaskObserve-logs-count")
+        expect(count).not_to_have_text(re.compile(r"^0 of"), timeout=20_000)
+        # The page stops reading while the server goes on sending.
+        page.evaluate(
+            "() => { const end = Date.now() + 4000; while (Date.now() < end) {} }"
+        )
+        expect(count).to_have_text(f"{n:,} of {n:,} lines", timeout=60_000)
+        assert gaps, "the server never had to skip: nothing was tested"
+        assert fills, "the skipped lines were not read over REST"
+        # Spot checks across the run: each line once.
+        for i in (0, n // 3, n // 2, n - 1):
+            logs.locator(".jp-DaskObserve-logs-filter").fill(f"line {i:06d}")
+            expect(count).to_have_text(f"1 of {n:,} lines")
+
+
+def test_with_no_live_cluster_the_logs_show_the_newest_run(
+    store_path: Path, lab: Lab, page: Page
+) -> None:
+    from dask_observe.store import Store
+
+    with Store(store_path) as store:
+        for number, name in enumerate(("older", "newest"), start=1):
+            run_id = store.create_run(name, cluster="tcp://gone:1")
+            line = ("log", time.time(), 30, "worker", "w", "user", f"said in {name}")
+            read_at = store.cursor("tcp://gone:1")
+            store.ingest("tcp://gone:1", [(number, line)], read_at=read_at,
+                         instance="i", last=number, dropped={})  # fmt: skip
+            store.end_run(run_id, "finished")
+
+    page.goto(lab.page_url())
+    page.locator(PANEL_TAB).click()
+    logs = page.locator("#dask-observe-panel .jp-DaskObserve-logs")
+    expect(logs.locator(".jp-DaskObserve-logs-subject")).to_have_text(
+        f"of run {run_id} (no live cluster)"
+    )
+    expect(
+        logs.locator(".jp-DaskObserve-log", has_text="said in newest")
+    ).to_have_count(1)
+    expect(logs.locator(".jp-DaskObserve-log", has_text="said in older")).to_have_count(
+        0
+    )
+    expect(logs.locator(".jp-DaskObserve-logs-state")).to_have_text("")  # not closed
+
+
+def test_the_lists_are_polled_only_while_the_panel_shows(
+    store_path: Path, lab: Lab, page: Page
+) -> None:
+    from dask_observe.store import Store
+
+    lab.set_user_settings("dask-observe:plugin", '{"refreshInterval": 400}')
+    with Store(store_path) as store:
+        store.end_run(store.create_run("listed"), "finished")
+    reads: list[str] = []
+
+    def count(request: Request) -> None:
+        if request.url.split("?")[0].endswith(("/api/runs", "/api/clusters")):
+            reads.append(request.url)
+
+    page.on("request", count)
+    page.goto(lab.page_url())
+    panel = page.locator("#dask-observe-panel")
+    expect(panel).to_be_hidden()
+    page.wait_for_timeout(1_500)
+    assert reads == [], "polled while the panel was never shown"
+
+    page.locator(PANEL_TAB).click()
+    expect(panel.locator(".jp-DaskObserve-run")).to_have_count(1)
+    page.wait_for_timeout(1_500)
+    assert len(reads) >= 4  # both lists, every 400 ms
+
+    page.locator(PANEL_TAB).click()  # the sidebar collapses
+    expect(panel).to_be_hidden()
+    page.wait_for_timeout(500)  # a read under way when it hid may end
+    hidden = len(reads)
+    page.wait_for_timeout(2_000)
+    assert len(reads) == hidden, "polled while the panel was hidden"
+
+    page.locator(PANEL_TAB).click()
+    expect(panel).to_be_visible()
+    # Read at once as it shows again.
+    deadline = time.monotonic() + 2
+    while len(reads) == hidden and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    assert len(reads) > hidden
+
+
+def test_sections_fold_and_stay_folded_in_the_next_session(
+    store_path: Path, lab: Lab, page: Page
+) -> None:
+    from dask_observe.store import Store
+
+    with Store(store_path) as store:
+        store.end_run(store.create_run("in view"), "finished")
+    page.goto(lab.page_url())
+    page.locator(PANEL_TAB).click()
+    panel = page.locator("#dask-observe-panel")
+    titles = panel.locator(".lm-AccordionPanel-title")
+    expect(titles).to_have_text(
+        ["Clusters", "Workers", "Flags", "Logs", "History", "Runs"]
+    )
+    # Every section has room: the runs are not below the fold.
+    expect(panel.locator(".jp-DaskObserve-run")).to_be_in_viewport()
+
+    titles.filter(has_text="Logs").click()
+    expect(panel.locator(".jp-DaskObserve-logs")).to_be_hidden()
+    # Kept in the workspace (saved shortly after the change).
+    workspaces = lab.home / "workspaces"
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not any(
+        "dask-observe:panel" in f.read_text() for f in workspaces.glob("*")
+    ):
+        page.wait_for_timeout(250)
+
+    page.reload()
+    expect(page.locator(PANEL_TAB)).to_be_visible()
+    try:  # the layout restorer may open the panel again by itself
+        expect(panel).to_be_visible(timeout=3_000)
+    except AssertionError:
+        page.locator(PANEL_TAB).click()
+    expect(panel.locator(".jp-DaskObserve-run")).to_be_visible()
+    expect(panel.locator(".jp-DaskObserve-logs")).to_be_hidden()
+    titles.filter(has_text="Logs").click()
+    expect(panel.locator(".jp-DaskObserve-logs")).to_be_visible()

@@ -287,7 +287,7 @@ def test_settings_apply_and_the_panel_reads_well_in_light_and_dark(
                     "data-jp-theme-name", theme, timeout=10_000
                 )
             for selector in (
-                "#dask-observe-panel h3",
+                "#dask-observe-panel .lm-AccordionPanel-titleLabel",
                 ".jp-DaskObserve-log-WARNING .jp-DaskObserve-log-message",
                 ".jp-DaskObserve-worker-numbers",
                 ".jp-DaskObserve-run-name",

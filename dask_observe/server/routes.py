@@ -33,6 +33,8 @@ AUTH_RESOURCE = "dask-observe"
 
 #: Log lines one page holds at most.
 MAX_PAGE = 5_000
+#: Characters of a subscribe message given to ``stream/rows``.
+MAX_SUBSCRIBE = 4_000
 
 #: A report page may show styles and inline images, and run nothing.
 REPORT_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -111,6 +113,18 @@ def read_comparison(store: Store, a: str, b: str) -> str:
     )
 
 
+def _whole_argument(
+    handler: web.RequestHandler, name: str, default: int | None
+) -> int | None:
+    """A query argument that must be a whole number SQLite can hold."""
+    raw = handler.get_query_argument(name, None)
+    if raw is None:
+        return default
+    if not re.fullmatch(r"\d{1,18}", raw):  # what SQLite's integers hold
+        raise web.HTTPError(400, f"{name} must be a whole number below 10**18")
+    return int(raw)
+
+
 class StoreReader(JupyterHandler):
     """Base of the handlers that read the store, through the extension's one
     :class:`StoreManager` (handed in, not global)."""
@@ -186,22 +200,14 @@ class RunLogsHandler(StoreHandler):
     (sequence numbers), limit. ``next`` is the ``after`` of the next page.
     """
 
-    def _int(self, name: str, default: int | None) -> int | None:
-        raw = self.get_query_argument(name, None)
-        if raw is None:
-            return default
-        if not re.fullmatch(r"\d{1,18}", raw):  # what SQLite's integers hold
-            raise web.HTTPError(400, f"{name} must be a whole number below 10**18")
-        return int(raw)
-
     @web.authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        limit = self._int("limit", 1000) or 1000
+        limit = _whole_argument(self, "limit", 1000) or 1000
         regex = self.get_query_argument("regex", "") in ("1", "true")
         query = {
-            "after": self._int("after", 0) or 0,
-            "upto": self._int("upto", None),
+            "after": _whole_argument(self, "after", 0) or 0,
+            "upto": _whole_argument(self, "upto", None),
             "limit": max(1, min(limit, MAX_PAGE)),
             "filters": {
                 "contains": self.get_query_argument("contains", None),
@@ -220,6 +226,43 @@ class RunLogsHandler(StoreHandler):
         except TooBusy as e:
             raise web.HTTPError(429, str(e)) from e
         self.finish(json.dumps(page))
+
+
+class StreamRowsHandler(StoreHandler):
+    """``GET dask-observe/api/stream/rows``: the rows a stream's ``gap`` skipped.
+
+    Query: ``subscribe`` (the subscribe message, as JSON, with ``after`` the
+    gap's start) and ``upto`` (its end). Answers one batch as the stream sends
+    it, ``{"last", "logs", "metrics", "events"}``; ask again from ``last``
+    until it reaches ``upto``.
+    """
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        from dask_observe.server.stream import read_rows
+
+        upto = _whole_argument(self, "upto", None)
+        raw = self.get_query_argument("subscribe", "")
+        if upto is None or len(raw) > MAX_SUBSCRIBE:
+            raise web.HTTPError(400, "give subscribe (a subscribe message) and upto")
+        try:
+            message = json.loads(raw)
+        except ValueError as e:
+            raise web.HTTPError(400, "subscribe must be JSON") from e
+        if not isinstance(message, dict):
+            raise web.HTTPError(400, "subscribe must be a JSON object")
+        filters = message.get("filters")
+        patterned = isinstance(filters, dict) and filters.get("regex")
+        if not patterned:
+            self.finish(json.dumps(await self.read(read_rows, message, upto)))
+            return
+        try:
+            with self.manager.slot("pattern"):
+                rows = await self.read(read_rows, message, upto, isolated=True)
+        except TooBusy as e:
+            raise web.HTTPError(429, str(e)) from e
+        self.finish(json.dumps(rows))
 
 
 class RunHistoryHandler(StoreHandler):
@@ -288,6 +331,7 @@ def route_table(base_url: str, manager: StoreManager) -> list[tuple[str, Any, An
         ),
         (url_path_join(api, "clusters"), ClustersHandler, kwargs),
         (url_path_join(api, "stream"), StreamHandler, kwargs),
+        (url_path_join(api, "stream", "rows"), StreamRowsHandler, kwargs),
         (
             url_path_join(
                 base_url, "dask-observe", "dashboard", r"([0-9a-f]{12})", "(.*)"

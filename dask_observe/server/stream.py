@@ -10,9 +10,12 @@ numbered up to ``last`` that matches is in that batch or an earlier one, so a
 client that reconnects with ``after = last`` misses nothing and gets nothing twice.
 
 A client that does not keep up is not buffered without bound: once more than
-MAX_PENDING_BYTES of its messages are unsent, the server skips ahead and says so
-with ``{"type": "gap", "after": A, "upto": B}``; the rows in between can be read
-over REST (``runs/<id>/logs?after=A&upto=B``).
+``observe.server.stream-max-pending`` bytes of its messages are unsent, the
+server skips ahead and says so with ``{"type": "gap", "after": A, "upto": B}``;
+the rows in between are read over REST as the stream would have sent them
+(``stream/rows?subscribe=<the subscribe message, after A>&upto=B``, a batch at a
+time), or for a run's lines ``runs/<id>/logs?after=A&upto=B``. A subscription
+that fails is told with ``{"type": "error", "message": ...}``.
 """
 
 from __future__ import annotations
@@ -34,8 +37,6 @@ from dask_observe.store import Store, StoreError, telemetry
 POLL_INTERVAL_S = 0.2
 #: Rows of one kind read per poll; a backlog drains over several polls.
 BATCH_ROWS = 2_000
-#: Unsent bytes a client may have before the server skips ahead (a "gap").
-MAX_PENDING_BYTES = 4 * 2**20
 #: How often the flags of a running run are judged again.
 FLAGS_INTERVAL_S = 2.0
 
@@ -183,11 +184,12 @@ class Subscription:
         return self.window._replace(seq_upto=record["seq_end"])
 
     def rows_after(
-        self, store: Store, cursor: int
+        self, store: Store, cursor: int, upto: int | None = None
     ) -> tuple[int, dict[str, list[dict[str, Any]]]]:
-        """The next batch: rows of each kind above ``cursor``, all up to one
-        bound, so that the bound is an exact resume point."""
-        top = store.last_seq()
+        """The next batch: rows of each kind above ``cursor`` (and at most
+        ``upto``), all up to one bound, so that the bound is an exact resume
+        point."""
+        top = store.last_seq() if upto is None else min(upto, store.last_seq())
         window = self._run_window(store)
         upto = top if window.seq_upto is None else min(top, window.seq_upto)
         window = window._replace(seq_upto=upto)
@@ -247,6 +249,15 @@ class Subscription:
         return {k: list(v) for k, v in self._progress.items()}
 
 
+def read_rows(store: Store, message: dict[str, Any], upto: int) -> dict[str, Any]:
+    """One batch of what ``message`` (a subscribe message) follows, numbered
+    above its ``after`` and at most ``upto``, as the stream sends it: the rows
+    a ``gap`` skipped. ``last`` is where the next batch starts."""
+    sub = Subscription(store, message)
+    last, batch = sub.rows_after(store, sub.cursor, upto)
+    return {"last": last, **batch}
+
+
 def judge_flags(store: Store, run_id: int) -> list[dict[str, Any]]:
     """A run's flags as the stream sends them (in a reading process: pandas)."""
     from dask_observe.diagnose import flag_list
@@ -268,7 +279,13 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
     auth_resource = "dask-observe"
 
     def initialize(self, manager: StoreManager) -> None:
+        from dask.utils import parse_bytes
+
+        from dask_observe import config
+
         self.manager = manager
+        #: Unsent bytes this client may have before the server skips ahead.
+        self.max_pending = parse_bytes(config.get("server.stream-max-pending"))
         self._task: asyncio.Task[None] | None = None
         self._pending = 0
         self._slot = False
@@ -346,7 +363,7 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
         loop = asyncio.get_running_loop()
         read = self.manager.read
         while self.ws_connection is not None:
-            if self._pending > MAX_PENDING_BYTES:
+            if self._pending > self.max_pending:
                 # Too slow: skip to the newest row and let REST fill the gap.
                 upto = await read(Store.last_seq)
                 if upto > sub.cursor:

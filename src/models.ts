@@ -1,0 +1,159 @@
+import { Poll } from '@lumino/polling';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { fetchClusters, fetchRuns, ICluster, IRun } from './api';
+
+/**
+ * A list the server holds (the clusters, the runs), fetched every `interval`
+ * milliseconds while it is active and the page is visible, and told when it
+ * changed. Views draw it; the panel follows what it says. Owning the polling
+ * here, not in a view, lets the panel stop it while it is hidden.
+ */
+export class PolledList<T> {
+  constructor(options: PolledList.IOptions<T>) {
+    this._fetch = options.fetch;
+    this._active = options.active ?? true;
+    this._poll = new Poll({
+      factory: () => this.refresh(),
+      frequency: {
+        interval: options.interval ?? 5000,
+        backoff: true,
+        max: 60 * 1000
+      },
+      name: options.name,
+      standby: () => !this._active || 'when-hidden'
+    });
+  }
+
+  /**
+   * The items, whenever they differ from those told last.
+   */
+  get changed(): ISignal<this, readonly T[]> {
+    return this._changed;
+  }
+
+  /**
+   * Why a refresh failed (polling backs off and goes on).
+   */
+  get failed(): ISignal<this, unknown> {
+    return this._failed;
+  }
+
+  /**
+   * The items of the last successful refresh.
+   */
+  get items(): readonly T[] {
+    return this._items;
+  }
+
+  /**
+   * Whether it polls; set false while nothing shows it. Becoming active
+   * refreshes at once.
+   */
+  get active(): boolean {
+    return this._active;
+  }
+
+  set active(value: boolean) {
+    if (value === this._active || this.isDisposed) {
+      return;
+    }
+    this._active = value;
+    if (value) {
+      void this._poll.refresh();
+    }
+  }
+
+  /**
+   * Milliseconds between refreshes.
+   */
+  get interval(): number {
+    return this._poll.frequency.interval;
+  }
+
+  set interval(ms: number) {
+    this._poll.frequency = { ...this._poll.frequency, interval: ms };
+  }
+
+  get isDisposed(): boolean {
+    return this._poll.isDisposed;
+  }
+
+  /**
+   * Fetch the items now; tell them when they changed.
+   */
+  async refresh(): Promise<void> {
+    let items: T[];
+    try {
+      items = await this._fetch();
+    } catch (reason) {
+      this._signature = ''; // told again on the next success
+      this._failed.emit(reason);
+      throw reason;
+    }
+    const signature = JSON.stringify(items);
+    if (signature !== this._signature && !this.isDisposed) {
+      this._signature = signature;
+      this._items = items;
+      this._changed.emit(items);
+    }
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    this._poll.dispose();
+    Signal.clearData(this);
+  }
+
+  private _active: boolean;
+  private _changed = new Signal<this, readonly T[]>(this);
+  private _failed = new Signal<this, unknown>(this);
+  private _fetch: () => Promise<T[]>;
+  private _items: readonly T[] = [];
+  private _poll: Poll;
+  private _signature = '';
+}
+
+/**
+ * The namespace for `PolledList` statics.
+ */
+export namespace PolledList {
+  export interface IOptions<T> {
+    /**
+     * Read the list from the server.
+     */
+    fetch: () => Promise<T[]>;
+    /**
+     * A name for the poll (seen in debugging).
+     */
+    name: string;
+    /**
+     * Milliseconds between refreshes; 5 s by default.
+     */
+    interval?: number;
+    /**
+     * Whether to poll from the start; true by default.
+     */
+    active?: boolean;
+  }
+}
+
+/**
+ * The clusters that recorders watch, most recently seen first.
+ */
+export class ClusterModel extends PolledList<ICluster> {
+  constructor(options: Partial<PolledList.IOptions<ICluster>> = {}) {
+    super({ fetch: fetchClusters, name: 'dask-observe:clusters', ...options });
+  }
+}
+
+/**
+ * The runs in the store, newest first.
+ */
+export class RunsModel extends PolledList<IRun> {
+  constructor(options: Partial<PolledList.IOptions<IRun>> = {}) {
+    super({ fetch: fetchRuns, name: 'dask-observe:runs', ...options });
+  }
+}
