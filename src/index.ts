@@ -118,16 +118,23 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     if (state) {
       // The sections the user folded stay folded in the next session.
-      void state.fetch(STATE_ID).then(saved => {
-        const collapsed = (saved as { collapsed?: unknown } | undefined)
-          ?.collapsed;
-        if (Array.isArray(collapsed)) {
-          panel.collapsed = collapsed.filter(c => typeof c === 'string');
-        }
-        panel.collapsedChanged.connect((_, titles) => {
-          void state.save(STATE_ID, { collapsed: titles });
-        });
-      });
+      void state
+        .fetch(STATE_ID)
+        .then(saved => {
+          const collapsed = (saved as { collapsed?: unknown } | undefined)
+            ?.collapsed;
+          if (Array.isArray(collapsed)) {
+            panel.collapsed = collapsed.filter(c => typeof c === 'string');
+          }
+        })
+        .catch(reason =>
+          console.warn('dask-observe: folded sections not read', reason)
+        )
+        .finally(() =>
+          panel.collapsedChanged.connect((_, titles) => {
+            void state.save(STATE_ID, { collapsed: titles });
+          })
+        );
     }
 
     if (registry) {

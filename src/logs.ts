@@ -1,8 +1,8 @@
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { ConnectionState, IGap, ILogLine, LogStream } from './stream';
 import { heading } from './dom';
+import { ConnectionState, IGap, ILogLine, LogStream } from './stream';
 
 /**
  * Pixel height of one line; the list is virtualized on it.
