@@ -15,6 +15,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.capture.wire import EventRecord, LogRecord, Record, TaskRecord
+
 if TYPE_CHECKING:
     from distributed import Client
 
@@ -38,36 +40,36 @@ def begin(client: Client) -> None:
     client.sync(client.scheduler.get_task_stream, start=time.time())  # type: ignore[union-attr]
 
 
-def _log(source: str, worker: str | None, entry: Any) -> tuple[Any, ...] | None:
+def _log(source: str, worker: str | None, entry: Any) -> LogRecord | None:
     created, level, text = entry
     parts = str(text).split(_SEPARATOR, 3)
     name, message = (parts[1], parts[3]) if len(parts) == 4 else ("", str(text))
     if message in _OWN:
         return None
     number = _LEVELS.get(str(level).upper(), logging.INFO)
-    return ("log", float(created), number, source, worker, name, message)
+    return LogRecord("log", float(created), number, source, worker, name, message)
 
 
-def _task(entry: dict[str, Any], span_id: str | None) -> tuple[Any, ...]:
+def _task(entry: dict[str, Any], span_id: str | None) -> TaskRecord:
     from dask.utils import key_split
 
     from dask_observe.capture.scheduler import phase_seconds
 
     phases, begin, end = phase_seconds(entry.get("startstops", ()))
+    compute, transfer, disk_read, disk_write, deserialize = phases
     status = "memory" if entry.get("status") == "OK" else "erred"
     exception = entry.get("exception_text") if status == "erred" else None
     key = entry.get("key")
-    return (
+    return TaskRecord(
         "task", end or time.time(), str(key), key_split(key), span_id or "",
         entry.get("worker"), entry.get("thread"), begin, end, status,
-        entry.get("nbytes"), *phases, exception,
+        entry.get("nbytes"), compute, transfer, disk_read, disk_write,
+        deserialize, exception,
         entry.get("traceback_text") if status == "erred" else None,
     )  # fmt: skip
 
 
-def collect(
-    client: Client, started: float, span_id: str | None
-) -> list[tuple[Any, ...]]:
+def collect(client: Client, started: float, span_id: str | None) -> list[Record]:
     """What the cluster still holds of the time since ``started``, as records.
 
     Every part is read on its own: one that fails (a dead worker's logs) is
@@ -75,7 +77,7 @@ def collect(
     are attributed to the run's span, which the task stream does not name.
     """
     scheduler: Any = client.scheduler
-    records: list[tuple[Any, ...] | None] = []
+    records: list[Record | None] = []
 
     def read(what: str, fetch: Any) -> Any:
         try:
@@ -113,5 +115,5 @@ def collect(
             kind = _WORKER_ACTIONS.get(str(action), topic) if topic == "all" else topic
             if topic == "all" and kind == topic:
                 continue  # the rest of "all" repeats the other topics
-            records.append(("event", float(t), kind, worker, msg))
+            records.append(EventRecord("event", float(t), kind, worker, msg))
     return [r for r in records if r is not None]

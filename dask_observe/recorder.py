@@ -17,6 +17,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, cast
 
+from dask_observe.capture import wire
 from dask_observe.capture.wire import VERSION as WIRE_VERSION
 from dask_observe.store import Store
 
@@ -463,9 +464,10 @@ class Recorder:
                         f"the scheduler's capture speaks wire version "
                         f"{reply.get('wire')}, not {WIRE_VERSION}"
                     )
-                records = reply["records"]
+                records = [(n, wire.typed(r)) for n, r in reply["records"]]
                 if any(
-                    r[1][0] == "event" and r[1][2] == "worker-removed" for r in records
+                    isinstance(r, wire.EventRecord) and r.kind == "worker-removed"
+                    for _, r in records
                 ):
                     self.worker_removed_at = time.monotonic()
                 # A new scheduler instance numbers from 1 again.

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.capture.wire import EventRecord
 from dask_observe.recorder import Recorder
 from dask_observe.run import Ending, Run, Store, begin_ending
 
@@ -383,7 +384,9 @@ class Recording:
         for its recorder to read them) and an event that says so."""
         assert self._recorder is not None
         logger.warning("dask-observe: the run's scheduler is gone (%s)", why)
-        event = ("event", time.time(), "scheduler-lost", None, {"reason": why})
+        event = EventRecord(
+            "event", time.time(), "scheduler-lost", None, {"reason": why}
+        )
         self.store.append(self._recorder.cluster, [event])
         self._recorder.release()
         return self._end("failed", self._stored_counts(), ended)
@@ -525,7 +528,7 @@ class Recording:
         export = self._recorder.export
         if export is not None and export.dropped:
             data = {"count": export.dropped, "endpoint": export.endpoint}
-            event = ("event", time.time(), "export-dropped", None, data)
+            event = EventRecord("event", time.time(), "export-dropped", None, data)
             self.store.append(self._recorder.cluster, [event])
 
     def finish_export(self, timeout: float) -> None:

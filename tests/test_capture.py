@@ -231,7 +231,11 @@ def test_a_flood_of_200000_lines_is_stored_or_counted_and_the_scheduler_answers(
     assert probes > 0 and slowest < 2.0
     stored = len(run.logs(contains="flood line", source="worker"))
     dropped = run.dropped("log")
-    assert stored + dropped == n
+    # Every flood line is stored or counted. The count is of all the worker's
+    # lines dropped, and may hold a few others dropped among them (a full run
+    # on a busy machine counted one more: distributed's own warnings while the
+    # worker's loop was held); never many.
+    assert n <= stored + dropped <= n + 10
     assert stored > 0
 
 

@@ -26,7 +26,16 @@ from .metrics import cluster_metrics, worker_metrics
 from .router import LogRouter, Sink
 from .settings import CaptureSettings
 from .stalls import StallWatch
-from .wire import FLUSH_HANDLER
+from .wire import (
+    FLUSH_HANDLER,
+    EventRecord,
+    LogRecord,
+    MemorySample,
+    MetricsRecord,
+    PushedEvent,
+    PushedLog,
+    TaskRecord,
+)
 from .wire import VERSION as WIRE_VERSION
 
 if TYPE_CHECKING:
@@ -43,7 +52,6 @@ PULL_LIMIT = 10_000
 _SKIPPED_TOPICS = frozenset({"all"})
 
 #: A log record as workers and nannies ship it: (time, level, logger, message, worker).
-ShippedLog = tuple[float, int, str, str, str | None]
 
 #: How long a closing scheduler waits for a recorder to read its last records.
 CLOSE_WAIT_S = 2.0
@@ -144,7 +152,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         self._own_logs = DropCountingBuffer(self.settings.buffer_size)
         self._sink = Sink(
             "scheduler",
-            lambda record, worker: self._own_logs.append((*record, worker)),
+            lambda record, worker: self._own_logs.append(PushedLog(*record, worker)),
             levels=self.settings.levels,
         )
         #: Per watched span: tasks that ended, by (prefix, memory|erred).
@@ -215,11 +223,12 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
                 if counter is not None:
                     counter[ts.prefix.name, finish] += 1
         phases, begin, end = phase_seconds(kwargs.get("startstops", ()))
+        compute, transfer, disk_read, disk_write, deserialize = phases
         exception = kwargs.get("exception_text")
         if exception is None and finish == "erred":  # KilledWorker: see below
             exception = _scheduler_exception(kwargs)
         self.buffer.append(
-            (
+            TaskRecord(
                 "task",
                 time.time(),
                 str(key),
@@ -231,7 +240,11 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
                 end,
                 finish,
                 kwargs.get("nbytes"),
-                *phases,
+                compute,
+                transfer,
+                disk_read,
+                disk_write,
+                deserialize,
                 exception,
                 kwargs.get("traceback_text"),
             )
@@ -258,7 +271,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         self._event(topic, worker if isinstance(worker, str) else None, msg)
 
     def _event(self, kind: str, worker: str | None, data: Any) -> None:
-        self.buffer.append(("event", time.time(), kind, worker, data))
+        self.buffer.append(EventRecord("event", time.time(), kind, worker, data))
 
     # -- periodic ----------------------------------------------------------------
     def _tick(self) -> None:
@@ -272,36 +285,42 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         assert self._scheduler is not None
         now = time.time()
         for ws in self._scheduler.workers.values():
-            self.buffer.append(("metrics", now, ws.address, worker_metrics(ws)))
-        self.buffer.append(("metrics", now, None, cluster_metrics(self._scheduler)))
+            self.buffer.append(
+                MetricsRecord("metrics", now, ws.address, worker_metrics(ws))
+            )
+        self.buffer.append(
+            MetricsRecord("metrics", now, None, cluster_metrics(self._scheduler))
+        )
         self._move_own_logs()
 
     def _move_own_logs(self) -> None:
         records, dropped = self._own_logs.drain(len(self._own_logs) + 1)
         self._add_logs("scheduler", records, dropped)
 
-    def _add_logs(self, source: str, records: list[ShippedLog], dropped: int) -> None:
+    def _add_logs(self, source: str, records: list[PushedLog], dropped: int) -> None:
         for t, level, logger_name, message, worker in records:
-            self.buffer.append(("log", t, level, source, worker, logger_name, message))
+            self.buffer.append(
+                LogRecord("log", t, level, source, worker, logger_name, message)
+            )
         self.dropped_upstream += dropped
 
     # -- handlers (RPC) ----------------------------------------------------------
     def push(
         self,
         source: str,
-        records: list[ShippedLog],
+        records: list[PushedLog],
         dropped: int = 0,
-        samples: Sequence[tuple[float, str, float]] = (),
-        events: Sequence[tuple[float, str, str, Any]] = (),
+        samples: Sequence[MemorySample] = (),
+        events: Sequence[PushedEvent] = (),
     ) -> None:
         """Log records from a worker or nanny, each naming its worker; a
         worker's own fast samples of its process memory, (time, worker, rss);
         events it saw itself, (time, kind, worker, data)."""
         self._add_logs(source, records, dropped)
         for t, worker, rss in samples:
-            self.buffer.append(("metrics", t, worker, {"memory_rss": rss}))
+            self.buffer.append(MetricsRecord("metrics", t, worker, {"memory_rss": rss}))
         for t, kind, worker, data in events:
-            self.buffer.append(("event", t, kind, worker, data))
+            self.buffer.append(EventRecord("event", t, kind, worker, data))
 
     def pull(self, cursor: int = 0, instance: str | None = None) -> dict[str, Any]:
         """Records numbered above ``cursor``; from the start for another instance.

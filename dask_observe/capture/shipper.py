@@ -13,6 +13,7 @@ from .logs import LogTuple, replay
 from .pacer import Pacer
 from .router import LogRouter, Sink
 from .settings import CaptureSettings
+from .wire import PushedLog
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +32,9 @@ class LogShipper:
         self.source = source
         self.levels = settings.levels
         self.buffer = DropCountingBuffer(settings.buffer_size)
-        #: Memory samples, (time, worker, rss), shipped with the log records.
+        #: Memory samples (MemorySample), shipped with the log records.
         self.samples = DropCountingBuffer(settings.buffer_size)
-        #: Events the process observed itself, (time, kind, worker, data).
+        #: Events the process observed itself (PushedEvent).
         self.events = DropCountingBuffer(settings.buffer_size)
         self.interval_ms = settings.flush_interval_ms
         self.since = settings.since
@@ -48,7 +49,7 @@ class LogShipper:
     def _append(self, record: LogTuple, worker: str | None) -> None:
         # The worker is named when the line is written: a nanny's worker gets a new
         # address when it is restarted, and its last lines belong to the old one.
-        self.buffer.append((*record, worker))
+        self.buffer.append(PushedLog(*record, worker))
 
     def start(
         self,
@@ -67,7 +68,7 @@ class LogShipper:
         # After attaching: a record is then either live or in the backlog.
         earlier = replay(backlog, self.levels, self.since, time.time())
         address = worker()
-        self.buffer.prepend([(*record, address) for record in earlier])
+        self.buffer.prepend([PushedLog(*record, address) for record in earlier])
         # Started from the plugin's setup, which runs on the process's event loop.
         self._leave_pacer = Pacer.join(self.interval_ms, self._due)
 

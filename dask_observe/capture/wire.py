@@ -30,9 +30,129 @@ nannies call ``dask_observe_push(source, records, dropped, samples, events)``:
 log records ``(time, level, logger, message, worker)``, memory samples
 ``(time, worker, rss)`` and events ``(time, kind, worker, data)``; they come from
 the same shipped bundle as the scheduler's plugin, so they always agree with it.
+
+Each of these records is a named tuple of this module (:class:`LogRecord`,
+:class:`TaskRecord`, :class:`MetricsRecord`, :class:`EventRecord`; pushed:
+:class:`PushedLog`, :class:`MemorySample`, :class:`PushedEvent`): both ends
+build and read them by name, and they travel as the plain arrays above (a named
+tuple is a tuple to msgpack), so the layout, not the Python class, is what a
+version fixes. :func:`typed` reads a received one back.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, NamedTuple, Union
+
 VERSION = 2
+
+
+class LogRecord(NamedTuple):
+    """A log line of the scheduler, a worker or a nanny."""
+
+    type: Literal["log"]
+    time: float
+    level: int
+    #: "scheduler", "worker" or "nanny"
+    source: str
+    worker: str | None
+    logger: str
+    message: str
+
+
+class TaskRecord(NamedTuple):
+    """A task that finished or failed, as the scheduler saw it."""
+
+    type: Literal["task"]
+    time: float
+    key: str
+    prefix: str
+    #: The span ids the task belongs to, space-separated.
+    span_ids: str
+    worker: str | None
+    thread: int | None
+    start: float | None
+    stop: float | None
+    #: "memory" or "erred"
+    status: str
+    nbytes: int | None
+    compute_s: float
+    transfer_s: float
+    disk_read_s: float
+    disk_write_s: float
+    deserialize_s: float
+    exception: str | None
+    traceback: str | None
+
+
+class MetricsRecord(NamedTuple):
+    """Metric samples of a worker (or of the cluster: worker None)."""
+
+    type: Literal["metrics"]
+    time: float
+    worker: str | None
+    values: dict[str, float]
+
+
+class EventRecord(NamedTuple):
+    """A lifecycle event (worker-added, event-loop-stall, ...)."""
+
+    type: Literal["event"]
+    time: float
+    kind: str
+    worker: str | None
+    data: Any
+
+
+Record = Union[LogRecord, TaskRecord, MetricsRecord, EventRecord]  # noqa: UP007
+
+_BY_TYPE: dict[str, type[Any]] = {
+    "log": LogRecord, "task": TaskRecord, "metrics": MetricsRecord,
+    "event": EventRecord,
+}  # fmt: skip
+
+
+def typed(raw: Sequence[Any]) -> Record:
+    """A record as received (a list, after msgpack; the record itself from a
+    scheduler in this process) as its named tuple; ValueError for one this
+    version does not know."""
+    kind = _BY_TYPE.get(raw[0]) if raw else None
+    if kind is None:
+        raise ValueError(f"not a wire record: {str(raw)[:80]}")
+    if isinstance(raw, kind):
+        return raw  # type: ignore[no-any-return]
+    try:
+        return kind(*raw)  # type: ignore[no-any-return]
+    except TypeError as e:  # another number of fields
+        raise ValueError(f"a {raw[0]} record of {len(raw)} fields: {e}") from e
+
+
+class PushedLog(NamedTuple):
+    """A log line a worker or nanny pushes to the scheduler."""
+
+    time: float
+    level: int
+    logger: str
+    message: str
+    worker: str | None
+
+
+class MemorySample(NamedTuple):
+    """A worker's own fast sample of its process memory."""
+
+    time: float
+    worker: str
+    rss: float
+
+
+class PushedEvent(NamedTuple):
+    """An event a worker saw itself (a stall of its loop, a long task...)."""
+
+    time: float
+    kind: str
+    worker: str
+    data: Any
+
 
 #: The worker and nanny handler that ships what it holds now; with
 #: ``heartbeat`` (a worker) it then sends a heartbeat.

@@ -13,7 +13,7 @@ from .pacer import Pacer, process_rss
 from .settings import CaptureSettings
 from .shipper import LogShipper
 from .stalls import StallWatch
-from .wire import FLUSH_HANDLER
+from .wire import FLUSH_HANDLER, MemorySample, PushedEvent
 
 if TYPE_CHECKING:
     from distributed import Worker
@@ -47,7 +47,7 @@ class LongTasks:
             if now - since >= LONG_TASK_S and key not in self.reported:
                 self.reported.add(key)
                 data = {"key": key, "since": since}
-                shipper.events.append((now, "task-running", worker, data))
+                shipper.events.append(PushedEvent(now, "task-running", worker, data))
 
 
 #: Seconds of incoming transfers summed into one "transfer" event per peer and type.
@@ -124,7 +124,9 @@ class Transfers:
         for (peer, kind), bucket in self.pending.items():
             stop = bucket.pop("stop")
             data = {"from": peer, "type": kind, **bucket}
-            shipper.events.append((stop, "transfer", self.worker.address, data))
+            shipper.events.append(
+                PushedEvent(stop, "transfer", self.worker.address, data)
+            )
         self.pending = {}
         self.since = time.monotonic()
 
@@ -154,7 +156,7 @@ class MemorySampler:
         if abs(rss - self.kept) < 0.02 * limit and now - self.kept_at < 1.0:
             return
         self.kept, self.kept_at = rss, now
-        self.shipper.samples.append((now, self.worker.address, float(rss)))
+        self.shipper.samples.append(MemorySample(now, self.worker.address, float(rss)))
 
 
 class ObserveWorkerPlugin(WorkerPlugin):
@@ -202,7 +204,9 @@ class ObserveWorkerPlugin(WorkerPlugin):
         stall = self._stalls.tick(now)
         if stall is not None:
             address = self._memory.worker.address
-            self.shipper.events.append((now, "event-loop-stall", address, stall))
+            self.shipper.events.append(
+                PushedEvent(now, "event-loop-stall", address, stall)
+            )
         self.long_tasks.report(now, self._memory.worker.address, self.shipper)
         self._memory.sample(now)
         self._transfers.report(self.shipper)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from itertools import count
 from typing import Any, NamedTuple
 
+from dask_observe.capture.wire import LogRecord, MetricsRecord, TaskRecord, typed
 from dask_observe.store import patterns
 
 LOG_COLUMNS = ("time", "level", "source", "worker", "logger", "message")
@@ -57,14 +58,17 @@ def ingest(
     records: Sequence[tuple[int, Sequence[Any]]],
     lost: dict[str, int],
 ) -> int:
-    """Insert pulled records (``(number, record)`` pairs) inside the caller's
-    transaction; ``lost`` counts records dropped before they could be read, by
-    kind (log, task, metrics, event)."""
+    """Insert pulled records (``(number, record)`` pairs, each record a wire
+    record or its plain tuple) inside the caller's transaction; ``lost``
+    counts records dropped before they could be read, by kind (log, task,
+    metrics, event)."""
+    typed_records = [typed(record) for _, record in records]
     drops = [(kind, count) for kind, count in lost.items() if count]
     # Numbers first (a metrics record becomes a row per metric), so that each row
     # is built once, numbered in the order the cluster produced it.
     total = len(drops) + sum(
-        len(record[3]) if record[0] == "metrics" else 1 for _, record in records
+        len(record.values) if isinstance(record, MetricsRecord) else 1
+        for record in typed_records
     )
     if not total:
         return 0
@@ -76,29 +80,30 @@ def ingest(
     tasks: list[tuple[Any, ...]] = []
     metrics: list[tuple[Any, ...]] = []
     events: list[tuple[Any, ...]] = []
-    for _, record in records:
-        kind = record[0]
-        if kind == "task":
+    for record in typed_records:
+        # The columns of logs and tasks are the records' fields, in order.
+        if isinstance(record, TaskRecord):
             tasks.append((next(seq), cluster, *record[1:]))
-        elif kind == "log":
+        elif isinstance(record, LogRecord):
             logs.append((next(seq), cluster, *record[1:]))
-        elif kind == "metrics":
-            _, t, worker, values = record
+        elif isinstance(record, MetricsRecord):
             metrics.extend(
-                (next(seq), cluster, t, worker, name, value)
-                for name, value in values.items()
+                (next(seq), cluster, record.time, record.worker, name, value)
+                for name, value in record.values.items()
             )
-        elif kind == "event":
-            _, t, event_kind, worker, data = record
-            events.append((next(seq), cluster, t, event_kind, worker, _json(data)))
+        else:
+            events.append(
+                (next(seq), cluster, record.time, record.kind, record.worker,
+                 _json(record.data))
+            )  # fmt: skip
     now = time.time()
     for kind, n in drops:
         data = _json({"kind": kind, "count": n})
         events.append((next(seq), cluster, now, "dropped", None, data))
-    for table, rows in (("logs", logs), ("tasks", tasks), ("metrics", metrics),
-                        ("events", events)):  # fmt: skip
-        if rows:
-            conn.executemany(_insert(table), rows)
+    for table, inserts in (("logs", logs), ("tasks", tasks), ("metrics", metrics),
+                           ("events", events)):  # fmt: skip
+        if inserts:
+            conn.executemany(_insert(table), inserts)
     return total
 
 
