@@ -185,6 +185,9 @@ export class LogStream {
    * about N rows before its end), or from ``since`` seconds ago when given.
    */
   follow(target: ITarget, after = 0, since?: number): void {
+    if (this._isDisposed) {
+      return;
+    }
     this._generation += 1; // what is queued or being filled is not wanted now
     this._queue = [];
     this._target = target;
@@ -195,10 +198,18 @@ export class LogStream {
     this._connect();
   }
 
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
   /**
-   * Stop following and close the connection.
+   * Stop following, close the connection and let go of every listener.
    */
   dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
     this._generation += 1;
     this._queue = [];
     this._target = null;
@@ -206,6 +217,7 @@ export class LogStream {
     this._socket?.close();
     this._socket = null;
     this._setState('closed');
+    Signal.clearData(this);
   }
 
   private _connect(): void {
@@ -355,6 +367,7 @@ export class LogStream {
   private _flags = new Signal<this, IFlag[]>(this);
   private _gaps = new Signal<this, IGap>(this);
   private _generation = 0;
+  private _isDisposed = false;
   private _kinds: StreamKind[];
   private _metrics = new Signal<this, IMetric[]>(this);
   private _reset = new Signal<this, ITarget>(this);
