@@ -1,9 +1,9 @@
 import { Widget } from '@lumino/widgets';
 
 import { ICluster } from './api';
+import { heading } from './dom';
 import { ClusterModel } from './models';
 import { DASHBOARD_PAGES } from './tabs';
-import { heading } from './dom';
 
 /**
  * The clusters that recorders watch, each with buttons for its dashboard's main

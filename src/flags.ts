@@ -1,7 +1,7 @@
 import { Widget } from '@lumino/widgets';
 
-import { IFlag, LogStream } from './stream';
 import { heading } from './dom';
+import { IFlag, LogStream } from './stream';
 
 /**
  * The flags of the newest run, newest first: severity, kind, message and advice;

@@ -1,8 +1,8 @@
 import { Widget } from '@lumino/widgets';
 
 import { fetchHistory, IHistory, IHistoryRun } from './api';
-import { formatBytes, formatSeconds } from './format';
 import { heading } from './dom';
+import { formatBytes, formatSeconds } from './format';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const WIDTH = 240;

@@ -2,9 +2,9 @@ import { Message } from '@lumino/messaging';
 import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
+import { heading } from './dom';
 import { formatBytes } from './format';
 import { IEvent, IMetric, LogStream } from './stream';
-import { heading } from './dom';
 
 /**
  * The samples a view keeps: names it draws, per worker and for the cluster.

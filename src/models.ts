@@ -12,6 +12,7 @@ import { fetchClusters, fetchRuns, ICluster, IRun } from './api';
 export class PolledList<T> {
   constructor(options: PolledList.IOptions<T>) {
     this._fetch = options.fetch;
+    this._signature = options.signature ?? (items => JSON.stringify(items));
     this._active = options.active ?? true;
     this._poll = new Poll({
       factory: () => this.refresh(),
@@ -87,13 +88,13 @@ export class PolledList<T> {
     try {
       items = await this._fetch();
     } catch (reason) {
-      this._signature = ''; // told again on the next success
+      this._told = ''; // told again on the next success
       this._failed.emit(reason);
       throw reason;
     }
-    const signature = JSON.stringify(items);
-    if (signature !== this._signature && !this.isDisposed) {
-      this._signature = signature;
+    const signature = this._signature(items);
+    if (signature !== this._told && !this.isDisposed) {
+      this._told = signature;
       this._items = items;
       this._changed.emit(items);
     }
@@ -113,7 +114,8 @@ export class PolledList<T> {
   private _fetch: () => Promise<T[]>;
   private _items: readonly T[] = [];
   private _poll: Poll;
-  private _signature = '';
+  private _signature: (items: T[]) => string;
+  private _told = '';
 }
 
 /**
@@ -137,6 +139,11 @@ export namespace PolledList {
      * Whether to poll from the start; true by default.
      */
     active?: boolean;
+    /**
+     * What must differ for the items to count as changed (all of them, as
+     * JSON, by default).
+     */
+    signature?: (items: T[]) => string;
   }
 }
 
@@ -145,7 +152,17 @@ export namespace PolledList {
  */
 export class ClusterModel extends PolledList<ICluster> {
   constructor(options: Partial<PolledList.IOptions<ICluster>> = {}) {
-    super({ fetch: fetchClusters, name: 'dask-observe:clusters', ...options });
+    super({
+      fetch: fetchClusters,
+      name: 'dask-observe:clusters',
+      // Not last_seen, which a live cluster renews on every refresh: its
+      // card (and the dashboard buttons under the pointer) would be redrawn.
+      signature: clusters =>
+        JSON.stringify(
+          clusters.map(c => [c.id, c.address, c.dashboard, c.alive])
+        ),
+      ...options
+    });
   }
 }
 

@@ -1,9 +1,9 @@
 import { Widget } from '@lumino/widgets';
 
 import { IRun } from './api';
+import { heading } from './dom';
 import { formatSeconds } from './format';
 import { RunsModel } from './models';
-import { heading } from './dom';
 
 /**
  * The runs in the store, newest first, one compact card each, as its model
