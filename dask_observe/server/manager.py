@@ -109,6 +109,10 @@ class StoreManager:
     def release(self, kind: str) -> None:
         self._busy[kind] -= 1
 
+    def busy(self, kind: str) -> int:
+        """How many of the CAPS[kind] slots are taken now."""
+        return self._busy.get(kind, 0)
+
     @contextmanager
     def slot(self, kind: str) -> Iterator[None]:
         """Hold one of the CAPS[kind] slots for the block."""

@@ -172,6 +172,22 @@ class StoreReader(JupyterHandler):
 class StoreHandler(StoreReader, APIHandler):
     """A store reader that answers JSON, errors included."""
 
+    async def finish_read(
+        self, reader: Callable[..., Any], *args: Any, patterned: bool = False
+    ) -> None:
+        """Answer ``reader``'s result as JSON. A read with a pattern (a
+        regular expression tried row by row) takes one of the pattern slots
+        (429 when none is free) and runs in a process of its own."""
+        if not patterned:
+            self.finish(json.dumps(await self.read(reader, *args)))
+            return
+        try:
+            with self.manager.slot("pattern"):
+                found = await self.read(reader, *args, isolated=True)
+        except TooBusy as e:
+            raise web.HTTPError(429, str(e)) from e
+        self.finish(json.dumps(found))
+
 
 class RunsHandler(StoreHandler):
     """``GET dask-observe/api/runs``: every recorded run, newest first."""
@@ -217,15 +233,7 @@ class RunLogsHandler(StoreHandler):
                 "source": self.get_query_argument("source", None),
             },
         }
-        if not regex:
-            self.finish(json.dumps(await self.read(read_logs, run_id, query)))
-            return
-        try:
-            with self.manager.slot("pattern"):
-                page = await self.read(read_logs, run_id, query, isolated=True)
-        except TooBusy as e:
-            raise web.HTTPError(429, str(e)) from e
-        self.finish(json.dumps(page))
+        await self.finish_read(read_logs, run_id, query, patterned=regex)
 
 
 class StreamRowsHandler(StoreHandler):
@@ -253,16 +261,8 @@ class StreamRowsHandler(StoreHandler):
         if not isinstance(message, dict):
             raise web.HTTPError(400, "subscribe must be a JSON object")
         filters = message.get("filters")
-        patterned = isinstance(filters, dict) and filters.get("regex")
-        if not patterned:
-            self.finish(json.dumps(await self.read(read_rows, message, upto)))
-            return
-        try:
-            with self.manager.slot("pattern"):
-                rows = await self.read(read_rows, message, upto, isolated=True)
-        except TooBusy as e:
-            raise web.HTTPError(429, str(e)) from e
-        self.finish(json.dumps(rows))
+        patterned = isinstance(filters, dict) and bool(filters.get("regex"))
+        await self.finish_read(read_rows, message, upto, patterned=patterned)
 
 
 class RunHistoryHandler(StoreHandler):
