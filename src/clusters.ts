@@ -1,7 +1,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { ICluster } from './api';
-import { heading } from './dom';
+import { button, element, heading } from './dom';
 import { ClusterModel } from './models';
 import { DASHBOARD_PAGES } from './tabs';
 
@@ -15,8 +15,7 @@ export class ClustersView extends Widget {
     this.addClass('jp-DaskObserve-clusters');
     this._openPage = options.openPage;
     const head = heading('Clusters');
-    this._list = document.createElement('ul');
-    this._list.className = 'jp-DaskObserve-clusterList';
+    this._list = element('ul', 'jp-DaskObserve-clusterList');
     this.node.append(head, this._list);
     options.model.changed.connect(
       (_, clusters) => this._render(clusters),
@@ -30,32 +29,28 @@ export class ClustersView extends Widget {
   }
 
   private _card(cluster: ICluster): HTMLLIElement {
-    const item = document.createElement('li');
-    item.className = 'jp-DaskObserve-cluster';
+    const item = element('li', 'jp-DaskObserve-cluster');
     item.dataset.clusterId = cluster.id;
     item.classList.toggle('jp-mod-gone', !cluster.alive);
-    const address = document.createElement('div');
-    address.className = 'jp-DaskObserve-cluster-address';
-    address.textContent = cluster.address;
-    const seen = document.createElement('div');
-    seen.className = 'jp-DaskObserve-cluster-seen';
-    seen.textContent = cluster.alive
-      ? 'live'
-      : `last seen ${new Date(cluster.last_seen * 1000).toLocaleString()}`;
-    item.append(address, seen);
+    item.append(
+      element('div', 'jp-DaskObserve-cluster-address', cluster.address),
+      element(
+        'div',
+        'jp-DaskObserve-cluster-seen',
+        cluster.alive
+          ? 'live'
+          : `last seen ${new Date(cluster.last_seen * 1000).toLocaleString()}`
+      )
+    );
     if (cluster.dashboard) {
-      const pages = document.createElement('div');
-      pages.className = 'jp-DaskObserve-cluster-pages';
+      const pages = element('div', 'jp-DaskObserve-cluster-pages');
       for (const page of DASHBOARD_PAGES) {
-        const button = document.createElement('button');
-        button.className = 'jp-DaskObserve-dashboard-button';
-        button.textContent = page;
-        button.dataset.page = page;
-        button.disabled = !cluster.alive;
-        button.addEventListener('click', () =>
+        const open = button('jp-DaskObserve-dashboard-button', page, () =>
           this._openPage(cluster.id, page)
         );
-        pages.append(button);
+        open.dataset.page = page;
+        open.disabled = !cluster.alive;
+        pages.append(open);
       }
       item.append(pages);
     }

@@ -1,41 +1,34 @@
 import { Widget } from '@lumino/widgets';
 
-import { heading } from './dom';
-import { IFlag, LogStream } from './stream';
+import { element, heading } from './dom';
+import { FlagsModel } from './models';
+import { IFlag } from './stream';
 
 /**
  * The flags of the newest run, newest first: severity, kind, message and advice;
  * a click shows the evidence. All of it is text (`textContent`), never HTML.
  */
 export class FlagsView extends Widget {
-  constructor(stream: LogStream) {
+  constructor(model: FlagsModel) {
     super();
     this.addClass('jp-DaskObserve-flags');
+    this._model = model;
     const head = heading('Flags');
-    this._run = document.createElement('span');
-    this._run.className = 'jp-DaskObserve-flags-run';
+    this._run = element('span', 'jp-DaskObserve-flags-run');
     head.append(' ', this._run);
-    this._list = document.createElement('ul');
-    this._list.className = 'jp-DaskObserve-flagList';
-    this._empty = document.createElement('div');
-    this._empty.className = 'jp-DaskObserve-flags-empty';
-    this._empty.textContent = 'No flags.';
+    this._list = element('ul', 'jp-DaskObserve-flagList');
+    this._empty = element('div', 'jp-DaskObserve-flags-empty', 'No flags.');
     this.node.append(head, this._empty, this._list);
-    stream.flags.connect((_, flags) => this.render(flags));
+    model.changed.connect(this._render, this);
+    this._render();
   }
 
   /**
-   * Name the run whose flags are shown, and forget the previous run's.
+   * Show the run's flags, newest first.
    */
-  setRun(label: string): void {
-    this._run.textContent = label;
-    this.render([]);
-  }
-
-  /**
-   * Show these flags, newest first.
-   */
-  render(flags: IFlag[]): void {
+  private _render(): void {
+    const { runId, flags } = this._model;
+    this._run.textContent = runId === null ? '' : `run ${runId}`;
     this._empty.hidden = flags.length > 0;
     const newest = [...flags].sort((a, b) => b.time - a.time);
     this._list.replaceChildren(...newest.map(Private.card));
@@ -43,32 +36,24 @@ export class FlagsView extends Widget {
 
   private _empty: HTMLDivElement;
   private _list: HTMLUListElement;
+  private _model: FlagsModel;
   private _run: HTMLSpanElement;
 }
 
 namespace Private {
-  function text(tag: string, className: string, value: string): HTMLElement {
-    const element = document.createElement(tag);
-    element.className = className;
-    element.textContent = value;
-    return element;
-  }
-
   export function card(flag: IFlag): HTMLLIElement {
-    const item = document.createElement('li');
-    item.className = `jp-DaskObserve-flag jp-mod-${flag.severity}`;
+    const item = element('li', `jp-DaskObserve-flag jp-mod-${flag.severity}`);
     item.dataset.kind = flag.kind;
-    const head = text('div', 'jp-DaskObserve-flag-head', '');
+    const head = element('div', 'jp-DaskObserve-flag-head');
     head.append(
-      text('span', 'jp-DaskObserve-flag-kind', flag.kind),
-      text('span', 'jp-DaskObserve-flag-severity', flag.severity)
+      element('span', 'jp-DaskObserve-flag-kind', flag.kind),
+      element('span', 'jp-DaskObserve-flag-severity', flag.severity)
     );
-    const evidence = document.createElement('ul');
-    evidence.className = 'jp-DaskObserve-flag-evidence';
+    const evidence = element('ul', 'jp-DaskObserve-flag-evidence');
     evidence.hidden = true;
     evidence.append(
       ...flag.evidence.map(e =>
-        text(
+        element(
           'li',
           'jp-DaskObserve-flag-line',
           `${new Date(e.time * 1000).toLocaleTimeString()} ${e.worker ?? ''} ${e.text}`
@@ -77,8 +62,8 @@ namespace Private {
     );
     item.append(
       head,
-      text('div', 'jp-DaskObserve-flag-message', flag.message),
-      text('div', 'jp-DaskObserve-flag-advice', flag.advice),
+      element('div', 'jp-DaskObserve-flag-message', flag.message),
+      element('div', 'jp-DaskObserve-flag-advice', flag.advice),
       evidence
     );
     item.title = 'Click to show or hide the evidence';

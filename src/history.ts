@@ -1,10 +1,10 @@
 import { Widget } from '@lumino/widgets';
 
-import { fetchHistory, IHistory, IHistoryRun } from './api';
-import { heading } from './dom';
+import { IHistoryRun } from './api';
+import { element, heading, svg } from './dom';
 import { formatBytes, formatSeconds } from './format';
+import { HistoryModel } from './models';
 
-const SVG = 'http://www.w3.org/2000/svg';
 const WIDTH = 240;
 const HEIGHT = 44;
 
@@ -17,52 +17,39 @@ const HEIGHT = 44;
  * Run names and changes are user text: written with `textContent` only.
  */
 export class HistoryView extends Widget {
-  constructor() {
+  constructor(model: HistoryModel) {
     super();
     this.addClass('jp-DaskObserve-history');
+    this._model = model;
     const head = heading('History');
-    this._title = document.createElement('div');
-    this._title.className = 'jp-DaskObserve-history-title';
-    this._charts = document.createElement('div');
-    this._charts.className = 'jp-DaskObserve-history-charts';
-    this._notes = document.createElement('ul');
-    this._notes.className = 'jp-DaskObserve-history-notes';
+    this._title = element('div', 'jp-DaskObserve-history-title');
+    this._charts = element('div', 'jp-DaskObserve-history-charts');
+    this._notes = element('ul', 'jp-DaskObserve-history-notes');
     this.node.append(head, this._title, this._charts, this._notes);
-    this._title.textContent = 'No run selected.';
+    model.changed.connect(this._render, this);
+    this._render();
   }
 
-  /**
-   * The run whose name's history is shown (null: none yet).
-   */
-  get runId(): number | null {
-    return this._runId;
-  }
-
-  /**
-   * Show the history of that run's name; again when `force`, even if shown.
-   */
-  async showRun(runId: number, force = false): Promise<void> {
-    if (runId === this._runId && !force) {
+  private _render(): void {
+    const { runId, history, error, reading } = this._model;
+    if (runId === null) {
+      this._title.textContent = 'No run selected.';
       return;
     }
-    this._runId = runId;
     this.node.dataset.runId = String(runId);
-    if (this._charts.childElementCount === 0) {
-      this._title.textContent = `Reading the history of run ${runId}…`;
-    }
-    let history: IHistory;
-    try {
-      history = await fetchHistory(runId);
-    } catch (reason) {
-      this._title.textContent = `Cannot read the history: ${String(reason)}`;
+    if (reading) {
+      if (this._charts.childElementCount === 0) {
+        this._title.textContent = `Reading the history of run ${runId}…`;
+      }
       return;
     }
-    if (runId === this._runId && !this.isDisposed) {
-      this._render(history);
+    if (error !== null) {
+      this._title.textContent = `Cannot read the history: ${error}`;
+      return;
     }
-  }
-
-  private _render(history: IHistory): void {
+    if (history === null) {
+      return;
+    }
     const runs = history.runs;
     this._title.textContent =
       `${history.name}: ${runs.length} run${runs.length === 1 ? '' : 's'}` +
@@ -79,23 +66,12 @@ export class HistoryView extends Widget {
   }
 
   private _charts: HTMLDivElement;
+  private _model: HistoryModel;
   private _notes: HTMLUListElement;
-  private _runId: number | null = null;
   private _title: HTMLDivElement;
 }
 
 namespace Private {
-  function svg<K extends keyof SVGElementTagNameMap>(
-    tag: K,
-    attributes: Record<string, string>
-  ): SVGElementTagNameMap[K] {
-    const element = document.createElementNS(SVG, tag);
-    for (const [name, value] of Object.entries(attributes)) {
-      element.setAttribute(name, value);
-    }
-    return element;
-  }
-
   /**
    * One figure over the runs: a line through the known values, a point a run
    * (class and data attributes say its verdict), a dashed rule where the
@@ -107,12 +83,9 @@ namespace Private {
     value: (run: IHistoryRun) => number | null,
     format: (value: number) => string
   ): HTMLDivElement {
-    const box = document.createElement('div');
-    box.className = 'jp-DaskObserve-history-chart';
+    const box = element('div', 'jp-DaskObserve-history-chart');
     box.dataset.chart = label;
-    const caption = document.createElement('span');
-    caption.className = 'jp-DaskObserve-chart-label';
-    caption.textContent = label;
+    const caption = element('span', 'jp-DaskObserve-chart-label', label);
     const known = runs.filter(r => value(r) !== null);
     const top = Math.max(...known.map(r => value(r) as number), 0) || 1;
     const x = (i: number): number =>
@@ -133,7 +106,7 @@ namespace Private {
           y2: String(HEIGHT),
           class: 'jp-DaskObserve-history-change'
         });
-        const title = svg('title', {});
+        const title = svg('title');
         title.textContent = `#${run.id} changed: ${run.changed.join('; ')}`;
         rule.append(title);
         picture.append(rule);
@@ -159,16 +132,18 @@ namespace Private {
         'data-run-id': String(run.id),
         'data-verdict': run.verdict
       });
-      const title = svg('title', {});
+      const title = svg('title');
       title.textContent =
         `#${run.id}: ${format(v)}` + (run.verdict ? ` (${run.verdict})` : '');
       point.append(title);
       picture.append(point);
     });
     const newest = known[known.length - 1];
-    const shown = document.createElement('span');
-    shown.className = 'jp-DaskObserve-chart-value';
-    shown.textContent = newest ? format(value(newest) as number) : '–';
+    const shown = element(
+      'span',
+      'jp-DaskObserve-chart-value',
+      newest ? format(value(newest) as number) : '–'
+    );
     box.append(caption, shown, picture);
     return box;
   }
@@ -177,8 +152,7 @@ namespace Private {
    * "#5 regression: wall time 2.10 s; changed: config a.b: None -> 4s".
    */
   export function note(run: IHistoryRun): HTMLLIElement {
-    const item = document.createElement('li');
-    item.className = 'jp-DaskObserve-history-note';
+    const item = element('li', 'jp-DaskObserve-history-note');
     item.dataset.runId = String(run.id);
     item.dataset.verdict = run.verdict;
     const parts = [`#${run.id}`];

@@ -12,17 +12,9 @@ import { find } from '@lumino/algorithm';
 import { IPanelSettings, ObservePanel } from './panel';
 import { ITarget } from './stream';
 import { LogsTab, comparisonTab, dashboardTab, reportTab } from './tabs';
+import { CommandIDs, IDaskObserve } from './tokens';
 
-/**
- * Command ids live under the `dask-observe:` prefix.
- */
-export namespace CommandIDs {
-  export const openPanel = 'dask-observe:open-panel';
-  export const openReport = 'dask-observe:open-report';
-  export const openDashboard = 'dask-observe:open-dashboard';
-  export const openComparison = 'dask-observe:open-comparison';
-  export const openLogs = 'dask-observe:open-logs';
-}
+export { CommandIDs, IDaskObserve, IGoneWorkers } from './tokens';
 
 /**
  * The plugin's id, which is also the name of its settings schema.
@@ -34,17 +26,18 @@ const PLUGIN_ID = 'dask-observe:plugin';
  */
 const STATE_ID = 'dask-observe:panel';
 
-const plugin: JupyterFrontEndPlugin<void> = {
+const plugin: JupyterFrontEndPlugin<IDaskObserve> = {
   id: PLUGIN_ID,
   description: 'A side panel that shows what dask-observe recorded.',
   autoStart: true,
+  provides: IDaskObserve,
   optional: [ILayoutRestorer, ISettingRegistry, IStateDB],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     registry: ISettingRegistry | null,
     state: IStateDB | null
-  ) => {
+  ): IDaskObserve => {
     const { commands, shell } = app;
     // A tab already open for the same page is brought forward, not doubled.
     const show = (widget: MainAreaWidget): void => {
@@ -93,24 +86,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
           args.run !== undefined
             ? { run: Number(args.run) }
             : { cluster: String(args.cluster) };
-        // Marks the workers that left, as the panel does, when the panel's
-        // metrics follow the same cluster or run.
-        const same =
-          JSON.stringify(panel.metricsStream.target) === JSON.stringify(target);
-        show(
-          new LogsTab({
-            target,
-            label: String(args.label ?? args.cluster ?? `run ${args.run}`),
-            maxLines: panel.settings.logBufferSize,
-            level: panel.logs.level,
-            gone: same
-              ? {
-                  current: panel.metrics.gone,
-                  changed: panel.metrics.goneChanged
-                }
-              : undefined
-          })
-        );
+        const label = String(args.label ?? args.cluster ?? `run ${args.run}`);
+        show(new LogsTab(panel.logsTabOptions(target, label)));
       }
     });
     shell.add(panel, 'left', { rank: 900 });
@@ -154,6 +131,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: 'Open the Dask Observe panel',
       execute: () => shell.activateById(panel.id)
     });
+    return {
+      panel,
+      replay: runId => panel.replay(runId),
+      live: () => panel.live()
+    };
   }
 };
 

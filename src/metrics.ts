@@ -2,9 +2,9 @@ import { Message } from '@lumino/messaging';
 import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { heading } from './dom';
+import { element, heading, svg } from './dom';
 import { formatBytes } from './format';
-import { IEvent, IMetric, LogStream } from './stream';
+import { IEvent, IMetric, StoreStream } from './stream';
 
 /**
  * The samples a view keeps: names it draws, per worker and for the cluster.
@@ -124,15 +124,11 @@ export class MetricsView extends Widget {
     this.refreshInterval = options.refreshInterval ?? 1000;
 
     const head = heading('Workers');
-    this._summary = document.createElement('span');
-    this._summary.className = 'jp-DaskObserve-metrics-summary';
+    this._summary = element('span', 'jp-DaskObserve-metrics-summary');
     head.append(' ', this._summary);
-    this._workers = document.createElement('ul');
-    this._workers.className = 'jp-DaskObserve-workerList';
-    this._chartsTitle = document.createElement('div');
-    this._chartsTitle.className = 'jp-DaskObserve-charts-title';
-    this._charts = document.createElement('div');
-    this._charts.className = 'jp-DaskObserve-charts';
+    this._workers = element('ul', 'jp-DaskObserve-workerList');
+    this._chartsTitle = element('div', 'jp-DaskObserve-charts-title');
+    this._charts = element('div', 'jp-DaskObserve-charts');
     this.node.append(head, this._workers, this._chartsTitle, this._charts);
 
     this._stream.metrics.connect((_, rows) => this._addMetrics(rows));
@@ -315,8 +311,7 @@ export class MetricsView extends Widget {
 
   private _workerRow(worker: string): HTMLLIElement {
     const sample = this._series.get(worker)!.latest() ?? new Map();
-    const item = document.createElement('li');
-    item.className = 'jp-DaskObserve-worker';
+    const item = element('li', 'jp-DaskObserve-worker');
     item.dataset.worker = worker;
     const gone = this._gone.has(worker);
     item.classList.toggle('jp-mod-gone', gone);
@@ -328,7 +323,8 @@ export class MetricsView extends Widget {
       this.selected = this._selected === worker ? null : worker;
     });
 
-    const name = Private.span(
+    const name = element(
+      'span',
       'jp-DaskObserve-worker-name',
       worker.replace(/^\w+:\/\//, '')
     );
@@ -338,14 +334,12 @@ export class MetricsView extends Widget {
       ['unmanaged', sample.get('memory_unmanaged') ?? 0],
       ['spilled', sample.get('memory_spilled') ?? 0]
     ];
-    const bar = document.createElement('div');
-    bar.className = 'jp-DaskObserve-membar';
+    const bar = element('div', 'jp-DaskObserve-membar');
     const total = parts.reduce((sum, [, v]) => sum + v, 0);
     // Against the limit; a worker without one is drawn against what it holds.
     const scale = limit > 0 ? Math.max(limit, total) : total || 1;
     for (const [part, bytes] of parts) {
-      const segment = document.createElement('div');
-      segment.className = `jp-DaskObserve-membar-${part}`;
+      const segment = element('div', `jp-DaskObserve-membar-${part}`);
       segment.dataset.bytes = String(bytes);
       segment.style.width = `${((100 * bytes) / scale).toFixed(2)}%`;
       bar.append(segment);
@@ -354,26 +348,28 @@ export class MetricsView extends Widget {
     bar.title =
       parts.map(([p, v]) => `${p} ${formatBytes(v)}`).join(', ') +
       (limit > 0 ? ` of a ${formatBytes(limit)} limit` : ' (no limit)');
-    const numbers = document.createElement('div');
-    numbers.className = 'jp-DaskObserve-worker-numbers';
+    const numbers = element('div', 'jp-DaskObserve-worker-numbers');
     numbers.append(
-      Private.span(
+      element(
+        'span',
         'jp-DaskObserve-worker-memory',
         limit > 0
           ? `${formatBytes(used)} / ${formatBytes(limit)}`
           : formatBytes(used)
       ),
-      Private.span(
+      element(
+        'span',
         'jp-DaskObserve-worker-cpu',
         `CPU ${Math.round(sample.get('cpu') ?? 0)}%`
       ),
-      Private.span(
+      element(
+        'span',
         'jp-DaskObserve-worker-processing',
         `${sample.get('tasks_processing') ?? 0} processing`
       )
     );
     if (gone) {
-      numbers.append(Private.span('jp-DaskObserve-worker-gone', 'gone'));
+      numbers.append(element('span', 'jp-DaskObserve-worker-gone', 'gone'));
     }
     item.append(name, bar, numbers);
     return item;
@@ -387,7 +383,7 @@ export class MetricsView extends Widget {
   private _newest = 0;
   private _selected: string | null = null;
   private _series = new Map<string, Series>();
-  private _stream: LogStream;
+  private _stream: StoreStream;
   private _summary: HTMLSpanElement;
   private _timer = 0;
   private _workerAdded = new Signal<this, string>(this);
@@ -402,7 +398,7 @@ export namespace MetricsView {
     /**
      * A stream subscribed to metrics and events.
      */
-    stream: LogStream;
+    stream: StoreStream;
     /**
      * Seconds the sparklines span (default 300).
      */
@@ -415,16 +411,8 @@ export namespace MetricsView {
 }
 
 namespace Private {
-  const SVG = 'http://www.w3.org/2000/svg';
   const WIDTH = 120;
   const HEIGHT = 28;
-
-  export function span(className: string, text: string): HTMLSpanElement {
-    const element = document.createElement('span');
-    element.className = className;
-    element.textContent = text;
-    return element;
-  }
 
   function shown(value: number, unit: IChart['unit']): string {
     switch (unit) {
@@ -458,20 +446,21 @@ namespace Private {
         }
       }
     }
-    const box = document.createElement('div');
-    box.className = 'jp-DaskObserve-chart';
+    const box = element('div', 'jp-DaskObserve-chart');
     box.dataset.chart = chart.label;
     const last = points[points.length - 1];
     box.dataset.value = last ? String(last[1]) : '';
-    const label = span('jp-DaskObserve-chart-label', chart.label);
-    const value = span(
+    const label = element('span', 'jp-DaskObserve-chart-label', chart.label);
+    const value = element(
+      'span',
       'jp-DaskObserve-chart-value',
       last ? shown(last[1], chart.unit) : '–'
     );
-    const svg = document.createElementNS(SVG, 'svg');
-    svg.setAttribute('viewBox', `0 0 ${WIDTH} ${HEIGHT}`);
-    svg.setAttribute('preserveAspectRatio', 'none');
-    svg.setAttribute('class', 'jp-DaskObserve-sparkline');
+    const picture = svg('svg', {
+      viewBox: `0 0 ${WIDTH} ${HEIGHT}`,
+      preserveAspectRatio: 'none',
+      class: 'jp-DaskObserve-sparkline'
+    });
     if (points.length > 1) {
       const top = Math.max(...points.map(p => p[1])) || 1;
       // A history shorter than the window fills the width.
@@ -482,11 +471,9 @@ namespace Private {
           `${(((t - start) / span) * WIDTH).toFixed(1)},` +
           `${(HEIGHT - 1 - (v / top) * (HEIGHT - 2)).toFixed(1)}`
       );
-      const line = document.createElementNS(SVG, 'polyline');
-      line.setAttribute('points', xy.join(' '));
-      svg.append(line);
+      picture.append(svg('polyline', { points: xy.join(' ') }));
     }
-    box.append(label, value, svg);
+    box.append(label, value, picture);
     return box;
   }
 }

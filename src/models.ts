@@ -1,7 +1,16 @@
+import { IDisposable } from '@lumino/disposable';
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { fetchClusters, fetchRuns, ICluster, IRun } from './api';
+import {
+  fetchClusters,
+  fetchHistory,
+  fetchRuns,
+  ICluster,
+  IHistory,
+  IRun
+} from './api';
+import { IFlag, StoreStream } from './stream';
 
 /**
  * A list the server holds (the clusters, the runs), fetched every `interval`
@@ -173,4 +182,152 @@ export class RunsModel extends PolledList<IRun> {
   constructor(options: Partial<PolledList.IOptions<IRun>> = {}) {
     super({ fetch: fetchRuns, name: 'dask-observe:runs', ...options });
   }
+}
+
+/**
+ * The flags of one run, as the server judges them (again while it runs: it
+ * sends them whole each time they change).
+ */
+export class FlagsModel implements IDisposable {
+  constructor() {
+    this._stream.flags.connect((_, flags) => {
+      this._flags = flags;
+      this._changed.emit();
+    });
+  }
+
+  /**
+   * Told when the run or its flags changed.
+   */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /**
+   * The run whose flags these are (null: none yet).
+   */
+  get runId(): number | null {
+    return this._runId;
+  }
+
+  /**
+   * Its flags, as the server sent them last.
+   */
+  get flags(): readonly IFlag[] {
+    return this._flags;
+  }
+
+  get isDisposed(): boolean {
+    return this._stream.isDisposed;
+  }
+
+  /**
+   * Follow the flags of that run (forgetting the previous run's).
+   */
+  follow(runId: number): void {
+    this._runId = runId;
+    this._flags = [];
+    this._changed.emit();
+    this._stream.follow({ run: runId });
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    this._stream.dispose();
+    Signal.clearData(this);
+  }
+
+  private _changed = new Signal<this, void>(this);
+  private _flags: readonly IFlag[] = [];
+  private _runId: number | null = null;
+  private _stream = new StoreStream(['flags']);
+}
+
+/**
+ * The history of one run's name: read when asked for, and again when asked
+ * with `force` (a run of the name came or finished).
+ */
+export class HistoryModel implements IDisposable {
+  /**
+   * Told when a read starts and when it ends (`history` or `error`).
+   */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /**
+   * The run whose name's history is wanted (null: none yet).
+   */
+  get runId(): number | null {
+    return this._runId;
+  }
+
+  /**
+   * The history of that run's name, once read.
+   */
+  get history(): IHistory | null {
+    return this._history;
+  }
+
+  /**
+   * Whether a read is under way.
+   */
+  get reading(): boolean {
+    return this._reading;
+  }
+
+  /**
+   * Why the last read failed, or null.
+   */
+  get error(): string | null {
+    return this._error;
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * Read the history of that run's name; again when `force`, even if read.
+   */
+  async show(runId: number, force = false): Promise<void> {
+    if (runId === this._runId && !force) {
+      return;
+    }
+    this._runId = runId;
+    this._reading = true;
+    this._changed.emit();
+    let history: IHistory;
+    try {
+      history = await fetchHistory(runId);
+    } catch (reason) {
+      if (runId === this._runId && !this._isDisposed) {
+        this._reading = false;
+        this._error = String(reason);
+        this._changed.emit();
+      }
+      return;
+    }
+    // An answer for a run asked for before the latest is not wanted.
+    if (runId === this._runId && !this._isDisposed) {
+      this._reading = false;
+      this._history = history;
+      this._error = null;
+      this._changed.emit();
+    }
+  }
+
+  dispose(): void {
+    this._isDisposed = true;
+    Signal.clearData(this);
+  }
+
+  private _changed = new Signal<this, void>(this);
+  private _error: string | null = null;
+  private _history: IHistory | null = null;
+  private _isDisposed = false;
+  private _reading = false;
+  private _runId: number | null = null;
 }

@@ -5,14 +5,16 @@ import { AccordionPanel, SplitPanel, Widget } from '@lumino/widgets';
 
 import { ICluster, IRun } from './api';
 import { ClustersView } from './clusters';
+import { button, element } from './dom';
 import { FlagsView } from './flags';
 import { HistoryView } from './history';
 import { observeIcon } from './icon';
 import { LOG_TAIL, LogsView } from './logs';
 import { MetricsView } from './metrics';
-import { ClusterModel, RunsModel } from './models';
+import { ClusterModel, FlagsModel, HistoryModel, RunsModel } from './models';
 import { RunsView } from './runs';
-import { ITarget, LogStream } from './stream';
+import { ITarget, StoreStream } from './stream';
+import { LogsTab } from './tabs';
 
 /**
  * The DOM id of the side panel; acceptance checks and users' CSS rely on it.
@@ -64,9 +66,8 @@ export class ObservePanel extends SidePanel {
     this.title.icon = observeIcon;
     this.title.caption = 'Dask Observe';
     const settings = { ...DEFAULT_SETTINGS, ...options.settings };
-    this.stream = new LogStream();
-    this.metricsStream = new LogStream(['metrics', 'events']);
-    this.flagStream = new LogStream(['flags']);
+    this.stream = new StoreStream();
+    this.metricsStream = new StoreStream(['metrics', 'events']);
     this._openLogsTab = options.openLogs;
     // Polled while the panel shows (see onAfterShow), not while it is hidden.
     this.clusterModel = new ClusterModel({
@@ -102,7 +103,8 @@ export class ObservePanel extends SidePanel {
     this.metrics.workerAdded.connect((_, worker) =>
       this.logs.addWorker(worker)
     );
-    this.flags = new FlagsView(this.flagStream);
+    this.flagsModel = new FlagsModel();
+    this.flags = new FlagsView(this.flagsModel);
     this.runs = new RunsView({
       model: this.runsModel,
       openReport: options.openReport,
@@ -110,7 +112,8 @@ export class ObservePanel extends SidePanel {
       replay: run => this.replay(run),
       showHistory: run => this.showHistory(run)
     });
-    this.history = new HistoryView();
+    this.historyModel = new HistoryModel();
+    this.history = new HistoryView(this.historyModel);
     this.configure(settings);
     this.header.addWidget(this._replayBar);
     // Sections of an accordion, as the debugger's sidebar has them: each
@@ -193,13 +196,10 @@ export class ObservePanel extends SidePanel {
     this.stream.follow({ run: runId });
     this.metricsStream.follow({ run: runId });
     this._showFlags(runId);
-    const label = document.createElement('span');
-    label.textContent = `Showing run ${runId}`;
-    const back = document.createElement('button');
-    back.className = 'jp-DaskObserve-replay-live';
-    back.textContent = 'Back to live';
-    back.addEventListener('click', () => this.live());
-    this._replayBar.node.replaceChildren(label, back);
+    this._replayBar.node.replaceChildren(
+      element('span', '', `Showing run ${runId}`),
+      button('jp-DaskObserve-replay-live', 'Back to live', () => this.live())
+    );
     this._replayBar.node.dataset.runId = String(runId);
     this._replayBar.show();
   }
@@ -227,6 +227,31 @@ export class ObservePanel extends SidePanel {
   }
 
   /**
+   * A logs tab of `target` that starts out like the panel's logs: the same
+   * lowest level and buffer, and, when the panel's metrics follow the same
+   * cluster or run, the same workers marked as gone.
+   */
+  logsTabOptions(target: ITarget, label: string): LogsTab.IOptions {
+    const metrics = this.metrics;
+    const same =
+      JSON.stringify(this.metricsStream.target) === JSON.stringify(target);
+    return {
+      target,
+      label,
+      maxLines: this._settings.logBufferSize,
+      level: this.logs.level,
+      gone: same
+        ? {
+            get current() {
+              return metrics.gone;
+            },
+            changed: metrics.goneChanged
+          }
+        : undefined
+    };
+  }
+
+  /**
    * The settings in effect.
    */
   get settings(): Readonly<IPanelSettings> {
@@ -241,7 +266,8 @@ export class ObservePanel extends SidePanel {
     this.runsModel.dispose();
     this.stream.dispose();
     this.metricsStream.dispose();
-    this.flagStream.dispose();
+    this.flagsModel.dispose();
+    this.historyModel.dispose();
     super.dispose();
   }
 
@@ -289,8 +315,7 @@ export class ObservePanel extends SidePanel {
 
   private _showFlags(runId: number): void {
     this._judging = runId;
-    this.flags.setRun(`run ${runId}`);
-    this.flagStream.follow({ run: runId });
+    this.flagsModel.follow(runId);
   }
 
   /**
@@ -344,7 +369,7 @@ export class ObservePanel extends SidePanel {
     ]);
     if (signature !== this._historyShown) {
       this._historyShown = signature;
-      void this.history.showRun(shown.id, true);
+      void this.historyModel.show(shown.id, true);
     }
   }
 
@@ -396,9 +421,9 @@ export class ObservePanel extends SidePanel {
   readonly flags: FlagsView;
 
   /**
-   * The websocket that brings the flags.
+   * The flags of the newest (or replayed) run, as the server judges them.
    */
-  readonly flagStream: LogStream;
+  readonly flagsModel: FlagsModel;
 
   /**
    * The live (or replayed) log lines.
@@ -413,7 +438,7 @@ export class ObservePanel extends SidePanel {
   /**
    * The websocket the metrics view reads.
    */
-  readonly metricsStream: LogStream;
+  readonly metricsStream: StoreStream;
 
   /**
    * The list of recorded runs.
@@ -426,9 +451,14 @@ export class ObservePanel extends SidePanel {
   readonly history: HistoryView;
 
   /**
+   * The history that view shows.
+   */
+  readonly historyModel: HistoryModel;
+
+  /**
    * The websocket the logs view reads.
    */
-  readonly stream: LogStream;
+  readonly stream: StoreStream;
 
   private _clusters: readonly ICluster[] = [];
   private _collapsedChanged = new Signal<this, string[]>(this);

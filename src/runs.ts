@@ -1,7 +1,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { IRun } from './api';
-import { heading } from './dom';
+import { button, element, heading } from './dom';
 import { formatSeconds } from './format';
 import { RunsModel } from './models';
 
@@ -23,17 +23,13 @@ export class RunsView extends Widget {
       picked: this._picked
     };
     const head = heading('Runs');
-    this._status = document.createElement('div');
-    this._status.className = 'jp-DaskObserve-runs-status';
-    this._compare = document.createElement('button');
-    this._compare.className = 'jp-DaskObserve-runs-compare';
-    this._compare.addEventListener('click', () => {
+    this._status = element('div', 'jp-DaskObserve-runs-status');
+    this._compare = button('jp-DaskObserve-runs-compare', '', () => {
       const [a, b] = [...this._picked].sort((x, y) => x - y);
       options.openComparison?.(a, b);
     });
     this._showPicked();
-    this._list = document.createElement('ul');
-    this._list.className = 'jp-DaskObserve-runList';
+    this._list = element('ul', 'jp-DaskObserve-runList');
     this.node.append(head, this._status, this._compare, this._list);
     const model = options.model;
     model.changed.connect((_, runs) => this._render(runs), this);
@@ -148,54 +144,30 @@ namespace Private {
     picked: ReadonlySet<number>;
   }
 
-  function button(
-    className: string,
-    text: string,
-    title: string,
-    onClick: () => void
-  ): HTMLButtonElement {
-    const element = document.createElement('button');
-    element.className = className;
-    element.textContent = text;
-    element.title = title;
-    element.addEventListener('click', onClick);
-    return element;
-  }
-
-  /**
-   * An element with a class and text content (never parsed as HTML).
-   */
-  export function span(className: string, text: string): HTMLSpanElement {
-    const element = document.createElement('span');
-    element.className = className;
-    element.textContent = text;
-    return element;
-  }
-
   /**
    * One run: its name and status, then tasks, wall time, start and id.
    */
   export function runCard(run: IRun, actions: IActions): HTMLLIElement {
-    const item = document.createElement('li');
-    item.className = `jp-DaskObserve-run jp-DaskObserve-run-${run.status}`;
+    const item = element(
+      'li',
+      `jp-DaskObserve-run jp-DaskObserve-run-${run.status}`
+    );
     item.dataset.runId = String(run.id);
 
-    const head = document.createElement('div');
-    head.className = 'jp-DaskObserve-run-head';
-    const pick = document.createElement('input');
+    const head = element('div', 'jp-DaskObserve-run-head');
+    const pick = element('input', 'jp-DaskObserve-run-pick');
     pick.type = 'checkbox';
-    pick.className = 'jp-DaskObserve-run-pick';
     pick.title = 'Pick for a comparison';
     pick.checked = actions.picked.has(run.id);
     pick.addEventListener('change', () => actions.pick(run.id, pick.checked));
     head.append(
       pick,
-      span('jp-DaskObserve-run-name', run.name),
-      span('jp-DaskObserve-run-status', run.status)
+      element('span', 'jp-DaskObserve-run-name', run.name),
+      element('span', 'jp-DaskObserve-run-status', run.status)
     );
     if (run.partial) {
       // The cluster did not take the capture plugins: say so, and why on hover.
-      const partial = span('jp-DaskObserve-run-partial', 'partial');
+      const partial = element('span', 'jp-DaskObserve-run-partial', 'partial');
       partial.title = `Recorded partially: ${run.partial}`;
       head.append(partial);
     }
@@ -203,20 +175,24 @@ namespace Private {
     const tasks =
       `${run.n_tasks} task${run.n_tasks === 1 ? '' : 's'}` +
       (run.n_failed > 0 ? `, ${run.n_failed} failed` : '');
-    const meta = document.createElement('div');
-    meta.className = 'jp-DaskObserve-run-meta';
-    meta.append(span('jp-DaskObserve-run-tasks', tasks));
+    const meta = element('div', 'jp-DaskObserve-run-meta');
+    meta.append(element('span', 'jp-DaskObserve-run-tasks', tasks));
     if (run.duration_s !== null) {
       meta.append(
-        span('jp-DaskObserve-run-time', formatSeconds(run.duration_s))
+        element(
+          'span',
+          'jp-DaskObserve-run-time',
+          formatSeconds(run.duration_s)
+        )
       );
     }
     meta.append(
-      span(
+      element(
+        'span',
         'jp-DaskObserve-run-started',
         new Date(run.started * 1000).toLocaleString()
       ),
-      span('jp-DaskObserve-run-id', `#${run.id}`)
+      element('span', 'jp-DaskObserve-run-id', `#${run.id}`)
     );
     item.append(head, meta);
     const { openReport, replay, showHistory } = actions;
@@ -225,8 +201,8 @@ namespace Private {
         button(
           'jp-DaskObserve-run-replay',
           'Logs',
-          `Show the logs and metrics of run ${run.id} in the views above`,
-          () => replay(run.id)
+          () => replay(run.id),
+          `Show the logs and metrics of run ${run.id} in the views above`
         )
       );
     }
@@ -235,8 +211,8 @@ namespace Private {
         button(
           'jp-DaskObserve-run-report',
           'Report',
-          `Open the report of run ${run.id}`,
-          () => openReport(run.id)
+          () => openReport(run.id),
+          `Open the report of run ${run.id}`
         )
       );
     }
@@ -245,8 +221,8 @@ namespace Private {
         button(
           'jp-DaskObserve-run-history',
           'History',
-          `Show the wall time and memory of every run named like run ${run.id}`,
-          () => showHistory(run.id)
+          () => showHistory(run.id),
+          `Show the wall time and memory of every run named like run ${run.id}`
         )
       );
     }

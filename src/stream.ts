@@ -104,7 +104,7 @@ export type ConnectionState = 'connecting' | 'open' | 'reconnecting' | 'closed';
  * are read over REST and delivered in their place before anything after
  * them, so a view misses no line; rows that cannot be read are told (`gaps`).
  */
-export class LogStream {
+export class StoreStream {
   /**
    * @param kinds - what to subscribe to: log lines by default; flags are sent
    * for runs only, whole, each time they change.

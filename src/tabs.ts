@@ -6,7 +6,8 @@ import { ISignal } from '@lumino/signaling';
 
 import { observeIcon } from './icon';
 import { LOG_TAIL, LogsView } from './logs';
-import { ITarget, LogStream } from './stream';
+import { ITarget, StoreStream } from './stream';
+import { IGoneWorkers } from './tokens';
 
 /**
  * The pages of the scheduler's dashboard that the panel offers.
@@ -89,7 +90,7 @@ export function comparisonTab(a: number, b: number): MainAreaWidget<IFrame> {
  */
 export class LogsTab extends MainAreaWidget<LogsView> {
   constructor(options: LogsTab.IOptions) {
-    const stream = new LogStream();
+    const stream = new StoreStream();
     super({
       content: new LogsView({
         stream,
@@ -135,7 +136,7 @@ export class LogsTab extends MainAreaWidget<LogsView> {
   }
 
   private _gone: ISignal<unknown, ReadonlySet<string>> | null = null;
-  private _stream: LogStream;
+  private _stream: StoreStream;
   private _target: ITarget;
 }
 
@@ -164,9 +165,6 @@ export namespace LogsTab {
      * Workers that have left the cluster, and when that changes: their lines
      * are marked, as in the panel.
      */
-    gone?: {
-      current: ReadonlySet<string>;
-      changed: ISignal<unknown, ReadonlySet<string>>;
-    };
+    gone?: IGoneWorkers;
   }
 }

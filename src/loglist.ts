@@ -1,0 +1,130 @@
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { element } from './dom';
+import { ILogLine } from './stream';
+
+/**
+ * Pixel height of one line; the list is virtualized on it.
+ */
+const ROW_HEIGHT = 18;
+
+/**
+ * Lines drawn beyond the visible ones, above and below.
+ */
+const OVERSCAN = 10;
+
+/**
+ * A virtual list of log lines: only the lines in view (and a few around) are
+ * in the DOM, so 100,000 lines scroll as easily as 100. Lines are untrusted
+ * text: written with `textContent` only.
+ */
+export class LogList {
+  constructor() {
+    this.node = element('div', 'jp-DaskObserve-logs-viewport');
+    this._spacer = element('div', 'jp-DaskObserve-logs-spacer');
+    this._rows = element('div', 'jp-DaskObserve-logs-rows');
+    this._spacer.append(this._rows);
+    this.node.append(this._spacer);
+    // Also after the list's own scroll to the newest line (scroll events come
+    // a frame later), which finds the bottom in view: following goes on.
+    this.node.addEventListener('scroll', () => {
+      const atBottom =
+        this.node.scrollTop + this.node.clientHeight >=
+        this.node.scrollHeight - ROW_HEIGHT;
+      this._scrolled.emit(atBottom);
+    });
+  }
+
+  /**
+   * The scrolling viewport.
+   */
+  readonly node: HTMLDivElement;
+
+  /**
+   * Told when the list scrolls: whether the bottom is in view.
+   */
+  get scrolled(): ISignal<this, boolean> {
+    return this._scrolled;
+  }
+
+  /**
+   * Draw the lines in view; with `follow`, scroll to the newest first. Lines
+   * of `gone` workers are marked.
+   */
+  draw(
+    lines: readonly ILogLine[],
+    gone: ReadonlySet<string>,
+    follow: boolean
+  ): void {
+    const viewport = this.node;
+    this._spacer.style.height = `${lines.length * ROW_HEIGHT}px`;
+    if (follow) {
+      viewport.scrollTop = viewport.scrollHeight;
+    }
+    const first = Math.max(
+      0,
+      Math.floor(viewport.scrollTop / ROW_HEIGHT) - OVERSCAN
+    );
+    const visible =
+      Math.ceil(viewport.clientHeight / ROW_HEIGHT) + 2 * OVERSCAN;
+    this._rows.style.transform = `translateY(${first * ROW_HEIGHT}px)`;
+    this._rows.replaceChildren(
+      ...lines
+        .slice(first, first + visible)
+        .map(line => Private.row(line, gone))
+    );
+  }
+
+  /**
+   * Forget the listeners (the view is disposed).
+   */
+  dispose(): void {
+    Signal.clearData(this);
+  }
+
+  private _rows: HTMLDivElement;
+  private _scrolled = new Signal<this, boolean>(this);
+  private _spacer: HTMLDivElement;
+}
+
+namespace Private {
+  /**
+   * One line: time, level, where from, and the message's first line (the whole
+   * message in the tooltip).
+   */
+  export function row(
+    line: ILogLine,
+    gone: ReadonlySet<string>
+  ): HTMLDivElement {
+    const row = element(
+      'div',
+      `jp-DaskObserve-log jp-DaskObserve-log-${line.level}`
+    );
+    row.dataset.seq = String(line.seq);
+    // Compact, for a narrow sidebar: 24-hour time, workers without "tcp://".
+    const time = new Date(line.time * 1000).toLocaleTimeString([], {
+      hour12: false
+    });
+    row.append(
+      element('span', 'jp-DaskObserve-log-time', time),
+      element('span', 'jp-DaskObserve-log-level', line.level),
+      element(
+        'span',
+        'jp-DaskObserve-log-where',
+        line.worker?.replace(/^\w+:\/\//, '') ?? line.source
+      ),
+      element(
+        'span',
+        'jp-DaskObserve-log-message',
+        line.message.split('\n', 1)[0]
+      )
+    );
+    row.title = line.message;
+    if (line.worker && gone.has(line.worker)) {
+      // From a worker that has since died or left: its logs live only here now.
+      row.classList.add('jp-mod-gone');
+      row.title = `(${line.worker} has left the cluster)\n${line.message}`;
+    }
+    return row;
+  }
+}

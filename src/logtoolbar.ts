@@ -1,0 +1,203 @@
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { element } from './dom';
+import { LineFilter } from './logbuffer';
+
+const LEVELS: Record<string, number> = {
+  DEBUG: 10,
+  INFO: 20,
+  WARNING: 30,
+  ERROR: 40,
+  CRITICAL: 50
+};
+
+/**
+ * The controls above a log list: text (or regular expression) filter, lowest
+ * level, source, worker, follow, and the count of lines shown. It owns no
+ * lines: it says what to show (`matcher`) and when that changed.
+ */
+export class LogsToolbar {
+  constructor(level = 'DEBUG') {
+    this.node = element('div', 'jp-DaskObserve-logs-bar');
+    this._filter = element('input', 'jp-DaskObserve-logs-filter');
+    this._filter.type = 'search';
+    this._filter.placeholder = 'filter';
+    this._regex = Private.checkbox('regex', false);
+    this._level = element('select', 'jp-DaskObserve-logs-level');
+    for (const name of ['DEBUG', 'INFO', 'WARNING', 'ERROR']) {
+      this._level.append(new Option(name.toLowerCase() + '+', name));
+    }
+    this._level.value = level;
+    this._source = Private.select('source', ['scheduler', 'worker', 'nanny']);
+    this._worker = Private.select('worker', []);
+    this._follow = Private.checkbox('follow', true);
+    this._count = element('span', 'jp-DaskObserve-logs-count');
+    this.node.append(
+      this._filter,
+      this._regex.parentElement!,
+      this._level,
+      this._source,
+      this._worker,
+      this._follow.parentElement!,
+      this._count
+    );
+    const controls = [
+      this._filter,
+      this._regex,
+      this._level,
+      this._source,
+      this._worker
+    ];
+    for (const control of controls) {
+      control.addEventListener('input', () => this._changed.emit());
+    }
+    this._follow.addEventListener('change', () =>
+      this._followChanged.emit(this._follow.checked)
+    );
+  }
+
+  /**
+   * The bar's element.
+   */
+  readonly node: HTMLDivElement;
+
+  /**
+   * Told when a filter control changed (`matcher` says what to show now).
+   */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /**
+   * Told when the user ticks or unticks "follow".
+   */
+  get followChanged(): ISignal<this, boolean> {
+    return this._followChanged;
+  }
+
+  /**
+   * Whether the list keeps the newest line in view.
+   */
+  get follow(): boolean {
+    return this._follow.checked;
+  }
+
+  set follow(value: boolean) {
+    this._follow.checked = value;
+  }
+
+  /**
+   * The lowest level shown (DEBUG, INFO, WARNING or ERROR).
+   */
+  get level(): string {
+    return this._level.value;
+  }
+
+  set level(value: string) {
+    this._level.value = value;
+    this._changed.emit();
+  }
+
+  /**
+   * Offer this worker in the worker filter (whether or not it logged yet).
+   */
+  addWorker(worker: string): void {
+    if (!this._workers.has(worker)) {
+      this._workers.add(worker);
+      this._worker.append(new Option(worker, worker));
+    }
+  }
+
+  /**
+   * Offer no worker (the stream starts over).
+   */
+  clearWorkers(): void {
+    this._workers.clear();
+    this._worker.replaceChildren(this._worker.options[0]);
+  }
+
+  /**
+   * Say how many lines show, or how far a filter under way got (0 to 1).
+   */
+  showCount(shown: number, all: number, filtering: number | null): void {
+    this._count.textContent =
+      filtering === null
+        ? `${shown.toLocaleString()} of ${all.toLocaleString()} lines`
+        : `filtering… ${Math.floor(100 * filtering)} %`;
+    this._count.dataset.filtering = String(filtering !== null);
+  }
+
+  /**
+   * What the controls ask to show. An invalid regular expression is marked
+   * and filters nothing out (the user is still typing it).
+   */
+  matcher(): LineFilter {
+    const level = LEVELS[this._level.value] ?? 0;
+    const text = this._filter.value;
+    let test: (message: string) => boolean = () => true;
+    this._filter.classList.remove('jp-mod-invalid');
+    if (text && this._regex.checked) {
+      try {
+        const pattern = new RegExp(text);
+        test = message => pattern.test(message);
+      } catch {
+        this._filter.classList.add('jp-mod-invalid');
+      }
+    } else if (text) {
+      const lowered = text.toLowerCase();
+      test = message => message.toLowerCase().includes(lowered);
+    }
+    const source = this._source.value;
+    const worker = this._worker.value;
+    return line =>
+      (LEVELS[line.level] ?? 0) >= level &&
+      (!source || line.source === source) &&
+      (!worker || line.worker === worker) &&
+      test(`${line.worker ?? line.source} ${line.message}`);
+  }
+
+  /**
+   * Forget the listeners (the view is disposed).
+   */
+  dispose(): void {
+    Signal.clearData(this);
+  }
+
+  private _changed = new Signal<this, void>(this);
+  private _count: HTMLSpanElement;
+  private _filter: HTMLInputElement;
+  private _follow: HTMLInputElement;
+  private _followChanged = new Signal<this, boolean>(this);
+  private _level: HTMLSelectElement;
+  private _regex: HTMLInputElement;
+  private _source: HTMLSelectElement;
+  private _worker: HTMLSelectElement;
+  private _workers = new Set<string>();
+}
+
+namespace Private {
+  /**
+   * A checkbox inside its label (the label is its parent).
+   */
+  export function checkbox(label: string, checked: boolean): HTMLInputElement {
+    const box = document.createElement('input');
+    box.type = 'checkbox';
+    box.checked = checked;
+    const wrapper = element('label', `jp-DaskObserve-logs-${label}`);
+    wrapper.append(box, ` ${label}`);
+    return box;
+  }
+
+  /**
+   * A choice of one value or all (the empty value).
+   */
+  export function select(name: string, values: string[]): HTMLSelectElement {
+    const choice = element('select', `jp-DaskObserve-logs-${name}`);
+    choice.title = `Show the lines of one ${name}`;
+    choice.append(new Option(`all ${name}s`, ''));
+    for (const value of values) {
+      choice.append(new Option(value, value));
+    }
+    return choice;
+  }
+}
