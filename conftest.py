@@ -1,9 +1,11 @@
-"""Fixtures shared by tests/ and ui-tests/: a real LocalCluster, a store per test."""
+"""Fixtures shared by tests/ and ui-tests/: real LocalClusters, a store per test."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import dask.config
 import pytest
@@ -38,6 +40,21 @@ def cluster() -> Iterator[LocalCluster]:
 def client(cluster: LocalCluster) -> Iterator[Client]:
     with Client(cluster, set_as_default=True) as client:
         yield client
+
+
+@pytest.fixture
+def make_client() -> Iterator[Callable[..., Client]]:
+    """Make a client on a LocalCluster of the test's own: ``make_client(n_workers=1,
+    processes=False)`` takes LocalCluster's arguments (no dashboard port by default).
+    Both are closed after the test, in the reverse order."""
+    with contextlib.ExitStack() as stack:
+
+        def make(**cluster: Any) -> Client:
+            started = LocalCluster(**{"dashboard_address": ":0", **cluster})
+            client: Client = stack.enter_context(Client(stack.enter_context(started)))
+            return client
+
+        yield make
 
 
 def pytest_collection_modifyitems(

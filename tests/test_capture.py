@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -210,16 +210,13 @@ def test_a_recorder_killed_mid_run_leaves_a_readable_store_and_an_interrupted_ru
 
 
 def test_a_flood_of_200000_lines_is_stored_or_counted_and_the_scheduler_answers(
-    store_path: Path,
+    store_path: Path, make_client: Callable[..., Client]
 ) -> None:
     n = 200_000
     slowest = 0.0
-    with (
-        dask.config.set({"observe.capture.buffer-size": 20_000}),
-        LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=":0") as lc,
-        Client(lc) as client,
-        dask_observe.record("flood") as run,
-    ):
+    with dask.config.set({"observe.capture.buffer-size": 20_000}):
+        client = make_client(n_workers=1, threads_per_worker=2)
+    with dask_observe.record("flood", client=client) as run:
         flooding = client.submit(flood, n, key="flood")
         probes = 0
         while not flooding.done():

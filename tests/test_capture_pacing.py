@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from distributed import Client, LocalCluster, get_worker
+from distributed import Client, get_worker
 
 import dask_observe
 from dask_observe.capture.pacer import Pacer
+
+from .conftest import wait_until
 
 
 def say_hello() -> str:
@@ -22,22 +25,22 @@ def say_hello() -> str:
 
 
 def test_workers_of_one_process_each_keep_samples_stalls_and_lines(
-    store_path: Path,
+    store_path: Path, make_client: Callable[..., Client]
 ) -> None:
-    with (
-        LocalCluster(
-            n_workers=6, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as lc,
-        Client(lc) as client,
-        dask_observe.record("shared", client=client) as run,
-    ):
+    client = make_client(n_workers=6, threads_per_worker=1, processes=False)
+    with dask_observe.record("shared", client=client) as run:
         workers = sorted(client.scheduler_info()["workers"])
         said = [
             client.submit(say_hello, workers=[w], pure=False).result() for w in workers
         ]
         # Runs on the event loop that all six share: every one of them stalls.
         client.run(time.sleep, 1.2, workers=workers[:1])
-        time.sleep(0.5)
+
+        def every_loop_stalled() -> bool:
+            stalled = run.refresh().events("event-loop-stall")["worker"]
+            return set(stalled.dropna()) >= set(workers) and bool(stalled.isna().any())
+
+        wait_until(every_loop_stalled, "the stall of each worker and the scheduler")
     assert said == workers
     lines = run.logs(contains="hello from")
     assert sorted(lines["worker"]) == workers
@@ -81,7 +84,9 @@ def test_a_failing_member_does_not_stop_the_others(
 
 
 def test_a_run_start_reads_package_metadata_off_the_workers_loop(
-    store_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make_client: Callable[..., Client],
 ) -> None:
     """A run's start asks the workers for their package versions while its
     tasks run. Read on the worker's loop, hundreds of file reads each waited
@@ -103,13 +108,8 @@ def test_a_run_start_reads_package_metadata_off_the_workers_loop(
     monkeypatch.setattr(importlib.metadata, "version", slow_version)
     # Read once a process (kept on the class): forget what earlier tests read.
     monkeypatch.delattr(Worker, "_dask_observe_environment", raising=False)
-    with (
-        LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as lc,
-        Client(lc) as client,
-        dask_observe.record("metadata", client=client) as run,
-    ):
+    client = make_client(n_workers=1, threads_per_worker=1, processes=False)
+    with dask_observe.record("metadata", client=client) as run:
         time.sleep(3.0)  # the start's read (0.5 s in, ~1.5 s long) happens now
     assert run.environment()["packages"]["workers"]["dask"] == real("dask")
     stalls = run.events("event-loop-stall")

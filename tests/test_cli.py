@@ -14,7 +14,7 @@ from distributed import Client
 import dask_observe
 from dask_observe.store import Store
 
-from .conftest import DASK_OBSERVE, subprocess_env
+from .conftest import DASK_OBSERVE, stored_lines, subprocess_env, wait_until
 
 
 def dask_observe_cli(store_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -185,7 +185,10 @@ def test_record_headless_until_interrupted(client: Client, store_path: Path) -> 
     assert process.stdout.readline().startswith("Recording run 1 'nightly'")
     process.stdout.readline(), process.stdout.readline()  # store path, how to stop
     client.gather(client.map(shout, range(5), key=[f"shout-{i}" for i in range(5)]))
-    time.sleep(0.5)
+    wait_until(
+        lambda: stored_lines(store_path, 1, "looks <odd>") == 5,
+        "the five lines in the store",
+    )
     process.send_signal(signal.SIGINT)
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 0

@@ -6,18 +6,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import dask
 import dask.config
-from distributed import Client, LocalCluster
+from distributed import Client
 
 import dask_observe
 from dask_observe.environment import differences
 
+from .conftest import wait_until
 from .synthetic import SyntheticRun
 
 
@@ -59,20 +60,16 @@ def test_a_run_keeps_its_packages_cluster_config_and_what_changed(
 
 
 def test_the_environment_is_kept_as_the_run_starts_and_completed_at_its_end(
-    store_path: Path,
+    store_path: Path, make_client: Callable[..., Client]
 ) -> None:
-    with (
-        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,
-        Client(lc) as client,
-        dask_observe.record("scaling", client=client) as run,
-    ):
+    client = make_client(n_workers=1, processes=False)
+    with dask_observe.record("scaling", client=client) as run:
         # Readable while the run goes on (the panel, a comparison, a crash).
-        deadline = time.monotonic() + 30
-        while (started := run.refresh().environment()) == {}:
-            assert time.monotonic() < deadline, "no environment while it runs"
-            time.sleep(0.05)
+        wait_until(lambda: run.refresh().environment(), "the environment mid-run")
+        started = run.environment()
         assert started["packages"]["workers"]["dask"] == version("dask")
-        lc.scale(2)
+        assert client.cluster is not None
+        client.cluster.scale(2)
         client.wait_for_workers(2, timeout=30)
         work(client)
     assert started["cluster"]["workers"] == 1

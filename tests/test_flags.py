@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dask
@@ -22,6 +22,8 @@ from distributed import Client, LocalCluster, get_worker
 
 import dask_observe
 from dask_observe.units import format_bytes
+
+from .conftest import wait_until
 
 
 def hold_memory(fraction: float, seconds: float) -> int:
@@ -164,7 +166,10 @@ def test_spilled_results_raise_spilling(
         held = client.map(array_of, [50] * 24, range(24))
         client.gather(held[:1])
         distributed.wait(held)
-        time.sleep(1.5)  # a metrics sample with the spilled bytes
+        wait_until(
+            lambda: run.refresh().metrics("memory_spilled")["value"].gt(0).any(),
+            "a metrics sample with the spilled bytes",
+        )
     del held
     assert kinds(run) == ["spilling"]
     flag = run.flags().iloc[0]
@@ -190,14 +195,11 @@ class SlowToRead(dict):  # type: ignore[type-arg]
         return super().__getitem__(key)
 
 
-def test_slow_reads_without_spilled_bytes_raise_no_spilling(store_path: Path) -> None:
-    with (
-        LocalCluster(
-            n_workers=1, processes=False, data=SlowToRead, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as client,
-        dask_observe.record("slow reads", client=client) as run,
-    ):
+def test_slow_reads_without_spilled_bytes_raise_no_spilling(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    client = make_client(n_workers=1, processes=False, data=SlowToRead)
+    with dask_observe.record("slow reads", client=client) as run:
         chain = client.submit(nap, 0)
         for _ in range(5):
             chain = client.submit(nap, chain)
@@ -235,12 +237,11 @@ def test_a_worker_loop_held_1_5_s_raises_event_loop_blocked(
     assert run.logs(contains="Event loop was unresponsive").empty
 
 
-def test_client_restart_is_not_a_lost_worker(store_path: Path) -> None:
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as lc,
-        Client(lc) as client,
-        dask_observe.record("restarts", client=client) as run,
-    ):
+def test_client_restart_is_not_a_lost_worker(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    client = make_client(n_workers=2, threads_per_worker=1)
+    with dask_observe.record("restarts", client=client) as run:
         client.submit(abs, -1).result()
         client.restart()
         client.submit(abs, -2).result()
@@ -277,16 +278,13 @@ def spin(seconds: float) -> None:
 
 
 def test_python_threads_fighting_for_the_gil_raise_gil_contention(
-    store_path: Path,
+    store_path: Path, make_client: Callable[..., Client]
 ) -> None:
     # distributed measures contention with gilknocker (a test dependency here).
     # Five seconds of spinning: the rule wants two high samples, and a starved
     # worker's heartbeats (which carry the measure) came too few in 3 s on CI.
-    with (
-        LocalCluster(n_workers=1, threads_per_worker=4, dashboard_address=":0") as lc,
-        Client(lc) as client,
-        dask_observe.record("threads", client=client) as run,
-    ):
+    client = make_client(n_workers=1, threads_per_worker=4)
+    with dask_observe.record("threads", client=client) as run:
         client.gather(client.map(spin, [5.0] * 4, pure=False))
     assert kinds(run) == ["gil-contention"]
     flag = run.flags().iloc[0]

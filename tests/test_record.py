@@ -16,7 +16,7 @@ import dask_observe
 from dask_observe.recorder import CaptureUnavailableWarning
 from dask_observe.recording import NoClientError
 
-from .conftest import subprocess_env
+from .conftest import subprocess_env, wait_until
 
 
 def inc(x: int) -> int:
@@ -193,13 +193,10 @@ def shout_after_restart(x: int) -> int:
 
 
 def test_a_client_restart_mid_run_is_an_event_and_nothing_counts_twice(
-    store_path: Path,
+    store_path: Path, make_client: Callable[..., Client]
 ) -> None:
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as lc,
-        Client(lc) as client,
-        dask_observe.record("restarted", client=client) as run,
-    ):
+    client = make_client(n_workers=2, threads_per_worker=1)
+    with dask_observe.record("restarted", client=client) as run:
         client.gather(client.map(inc, range(10), key=[f"a-{i}" for i in range(10)]))
         client.restart()
         keys = [f"b-{i}" for i in range(10)]
@@ -221,18 +218,15 @@ class OlderCapture(SchedulerPlugin):
 
 
 def test_a_capture_of_another_version_on_the_cluster_is_refused_not_misread(
-    store_path: Path,
+    store_path: Path, make_client: Callable[..., Client]
 ) -> None:
+    client = make_client(n_workers=1, processes=False)
+    client.register_plugin(OlderCapture())
     with (
-        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,
-        Client(lc) as client,
+        pytest.warns(CaptureUnavailableWarning, match="wire version 0") as warned,
+        dask_observe.record("beside an older one", client=client) as run,
     ):
-        client.register_plugin(OlderCapture())
-        with (
-            pytest.warns(CaptureUnavailableWarning, match="wire version 0") as warned,
-            dask_observe.record("beside an older one", client=client) as run,
-        ):
-            assert client.submit(inc, 1, key="one").result() == 2
+        assert client.submit(inc, 1, key="one").result() == 2
     assert len(warned) == 1
     assert "capture of another dask-observe" in str(warned[0].message)
     assert run.status == "finished"
@@ -332,21 +326,14 @@ def test_a_lingering_recorder_stops_after_its_linger_or_with_its_client(
         with dask_observe.record("short linger", client=c):
             c.submit(inc, 1).result()
         thread = recorder_of(c)
-        wait_for(lambda: not thread.is_alive(), "the linger to end")
+        wait_until(lambda: not thread.is_alive(), "the linger to end", timeout=10)
     with dask.config.set({"observe.recorder.linger": "1h"}):
         c = Client(cluster)
         with dask_observe.record("client closes", client=c):
             c.submit(inc, 3).result()
         thread = recorder_of(c)
-        time.sleep(0.5)
+        time.sleep(0.5)  # longer than the linger above: this one stays
         assert thread.is_alive()  # lingering, ready for the next run
         c.close()
-        wait_for(lambda: not thread.is_alive(), "the client to close")
+        wait_until(lambda: not thread.is_alive(), "the client to close", timeout=10)
     assert not any(r.client is c for r in recorders._recorders.values())
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for: {what}"
-        time.sleep(0.05)

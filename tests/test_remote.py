@@ -27,7 +27,7 @@ from distributed import Client, KilledWorker
 import dask_observe
 from dask_observe.recorder import CaptureUnavailableWarning
 
-from .conftest import DASK_OBSERVE, subprocess_env
+from .conftest import DASK_OBSERVE, stored_lines, subprocess_env, wait_until
 from .remote import (
     OTHER_ENV,
     OTHER_RELEASE,
@@ -126,7 +126,11 @@ def test_a_cluster_without_dask_observe_is_recorded_headless(
         assert recorder.stdout.readline().startswith("Recording run 1 'h'")
         with Client(cluster.address, timeout="30s") as client:
             assert run_the_workload(client, line) == (line, 2)
-        time.sleep(1)  # the nanny's last words travel on its next flush
+        # The nanny's last words travel on its next flush.
+        wait_until(
+            lambda: stored_lines(store_path, 1, "exceeded 95% memory budget"),
+            "the nanny's restart line in the store",
+        )
         recorder.send_signal(signal.SIGINT)
         out, _ = recorder.communicate(timeout=60)
         assert recorder.returncode == 0, out
@@ -241,7 +245,9 @@ def test_a_tls_cluster_is_recorded_from_a_client_and_headless(
                 assert client.submit(lambda: say(line), key="said").result() == line
             assert list(run.logs(contains=line)["source"]) == ["worker"]
             assert list(run.tasks()["key"]) == ["said"]
-        time.sleep(0.5)
+        wait_until(
+            lambda: stored_lines(store_path, 1, line), "the line in the headless run"
+        )
         recorder.send_signal(signal.SIGINT)
         _, err = recorder.communicate(timeout=60)
         assert recorder.returncode == 0, err

@@ -24,13 +24,10 @@ class DenyAll(Authorizer):
 
 
 @pytest.fixture
-def jp_server_config(store_path: Path) -> dict[str, Any]:
-    return {
-        "ServerApp": {
-            "jpserver_extensions": {"dask_observe": True},
-            "authorizer_class": DenyAll,
-        }
-    }
+def jp_server_config(jp_server_config: dict[str, Any]) -> dict[str, Any]:
+    """The suite's server, with an authorizer that denies everything."""
+    server = jp_server_config["ServerApp"]
+    return {"ServerApp": {**server, "authorizer_class": DenyAll}}
 
 
 @pytest.mark.parametrize("route", ROUTES)

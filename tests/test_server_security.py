@@ -15,7 +15,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from dask_observe.server import MANAGER_SETTING
-from dask_observe.server.manager import CAPS
+from dask_observe.server.manager import CAPS, StoreManager
 from dask_observe.store import Store
 
 CLUSTER = "tcp://10.9.8.7:8786"
@@ -52,8 +52,18 @@ async def fetch(jp_fetch: Any, *parts: str, **params: Any) -> Any:
         return e.response
 
 
+async def under_way(manager: StoreManager, requests: asyncio.Future[Any]) -> None:
+    """Wait until a pattern request holds its slot (or they all answered,
+    which a fast one may do before it is seen)."""
+    for _ in range(500):
+        if manager.busy("pattern") or requests.done():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no pattern request started")
+
+
 async def test_a_catastrophic_pattern_answers_at_once_and_stalls_nobody(
-    jp_fetch: Any, store_path: Path
+    jp_fetch: Any, jp_serverapp: Any, store_path: Path
 ) -> None:
     # Python's re takes ~2**n steps for (a+)+$ against n a's and a b: n=28 held
     # the GIL (and every request) for a minute.
@@ -61,7 +71,7 @@ async def test_a_catastrophic_pattern_answers_at_once_and_stalls_nobody(
     hostile = asyncio.ensure_future(
         timed(fetch(jp_fetch, "runs", str(run_id), "logs", contains="(a+)+$", regex=1))
     )
-    await asyncio.sleep(0.05)
+    await under_way(jp_serverapp.web_app.settings[MANAGER_SETTING], hostile)
     waited, runs = await timed(fetch(jp_fetch, "runs"))
     took, answer = await hostile
     assert runs.code == 200 and waited < 0.5
@@ -127,7 +137,7 @@ async def test_a_read_past_its_deadline_is_a_400_and_the_server_goes_on(
 
 
 async def test_parallel_pattern_queries_are_capped(
-    jp_fetch: Any, store_path: Path
+    jp_fetch: Any, jp_serverapp: Any, store_path: Path
 ) -> None:
     # 300,000 lines: each pattern query takes a while, so they overlap.
     run_id = store_lines(store_path, [f"line {i} of many" for i in range(300_000)])
@@ -135,10 +145,11 @@ async def test_parallel_pattern_queries_are_capped(
         fetch(jp_fetch, "runs", str(run_id), "logs", contains=f"^z{i}", regex=1)
         for i in range(CAPS["pattern"] + 4)
     ]
-    started = asyncio.gather(*queries)
-    await asyncio.sleep(0.05)
+    answers = asyncio.gather(*queries)
+    manager = jp_serverapp.web_app.settings[MANAGER_SETTING]
+    await under_way(manager, answers)
     waited, runs = await timed(fetch(jp_fetch, "runs"))
-    codes = sorted(r.code for r in await started)
+    codes = sorted(r.code for r in await answers)
     assert runs.code == 200 and waited < 0.5
     assert 200 in codes and 429 in codes and set(codes) == {200, 429}
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dask.config
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client
 
 import dask_observe
 from dask_observe import Run
+
+from .conftest import wait_until
 
 
 def chatty(x: int) -> int:
@@ -35,7 +38,7 @@ def run(client: Client, store_path: Path) -> Run:
         )
         with pytest.raises(RuntimeError):
             client.submit(broken, 7, key="broken-7").result()
-        time.sleep(1.1)  # at least one metrics sample
+        wait_until(lambda: len(run.refresh().metrics("memory_rss")), "a metrics sample")
     return run
 
 
@@ -118,17 +121,16 @@ def test_nothing_was_dropped_in_a_quiet_run(run: Run) -> None:
     assert run.summary()["dropped"] == 0
 
 
-def test_150000_tasks_are_all_in_run_tasks(store_path: Path) -> None:
+def test_150000_tasks_are_all_in_run_tasks(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
     # Dask's default queuing sends a task per free thread per round trip: about
     # 1.6 ms a tiny task on these two cores, minutes for 150,000. Without queuing
     # the workers take tasks in bulk; what is tested here is the capture.
     n = 150_000
-    with (
-        dask.config.set({"distributed.scheduler.worker-saturation": float("inf")}),
-        LocalCluster(n_workers=2, threads_per_worker=2, dashboard_address=":0") as lc,
-        Client(lc) as client,
-        dask_observe.record("many tasks") as run,
-    ):
+    with dask.config.set({"distributed.scheduler.worker-saturation": float("inf")}):
+        client = make_client(n_workers=2, threads_per_worker=2)
+    with dask_observe.record("many tasks", client=client) as run:
         futures = client.map(abs, range(n), pure=False)
         client.gather(futures)
         del futures
