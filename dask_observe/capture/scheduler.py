@@ -51,8 +51,6 @@ PULL_LIMIT = 10_000
 #: Event topics not kept: "all" repeats every other topic.
 _SKIPPED_TOPICS = frozenset({"all"})
 
-#: A log record as workers and nannies ship it: (time, level, logger, message, worker).
-
 #: How long a closing scheduler waits for a recorder to read its last records.
 CLOSE_WAIT_S = 2.0
 
