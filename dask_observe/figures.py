@@ -243,7 +243,32 @@ PROFILE_PRUNE = 0.005
 PROFILE_COLUMNS = ("prefix", "function", "filename", "lineno", "self_s", "total_s")
 
 
-def prune_profile(tree: dict[str, Any], interval: float) -> dict[str, Any]:
+def subtract_profile(
+    tree: dict[str, Any], parts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """distributed's profile tree ``tree`` (a worker's whole) less ``parts``,
+    trees of some of its samples (a task prefix's: a worker samples each
+    task thread into both). What is left is the work of no part: other
+    prefixes, tasks of no run. Nodes the parts took all of are dropped."""
+
+    def minus(node: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any]:
+        children = {}
+        for ident, child in (node.get("children") or {}).items():
+            theirs = [o["children"][ident] for o in others if ident in o["children"]]
+            left = minus(child, theirs)
+            # (An innermost frame is a node of count 0: kept where it is only
+            # the rest's, for prune_profile to hand its caller's samples back.)
+            if left["count"] > 0 or left["children"] or not theirs:
+                children[ident] = left
+        count = int(node.get("count", 0)) - sum(int(o["count"]) for o in others)
+        return {**node, "count": max(count, 0), "children": children}
+
+    return minus(tree, parts)
+
+
+def prune_profile(
+    tree: dict[str, Any], interval: float, *, of: int | None = None
+) -> dict[str, Any]:
     """distributed's profile tree as a report needs it: per node its name,
     filename, line, ``count`` (samples with it on the stack) and children as
     a list; nodes under PROFILE_PRUNE of the samples dropped; ``interval``
@@ -255,8 +280,11 @@ def prune_profile(tree: dict[str, Any], interval: float) -> dict[str, Any]:
     callee, they are given back to it (a task function that loops in Python
     is named, not dask's ``__call__`` above it); with several callees they
     cannot be told apart and stay with the caller.
+
+    ``of``: the count the PROFILE_PRUNE share is of, when the tree is a part
+    of a larger one (the tree's own count by default).
     """
-    least = max(1, int(tree.get("count", 0) * PROFILE_PRUNE))
+    least = max(1, int((tree.get("count", 0) if of is None else of) * PROFILE_PRUNE))
 
     def node(state: dict[str, Any], innermost: int) -> dict[str, Any]:
         description = state.get("description") or {}

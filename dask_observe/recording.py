@@ -337,7 +337,7 @@ class Recording:
         from dask.utils import parse_timedelta
 
         from dask_observe import shipping
-        from dask_observe.figures import merge_profiles, prune_profile
+        from dask_observe.figures import merge_profiles, prune_profile, subtract_profile
 
         assert self.run is not None
         compute: dict[str, float] = {}
@@ -355,19 +355,19 @@ class Recording:
             )
         )
         whole = trees.pop("")
-        by_prefix = {
-            p: prune_profile(tree, interval)
-            for p, tree in trees.items()
-            if tree.get("count")
-        }
+        counted = {p: tree for p, tree in trees.items() if tree.get("count")}
+        by_prefix = {p: prune_profile(tree, interval) for p, tree in counted.items()}
         # A prefix's tree tells which function its task threads were in even
         # at the innermost frame, which the whole tree cannot where one caller
-        # (dask's ``__call__``) runs several task functions: when the prefixes
-        # hold (nearly) all of the samples, the whole run is their sum.
-        counted = sum(t["root"]["count"] for t in by_prefix.values())
-        if by_prefix and counted >= 0.9 * whole.get("count", 0):
-            return {"": merge_profiles(list(by_prefix.values()), interval), **by_prefix}
-        return {"": prune_profile(whole, interval), **by_prefix}
+        # (dask's ``__call__``) runs several task functions. So the whole run
+        # is the sum of its prefixes' trees and of what is left of the whole
+        # without them (other prefixes; work beside the run on a shared
+        # cluster, or just before it in the window's first second).
+        rest = subtract_profile(whole, list(counted.values()))
+        parts = list(by_prefix.values())
+        if rest.get("count") or not parts:
+            parts.append(prune_profile(rest, interval, of=whole.get("count", 0)))
+        return {"": merge_profiles(parts, interval), **by_prefix}
 
     def _stored_counts(self) -> dict[str, int]:
         """The run's tasks as stored, by ``memory`` / ``erred``."""
