@@ -431,9 +431,13 @@ class Recorder:
         )
 
     def _local_scheduler(self) -> Any:
-        """The scheduler object, if it runs in this process."""
+        """The scheduler object, if it runs in this process. (A SpecCluster's
+        ``scheduler`` may be a handle on a process elsewhere, with the same
+        address: distributed's SubprocessScheduler, say.)"""
+        from distributed import Scheduler
+
         scheduler = getattr(getattr(self.client, "cluster", None), "scheduler", None)
-        here = getattr(scheduler, "address", None) == self.cluster
+        here = isinstance(scheduler, Scheduler) and scheduler.address == self.cluster
         return scheduler if here else None
 
     def _local_plugin(self) -> ObserveSchedulerPlugin | None:

@@ -185,6 +185,36 @@ def test_a_client_of_a_remote_scheduler_pulls_over_rpc(store_path: Path) -> None
         assert len(run.tasks()) == 10
 
 
+def test_a_spec_cluster_whose_scheduler_runs_elsewhere_is_recorded(
+    store_path: Path,
+) -> None:
+    # A SpecCluster's ``scheduler`` may be a handle on a process elsewhere that
+    # has the scheduler's address (distributed's SubprocessCluster here): the
+    # recorder took it for the scheduler itself and failed the run's start
+    # ("'SubprocessScheduler' object has no attribute 'handlers'").
+    from distributed.deploy.subprocess import SubprocessCluster
+
+    from dask_observe.recorder import Recorder
+
+    with (
+        SubprocessCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            dashboard_address=":0",
+            worker_kwargs={"memory_limit": "1GiB"},
+        ) as cluster,
+        Client(cluster) as client,
+        dask_observe.record("subprocess", client=client) as run,
+    ):
+        assert sum(client.gather(client.map(abs, range(-5, 5)))) == 25
+        recorder = Recorder.acquire(client, dask_observe.open_store())
+        assert recorder._local_plugin() is None  # pulled over RPC
+        recorder.release()
+    assert run.status == "finished"
+    assert len(run.tasks()) == 10
+    assert run.environment()["cluster"]["workers"] == 1
+
+
 def shout_after_restart(x: int) -> int:
     import logging
 
