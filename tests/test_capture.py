@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -241,15 +242,32 @@ def test_capture_leaves_the_processs_logging_as_it_found_it() -> None:
 
     mine = logging.getLogger("user.detailed")
     mine.setLevel(logging.ERROR)
-    handler = CaptureHandler(parse_levels({"user.detailed": "debug"}), lambda r: None)
+    printed = io.StringIO()  # the process's own handler (stderr, a log file)
+    own = logging.StreamHandler(printed)
+    mine.addHandler(own)
+    captured: list[str] = []
+    levels = parse_levels({"user.detailed": "debug"})
+    handler = CaptureHandler(levels, lambda r: captured.append(r[3]))
     handler.install()
     try:
         assert mine.getEffectiveLevel() == logging.DEBUG  # lowered to capture more
         assert handler in logging.getLogger().handlers
+        # Captured, but printed only as before (the level it had: ERROR).
+        mine.info("only captured")
+        logging.getLogger("user.detailed.part").debug("only captured too")
+        mine.error("captured and printed")
+        assert captured == [
+            "only captured",
+            "only captured too",
+            "captured and printed",
+        ]
+        assert printed.getvalue() == "captured and printed\n"
     finally:
         handler.uninstall()
+        mine.removeHandler(own)
     assert mine.level == logging.ERROR
     assert handler not in logging.getLogger().handlers
+    assert own.filters == []
 
 
 @pytest.mark.parametrize("cursor_back", [0, 1, 115, 40_000, 60_000, 100_000, 10**6])

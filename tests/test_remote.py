@@ -111,6 +111,26 @@ def test_a_cluster_without_dask_observe_is_recorded_from_a_notebook_client(
     assert "dask_observe" not in cluster.log()  # nothing of ours was imported
 
 
+def test_a_cluster_quieted_to_warning_prints_no_more_while_recorded(
+    tmp_path: Path, store_path: Path
+) -> None:
+    # A cluster whose dask config quiets distributed to WARNING: capture lowers
+    # the logger to INFO to record those lines, and once had every one of them
+    # printed to the processes' stderr too (a log file, a log aggregator's bill,
+    # a pipe that nobody reads). Recorded, yes; printed, only as before.
+    line = f"an info line {uuid.uuid4().hex}"
+    quiet = {"DASK_LOGGING__DISTRIBUTED": "warning"}
+    with (
+        process_cluster(tmp_path / "cluster", workers=1, env=quiet) as cluster,
+        Client(cluster.address, timeout="30s") as client,
+    ):
+        with dask_observe.record("quiet", client=client) as run:
+            client.run(lambda: logging.getLogger("distributed.worker").info(line))
+            client.run(lambda: logging.getLogger("distributed.worker").warning(line))
+        assert len(run.logs(contains=line)) == 2
+        assert cluster.log().count(line) == 1  # the warning, as without us
+
+
 def test_a_cluster_without_dask_observe_is_recorded_headless(
     tmp_path: Path, store_path: Path
 ) -> None:

@@ -68,6 +68,27 @@ def replay(
     ]
 
 
+class _AsBefore(logging.Filter):
+    """Put on the process's other handlers while capture has lowered logger
+    levels: lets through only what those levels let through before, so that
+    capturing INFO lines changes nothing the process prints. (A cluster
+    quieted to WARNING by its dask config printed every INFO line to its
+    stderr while recorded: its log files, its log aggregator's bill.)"""
+
+    def __init__(self, before: Mapping[logging.Logger, int]) -> None:
+        super().__init__()
+        self.before = before
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None:  # the effective level as it was
+            level = self.before.get(logger, logger.level)
+            if level:
+                return record.levelno >= level
+            logger = logger.parent
+        return True
+
+
 class CaptureHandler(logging.Handler):
     """Hands each record at or above its logger's configured level to ``sink``.
 
@@ -82,6 +103,8 @@ class CaptureHandler(logging.Handler):
         #: What install() changed, so that uninstall() leaves logging as it was.
         self._attached: list[logging.Logger] = []
         self._lowered: dict[logging.Logger, int] = {}
+        self._as_before = _AsBefore(self._lowered)
+        self._filtered: list[logging.Handler] = []
 
     def threshold(self, name: str) -> int:
         """The configured level of the longest configured prefix of ``name``."""
@@ -115,11 +138,27 @@ class CaptureHandler(logging.Handler):
             if logger.getEffectiveLevel() > level:
                 self._lowered.setdefault(logger, logger.level)
                 logger.setLevel(level)
+        if self._lowered:
+            self._filter_others()
         named = [logging.getLogger(name) for name in self.levels if name]
         for logger in [logging.getLogger(), *(n for n in named if not n.propagate)]:
             if self not in logger.handlers:
                 logger.addHandler(self)
                 self._attached.append(logger)
+
+    def _filter_others(self) -> None:
+        """Every other handler of the process's loggers prints what it did."""
+        loggers = [logging.getLogger()] + [
+            logger
+            for logger in list(logging.Logger.manager.loggerDict.values())
+            if isinstance(logger, logging.Logger)
+        ]
+        for logger in loggers:
+            for handler in logger.handlers:
+                if handler is self or self._as_before in handler.filters:
+                    continue
+                handler.addFilter(self._as_before)
+                self._filtered.append(handler)
 
     def uninstall(self) -> None:
         """Detach, and put back the levels that :meth:`install` lowered."""
@@ -127,5 +166,8 @@ class CaptureHandler(logging.Handler):
             logger.removeHandler(self)
         for logger, level in self._lowered.items():
             logger.setLevel(level)
+        for handler in self._filtered:
+            handler.removeFilter(self._as_before)
         self._attached.clear()
         self._lowered.clear()
+        self._filtered.clear()
