@@ -80,7 +80,14 @@ class _AsBefore(logging.Filter):
         self.before = before
 
     def filter(self, record: logging.LogRecord) -> bool:
-        logger: logging.Logger | None = logging.getLogger(record.name)
+        # (Not logging.getLogger, which takes logging's lock: this runs for
+        # every record another handler of the process is given.)
+        found = logging.Logger.manager.loggerDict.get(record.name)
+        logger: logging.Logger | None = (
+            found
+            if isinstance(found, logging.Logger)
+            else logging.getLogger(record.name)
+        )
         while logger is not None:  # the effective level as it was
             level = self.before.get(logger, logger.level)
             if level:
