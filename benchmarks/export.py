@@ -49,6 +49,7 @@ class NullCollector:
 
     def __init__(self) -> None:
         self.bytes = 0
+        self.requests = 0
         collector = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -56,6 +57,7 @@ class NullCollector:
                 size = int(self.headers["Content-Length"])
                 self.rfile.read(size)
                 collector.bytes += size
+                collector.requests += 1
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

@@ -7,7 +7,8 @@ Each session is a fresh Python process (a kernel, as a user starts one): it
 imports dask_observe, starts a cluster (``--cluster local``: a LocalCluster of 2
 worker processes in the session's process, the notebook case; ``remote``:
 ``dask scheduler`` / ``dask worker`` processes from the environment without
-dask-observe, ``tests/remote.py``), runs one unrecorded task, then times its
+dask-observe, ``tests/remote.py``; ``200-threads``: 200 workers in the
+session's process, as in ``scale.py``), runs one unrecorded task, then times its
 first recorded one-task block (the plugins are shipped then), then ``--blocks``
 pairs of one-task blocks, unrecorded and recorded, in an order that alternates
 from pair to pair. What a run adds is the recorded block's time minus its
@@ -56,11 +57,17 @@ def session(cluster_kind: str, blocks: int) -> dict[str, object]:
         return took
 
     with ExitStack() as stack:
-        if cluster_kind == "local":
+        if cluster_kind in ("local", "200-threads"):
+            shape = (
+                {"n_workers": 200, "processes": False, "memory_limit": 0}
+                if cluster_kind == "200-threads"
+                else {"n_workers": 2}
+            )
             cluster = stack.enter_context(
-                LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0")
+                LocalCluster(threads_per_worker=1, dashboard_address=":0", **shape)
             )
             client = stack.enter_context(Client(cluster))
+            client.wait_for_workers(len(cluster.workers))
         else:
             sys.path.insert(0, str(HERE.parent))
             from tests.remote import process_cluster
@@ -91,7 +98,9 @@ def session(cluster_kind: str, blocks: int) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cluster", choices=["local", "remote"], default="local")
+    parser.add_argument(
+        "--cluster", choices=["local", "remote", "200-threads"], default="local"
+    )
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--blocks", type=int, default=30)
     parser.add_argument("--variant", action="append", default=[])

@@ -13,6 +13,12 @@ machine).
 
 ``--order fixed`` runs the older design instead: pairs (unrecorded, recorded) and
 (unrecorded, reported), always in that order.
+
+``--otlp`` records with the live OpenTelemetry export on
+(``observe.export.otlp.endpoint`` set to a receiver in this process that takes
+every batch): the recorded runs then pay for turning every record into
+OpenTelemetry's and sending it. Run it beside a run without, and compare the two
+recorded/unrecorded ratios (each measured side by side in its own run).
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
+import dask.config
 import psutil
 from distributed import Client, LocalCluster, performance_report
+from export import NullCollector  # benchmarks/export.py
 
 import dask_observe
 
@@ -63,10 +71,14 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--order", choices=["rotated", "fixed"], default="rotated")
+    parser.add_argument("--otlp", action="store_true", help="export live (OTLP)")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp())
+    collector = NullCollector() if args.otlp else None
+    endpoint = collector.url if collector is not None else None
     with (
+        dask.config.set({"observe.export.otlp.endpoint": endpoint}),
         LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as lc,
         Client(lc) as client,
         dask_observe.open_store(tmp / "bench.sqlite") as store,
@@ -114,6 +126,11 @@ def main() -> None:
             )
         run = store.run("last")
         print(f"stored tasks of last run: {len(run.tasks())} of {args.tasks}")
+    if collector is not None:
+        print(
+            f"OTLP: the collector took {collector.requests} requests, "
+            f"{collector.bytes / 2**20:.1f} MiB"
+        )
     for what, table in (("wall", ratios), ("CPU", cpu_ratios)):
         for name, values in table.items():
             print(

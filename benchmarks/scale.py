@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/scale.py --cluster 16 --tasks 20000 --rounds 3
     .venv/bin/python benchmarks/scale.py --cluster 200-threads --tasks 20000
-    .venv/bin/python benchmarks/scale.py --cluster 2 --tasks 1000000 --rounds 1 \
-        --recorded-only --workload map
+    .venv/bin/python benchmarks/scale.py --cluster 2-subprocess --tasks 1000000 \
+        --rounds 2 --workload batches
 
 ``--cluster``: ``2`` or ``16`` worker processes of one thread (1 GiB each), or
 ``200-threads``: 200 workers in this process (``processes=False``), which is as
@@ -16,7 +16,11 @@ one-element chunks, incremented and summed: ``--tasks`` is about how many tasks 
 makes (the exact count is the recorded run's). ``--workload map`` is ``--tasks``
 independent futures (``client.map``, gathered at once) with queuing off, as a
 scheduler of that many tiny tasks is best run: the way to a million tasks on two
-cores in about half an hour rather than hours. Per run it prints:
+cores in about half an hour rather than hours; ``--workload batches`` the same
+in batches of 50,000 futures, each gathered and released before the next.
+``--cluster 2-subprocess``: the scheduler and 2 workers each in a process of
+their own (distributed's ``SubprocessCluster``), nothing shared with the client
+and recorder's process. Per run it prints:
 
 - ``wall``: seconds of the compute (the recorded run's ``record`` block included);
 - ``end``: seconds from the compute's return to the end of the ``record`` block
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import tempfile
 import threading
@@ -66,6 +71,29 @@ CLUSTERS: dict[str, dict[str, Any]] = {
         "memory_limit": 0,
     },
 }
+#: Clusters whose scheduler runs in a process of its own (distributed's
+#: SubprocessCluster), as on a real cluster: the client's and the recorder's
+#: work in this process does not share the scheduler's event loop or GIL.
+SUBPROCESS_CLUSTERS: dict[str, dict[str, Any]] = {
+    "2-subprocess": {
+        "n_workers": 2,
+        "threads_per_worker": 1,
+        "worker_kwargs": {"memory_limit": "4GiB"},
+    },
+}
+
+
+def start_cluster(name: str) -> Any:
+    if name in SUBPROCESS_CLUSTERS:
+        from distributed.deploy.subprocess import SubprocessCluster
+
+        # SubprocessCluster never reads its scheduler's stderr pipe: a scheduler
+        # logging INFO (the pings' "Run out-of-band function" lines) blocks on
+        # it for good after ~190 kB (it did, 13 min into a million tasks).
+        os.environ["DASK_LOGGING__DISTRIBUTED"] = "warning"
+
+        return SubprocessCluster(dashboard_address=":0", **SUBPROCESS_CLUSTERS[name])
+    return LocalCluster(dashboard_address=":0", **CLUSTERS[name])
 
 
 def noop() -> None:
@@ -113,7 +141,22 @@ def mapped(client: Client, tasks: int) -> None:
     del futures
 
 
-WORKLOADS = {"array": array_sum, "map": mapped}
+#: Futures a batch of ``--workload batches`` holds at once.
+BATCH = 50_000
+
+
+def batched(client: Client, tasks: int) -> None:
+    """``tasks`` independent tiny tasks in batches of BATCH, each submitted,
+    gathered and released before the next: the way a million futures are
+    best sent (one gather of a million holds the client's loop for a minute)."""
+    for first in range(0, tasks, BATCH):
+        numbers = range(first, min(first + BATCH, tasks))
+        futures = client.map(abs, numbers, pure=False)
+        assert client.gather(futures)[-1] == numbers[-1]
+        del futures
+
+
+WORKLOADS = {"array": array_sum, "map": mapped, "batches": batched}
 
 
 def one_run(
@@ -174,7 +217,9 @@ def after_the_run(path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cluster", choices=list(CLUSTERS), default="16")
+    parser.add_argument(
+        "--cluster", choices=[*CLUSTERS, *SUBPROCESS_CLUSTERS], default="16"
+    )
     parser.add_argument("--tasks", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
@@ -187,11 +232,13 @@ def main() -> None:
     path = Path(tempfile.mkdtemp()) / "scale.sqlite"
     # Queuing sends a task per free thread per round trip (~1.6 ms a tiny task
     # here); independent futures are sent in bulk without it.
-    saturation = float("inf") if args.workload == "map" else 1.1
+    saturation = 1.1 if args.workload == "array" else float("inf")
+    # (The environment too: a scheduler in a process of its own reads it.)
+    os.environ["DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION"] = str(saturation)
     with (
         dask.config.set({"observe.store": str(path)}),
         dask.config.set({"distributed.scheduler.worker-saturation": saturation}),
-        LocalCluster(dashboard_address=":0", **CLUSTERS[args.cluster]) as cluster,
+        start_cluster(args.cluster) as cluster,
         Client(cluster) as client,
     ):
         client.wait_for_workers(len(cluster.workers))
