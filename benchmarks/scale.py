@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/scale.py --cluster 16 --tasks 20000 --rounds 3
     .venv/bin/python benchmarks/scale.py --cluster 200-threads --tasks 20000
     .venv/bin/python benchmarks/scale.py --cluster 2-subprocess --tasks 1000000 \
-        --rounds 2 --workload batches
+        --rounds 1 --workload batches
 
 ``--cluster``: ``2`` or ``16`` worker processes of one thread (1 GiB each), or
 ``200-threads``: 200 workers in this process (``processes=False``), which is as
