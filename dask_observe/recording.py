@@ -479,10 +479,10 @@ class Recording:
             flags: list[Flag] = []
             try:
                 flags = ending.flags = run.flag_list()
-                store.set_flag_count(run_id, len(flags))
+                run.keep_verdict(flags)
             except Exception as e:  # a rule's bug must not lose the run
                 logger.warning("dask-observe: cannot judge the run's flags: %s", e)
-            export = self._recorder.export
+            export = self._export
             if export is not None:  # the run's trace ends, with its flags
                 export.end_run(run_id, ended, status, flags)
             if retention is not None and not retention.empty:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -140,16 +141,36 @@ class Run(store.RunData):
 
     def flag_list(self) -> list[Flag]:
         """The flags the run raises, in time order. A finished run is judged
-        once: its report, its listing and ``flags()`` share the verdict."""
+        once, when it ends, and that verdict is stored: its report, its
+        listing and ``flags()`` share it, in every process."""
         from dask_observe.diagnose import flag_list
 
         self._settle()
         if self._flags is not None:
             return self._flags
-        found = flag_list(self)
-        if self.status != "running":
-            self._flags = found
-        return found
+        if self.status == "running":
+            return flag_list(self)
+        self._flags = self._verdict()
+        if self._flags is None:  # ended without one (its process died)
+            self._flags = flag_list(self)
+        return self._flags
+
+    def _verdict(self) -> list[Flag] | None:
+        """The flags judged when the run ended, if this version judged them
+        (another's rules may differ)."""
+        from dask_observe import __version__
+        from dask_observe.diagnose import Flag
+
+        stored = self.store.verdict(self.id)
+        if stored is None or stored[0] != __version__:
+            return None
+        return [Flag(**flag) for flag in stored[1]]
+
+    def keep_verdict(self, flags: list[Flag]) -> None:
+        """Store the flags the run raised as its verdict, judged at its end."""
+        from dask_observe import __version__
+
+        self.store.set_verdict(self.id, [asdict(f) for f in flags], __version__)
 
     def flags(self) -> pd.DataFrame:
         """What went wrong and why: time, kind, severity, worker, message,

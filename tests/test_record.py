@@ -319,6 +319,45 @@ def test_readers_right_after_the_block_see_the_whole_end_of_the_run(
     assert run.settings()["source"] == "workers"
 
 
+def test_a_finished_run_is_judged_once_and_every_reader_shows_that_verdict(
+    client: Client, store_path: Path
+) -> None:
+    import sqlite3
+
+    from dask_observe import __version__
+    from dask_observe.server import routes
+    from dask_observe.store import Store
+
+    with pytest.raises(ValueError), dask_observe.record("judged") as run:
+        client.submit(fail, 2).result()
+    kinds = list(run.flags()["kind"])
+    assert "task-errors" in kinds
+
+    def shown() -> list[tuple[str, str]]:  # as the side panel reads it
+        with Store(store_path, readonly=True) as server_side:
+            found = routes.read_run(server_side, str(run.id))["flags"]
+        return [(f["kind"], f["message"]) for f in found]
+
+    assert [kind for kind, _ in shown()] == kinds
+    # What readers show is the verdict stored at the run's end, not a new
+    # judgement of its telemetry (a million tasks took 8 s to judge again).
+    stored = dask_observe.open_store().verdict(run.id)
+    assert stored is not None and stored[0] == __version__
+    assert [f["kind"] for f in stored[1]] == kinds
+    with sqlite3.connect(store_path) as conn:
+        conn.execute(
+            "UPDATE verdicts SET flags = json_set(flags, '$[0].message', 'STORED')"
+        )
+    assert shown()[0][1] == "STORED"
+    # One judged by another version of dask-observe (its rules may differ)
+    # is judged again.
+    with sqlite3.connect(store_path) as conn:
+        conn.execute("UPDATE verdicts SET version = '0.0.1'")
+    again = shown()
+    assert [kind for kind, _ in again] == kinds
+    assert again[0][1] != "STORED"
+
+
 def test_runs_after_the_first_reuse_the_recorder_without_asking_the_cluster(
     client: Client, store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -259,8 +259,10 @@ def read_rows(store: Store, message: dict[str, Any], upto: int) -> dict[str, Any
 
 
 def judge_flags(store: Store, run_id: int) -> list[dict[str, Any]]:
-    """A run's flags as the stream sends them (in a reading process: pandas)."""
-    from dask_observe.diagnose import flag_list
+    """A run's flags as the stream sends them (in a reading process: pandas):
+    a running run's judged from what is recorded so far, a finished run's
+    verdict as judged at its end."""
+    from dask_observe.run import Run
 
     return [
         {
@@ -268,7 +270,7 @@ def judge_flags(store: Store, run_id: int) -> list[dict[str, Any]]:
             "worker": f.worker, "message": f.message, "advice": f.advice,
             "evidence": f.evidence,
         }
-        for f in flag_list(store.run(run_id))
+        for f in Run.of(store, run_id).flag_list()
     ]  # fmt: skip
 
 

@@ -155,6 +155,16 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN environment TEXT;
     """,
+    # 8 -> 9: the flags a run raised, judged once when it ended (a JSON list),
+    # with the version of dask-observe that judged them: a reader shows that
+    # verdict rather than judging a million tasks again on every read.
+    """
+    CREATE TABLE verdicts (
+        run_id    INTEGER PRIMARY KEY REFERENCES runs (id),
+        version   TEXT    NOT NULL,
+        flags     TEXT    NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -92,6 +92,13 @@ class _OpenFiles:
 _open_files = _OpenFiles()
 
 
+def _json_scalar(value: Any) -> Any:
+    """JSON for numpy's scalars (a flag's evidence may hold them)."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 def _run_row(row: sqlite3.Row) -> dict[str, Any]:
     record = dict(zip(row.keys(), row, strict=True))
     for column in ("settings", "environment"):  # JSON
@@ -388,10 +395,29 @@ class Store:
                 (json.dumps(environment), run_id),
             )
 
-    def set_flag_count(self, run_id: int, n_flags: int) -> None:
-        """Record how many flags a finished run raised, for listings."""
+    def set_verdict(
+        self, run_id: int, flags: Sequence[dict[str, Any]], version: str
+    ) -> None:
+        """The flags a finished run raised (JSON-able dicts), judged by that
+        version of dask-observe; their count goes in the run's row, for
+        listings."""
         with self._transaction() as conn:
-            conn.execute("UPDATE runs SET n_flags = ? WHERE id = ?", (n_flags, run_id))
+            conn.execute(
+                "UPDATE runs SET n_flags = ? WHERE id = ?", (len(flags), run_id)
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO verdicts (run_id, version, flags)"
+                " VALUES (?, ?, ?)",
+                (run_id, version, json.dumps(list(flags), default=_json_scalar)),
+            )
+
+    def verdict(self, run_id: int) -> tuple[str, list[dict[str, Any]]] | None:
+        """The version that judged a run and the flags it raised (see
+        :meth:`set_verdict`); None for a run never judged at its end."""
+        rows = self._query(
+            "SELECT version, flags FROM verdicts WHERE run_id = ?", (run_id,)
+        )
+        return (rows[0]["version"], json.loads(rows[0]["flags"])) if rows else None
 
     def set_fine_metrics(
         self, run_id: int, rows: Sequence[tuple[str, str, str, str, float]]
@@ -545,8 +571,12 @@ class Store:
         import pandas as pd
 
         with self._lock:
-            rows = self._conn.execute(sql, tuple(params)).fetchall()
-        return pd.DataFrame([tuple(row) for row in rows], columns=list(columns))
+            # Plain tuples: sqlite3.Row objects cost a third more to fetch and
+            # convert (a million tasks: 4.4 s against 3.2 s, and 0.6 s more).
+            cursor = self._conn.cursor()
+            cursor.row_factory = None
+            rows = cursor.execute(sql, tuple(params)).fetchall()
+        return pd.DataFrame(rows, columns=list(columns))
 
     # -- runs: reading -----------------------------------------------------------
     def run_records(self, limit: int | None = None) -> list[dict[str, Any]]:
