@@ -10,6 +10,7 @@ and no duplicate.
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import logging
 import threading
@@ -137,6 +138,14 @@ def _live_export(cluster: str) -> LiveExport | None:
         return None
 
 
+def _export_settings() -> Any:
+    """``observe.export.otlp`` as configured now (a copy: dask.config.set
+    changes the config's dicts in place)."""
+    from dask_observe.config import get
+
+    return copy.deepcopy(get("export.otlp"))
+
+
 class Recorder:
     """Copies one cluster's telemetry into one store while anyone needs it."""
 
@@ -180,6 +189,8 @@ class Recorder:
         #: Sends what is recorded to an OpenTelemetry collector as it is stored
         #: (``observe.export.otlp.endpoint``), or None.
         self.export: LiveExport | None = None
+        #: The ``observe.export.otlp`` settings it was made with.
+        self.export_settings: Any = None
 
     # -- shared use --------------------------------------------------------------
     @classmethod
@@ -266,6 +277,7 @@ class Recorder:
 
     # -- running -----------------------------------------------------------------
     def start(self) -> None:
+        self.export_settings = _export_settings()
         hello = None
         try:
             hello = install_capture(self.client)
@@ -289,6 +301,22 @@ class Recorder:
             target=self._run, name="dask-observe-recorder", daemon=True
         )
         self._thread.start()
+
+    def export_as_configured(self) -> LiveExport | None:
+        """The live export for a run starting now, as ``observe.export.otlp``
+        says now: a recorder lives on from run to run (it lingers), and the
+        settings may have changed since it was made (an endpoint set after a
+        first recorded cell). An export it replaces goes on sending what it
+        holds and ends the runs still open on it."""
+        with _registry_lock:
+            settings = _export_settings()
+            if self.partial is not None or settings == self.export_settings:
+                return self.export
+            replaced, self.export_settings = self.export, settings
+            self.export = _live_export(self.cluster)
+        if replaced is not None:
+            replaced.close(timeout=0)
+        return self.export
 
     def _run(self) -> None:
         try:

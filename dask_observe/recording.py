@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from distributed import Client
 
     from dask_observe.diagnose import Flag
+    from dask_observe.export.otlp import LiveExport
     from dask_observe.store.retention import Policy
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,8 @@ class Recording:
         self._span: contextlib.AbstractContextManager[str | None] | None = None
         self._span_id: str | None = None
         self._recorder: Recorder | None = None
+        #: The live OpenTelemetry export this run goes to (its trace's root).
+        self._export: LiveExport | None = None
         #: The scheduler's fine metrics totals when the run started: what the
         #: cluster measured meanwhile (all of a whole-cluster run's, and for a
         #: run with a span what its span cannot hold, such as the memory
@@ -222,10 +225,9 @@ class Recording:
             raise
         self.run = self.store.run(run_id)
         self._begin_environment(run_id)
-        if self._recorder.export is not None:
-            self._recorder.export.begin_run(
-                run_id, self.name, self._span_id, self.run.started
-            )
+        self._export = self._recorder.export_as_configured()
+        if self._export is not None:
+            self._export.begin_run(run_id, self.name, self._span_id, self.run.started)
         return self.run
 
     def _begin_environment(self, run_id: int) -> None:
@@ -525,7 +527,7 @@ class Recording:
         """Keep in the run (before its slice of the store closes) what the live
         OpenTelemetry export could not send so far."""
         assert self._recorder is not None
-        export = self._recorder.export
+        export = self._export
         if export is not None and export.dropped:
             data = {"count": export.dropped, "endpoint": export.endpoint}
             event = EventRecord("event", time.time(), "export-dropped", None, data)
@@ -536,8 +538,8 @@ class Recording:
         rest (a process about to exit; a kernel lets it go on by itself)."""
         if self.run is not None:  # the run's end is written, its trace ended
             self.run.refresh()
-        if self._recorder is not None and self._recorder.export is not None:
-            self._recorder.export.close(timeout)
+        if self._export is not None:
+            self._export.close(timeout)
 
     @staticmethod
     def _retain(store: Store, run_id: int, policy: Policy) -> None:

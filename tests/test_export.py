@@ -174,6 +174,9 @@ def test_a_finished_run_goes_to_a_collector_as_logs_metrics_and_task_spans(
 def test_live_export_delivers_a_workers_line_while_the_run_goes_on(
     client: Client, store_path: Path, collector: Collector
 ) -> None:
+    # A cell recorded before the endpoint was set: its recorder lingers for
+    # the next run, which must still export as configured then.
+    recorded(client, "before the endpoint", n=1)
     line = f"live {uuid.uuid4().hex}"
     arrived_at = None
     with (
