@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from dask_observe.report import Report
 
 
+def _version() -> str:
+    """This dask-observe's version: the judge of a verdict."""
+    try:
+        from dask_observe._version import __version__
+    except ImportError:  # a source tree never installed
+        return "0+unknown"
+    return str(__version__)
+
+
 class Ending:
     """The end of a run still being written in this process, after its block
     returned (``Recording.stop``): its settings, environment and flag count,
@@ -158,19 +167,16 @@ class Run(store.RunData):
     def _verdict(self) -> list[Flag] | None:
         """The flags judged when the run ended, if this version judged them
         (another's rules may differ)."""
-        from dask_observe import __version__
         from dask_observe.diagnose import Flag
 
         stored = self.store.verdict(self.id)
-        if stored is None or stored[0] != __version__:
+        if stored is None or stored[0] != _version():
             return None
         return [Flag(**flag) for flag in stored[1]]
 
     def keep_verdict(self, flags: list[Flag]) -> None:
         """Store the flags the run raised as its verdict, judged at its end."""
-        from dask_observe import __version__
-
-        self.store.set_verdict(self.id, [asdict(f) for f in flags], __version__)
+        self.store.set_verdict(self.id, [asdict(f) for f in flags], _version())
 
     def flags(self) -> pd.DataFrame:
         """What went wrong and why: time, kind, severity, worker, message,
