@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from distributed import Client
 
     from dask_observe.capture.scheduler import ObserveSchedulerPlugin
-    from dask_observe.export.otlp import LiveExport
+    from dask_observe.export.live import LiveExport
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 def _live_export(cluster: str) -> LiveExport | None:
     """The live OpenTelemetry export of a cluster, if configured; a missing SDK
     or a bad setting is a warning, never a failed recording."""
-    from dask_observe.export.otlp import live_from_config
+    from dask_observe.export.live import live_from_config
 
     try:
         return live_from_config(cluster)

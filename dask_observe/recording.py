@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from distributed import Client
 
     from dask_observe.diagnose import Flag
-    from dask_observe.export.otlp import LiveExport
+    from dask_observe.export.live import LiveExport
     from dask_observe.store.retention import Policy
 
 logger = logging.getLogger(__name__)

@@ -19,6 +19,7 @@ from typing import Any
 
 import dask.config
 import pandas as pd
+import psutil
 import pytest
 from distributed import Client
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
@@ -34,7 +35,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 import dask_observe
 from dask_observe.run import Run
 
-from .conftest import DASK_OBSERVE, subprocess_env
+from .conftest import DASK_OBSERVE, subprocess_env, wait_until
 from .test_cli import dask_observe_cli
 
 REQUESTS: dict[str, Any] = {
@@ -209,6 +210,40 @@ def test_live_export_delivers_a_workers_line_while_the_run_goes_on(
     (root,) = roots
     assert _attributes(root.attributes)["dask_observe.run.id"] == run.id
     assert any(s.name == "say" and s.parent_span_id == root.span_id for s in spans)
+
+
+def exporting_processes() -> set[int]:
+    return {
+        p.pid
+        for p in psutil.Process().children()
+        if "dask_observe.export.live" in " ".join(p.cmdline())
+    }
+
+
+def test_live_export_sends_from_a_process_of_its_own_that_ends_with_it(
+    collector: Collector,
+) -> None:
+    from dask_observe.export.live import LiveExport
+
+    before = exporting_processes()  # (recorders of earlier tests linger)
+    export = LiveExport(collector.url, "tcp://nowhere:8786", interval_s=0.1)
+    export.begin_run(7, "apart", None, time.time() - 1)
+    now = time.time()
+    export.offer([("log", now, 30, "worker", "tcp://w:1", "user.etl", "from afar")])
+    task = (now, "inc-1", "inc", "", "tcp://w:1", 1, now - 0.5, now, "memory", 28,
+            0.5, 0.0, 0.0, 0.0, 0.0, None, None)  # fmt: skip
+    export.offer([("task", *task)])
+    wait_until(lambda: exporting_processes() - before, "the export's process")
+    ours = exporting_processes() - before
+    export.end_run(7, now, "finished", [])
+    export.close(timeout=30)
+    # Everything arrived, and the process that sent it is gone.
+    assert [r.body.string_value for _, r in collector.log_records()] == ["from afar"]
+    spans = {s.name: s for s in collector.spans()}
+    assert set(spans) == {"run apart", "inc"}
+    assert spans["inc"].parent_span_id == spans["run apart"].span_id
+    assert not ours & exporting_processes()
+    assert export.dropped == 0
 
 
 def test_a_dead_collector_changes_nothing_but_a_counted_reported_drop(
