@@ -112,7 +112,7 @@ class Collector:
 
 
 def _attributes(pairs: Any) -> dict[str, Any]:
-    return {kv.key: kv.value.string_value or kv.value.int_value for kv in pairs}
+    return {kv.key: getattr(kv.value, kv.value.WhichOneof("value")) for kv in pairs}
 
 
 @pytest.fixture
@@ -244,6 +244,41 @@ def test_live_export_sends_from_a_process_of_its_own_that_ends_with_it(
     assert spans["inc"].parent_span_id == spans["run apart"].span_id
     assert not ours & exporting_processes()
     assert export.dropped == 0
+
+
+def test_live_export_above_max_task_spans_sends_a_span_per_prefix_and_worker(
+    collector: Collector,
+) -> None:
+    from dask_observe.export.live import LiveExport
+
+    export = LiveExport(
+        collector.url, "tcp://nowhere:8786", interval_s=1.0, max_task_spans=3
+    )
+    now = time.time()
+    export.begin_run(8, "many", None, now - 5)
+    export.offer(
+        [
+            ("task", now, f"inc-{i}", "inc", "", "tcp://w:1", 1, now - 1 + i / 100,
+             now - 1 + i / 100 + 0.004, "erred" if i == 9 else "memory", 28, 0.004,
+             0.0, 0.0, 0.0, 0.0, None, None)
+            for i in range(10)
+        ]
+    )  # fmt: skip
+    export.end_run(8, now, "finished", [])
+    export.close(timeout=30)
+    spans = collector.spans()
+    # The first three tasks a span each; the other seven one span.
+    assert sorted(s.name for s in spans) == ["inc", "inc", "inc", "inc x7", "run many"]
+    (root,) = (s for s in spans if s.name == "run many")
+    (group,) = (s for s in spans if s.name == "inc x7")
+    assert group.parent_span_id == root.span_id
+    found = _attributes(group.attributes)
+    assert found["dask.task.count"] == 7 and found["dask.task.erred"] == 1
+    assert found["dask.worker.address"] == "tcp://w:1"
+    assert found["dask.task.compute_s"] == pytest.approx(7 * 0.004)
+    # From the first of them to start to the last to stop.
+    assert group.start_time_unix_nano == pytest.approx((now - 0.97) * 1e9, abs=1e4)
+    assert group.end_time_unix_nano == pytest.approx((now - 0.906) * 1e9, abs=1e4)
 
 
 def test_a_dead_collector_changes_nothing_but_a_counted_reported_drop(

@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -86,9 +87,12 @@ def _has_sdk() -> None:
 class LiveExport:
     """Sends a cluster's records to a collector as the recorder stores them.
 
-    A full queue drops the newest records and counts them; a collector that
-    does not take a batch is reported once (a warning) and counted; the
-    recording goes on either way. Each run is a trace: :meth:`begin_run` opens
+    A run's first ``max_task_spans`` tasks get a span each; after them, a span
+    per task prefix and worker stands for the tasks of each batch sent (a
+    million-task run would otherwise send a million spans). A full queue
+    drops the newest records and counts them; a collector that does not take
+    a batch is reported once (a warning) and counted; the recording goes on
+    either way. Each run is a trace: :meth:`begin_run` opens
     its root span, which the tasks of its span go under, and :meth:`end_run`
     closes it with the run's flags.
     """
@@ -102,6 +106,7 @@ class LiveExport:
         timeout: float = 10.0,
         interval_s: float = 1.0,
         queue_size: int = 100_000,
+        max_task_spans: int = 20_000,
     ) -> None:
         _has_sdk()
         self.endpoint = endpoint
@@ -119,6 +124,7 @@ class LiveExport:
             "cluster": cluster,
             "headers": headers,
             "timeout": timeout,
+            "max_task_spans": max_task_spans,
         }
         self._queue: list[tuple[Any, ...]] = []
         self._lock = threading.Lock()
@@ -277,6 +283,18 @@ class LiveExport:
             self._listener.join(1.0)
 
 
+@dataclass
+class _Group:
+    """Tasks of one run, prefix and worker in one batch, sent as one span."""
+
+    parent: Span | None
+    start: float
+    stop: float
+    count: int = 0
+    erred: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
 class Sender:
     """The sending process's side: builds the records' OpenTelemetry
     counterparts with the SDK (:class:`~dask_observe.export.otlp.Otlp`) and
@@ -288,6 +306,7 @@ class Sender:
         cluster: str,
         headers: dict[str, str] | None,
         timeout: float,
+        max_task_spans: int = 20_000,
     ) -> None:
         from dask_observe.export.otlp import Otlp
 
@@ -297,7 +316,11 @@ class Sender:
             headers=headers,
             timeout=timeout,
         )
+        self.max_task_spans = max_task_spans
         self._roots: dict[int, tuple[Span, str | None]] = {}
+        #: Task spans sent so far, by run (None: tasks of no run).
+        self._task_spans: dict[int | None, int] = {}
+        self._groups: dict[tuple[int | None, str, str], _Group] = {}
 
     def send(self, records: Sequence[tuple[Any, ...]]) -> tuple[int, str | None]:
         """Build and send a batch; the running count of what the collector
@@ -333,6 +356,8 @@ class Sender:
                 )
             elif kind == "end":
                 _, run_id, ended, status, events = record
+                self._send_groups()  # before the run's root ends
+                self._task_spans.pop(run_id, None)
                 ended_root = self._roots.pop(run_id, None)
                 if ended_root is not None:
                     root = ended_root[0]
@@ -340,11 +365,12 @@ class Sender:
                     for event in events:
                         root.add_event(*event)
                     root.end(end_time=_ns(ended))
+        self._send_groups()
         sent = otlp.send(points)
         return sent.dropped, sent.error
 
     def _task(self, record: Sequence[Any]) -> None:
-        from dask_observe.export.otlp import _finite, task_attributes
+        from dask_observe.export.otlp import _finite, task_attributes, task_seconds
         from dask_observe.store import telemetry
 
         task = dict(zip(telemetry.RECORD_FIELDS["tasks"], record[1:], strict=False))
@@ -352,17 +378,41 @@ class Sender:
         if start is None or stop is None:
             return
         spans = str(task.get("span_ids") or "").split()
-        parent = next(
+        run_id, parent = next(
             (
-                root
-                for root, span_id in self._roots.values()
+                (run_id, root)
+                for run_id, (root, span_id) in self._roots.items()
                 if span_id is None or span_id in spans
             ),
-            None,
+            (None, None),
         )
-        self.otlp.child_span(
-            parent, str(task["prefix"]), start, stop, task_attributes(task)
-        )
+        prefix = str(task["prefix"])
+        sent = self._task_spans.get(run_id, 0)
+        if sent < self.max_task_spans:
+            self._task_spans[run_id] = sent + 1
+            self.otlp.child_span(parent, prefix, start, stop, task_attributes(task))
+            return
+        worker = task.get("worker")
+        key = (run_id, prefix, worker if isinstance(worker, str) else "")
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = _Group(parent, start, stop)
+        group.start, group.stop = min(group.start, start), max(group.stop, stop)
+        group.count += 1
+        group.erred += task.get("status") == "erred"
+        for phase, seconds in task_seconds(task).items():
+            group.seconds[phase] = group.seconds.get(phase, 0.0) + seconds
+
+    def _send_groups(self) -> None:
+        """A span for each group of tasks gathered since the last."""
+        from dask_observe.export.otlp import group_attributes
+
+        for (_, prefix, worker), g in self._groups.items():
+            attributes = group_attributes(prefix, worker, g.count, g.erred, g.seconds)
+            self.otlp.child_span(
+                g.parent, f"{prefix} x{g.count}", g.start, g.stop, attributes
+            )
+        self._groups.clear()
 
 
 def live_from_config(cluster: str) -> LiveExport | None:
@@ -380,6 +430,7 @@ def live_from_config(cluster: str) -> LiveExport | None:
         timeout=parse_seconds(config.get("export.otlp.timeout") or 10),
         interval_s=parse_seconds(config.get("export.otlp.interval") or 1),
         queue_size=int(config.get("export.otlp.queue-size") or 100_000),
+        max_task_spans=int(config.get("export.otlp.max-task-spans") or 20_000),
     )
 
 

@@ -372,8 +372,7 @@ def task_attributes(task: dict[str, Any]) -> dict[str, Any]:
     nbytes = _finite(task.get("nbytes"))
     if nbytes is not None:
         attributes["dask.task.nbytes"] = int(nbytes)
-    for phase, columns in PHASE_COLUMNS.items():
-        seconds = sum(_finite(task.get(c)) or 0.0 for c in columns)
+    for phase, seconds in task_seconds(task).items():
         if seconds:
             attributes[f"dask.task.{phase}_s"] = round(seconds, 6)
     if isinstance(task.get("exception"), str):
@@ -395,23 +394,43 @@ def _task_spans(otlp: Otlp, root: Span, run: RunData, max_task_spans: int) -> No
     # first start to its last stop, with counts and summed phases.
     worker = tasks["worker"].fillna("")
     for (prefix, where), group in tasks.groupby([tasks["prefix"], worker]):
-        attributes: dict[str, Any] = {
-            "dask.task.prefix": str(prefix),
-            "dask.task.count": len(group),
-            "dask.task.erred": int((group["status"] == "erred").sum()),
+        seconds = {
+            phase: float(sum(group[c].fillna(0).sum() for c in columns if c in group))
+            for phase, columns in PHASE_COLUMNS.items()
         }
-        if where:
-            attributes["dask.worker.address"] = str(where)
-        for phase, columns in PHASE_COLUMNS.items():
-            seconds = float(
-                sum(group[c].fillna(0).sum() for c in columns if c in group)
-            )
-            if seconds:
-                attributes[f"dask.task.{phase}_s"] = round(seconds, 6)
+        erred = int((group["status"] == "erred").sum())
         otlp.child_span(
             root, f"{prefix} x{len(group)}", float(group["start"].min()),
-            float(group["stop"].max()), attributes,
+            float(group["stop"].max()),
+            group_attributes(str(prefix), str(where), len(group), erred, seconds),
         )  # fmt: skip
+
+
+def group_attributes(
+    prefix: str, worker: str, count: int, erred: int, seconds: dict[str, float]
+) -> dict[str, Any]:
+    """The attributes of a span that stands for ``count`` tasks of one prefix
+    on one worker ("" when not known): how many, how many failed, and their
+    phases' seconds summed."""
+    attributes: dict[str, Any] = {
+        "dask.task.prefix": prefix,
+        "dask.task.count": count,
+        "dask.task.erred": erred,
+    }
+    if worker:
+        attributes["dask.worker.address"] = worker
+    for phase, value in seconds.items():
+        if value:
+            attributes[f"dask.task.{phase}_s"] = round(value, 6)
+    return attributes
+
+
+def task_seconds(task: dict[str, Any]) -> dict[str, float]:
+    """A task's seconds in each phase (PHASE_COLUMNS), from its record."""
+    return {
+        phase: sum(_finite(task.get(c)) or 0.0 for c in columns)
+        for phase, columns in PHASE_COLUMNS.items()
+    }
 
 
 def _run_attributes(run: RunData) -> dict[str, Any]:
