@@ -2,6 +2,7 @@
 under distributed.performance_report, side by side on one LocalCluster.
 
     .venv/bin/python benchmarks/overhead.py --tasks 20000 --rounds 6
+    .venv/bin/python benchmarks/overhead.py --workload mixed --tasks 6000 --rounds 9
 
 Each round runs the three once, in an order rotated from round to round, so that
 each comes first, second and third equally often: whatever a run leaves behind
@@ -13,6 +14,9 @@ machine).
 
 ``--order fixed`` runs the older design instead: pairs (unrecorded, recorded) and
 (unrecorded, reported), always in that order.
+
+``--workload mixed``: an array reduction, a dataframe shuffle and tiny futures
+in one run (about a third of ``--tasks`` each) instead of ``--tasks`` tiny futures.
 
 ``--otlp`` records with the live OpenTelemetry export on
 (``observe.export.otlp.endpoint`` set to a receiver in this process that takes
@@ -57,12 +61,41 @@ def cpu_seconds() -> float:
     return total
 
 
-def workload(client: Client, n: int) -> tuple[float, float]:
-    """Wall and CPU seconds of ``n`` tiny tasks."""
-    started, cpu = time.perf_counter(), cpu_seconds()
+def mapped(client: Client, n: int) -> None:
+    """``n`` tiny tasks."""
     futures = client.map(inc, range(n), pure=False)
     client.gather(futures)
     del futures
+
+
+def mixed(client: Client, n: int) -> None:
+    """Three kinds of work, each about a third of ``n`` tasks: an array
+    reduction (random blocks added to their transpose, averaged), a dataframe
+    shuffled on a column (distributed's P2P shuffle of dask's demo
+    timeseries, the way dask's own benchmarks exercise it), and tiny futures."""
+    import dask.array as da
+    import dask.datasets
+
+    k = max(2, round((n / 9) ** 0.5))  # k*k blocks, ~3 tasks each
+    x = da.random.random((k * 250, k * 250), chunks=250)
+    (x + x.T).mean(axis=0).sum().compute()
+    days = max(1, round(n / 3 / 96))  # an hour a partition, ~4 tasks each
+    frame = dask.datasets.timeseries(
+        start="2000-01-01", end=f"2000-01-{1 + days:02d}", freq="1s",
+        partition_freq="1h", seed=1,
+    )  # fmt: skip
+    lengths = frame.shuffle(on="id").map_partitions(len).compute()
+    assert int(lengths.sum()) == days * 86_400
+    mapped(client, n // 3)
+
+
+WORKLOADS = {"map": mapped, "mixed": mixed}
+
+
+def workload(client: Client, n: int, kind: str = "map") -> tuple[float, float]:
+    """Wall and CPU seconds of about ``n`` tasks of that workload."""
+    started, cpu = time.perf_counter(), cpu_seconds()
+    WORKLOADS[kind](client, n)
     return time.perf_counter() - started, cpu_seconds() - cpu
 
 
@@ -72,6 +105,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--order", choices=["rotated", "fixed"], default="rotated")
     parser.add_argument("--otlp", action="store_true", help="export live (OTLP)")
+    parser.add_argument("--workload", choices=list(WORKLOADS), default="map")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp())
@@ -93,7 +127,7 @@ def main() -> None:
             ),
         }
         names = list(variants)
-        workload(client, 1000)  # warm up
+        workload(client, 1000, args.workload)  # warm up
         ratios: dict[str, list[float]] = {"dask-observe": [], "performance_report": []}
         cpu_ratios: dict[str, list[float]] = {k: [] for k in ratios}
         for i in range(args.rounds):
@@ -105,7 +139,7 @@ def main() -> None:
             cpu: dict[str, float] = {}
             for name in order:
                 with variants[name](i):
-                    took, used = workload(client, args.tasks)
+                    took, used = workload(client, args.tasks, args.workload)
                 if args.order == "fixed" and name in ratios:
                     # each measured run against the unrecorded one just before it
                     ratios[name].append(took / seconds["unrecorded"])
@@ -125,7 +159,7 @@ def main() -> None:
                 flush=True,
             )
         run = store.run("last")
-        print(f"stored tasks of last run: {len(run.tasks())} of {args.tasks}")
+        print(f"stored tasks of last run: {len(run.tasks())} ({args.tasks} asked)")
     if collector is not None:
         print(
             f"OTLP: the collector took {collector.requests} requests, "

@@ -35,7 +35,7 @@ def _version() -> str:
 
 class Ending:
     """The end of a run still being written in this process, after its block
-    returned (``Recording.stop``): its settings, environment and flag count,
+    returned (``Recording.stop``): its settings, environment and verdict (flags),
     by a thread of its own. Readers in this process wait for it (never a
     half-ended run), and take the flags it judged rather than judge again."""
 

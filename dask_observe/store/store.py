@@ -93,10 +93,9 @@ _open_files = _OpenFiles()
 
 
 def _json_scalar(value: Any) -> Any:
-    """JSON for numpy's scalars (a flag's evidence may hold them)."""
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+    """JSON for numpy's scalars (a flag's evidence may hold them); text for
+    anything else JSON cannot say (a verdict is kept, whatever a rule put in)."""
+    return value.item() if hasattr(value, "item") else str(value)
 
 
 def _run_row(row: sqlite3.Row) -> dict[str, Any]:
