@@ -213,11 +213,14 @@ def test_live_export_delivers_a_workers_line_while_the_run_goes_on(
 
 
 def exporting_processes() -> set[int]:
-    return {
-        p.pid
-        for p in psutil.Process().children()
-        if "dask_observe.export.live" in " ".join(p.cmdline())
-    }
+    found = set()
+    for p in psutil.Process().children():
+        try:
+            if "dask_observe.export.live" in " ".join(p.cmdline()):
+                found.add(p.pid)
+        except psutil.Error:  # gone, or exited and not yet waited for
+            continue
+    return found
 
 
 def test_live_export_sends_from_a_process_of_its_own_that_ends_with_it(

@@ -3,7 +3,7 @@ it records, by a process of its own.
 
 The recorder only appends to a bounded queue (:meth:`LiveExport.offer`). A
 thread of the export hands what is queued, once every interval, to a child
-process (``python -m dask_observe.export.live``) that builds the OpenTelemetry
+process (running :func:`main` of this module) that builds the OpenTelemetry
 records with the SDK and sends them (:class:`Sender`). Building and encoding a
 task's span costs ~150 µs of Python: in the recording process it held the GIL
 that a LocalCluster's scheduler shares with the notebook (a 20,000-task array
@@ -133,6 +133,7 @@ class LiveExport:
         self._open_runs: set[int] = set()
         self._process: subprocess.Popen[bytes] | None = None
         self._listener: threading.Thread | None = None
+        self._start_failed = False
         self._warned = False
         self._thread = threading.Thread(
             target=self._loop, name="dask-observe-otlp", daemon=True
@@ -210,7 +211,9 @@ class LiveExport:
                 self._open_runs.add(record[1])
             elif record[0] == "end":
                 self._open_runs.discard(record[1])
-        process = self._process or self._start()
+        process = self._process
+        if process is None and not self._start_failed:
+            process = self._start()
         try:
             if process is None or process.stdin is None:
                 raise BrokenPipeError("no process to send with")
@@ -222,26 +225,27 @@ class LiveExport:
     def _start(self) -> subprocess.Popen[bytes] | None:
         """The sending process, started at the first records (not when the
         recording starts: starting stays free)."""
-        env = dict(os.environ)
-        # Where this dask_observe lives, whatever the working directory.
+        # Where this dask_observe lives, last on the path (whatever the
+        # working directory; never ahead of the standard library).
         here = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (here, env.get("PYTHONPATH")) if p
+        code = (
+            f"import sys; sys.path.append({here!r}); "
+            "from dask_observe.export.live import main; main()"
         )
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "dask_observe.export.live"],
+                [sys.executable, "-c", code],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                env=env,
                 # Not in the kernel's process group: interrupting a cell
                 # (SIGINT to the group) must not stop the export.
                 start_new_session=True,
             )
             assert self._process.stdin is not None
             write_frame(self._process.stdin, self._options)
-        except OSError as e:
-            logger.warning("dask-observe: cannot start the OpenTelemetry export: %s", e)
+        except OSError as e:  # not tried again: what comes is counted lost
+            self._start_failed = True
+            self._warn_once(f"cannot start the export's process: {e}")
             return None
         self._listener = threading.Thread(
             target=self._listen, name="dask-observe-otlp-replies", daemon=True
