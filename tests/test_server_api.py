@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import socket
+import sqlite3
 import struct
 import time
 from pathlib import Path
@@ -259,6 +260,44 @@ async def test_the_stream_pushes_new_rows_and_says_what_is_wrong(
                 progress = message["prefixes"]
         assert lines[-1] == "line 00002 <script>alert(2)</script>"
         assert progress == {"chatter": [1, 0]}
+    ws.close()
+
+
+async def test_a_finished_runs_flags_are_its_verdict_sent_once(
+    jp_ws_fetch: Any,
+    recorded: dask_observe.Run,
+    store_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dask_observe.server import stream
+
+    monkeypatch.setattr(stream, "FLAGS_INTERVAL_S", 0.05)  # a running run's pace
+    recorded.flag_list()  # waits for the run's end to store its verdict
+
+    def mark(message: str) -> None:
+        with sqlite3.connect(store_path) as conn:
+            conn.execute(
+                "UPDATE verdicts SET flags = json_set(flags, '$[0].message', ?)",
+                (message,),
+            )
+
+    mark("STORED")  # to see that the verdict is what is sent
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    ws.write_message(
+        json.dumps({"type": "subscribe", "run": recorded.id, "kinds": ["flags"]})
+    )
+    assert (await receive(ws))["type"] == "subscribed"
+    sent = await receive(ws)
+    assert sent["type"] == "flags"
+    assert [(f["kind"], f["message"]) for f in sent["flags"]] == [
+        ("task-errors", "STORED")
+    ]
+    assert set(sent["flags"][0]) == set(stream.FLAG_FIELDS)
+    # A finished run's verdict cannot change: it is not read (nor judged)
+    # again, so a change in the file now is never sent.
+    mark("CHANGED")
+    with pytest.raises(TimeoutError):
+        await receive(ws, timeout=1.0)  # 20 of a running run's intervals
     ws.close()
 
 

@@ -16,6 +16,10 @@ the rows in between are read over REST as the stream would have sent them
 (``stream/rows?subscribe=<the subscribe message, after A>&upto=B``, a batch at a
 time), or for a run's lines ``runs/<id>/logs?after=A&upto=B``. A subscription
 that fails is told with ``{"type": "error", "message": ...}``.
+
+``flags`` come as ``{"type": "flags", "flags": [...]}`` whenever they change: a
+running run's judged again every FLAGS_INTERVAL_S, a finished run's once, as the
+verdict judged at its end.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ POLL_INTERVAL_S = 0.2
 BATCH_ROWS = 2_000
 #: How often the flags of a running run are judged again.
 FLAGS_INTERVAL_S = 2.0
+#: How long after its end a run's verdict is waited for before its flags are
+#: taken as final without one (the process that judges it may have died).
+VERDICT_WAIT_S = 60.0
 
 ROW_KINDS = ("logs", "metrics", "events")
 KINDS = (*ROW_KINDS, "flags", "progress")
@@ -154,6 +161,8 @@ class Subscription:
             raise SubscriptionError("subscribe to a 'run' or a 'cluster'")
         self._flags: list[dict[str, Any]] | None = None
         self._flags_at = 0.0
+        #: The run's flags sent can no longer change: no more judging.
+        self._flags_final = False
         self._progress: dict[str, list[int]] = {}
         self._progress_cursor = self.window.seq_after or 0
 
@@ -216,13 +225,17 @@ class Subscription:
     def flags_due(self, now: float) -> bool:
         """Whether the run's flags are to be judged again (at most every
         FLAGS_INTERVAL_S)."""
-        if self.run_id is None or "flags" not in self.kinds:
+        if self.run_id is None or "flags" not in self.kinds or self._flags_final:
             return False
         return self._flags is None or now - self._flags_at >= FLAGS_INTERVAL_S
 
-    def flags_changed(self, now: float, flags: list[dict[str, Any]]) -> bool:
-        """Note a judgement; whether it differs from the last one sent."""
+    def flags_changed(
+        self, now: float, flags: list[dict[str, Any]], final: bool
+    ) -> bool:
+        """Note a judgement (``final``: the run's last); whether it differs
+        from the last one sent."""
         self._flags_at = now
+        self._flags_final = final
         if flags == self._flags:
             return False
         self._flags = flags
@@ -258,6 +271,10 @@ def read_rows(store: Store, message: dict[str, Any], upto: int) -> dict[str, Any
     return {"last": last, **batch}
 
 
+#: What the stream says of a flag.
+FLAG_FIELDS = ("time", "kind", "severity", "worker", "message", "advice", "evidence")
+
+
 def judge_flags(store: Store, run_id: int) -> list[dict[str, Any]]:
     """A run's flags as the stream sends them (in a reading process: pandas):
     a running run's judged from what is recorded so far, a finished run's
@@ -265,13 +282,30 @@ def judge_flags(store: Store, run_id: int) -> list[dict[str, Any]]:
     from dask_observe.run import Run
 
     return [
-        {
-            "time": f.time, "kind": f.kind, "severity": f.severity,
-            "worker": f.worker, "message": f.message, "advice": f.advice,
-            "evidence": f.evidence,
-        }
+        {name: getattr(f, name) for name in FLAG_FIELDS}
         for f in Run.of(store, run_id).flag_list()
-    ]  # fmt: skip
+    ]
+
+
+def final_flags(store: Store, run_id: int) -> tuple[bool, list[dict[str, Any]] | None]:
+    """Whether a run's flags can no longer change, and its verdict if this
+    version stored one: JSON read as it is, no judging (and no pandas), so
+    that a finished run's flags are read once, not judged again every poll."""
+    from dask_observe.run import _version
+
+    record = store.run_record(run_id)
+    if record["status"] == "running":
+        return False, None
+    stored = store.verdict(run_id)
+    if stored is not None and stored[0] == _version():
+        return True, [{name: f.get(name) for name in FLAG_FIELDS} for f in stored[1]]
+    # No verdict yet: its run's end is still judging it (the settings it is
+    # judged with come first), or never will (its process died).
+    ended = record["ended"] if record["ended"] is not None else record["started"]
+    return (
+        record["status"] == "interrupted" or time.time() - ended > VERDICT_WAIT_S,
+        None,
+    )
 
 
 class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
@@ -381,8 +415,10 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
                 now = loop.time()
                 if sub.flags_due(now):
                     assert sub.run_id is not None
-                    flags = await read(judge_flags, sub.run_id, isolated=True)
-                    if sub.flags_changed(now, flags):
+                    final, flags = await read(final_flags, sub.run_id)
+                    if flags is None:
+                        flags = await read(judge_flags, sub.run_id, isolated=True)
+                    if sub.flags_changed(now, flags, final):
                         self._send({"type": "flags", "flags": flags})
                 progress = await read(sub.progress)
                 if progress is not None:
