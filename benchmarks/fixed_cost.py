@@ -12,7 +12,13 @@ session's process, as in ``scale.py``), runs one unrecorded task, then times its
 first recorded one-task block (the plugins are shipped then), then ``--blocks``
 pairs of one-task blocks, unrecorded and recorded, in an order that alternates
 from pair to pair. What a run adds is the recorded block's time minus its
-pair's unrecorded one. With several ``--variant NAME=PATH`` (a checkout of
+pair's unrecorded one. Each block starts after a pause of ``PAUSE_S``, as a
+notebook's cells do: distributed's client batches what it sends for 10 ms after
+each message (a future's release included), so a block started right after
+another waits up to that long for its task to leave (3-4 ms measured, on
+whichever block came second in a pair; ``--pause 0`` shows it).
+
+With several ``--variant NAME=PATH`` (a checkout of
 another commit, put first on ``PYTHONPATH``), sessions of each variant
 alternate, so that they are measured side by side in one run.
 """
@@ -31,15 +37,19 @@ from contextlib import ExitStack
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: Idle time before each timed block (``--pause``): longer than the client's
+#: 10 ms batching.
+PAUSE_S = 0.05
 
 
-def one_task(client: object, i: int) -> float:
+def one_task(client: object, i: int, pause: float = 0.0) -> float:
+    time.sleep(pause)
     started = time.perf_counter()
     client.submit(abs, -i, pure=False).result()  # type: ignore[attr-defined]
     return time.perf_counter() - started
 
 
-def session(cluster_kind: str, blocks: int) -> dict[str, object]:
+def session(cluster_kind: str, blocks: int, pause: float) -> dict[str, object]:
     """One fresh process's measurements (printed as JSON by ``--session``)."""
     from distributed import Client, LocalCluster
 
@@ -48,6 +58,7 @@ def session(cluster_kind: str, blocks: int) -> dict[str, object]:
     ending: list[float] = []
 
     def recorded(client: Client, store: dask_observe.Store, i: int) -> float:
+        time.sleep(pause)
         started = time.perf_counter()
         with dask_observe.record(f"tiny {i}", client=client, store=store):
             client.submit(abs, -i, pure=False).result()
@@ -86,11 +97,11 @@ def session(cluster_kind: str, blocks: int) -> dict[str, object]:
         plain, rec = [], []
         for i in range(1, blocks + 1):
             if i % 2:
-                plain.append(one_task(client, i))
+                plain.append(one_task(client, i, pause))
                 rec.append(recorded(client, store, i))
             else:
                 rec.append(recorded(client, store, i))
-                plain.append(one_task(client, i))
+                plain.append(one_task(client, i, pause))
         finished = store.runs()  # waits for the ends still being written
         assert (finished["status"] == "finished").all(), finished
     return {"first": first, "plain": plain, "recorded": rec, "ending": ending[1:]}
@@ -104,10 +115,11 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--blocks", type=int, default=30)
     parser.add_argument("--variant", action="append", default=[])
+    parser.add_argument("--pause", type=float, default=PAUSE_S)
     parser.add_argument("--session", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.session:
-        print(json.dumps(session(args.cluster, args.blocks)))
+        print(json.dumps(session(args.cluster, args.blocks, args.pause)))
         return
     variants = dict(v.split("=", 1) for v in args.variant) or {"this": str(HERE.parent)}
     results: dict[str, list[dict[str, list[float] | float]]] = {v: [] for v in variants}
@@ -117,6 +129,7 @@ def main() -> None:
             env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
             command = [sys.executable, __file__, "--session"]
             command += ["--cluster", args.cluster, "--blocks", str(args.blocks)]
+            command += ["--pause", str(args.pause)]
             out = subprocess.run(
                 command, env=env, capture_output=True, text=True, check=True
             )
