@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from distributed import Client, LocalCluster, SchedulerPlugin, span
@@ -406,3 +407,44 @@ def test_a_lingering_recorder_stops_after_its_linger_or_with_its_client(
         c.close()
         wait_until(lambda: not thread.is_alive(), "the client to close", timeout=10)
     assert not any(r.client is c for r in recorders._recorders.values())
+
+
+def busy(seconds: float) -> float:
+    """On the CPU for ``seconds`` of this thread's CPU time."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+    return seconds
+
+
+def test_a_run_between_heartbeats_has_its_fine_metrics_and_idle_workers_stay_idle(
+    make_client: Callable[..., Client], store_path: Path
+) -> None:
+    client = make_client(n_workers=2, threads_per_worker=1, processes=False)
+    worker, idle = sorted(client.scheduler_info()["workers"])
+    with dask_observe.record("capture shipped", client=client):
+        client.submit(busy, 0.01, workers=[worker]).result()
+
+    # No heartbeat but the run's end's, as between a large cluster's (200
+    # workers beat every few seconds): it alone brings the run's metrics.
+    def stop_beating(dask_worker: Any) -> None:
+        dask_worker.periodic_callbacks["heartbeat"].stop()
+
+    def last_seen(dask_scheduler: Any) -> dict[str, float]:
+        return {a: ws.last_seen for a, ws in dask_scheduler.workers.items()}
+
+    client.run(stop_beating)
+    before = client.run_on_scheduler(last_seen)
+    with dask_observe.record("short", client=client) as run:
+        client.submit(busy, 0.2, key="busy-1", workers=[worker]).result()
+    fine = run.fine_metrics()
+    cpu = fine[
+        (fine["context"] == "execute")
+        & (fine["prefix"] == "busy")
+        & (fine["activity"] == "thread-cpu")
+    ]["value"].sum()
+    assert 0.2 <= cpu < 1.0
+    after = client.run_on_scheduler(last_seen)
+    assert after[worker] > before[worker]  # the end's heartbeat brought them
+    # The other ran nothing, so had nothing to bring: the end left it alone.
+    assert after[idle] == before[idle]

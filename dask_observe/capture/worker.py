@@ -21,6 +21,18 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def _fine_pending(worker: Worker) -> bool:
+    """Whether the worker holds fine performance metrics its next heartbeat
+    would bring: digests named by a tuple (a task's execution phases,
+    transfers, data served, spilling). Its scalar digests (tick duration,
+    latency) grow every tick, and no run reads them."""
+    pending = getattr(worker, "digests_total_since_heartbeat", None)
+    if pending is None:  # another distributed: heartbeat, as before
+        return True
+    # list(): one step under the GIL, as a task thread may add to it.
+    return any(isinstance(name, tuple) for name in list(pending))
+
+
 #: How long a task runs before the worker says which it is and since when.
 LONG_TASK_S = 1.0
 
@@ -212,14 +224,16 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._transfers.report(self.shipper)
 
     async def flush(self, heartbeat: bool = False) -> None:
-        """Ship the buffered records now; with ``heartbeat``, then send one: it
-        carries the fine performance metrics measured since the last, so that
-        the scheduler's spans hold all of a run's when it ends."""
+        """Ship the buffered records now; with ``heartbeat``, then send one if
+        the worker measured fine performance metrics since its last: the
+        heartbeat carries them, so that the scheduler's spans hold all of a
+        run's when it ends. A worker that ran nothing meanwhile is not made to
+        (at 200 workers, their heartbeats were most of a run's end)."""
         if self.shipper is not None:
             if self._transfers is not None:
                 self._transfers.report(self.shipper, force=True)
             await self.shipper.flush()
-        if heartbeat and self._worker is not None:
+        if heartbeat and self._worker is not None and _fine_pending(self._worker):
             # The metrics are extra: a failed heartbeat must not fail the flush,
             # whose caller then reads the run's last lines.
             try:
