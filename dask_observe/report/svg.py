@@ -222,8 +222,8 @@ def _binned_rects(
     categories = sorted(segments["category"].unique())
     cat_of = {c: i for i, c in enumerate(categories)}
     busy = np.zeros((len(row_of), len(categories), n_bins))
-    lane = segments["lane"].map(row_of).to_numpy()
-    cat = segments["category"].map(cat_of).to_numpy()
+    lane = _indices(segments["lane"], row_of)
+    cat = _indices(segments["category"], cat_of)
     start = np.clip(segments["start"].to_numpy(), 0, duration)
     stop = np.clip(segments["stop"].to_numpy(), 0, duration)
     first = np.minimum((start / width).astype(int), n_bins - 1)
@@ -235,6 +235,16 @@ def _binned_rects(
             lo, hi = max(start[i], b * width), min(stop[i], (b + 1) * width)
             busy[lane[i], cat[i], b] += max(hi - lo, 0.0)
     return _bin_rects(busy, categories, lane_h, width, plot_w / n_bins)
+
+
+def _indices(values: pd.Series, index_of: dict[str, int]) -> np.ndarray:
+    """``values.map(index_of)`` as an array, a lookup per distinct value: a
+    million tasks' lanes mapped one by one took 0.9 s of a report."""
+    import numpy as np
+    import pandas as pd
+
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    return np.array([index_of[u] for u in uniques], dtype=np.int64)[codes]
 
 
 def _bin_rects(
