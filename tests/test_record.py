@@ -434,6 +434,7 @@ def test_a_run_between_heartbeats_has_its_fine_metrics_and_idle_workers_stay_idl
         return {a: ws.last_seen for a, ws in dask_scheduler.workers.items()}
 
     client.run(stop_beating)
+    time.sleep(0.3)  # a heartbeat already on its way lands
     before = client.run_on_scheduler(last_seen)
     with dask_observe.record("short", client=client) as run:
         client.submit(busy, 0.2, key="busy-1", workers=[worker]).result()
