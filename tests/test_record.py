@@ -17,7 +17,7 @@ import dask_observe
 from dask_observe.recorder import CaptureUnavailableWarning
 from dask_observe.recording import NoClientError
 
-from .conftest import subprocess_env, wait_until
+from .conftest import spin, subprocess_env, wait_until
 
 
 def inc(x: int) -> int:
@@ -409,21 +409,13 @@ def test_a_lingering_recorder_stops_after_its_linger_or_with_its_client(
     assert not any(r.client is c for r in recorders._recorders.values())
 
 
-def busy(seconds: float) -> float:
-    """On the CPU for ``seconds`` of this thread's CPU time."""
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
-    return seconds
-
-
 def test_a_run_between_heartbeats_has_its_fine_metrics_and_idle_workers_stay_idle(
     make_client: Callable[..., Client], store_path: Path
 ) -> None:
     client = make_client(n_workers=2, threads_per_worker=1, processes=False)
     worker, idle = sorted(client.scheduler_info()["workers"])
     with dask_observe.record("capture shipped", client=client):
-        client.submit(busy, 0.01, workers=[worker]).result()
+        client.submit(spin, 0.01, workers=[worker]).result()
 
     # No heartbeat but the run's end's, as between a large cluster's (200
     # workers beat every few seconds): it alone brings the run's metrics.
@@ -437,11 +429,11 @@ def test_a_run_between_heartbeats_has_its_fine_metrics_and_idle_workers_stay_idl
     time.sleep(0.3)  # a heartbeat already on its way lands
     before = client.run_on_scheduler(last_seen)
     with dask_observe.record("short", client=client) as run:
-        client.submit(busy, 0.2, key="busy-1", workers=[worker]).result()
+        client.submit(spin, 0.2, key="spin-1", workers=[worker]).result()
     fine = run.fine_metrics()
     cpu = fine[
         (fine["context"] == "execute")
-        & (fine["prefix"] == "busy")
+        & (fine["prefix"] == "spin")
         & (fine["activity"] == "thread-cpu")
     ]["value"].sum()
     assert 0.2 <= cpu < 1.0

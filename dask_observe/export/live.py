@@ -69,19 +69,20 @@ def read_frame(stream: IO[bytes]) -> Any:
 
 
 def _has_sdk() -> None:
-    """Raise ImportError, cheaply (nothing imported), without the SDK."""
+    """Raise ImportError without the SDK, as ``otlp`` does, but cheaply: the
+    SDK is found, not imported, in the recording process (its process of its
+    own imports it)."""
     from importlib.util import find_spec
 
-    for name in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
+    from dask_observe.export.otlp import SDK_MISSING, SDK_MODULES
+
+    for name in SDK_MODULES:
         try:
             found = find_spec(name)
         except ImportError:  # its parent package is missing
             found = None
         if found is None:
-            raise ImportError(
-                "OpenTelemetry export needs the OpenTelemetry SDK and its OTLP "
-                "exporter: pip install 'dask-observe[otel]'"
-            )
+            raise ImportError(SDK_MISSING)
 
 
 class LiveExport:
@@ -329,7 +330,7 @@ class Sender:
     def send(self, records: Sequence[tuple[Any, ...]]) -> tuple[int, str | None]:
         """Build and send a batch; the running count of what the collector
         did not take, and the first reason."""
-        from dask_observe.export.otlp import BOOKKEEPING_EVENTS, _ns
+        from dask_observe.export.otlp import BOOKKEEPING_EVENTS, nanoseconds
 
         otlp = self.otlp
         points: list[tuple[float, str | None, str, float]] = []
@@ -350,7 +351,7 @@ class Sender:
                     attributes = {"dask.event.data": str(data)}
                     if worker:
                         attributes["dask.worker.address"] = worker
-                    root.add_event(str(event_kind), attributes, _ns(t))
+                    root.add_event(str(event_kind), attributes, nanoseconds(t))
             elif kind == "begin":
                 _, run_id, name, span_id, started = record
                 attributes = {"dask_observe.run.id": run_id}
@@ -368,17 +369,17 @@ class Sender:
                     root.set_attribute("dask_observe.run.status", status)
                     for event in events:
                         root.add_event(*event)
-                    root.end(end_time=_ns(ended))
+                    root.end(end_time=nanoseconds(ended))
         self._send_groups()
         sent = otlp.send(points)
         return sent.dropped, sent.error
 
     def _task(self, record: Sequence[Any]) -> None:
-        from dask_observe.export.otlp import _finite, task_attributes, task_seconds
+        from dask_observe.export.otlp import finite, task_attributes, task_seconds
         from dask_observe.store import telemetry
 
         task = dict(zip(telemetry.RECORD_FIELDS["tasks"], record[1:], strict=False))
-        start, stop = _finite(task.get("start")), _finite(task.get("stop"))
+        start, stop = finite(task.get("start")), finite(task.get("stop"))
         if start is None or stop is None:
             return
         spans = str(task.get("span_ids") or "").split()

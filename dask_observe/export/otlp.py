@@ -56,11 +56,11 @@ def severity(level: int | str) -> int:
     return next(otel for floor, otel in _SEVERITY if number >= floor)
 
 
-def _ns(seconds: float) -> int:
+def nanoseconds(seconds: float) -> int:
     return int(seconds * 1e9)
 
 
-def _finite(value: Any) -> float | None:
+def finite(value: Any) -> float | None:
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -121,17 +121,22 @@ def _counted_here() -> Iterator[None]:
         _quiet.threads.discard(me)
 
 
+#: The packages OpenTelemetry export needs, and what is said without them.
+SDK_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
+SDK_MISSING = (
+    "OpenTelemetry export needs the OpenTelemetry SDK and its OTLP "
+    "exporter: pip install 'dask-observe[otel]'"
+)
+
+
 def _needs_sdk() -> None:
     from importlib import import_module
 
     try:
-        import_module("opentelemetry.sdk")
-        import_module("opentelemetry.exporter.otlp.proto.http")
+        for name in SDK_MODULES:
+            import_module(name)
     except ImportError:
-        raise ImportError(
-            "OpenTelemetry export needs the OpenTelemetry SDK and its OTLP "
-            "exporter: pip install 'dask-observe[otel]'"
-        ) from None
+        raise ImportError(SDK_MISSING) from None
 
 
 class Otlp:
@@ -208,8 +213,8 @@ class Otlp:
         if worker:
             attributes["dask.worker.address"] = worker
         self._log_provider.get_logger(logger_name or "root").emit(
-            timestamp=_ns(time),
-            observed_timestamp=_ns(time),
+            timestamp=nanoseconds(time),
+            observed_timestamp=nanoseconds(time),
             severity_number=_severity_number(severity(level)),
             severity_text=level
             if isinstance(level, str)
@@ -221,7 +226,7 @@ class Otlp:
     def root_span(self, name: str, started: float, attributes: dict[str, Any]) -> Span:
         """A run's span (end it with ``.end(end_time=...)``)."""
         span = self.tracer.start_span(
-            name, start_time=_ns(started), attributes=attributes
+            name, start_time=nanoseconds(started), attributes=attributes
         )
         return span  # type: ignore[return-value]
 
@@ -238,9 +243,9 @@ class Otlp:
 
         context = trace.set_span_in_context(parent) if parent is not None else None
         span = self.tracer.start_span(
-            name, context=context, start_time=_ns(start), attributes=attributes
+            name, context=context, start_time=nanoseconds(start), attributes=attributes
         )
-        span.end(end_time=_ns(max(stop, start)))
+        span.end(end_time=nanoseconds(max(stop, start)))
 
     # -- sending ----------------------------------------------------------------
     def send(
@@ -294,8 +299,8 @@ class Otlp:
             by_name.setdefault(name, []).append(
                 NumberDataPoint(
                     attributes={"dask.worker.address": worker} if worker else {},
-                    start_time_unix_nano=_ns(at),
-                    time_unix_nano=_ns(at),
+                    start_time_unix_nano=nanoseconds(at),
+                    time_unix_nano=nanoseconds(at),
                     value=value,
                 )
             )
@@ -369,7 +374,7 @@ def task_attributes(task: dict[str, Any]) -> dict[str, Any]:
     }
     if isinstance(task.get("worker"), str):
         attributes["dask.worker.address"] = task["worker"]
-    nbytes = _finite(task.get("nbytes"))
+    nbytes = finite(task.get("nbytes"))
     if nbytes is not None:
         attributes["dask.task.nbytes"] = int(nbytes)
     for phase, seconds in task_seconds(task).items():
@@ -428,7 +433,7 @@ def group_attributes(
 def task_seconds(task: dict[str, Any]) -> dict[str, float]:
     """A task's seconds in each phase (PHASE_COLUMNS), from its record."""
     return {
-        phase: sum(_finite(task.get(c)) or 0.0 for c in columns)
+        phase: sum(finite(task.get(c)) or 0.0 for c in columns)
         for phase, columns in PHASE_COLUMNS.items()
     }
 
@@ -455,7 +460,7 @@ def flag_event(flag: Flag) -> tuple[str, dict[str, Any], int]:
     }
     if flag.worker:
         attributes["dask.worker.address"] = flag.worker
-    return f"flag: {flag.kind}", attributes, _ns(flag.time)
+    return f"flag: {flag.kind}", attributes, nanoseconds(flag.time)
 
 
 def export_run(
@@ -488,11 +493,11 @@ def export_run(
             attributes = {"dask.event.data": str(data)}
             if isinstance(worker, str):
                 attributes["dask.worker.address"] = worker
-            root.add_event(str(kind), attributes, _ns(float(at)))
+            root.add_event(str(kind), attributes, nanoseconds(float(at)))
         for flag in flags:
             name, attributes, at = flag_event(flag)
             root.add_event(name, attributes, at)
-        root.end(end_time=_ns(run.window_end()))
+        root.end(end_time=nanoseconds(run.window_end()))
         metrics = run.metrics(epoch=True)
         points = [
             (float(t), w if isinstance(w, str) else None, str(n), float(v))
