@@ -21,14 +21,6 @@ def subprocess_env(store_path: Path) -> dict[str, str]:
     return {**os.environ, "DASK_OBSERVE__STORE": str(store_path)}
 
 
-def spin(seconds: float) -> float:
-    """Busy on the CPU for ``seconds`` of this thread's CPU time (a task)."""
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
-    return seconds
-
-
 def wait_until(condition: Callable[[], object], what: str, timeout: float = 30) -> None:
     """Return once ``condition()`` is true; fail, saying ``what``, after
     ``timeout`` seconds. For what arrives in its own time (a flush, a sample, a

@@ -17,7 +17,8 @@ import dask_observe
 from dask_observe.recorder import CaptureUnavailableWarning
 from dask_observe.recording import NoClientError
 
-from .conftest import spin, subprocess_env, wait_until
+from .conftest import subprocess_env, wait_until
+from .test_report import spin
 
 
 def inc(x: int) -> int:

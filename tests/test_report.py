@@ -16,7 +16,7 @@ from distributed import Client
 
 import dask_observe
 
-from .conftest import spin, wait_until
+from .conftest import wait_until
 
 
 def slow(x: int) -> int:
@@ -139,6 +139,14 @@ def test_10000_tiny_tasks_with_profile_and_transfers_report_in_under_300_kb(
     flags = run.flags()
     tiny = flags[flags["kind"] == "tiny-tasks"]
     assert len(tiny) == 1 and "x more work" in str(tiny["advice"].iloc[0])
+
+
+def spin(seconds: float) -> float:
+    """Busy on the CPU for ``seconds`` of this thread's CPU time."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+    return seconds
 
 
 def test_fine_metrics_say_where_the_threads_time_went(
