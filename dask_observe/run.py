@@ -33,6 +33,16 @@ def _version() -> str:
     return str(__version__)
 
 
+def stored_verdict(source: store.Store, run_id: int) -> list[dict[str, Any]] | None:
+    """The flags a run raised as judged at its end (dicts of ``Flag``'s
+    fields), if this version judged them (another's rules may differ). Reads
+    JSON only: no pandas, no judging."""
+    stored = source.verdict(run_id)
+    if stored is None or stored[0] != _version():
+        return None
+    return stored[1]
+
+
 class Ending:
     """The end of a run still being written in this process, after its block
     returned (``Recording.stop``): its settings, environment and verdict (flags),
@@ -169,10 +179,8 @@ class Run(store.RunData):
         (another's rules may differ)."""
         from dask_observe.diagnose import Flag
 
-        stored = self.store.verdict(self.id)
-        if stored is None or stored[0] != _version():
-            return None
-        return [Flag(**flag) for flag in stored[1]]
+        stored = stored_verdict(self.store, self.id)
+        return None if stored is None else [Flag(**flag) for flag in stored]
 
     def keep_verdict(self, flags: list[Flag]) -> None:
         """Store the flags the run raised as its verdict, judged at its end."""

@@ -291,14 +291,14 @@ def final_flags(store: Store, run_id: int) -> tuple[bool, list[dict[str, Any]] |
     """Whether a run's flags can no longer change, and its verdict if this
     version stored one: JSON read as it is, no judging (and no pandas), so
     that a finished run's flags are read once, not judged again every poll."""
-    from dask_observe.run import _version
+    from dask_observe.run import stored_verdict
 
     record = store.run_record(run_id)
     if record["status"] == "running":
         return False, None
-    stored = store.verdict(run_id)
-    if stored is not None and stored[0] == _version():
-        return True, [{name: f.get(name) for name in FLAG_FIELDS} for f in stored[1]]
+    stored = stored_verdict(store, run_id)
+    if stored is not None:
+        return True, [{name: f.get(name) for name in FLAG_FIELDS} for f in stored]
     # No verdict yet: its run's end is still judging it (the settings it is
     # judged with come first), or never will (its process died).
     ended = record["ended"] if record["ended"] is not None else record["started"]
