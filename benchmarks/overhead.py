@@ -2,7 +2,7 @@
 under distributed.performance_report, side by side on one LocalCluster.
 
     .venv/bin/python benchmarks/overhead.py --tasks 20000 --rounds 6
-    .venv/bin/python benchmarks/overhead.py --workload mixed --tasks 6000 --rounds 9
+    .venv/bin/python benchmarks/overhead.py --workload mixed --tasks 6000 --rounds 16
 
 Each round runs the three once, in an order rotated from round to round, so that
 each comes first, second and third equally often: whatever a run leaves behind
