@@ -3,6 +3,8 @@ file others may write, a link, a device. Real files, the real command line."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import re
 import sqlite3
@@ -170,3 +172,59 @@ def test_a_second_connection_in_a_writer_keeps_its_wal_safe_from_other_readers(
         assert {f"run {i}" for i in range(committed + 1)} <= names
         (check,) = store.frame("PRAGMA integrity_check", (), ("result",))["result"]
         assert check == "ok"
+
+
+def _close_in_another_process(path: Path) -> None:
+    """What the CLI, a second notebook or the server does: open, read, close."""
+    subprocess.run(
+        [sys.executable, "-c", f"import sqlite3; sqlite3.connect({str(path)!r})"
+         ".execute('SELECT count(*) FROM runs').fetchall()"],
+        check=True,
+    )  # fmt: skip
+
+
+def test_opening_a_store_never_releases_another_connections_locks(
+    tmp_path: Path,
+) -> None:
+    """A connection of this process that no Store knows of (one a dropped store
+    left to the garbage collector did exactly that) keeps its write-ahead log
+    while a Store opens and closes beside it and another process closes the
+    last connection it knows of: the old header read (open() and close() of
+    the file) dropped every lock of the process, and the other process then
+    checkpointed and deleted the log under the live connection."""
+    path = tmp_path / "observe.sqlite"
+    Store(path).close()
+    unseen = sqlite3.connect(path, isolation_level=None)
+    unseen.execute("INSERT INTO runs (name, status, started, host, pid)"
+                   " VALUES ('kept', 'finished', 0, 'h', 1)")  # fmt: skip
+    Store(path).close()
+    _close_in_another_process(path)
+    assert Path(f"{path}-wal").exists()  # the old code: deleted under `unseen`
+    unseen.execute("INSERT INTO runs (name, status, started, host, pid)"
+                   " VALUES ('after', 'finished', 0, 'h', 1)")  # fmt: skip
+    unseen.close()
+    with Store(path) as store:
+        assert [r["name"] for r in store.run_records()] == ["after", "kept"]
+        (check,) = store.frame("PRAGMA integrity_check", (), ("result",))["result"]
+        assert check == "ok"
+
+
+def test_a_store_dropped_without_close_lets_its_connection_go(tmp_path: Path) -> None:
+    """Python 3.11 keeps a connection in a reference cycle (its statement cache):
+    a dropped Store's connection waited for the cyclic collector, holding its
+    descriptors and locks. Now it closes with the store."""
+    path = tmp_path / "observe.sqlite"
+
+    def descriptors() -> list[str]:
+        found = []
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                found.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return [f for f in found if f.startswith(str(path))]
+
+    gc.disable()  # as between two of the collector's passes
+    try:
+        Store(path).run_records()
+        assert descriptors() == []
+    finally:
+        gc.enable()

@@ -8,6 +8,7 @@ untouched. Migrations only ever append: migration ``i`` brings version ``i`` to 
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 #: "DOBS" in ASCII; written into the SQLite header of every store.
@@ -174,30 +175,62 @@ class SchemaError(Exception):
     """The file is not a dask-observe store this version can use."""
 
 
-#: SQLite's file header, and where in it the application id is.
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_HEADER_SIZE = 100
+#: How long a header that looks torn is read again: a store another process is
+#: creating has its first page written at its first commit, which a read without
+#: locks may catch half done.
+_TORN_HEADER_WAIT_S = 1.0
+
+
+def _probe(path: Path) -> int:
+    """The application id in the header of the SQLite file at ``path``.
+
+    Read by SQLite itself, read-only and ``immutable`` (no locks taken, no
+    ``-wal``/``-shm`` created, nothing written), never with ``open()``. POSIX
+    locks belong to a process, and closing *any* descriptor of a file drops all
+    of them: a header read with ``open()`` and ``close()`` while a connection of
+    this process was alive released that connection's locks, so another process
+    closing its last connection believed itself alone, checkpointed and deleted
+    the write-ahead log this one still used ("disk I/O error", "database disk
+    image is malformed" at the next open). SQLite keeps a descriptor open while
+    other connections of the process hold locks on the same file, so a read
+    through SQLite cannot do that, whoever else holds the file here.
+    """
+    uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+    probe = sqlite3.connect(uri, uri=True, isolation_level=None)
+    try:
+        return int(probe.execute("PRAGMA application_id").fetchone()[0])
+    finally:
+        probe.close()
 
 
 def check_header(path: Path) -> bool:
     """Whether ``path`` holds a dask-observe store, read from the file's header
-    without SQLite (whose first pragma would change another application's
-    file): True for a store, False for an empty file (one being created).
+    before a connection that may write opens it (its first pragma would change
+    another application's file): True for a store, False for an empty file (one
+    being created). See :func:`_probe` for why SQLite reads it.
 
     Raises
     ------
     SchemaError
         For anything else: another application's database, not SQLite at all.
     """
-    with open(path, "rb") as f:
-        header = f.read(_HEADER_SIZE)
-    if not header:
-        return False
-    if len(header) < _HEADER_SIZE or not header.startswith(_SQLITE_MAGIC):
-        raise SchemaError("it is not an SQLite file")
-    if int.from_bytes(header[68:72], "big") != APPLICATION_ID:
+    deadline = time.monotonic() + _TORN_HEADER_WAIT_S
+    while True:
+        if path.stat().st_size == 0:
+            return False
+        try:
+            application_id = _probe(path)
+        except sqlite3.DatabaseError:
+            if time.monotonic() < deadline:
+                time.sleep(0.05)
+                continue
+            raise SchemaError("it is not an SQLite file") from None
+        if application_id == APPLICATION_ID:
+            return True
+        if application_id == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)  # a store being created: its id comes with its tables
+            continue
         raise SchemaError("it is an SQLite database of another application")
-    return True
 
 
 def check_schema(conn: sqlite3.Connection) -> None:

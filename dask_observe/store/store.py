@@ -55,43 +55,6 @@ class QueryTooLong(StoreError):
     """A read ran past its deadline (see :meth:`Store.deadline`)."""
 
 
-class _OpenFiles:
-    """The store files this process holds SQLite connections to, by inode.
-
-    POSIX locks belong to a process, and closing *any* descriptor of a file drops
-    all of them. Reading a store's header with ``open()`` while another connection
-    of this process holds the file would silently release that connection's
-    locks: another process closing its own connection then believes it is the last
-    one, checkpoints and deletes the WAL that this process is still writing to, and
-    a crash leaves the file malformed. So a file already open here is not read
-    again (a connection of this process already checked it), and opening is serial
-    within the process so no header is read while another connection takes locks.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        # Weakly: a store dropped without close() has its connection closed by the
-        # collector, and must not vouch for whatever file reuses its inode later.
-        self._stores: dict[tuple[int, int], weakref.WeakSet[Store]] = {}
-
-    def holds(self, key: tuple[int, int]) -> bool:
-        return bool(self._stores.get(key))
-
-    def add(self, key: tuple[int, int], store: Store) -> None:
-        self._stores.setdefault(key, weakref.WeakSet()).add(store)
-
-    def remove(self, key: tuple[int, int], store: Store) -> None:
-        with self.lock:
-            stores = self._stores.get(key)
-            if stores is not None:
-                stores.discard(store)
-                if not stores:
-                    del self._stores[key]
-
-
-_open_files = _OpenFiles()
-
-
 def _json_scalar(value: Any) -> Any:
     """JSON for numpy's scalars (a flag's evidence may hold them); text for
     anything else JSON cannot say (a verdict is kept, whatever a rule put in)."""
@@ -157,12 +120,12 @@ class Store:
         # One connection shared by the threads of this process (the kernel's main
         # thread reading, the recorder's thread writing); the lock keeps it serial.
         self._lock = threading.RLock()
-        self._file: tuple[int, int] | None = None
-        with _open_files.lock:
-            self._conn = self._connect(create and not readonly, readonly)
-            st = os.stat(self.path)
-            self._file = (st.st_dev, st.st_ino)
-            _open_files.add(self._file, self)
+        self._conn = self._connect(create and not readonly, readonly)
+        # A store dropped without close() closes its connection now. Left to
+        # the collector, it would live on unseen: Python 3.11's connection is
+        # in a reference cycle with its statement cache, so it waits for the
+        # cyclic collector, holding its descriptors and locks meanwhile.
+        self._closer = weakref.finalize(self, self._conn.close)
         if not readonly:  # a writer's duty (readers must not write)
             self._mark_interrupted_runs()
 
@@ -193,8 +156,8 @@ class Store:
                 "others may write to it (it holds your cluster's logs); "
                 f"make it yours alone: chmod 600 {self.path}"
             )
-        if _open_files.holds((st.st_dev, st.st_ino)):
-            return True  # checked by the connection open here; see _OpenFiles
+        if not os.access(self.path, os.R_OK):
+            raise self._fail("permission denied (it must be readable)")
         try:
             return check_header(self.path)
         except SchemaError as e:
@@ -236,6 +199,9 @@ class Store:
                 conn = sqlite3.connect(
                     self.path, timeout=30, isolation_level=None, check_same_thread=False
                 )
+        except sqlite3.DatabaseError as e:
+            raise self._fail(e) from e
+        try:
             conn.row_factory = sqlite3.Row
             conn.create_function("REGEXP", 2, patterns.regexp, deterministic=True)
             if readonly:
@@ -248,10 +214,18 @@ class Store:
             # NORMAL is durable across a crash of any process in WAL mode; only a
             # power loss may drop the last transactions.
             conn.execute("PRAGMA synchronous = NORMAL")
-        except SchemaError as e:
-            raise self._fail(f"not a dask-observe store: {e}") from e
-        except sqlite3.DatabaseError as e:
-            raise self._fail(f"not a dask-observe store ({e})") from e
+        except BaseException as e:
+            conn.close()  # not left to live on in the traceback
+            if isinstance(e, SchemaError):
+                raise self._fail(f"not a dask-observe store: {e}") from e
+            if isinstance(e, sqlite3.DatabaseError):
+                # Locked, full, read-only, I/O: say what SQLite said; only a
+                # file that is no database is "not a store".
+                why = str(e)
+                if "not a database" in why:
+                    why = f"not a dask-observe store ({why})"
+                raise self._fail(why) from e
+            raise
         return conn
 
     def _mark_interrupted_runs(self) -> None:
@@ -314,10 +288,7 @@ class Store:
     def close(self) -> None:
         """Close the connection; the file stays as it is."""
         with self._lock:
-            self._conn.close()
-            if self._file is not None:
-                _open_files.remove(self._file, self)
-                self._file = None
+            self._closer()
 
     def __enter__(self) -> Self:
         return self
