@@ -52,7 +52,9 @@ def open_store(
 
 
 def record(
-    name: str = "run", client: Client | None = None, store: Store | str | None = None
+    name: str = "run",
+    client: Client | None = None,
+    store: Store | str | os.PathLike[str] | None = None,
 ) -> AbstractContextManager[Run]:
     """Record a block as one run: ``with dask_observe.record("etl") as run: ...``.
 

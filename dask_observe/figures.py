@@ -113,7 +113,7 @@ def task_table(run: RunData, start: float) -> pd.DataFrame:
     for column in ("start", "stop", "ended"):
         tasks[column] = tasks[column] - start
     tasks["duration_s"] = tasks["duration_s"].fillna(0.0)
-    _stalls_apart(run, tasks)
+    stalls_apart(run, tasks)
     # A lane per worker thread, as in Dask's task stream; threads numbered from 0
     # within their worker (their ids are long and say nothing).
     worker = tasks["worker"].fillna("?")
@@ -126,8 +126,10 @@ def task_table(run: RunData, start: float) -> pd.DataFrame:
     return tasks
 
 
-def _stalls_apart(run: RunData, tasks: pd.DataFrame) -> None:
-    """Move the "disk" seconds of tasks that touched no disk to ``stall_s``.
+def stalls_apart(run: RunData, tasks: pd.DataFrame) -> None:
+    """Move the "disk" seconds of tasks that touched no disk to ``stall_s``
+    (once: tasks that have the column already are left as they are; the
+    public ``Run.tasks()`` has it).
 
     distributed times any wait over 5 ms for a task's arguments or for storing
     its result as ``disk-read`` / ``disk-write``, spilled or not (dataframe
@@ -136,12 +138,16 @@ def _stalls_apart(run: RunData, tasks: pd.DataFrame) -> None:
     without them (still running, recorded partially) was on disk only if its
     workers ever held spilled data.
     """
+    if "stall_s" in tasks.columns:
+        return
+    tasks["stall_s"] = 0.0
+    if tasks.empty:
+        return
     fine = run.fine_metrics()
     moved = fine[
         (fine["context"] == "execute") & (fine["unit"] == "bytes") & (fine["value"] > 0)
     ]
     spilled = bool(cluster_max(run, "memory_spilled"))
-    tasks["stall_s"] = 0.0
     for activity, column in DISK_COLUMNS.items():
         if fine.empty:
             stalled = tasks["prefix"].notna() & (not spilled)

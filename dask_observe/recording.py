@@ -13,6 +13,8 @@ import copy
 import functools
 import json
 import logging
+import os
+import sqlite3
 import threading
 import time
 import warnings
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from dask_observe.capture.wire import EventRecord
 from dask_observe.recorder import Recorder
 from dask_observe.run import Ending, Run, Store, begin_ending
+from dask_observe.store import StoreError
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -301,6 +304,7 @@ class Recording:
         except Exception as e:
             logger.warning("dask-observe: cannot read task counts of the run: %s", e)
         workers: dict[str, dict[str, Any]] = {}
+        not_kept: str | None = None
         try:  # the run's last tasks and lines, readable as soon as it has ended
             if ended_reply is None:
                 workers = self._recorder.flush_cluster()
@@ -310,6 +314,8 @@ class Recording:
             self._recorder.settle()
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's last records: %s", e)
+            if isinstance(e, sqlite3.Error):  # the store, not the cluster
+                not_kept = str(e)
         fine: list[tuple[str, str, str, str, float]] = []
         try:  # after the flush: its heartbeats brought the last of them
             fine = self._fine_rows(ended_reply)
@@ -323,7 +329,7 @@ class Recording:
         self._recorder.release()
         if self._span_id is None:  # whole cluster: count what was stored
             counts = self._stored_counts()
-        return self._end(status, counts, ended, workers)
+        return self._end(status, counts, ended, workers, not_kept=not_kept)
 
     def _profiles(self, fine: list[tuple[str, str, str, str, float]]) -> dict[str, Any]:
         """distributed's statistical profile of the run's time window: the whole
@@ -380,6 +386,26 @@ class Recording:
             "erred": int((statuses == "erred").sum()),
         }
 
+    def _not_kept(self, error: str, counts: dict[str, int]) -> str:
+        """Why a run whose last records the store refused is not whole, with
+        what it holds of it. A pull that failed earlier is no loss: what it
+        missed stayed in the scheduler's buffer for the next one (and what
+        overflowed that is counted in a ``dropped`` event)."""
+        counted = sum(counts.values())
+        try:
+            stored = len(self.run.tasks()) if self.run is not None else None
+        except Exception:  # the store may not even read
+            stored = None
+        held = (
+            f"{stored:,} of {counted:,} tasks stored"
+            if stored is not None
+            else f"{counted:,} tasks ran"
+        )
+        return (
+            f"the store could not take the run's last records ({error}): {held}; "
+            "lines, metrics and events of its end may be missing"
+        )
+
     def _stop_lost(self, ended: float, why: str) -> Run:
         """The scheduler died during the run: it ends ``failed``, with what was
         pulled before (the scheduler's last lines: a closing scheduler waits
@@ -413,8 +439,10 @@ class Recording:
         counts: dict[str, int],
         ended: float,
         workers: dict[str, dict[str, Any]] | None = None,
+        not_kept: str | None = None,
     ) -> Run:
-        """Close the run's row, and return: its data is all stored. What is
+        """Close the run's row, and return: its data is all stored (or, with
+        ``not_kept``, the store's error, marked partial). What is
         made of it (the settings it is judged under, the environment it ran
         in, its flags judged once, the live export's end, retention) is
         written by a thread of its own after the block returned (``_after``);
@@ -441,6 +469,7 @@ class Recording:
             n_tasks=sum(counts.values()),
             n_failed=counts.get("erred", 0),
             ended=ended,
+            partial=None if not_kept is None else self._not_kept(not_kept, counts),
         )
         ending = begin_ending(self.store, self.run.id)
         # Not a daemon: a script that ends with its block still writes the run's end.
@@ -596,7 +625,7 @@ def run_settings(thresholds: dict[str, dict[str, float | bool]]) -> dict[str, An
 def record(
     name: str = "run",
     client: Client | None = None,
-    store: Store | str | None = None,
+    store: Store | str | os.PathLike[str] | None = None,
 ) -> Iterator[Run]:
     """Record the block as one run; the same as ``%%dask_record`` in a notebook.
 
@@ -618,18 +647,100 @@ def record(
     ------
     NoClientError
         When no client was given and none exists.
+
+    A store that cannot be opened or written never stops the block: it runs,
+    one warning says why, and a :class:`NotRecorded` is yielded instead.
+    """
+    the_client = resolve_client(client)
+    unrecorded: NotRecorded | None
+    try:
+        recording = begin(name, the_client, store)
+    except STORE_ERRORS as e:
+        unrecorded = NotRecorded(name, str(e))
+        logger.warning("dask-observe: %s", unrecorded.why_line())
+    else:
+        unrecorded = None
+    if unrecorded is not None:  # outside the except: the block's errors are its own
+        yield unrecorded  # type: ignore[misc]  # a Run that says why it is not one
+        return
+    assert recording.run is not None
+    status = "failed"
+    try:
+        yield recording.run
+        status = "finished"
+    finally:
+        end(recording, status)
+
+
+#: What a store that cannot be used raises: it never stops the user's block.
+STORE_ERRORS = (StoreError, sqlite3.Error)
+
+
+def begin(
+    name: str,
+    client: Client,
+    store: Store | str | os.PathLike[str] | None,
+    **options: Any,
+) -> Recording:
+    """A started recording into ``store`` (a Store, a path, or None for the
+    default), for ``record()`` and ``%%dask_record``. A store opened here
+    stays open: the yielded Run reads through it afterwards.
+
+    Raises
+    ------
+    StoreError, sqlite3.Error
+        When the store cannot be opened or written (see :data:`STORE_ERRORS`).
     """
     from dask_observe.config import default_store_path
 
-    the_client = resolve_client(client)
-    # A store opened here stays open: the yielded Run reads through it afterwards.
+    opened = None
     if not isinstance(store, Store):
-        store = Store(default_store_path() if store is None else store)
-    recording = Recording(name, the_client, store)
-    run = recording.start()
-    status = "failed"
+        store = opened = Store(default_store_path() if store is None else store)
+    recording = Recording(name, client, store, **options)
     try:
-        yield run
-        status = "finished"
-    finally:
-        recording.stop(status)
+        recording.start()
+    except BaseException:
+        if opened is not None:
+            opened.close()
+        raise
+    return recording
+
+
+def end(recording: Recording, status: str) -> Run | None:
+    """Stop ``recording`` as ``status``; a store that fails now is one
+    warning, never an error in the user's block (which may be raising its
+    own). The run, or None when its end could not be stored."""
+    try:
+        return recording.stop(status)
+    except STORE_ERRORS as e:
+        logger.warning(
+            "dask-observe: the end of run %r could not be stored (%s); the "
+            "block ran, and what was stored before is kept",
+            recording.name,
+            e,
+        )
+        return None
+
+
+class NotRecorded:
+    """What ``record()`` yields when the store could not be used: the block
+    ran, and nothing of it was kept. Anything asked of it says why."""
+
+    id = None
+    status = "not recorded"
+
+    def __init__(self, name: str, why: str) -> None:
+        self.name = name
+        self.why = why
+
+    def why_line(self) -> str:
+        """One line for a warning: which run, and why."""
+        return f"run {self.name!r} was not recorded (the block ran): {self.why}"
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        raise StoreError(self.why_line())
+
+    def __repr__(self) -> str:
+        return f"<dask_observe.NotRecorded {self.name!r}: {self.why}>"

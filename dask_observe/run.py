@@ -149,6 +149,25 @@ class Run(store.RunData):
             self._flags = None
         return self
 
+    def tasks(self, *, epoch: bool = False) -> pd.DataFrame:
+        """Every task that ran in the run, finished or failed, in the order it ended.
+
+        Columns: key, prefix, worker, start, stop, duration_s, status, nbytes,
+        thread, and seconds spent in compute (``compute_s``), transfer
+        (``transfer_s``), reading and writing spilled data on disk
+        (``disk_read_s``, ``disk_write_s``), deserialisation (``deserialize_s``)
+        and ``stall_s``: what distributed times as disk read/write although
+        no byte of that task prefix went to disk (waiting to store a result or
+        to read an argument held in memory), so that "disk" is only disk;
+        exception and traceback for failed tasks; ``ended``, when the
+        scheduler learnt that the task ended.
+        """
+        from dask_observe.figures import stalls_apart
+
+        tasks = super().tasks(epoch=epoch)
+        stalls_apart(self, tasks)
+        return tasks
+
     def profile(self) -> pd.DataFrame:
         """Where the run's task threads spent their time, by function, from
         distributed's statistical profile of the run's time window (read when

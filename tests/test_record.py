@@ -442,3 +442,37 @@ def test_a_run_between_heartbeats_has_its_fine_metrics_and_idle_workers_stay_idl
     assert after[worker] > before[worker]  # the end's heartbeat brought them
     # The other ran nothing, so had nothing to bring: the end left it alone.
     assert after[idle] == before[idle]
+
+
+class SlowToSize:
+    """A result whose size takes 30 ms to tell: distributed times storing it
+    in worker memory as ``disk-write``, though no byte goes to disk."""
+
+
+def slow_result(i: int) -> SlowToSize:
+    return SlowToSize()
+
+
+def test_disk_time_in_tasks_is_only_disk_and_stalls_are_said_apart(
+    make_client: Callable[..., Client], store_path: Path
+) -> None:
+    from dask.sizeof import sizeof
+
+    from dask_observe.store.run import RunData
+
+    def slowly(value: SlowToSize) -> int:
+        time.sleep(0.03)
+        return 64
+
+    sizeof.register(SlowToSize)(slowly)
+
+    client = make_client(n_workers=1, threads_per_worker=1, processes=False)
+    with dask_observe.record("stalls", client=client) as run:
+        futures = client.map(slow_result, range(4))
+        client.gather(futures)
+    labelled = RunData.tasks(run)["disk_write_s"].sum()  # distributed's label
+    assert labelled >= 4 * 0.03
+    tasks = run.tasks()
+    assert tasks["disk_write_s"].sum() == 0.0
+    assert tasks["disk_read_s"].sum() == 0.0
+    assert tasks["stall_s"].sum() == pytest.approx(labelled)

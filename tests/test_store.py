@@ -191,23 +191,32 @@ def test_a_running_run_of_a_live_process_stays_running(tmp_path: Path) -> None:
         assert store.run("last").status == "running"
 
 
-def test_a_store_of_schema_1_is_migrated_and_its_runs_stay_readable(
-    tmp_path: Path,
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+def test_a_store_of_every_earlier_schema_is_migrated_and_its_runs_stay_readable(
+    tmp_path: Path, version: int
 ) -> None:
+    """A store as each earlier dask-observe left it (its schema, in WAL mode as
+    they all set it) opens, migrates, and keeps its runs."""
     from dask_observe.store.schema import APPLICATION_ID, MIGRATIONS
 
     path = tmp_path / "old.sqlite"
     with sqlite3.connect(path) as conn:
-        conn.executescript(MIGRATIONS[0])
+        for script in MIGRATIONS[:version]:
+            conn.executescript(script)
         conn.execute(
             "INSERT INTO runs (name, status, started, ended, n_tasks, host, pid)"
-            " VALUES ('from v1', 'finished', 100.0, 160.0, 7, 'h', 1)"
+            f" VALUES ('from v{version}', 'finished', 100.0, 160.0, 7, 'h', 1)"
         )
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute("PRAGMA user_version = 1")
+        conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.close()
+    os.chmod(path, 0o600)
     with Store(path) as store:
         run = store.run("last")
-        assert (run.name, run.summary()["n_tasks"]) == ("from v1", 7)
+        assert (run.name, run.summary()["n_tasks"]) == (f"from v{version}", 7)
         assert run.logs().empty and run.tasks().empty
         new = store.create_run("after the migration")
         assert store.run(new).status == "running"

@@ -26,7 +26,15 @@ from dask_observe.notebook.progress import (
     WidgetView,
     has_widget_frontend,
 )
-from dask_observe.recording import NoClientError, Recording, resolve_client
+from dask_observe.recording import (
+    STORE_ERRORS,
+    NoClientError,
+    NotRecorded,
+    Recording,
+    begin,
+    end,
+    resolve_client,
+)
 from dask_observe.run import Run, Store
 from dask_observe.store import StoreError
 from dask_observe.text import flag_lines, log_lines
@@ -168,10 +176,13 @@ class ObserveMagics(Magics):
             print(f"dask-observe: {e} The cell ran without recording.", file=sys.stderr)
             return self._run_cell(cell)
 
-        store = _open_store(args.store)
         try:
-            recording = Recording(name, client, store, code={"cell": cell})
-            recording.start()
+            recording = begin(name, client, args.store, code={"cell": cell})
+        except STORE_ERRORS as e:  # never stops the cell; said once, as is
+            why = NotRecorded(name, str(e)).why_line()
+            print(f"dask-observe: {why}", file=sys.stderr)
+            return self._run_cell(cell)
+        try:
             view = live = None
             if not args.no_widget:
                 view = WidgetView(name) if has_widget_frontend() else TextView(name)
@@ -184,10 +195,11 @@ class ObserveMagics(Magics):
             finally:
                 if live is not None:
                     live.stop()
-                run = recording.stop(status)
-                _show_end(run, view, report=not args.no_report)
+                run = end(recording, status)
+                if run is not None:
+                    _show_end(run, view, report=not args.no_report)
         finally:
-            store.close()
+            recording.store.close()
 
     def _run_cell(self, cell: str) -> Any:
         """Execute the cell in the user namespace; return its last expression."""

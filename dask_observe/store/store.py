@@ -63,12 +63,24 @@ def _json_scalar(value: Any) -> Any:
 
 def _run_row(row: sqlite3.Row) -> dict[str, Any]:
     record = dict(zip(row.keys(), row, strict=True))
+    if (
+        record["status"] == "running"
+        and record["host"] == _HOST
+        and not _pid_alive(record["pid"])
+    ):
+        # Its recording process is gone (killed, crashed): every reader says
+        # so at once, the read-only ones too (a writer's next open stores it).
+        record["status"] = "interrupted"
     for column in ("settings", "environment"):  # JSON
         value = record.get(column)
         record[column] = json.loads(value) if value else None
     ended = record["ended"]
     record["duration_s"] = None if ended is None else ended - record["started"]
     return record
+
+
+#: This host's name, read once: runs recorded here have their process checked.
+_HOST = socket.gethostname()
 
 
 def _pid_alive(pid: Any) -> bool:
@@ -187,6 +199,8 @@ class Store:
         if readonly and not initialised:
             raise StoreMissing(self.path)  # being created: nothing in it yet
         if not readonly and not os.access(self.path, os.R_OK | os.W_OK):
+            if os.statvfs(self.path).f_flag & os.ST_RDONLY:
+                raise self._fail("it is on a read-only file system")
             raise self._fail("permission denied (it must be readable and writable)")
         try:
             if readonly:
@@ -230,9 +244,8 @@ class Store:
 
     def _mark_interrupted_runs(self) -> None:
         """Runs whose recording process on this host is gone are ``interrupted``."""
-        host = socket.gethostname()
         rows = self._query(
-            "SELECT id, pid FROM runs WHERE status = 'running' AND host = ?", (host,)
+            "SELECT id, pid FROM runs WHERE status = 'running' AND host = ?", (_HOST,)
         )
         dead = [(row["id"],) for row in rows if not _pid_alive(row["pid"])]
         if dead:
@@ -268,10 +281,14 @@ class Store:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
+                self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                # SQLite rolls back by itself on some errors (a full disk, an
+                # I/O error); rolling back again would raise "no transaction is
+                # active" and hide the error that says what happened.
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -314,7 +331,7 @@ class Store:
                     time.time(),
                     cluster,
                     span_id,
-                    socket.gethostname(),
+                    _HOST,
                     os.getpid(),
                 ),
             )
@@ -329,15 +346,19 @@ class Store:
         n_tasks: int = 0,
         n_failed: int = 0,
         ended: float | None = None,
+        partial: str | None = None,
     ) -> None:
-        """Close a run with its final status and counts."""
+        """Close a run with its final status and counts; ``partial`` says why
+        it was not kept whole (kept with the end: a store short of room may
+        take one write and not two)."""
         if status not in RUN_STATUSES or status == "running":
             raise ValueError(f"a run cannot end as {status!r}")
         with self._transaction() as conn:
             conn.execute(
                 "UPDATE runs SET status = ?, ended = ?, n_tasks = ?, n_failed = ?,"
-                " seq_end = (SELECT value FROM sequence) WHERE id = ?",
-                (status, ended or time.time(), n_tasks, n_failed, run_id),
+                " seq_end = (SELECT value FROM sequence),"
+                " partial = coalesce(?, partial) WHERE id = ?",
+                (status, ended or time.time(), n_tasks, n_failed, partial, run_id),
             )
 
     def set_partial(self, run_id: int, why: str) -> None:
