@@ -233,6 +233,32 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_redact(args: argparse.Namespace) -> int:
+    from dask_observe.redact import configured
+
+    redactor = configured()
+    if not redactor.enabled:
+        raise ValueError("observe.redact.enabled is false: there is nothing to apply")
+    with _open(args, readonly=args.dry_run) as store:
+        done = store.redact(redactor, dry_run=args.dry_run)
+    if not done.total:
+        print(visible(f"Nothing to redact in {store.path}."))
+        return 0
+    counts = ", ".join(f"{n:,} in {table}" for table, n in done.rows.items() if n)
+    if done.dry_run:
+        print(
+            f"Would redact {done.total:,} rows ({counts}). Nothing changed (--dry-run)."
+        )
+        return 0
+    print(visible(f"Redacted {done.total:,} rows ({counts}) in {store.path}."))
+    if not done.log_truncated:
+        print(
+            "A reader still holds the write-ahead log, which may keep old pages "
+            "until it closes: run this again when no notebook or server reads it."
+        )
+    return 0
+
+
 def cmd_prune(args: argparse.Namespace) -> int:
     from dask_observe.store.retention import Policy
     from dask_observe.units import format_bytes, parse_bytes, parse_seconds
@@ -370,6 +396,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="say what would go; change nothing"
     )
     prune.set_defaults(func=cmd_prune)
+    redact = commands.add_parser(
+        "redact",
+        help="apply observe.redact to everything the store holds (runs recorded "
+        "before this version, or before a pattern was added)",
+    )
+    redact.add_argument(
+        "--dry-run", action="store_true", help="count what would change; change nothing"
+    )
+    redact.set_defaults(func=cmd_redact)
     demo = commands.add_parser(
         "demo", help="record a sample workload on an embedded LocalCluster"
     )

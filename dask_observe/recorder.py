@@ -19,6 +19,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, cast
 
+from dask_observe import redact
 from dask_observe.capture import wire
 from dask_observe.capture.wire import VERSION as WIRE_VERSION
 from dask_observe.store import Store
@@ -512,7 +513,10 @@ class Recorder:
                     f"the scheduler's capture speaks wire version "
                     f"{reply.get('wire')}, not {WIRE_VERSION}"
                 )
-            records = [(n, wire.typed(r)) for n, r in reply["records"]]
+            # Redacted before the store or a live export sees them.
+            records = redact.configured().records(
+                (n, wire.typed(r)) for n, r in reply["records"]
+            )
             if any(
                 isinstance(r, wire.EventRecord) and r.kind == "worker-removed"
                 for _, r in records

@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from dask_observe import redact
 from dask_observe.capture.wire import EventRecord
 from dask_observe.recorder import Recorder
 from dask_observe.run import Ending, Run, Store, begin_ending
@@ -113,7 +114,10 @@ class Recording:
         #: Where the run came from (``{"cell": source}`` for a notebook cell);
         #: None: the script that runs, if any (``environment.script_code``).
         self.code = code
-        self.name = name
+        #: Redaction as configured when the run started (``observe.redact``):
+        #: whatever of the run this process writes goes through it first.
+        self.redact = redact.configured()
+        self.name = self.redact.text(name)
         self.client = client
         self.store = store
         self.run: Run | None = None
@@ -246,6 +250,7 @@ class Recording:
         self._started_in = started
         recorder, path = self._recorder, self.store.path
         code = self.code
+        redactor = self.redact
 
         def store_it() -> None:
             if started.ended.wait(START_DELAY_S):  # its end keeps it whole
@@ -261,7 +266,7 @@ class Recording:
                     started.code,
                 )
                 with Store(path) as store:
-                    store.set_environment(run_id, ran_in)
+                    store.set_environment(run_id, redactor.data(ran_in))
             except Exception as e:  # the run's end assembles it again
                 logger.warning("dask-observe: cannot record the run's start: %s", e)
 
@@ -319,11 +324,15 @@ class Recording:
         fine: list[tuple[str, str, str, str, float]] = []
         try:  # after the flush: its heartbeats brought the last of them
             fine = self._fine_rows(ended_reply)
-            self.store.set_fine_metrics(self.run.id, fine)
+            self.store.set_fine_metrics(
+                self.run.id,
+                [(c, self.redact.text(p), a, u, v) for c, p, a, u, v in fine],
+            )
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's fine metrics: %s", e)
         try:
-            self.store.set_profiles(self.run.id, self._profiles(fine))
+            # Profiles hold source lines: a secret assigned in a task's code.
+            self.store.set_profiles(self.run.id, self.redact.data(self._profiles(fine)))
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's profile: %s", e)
         self._recorder.release()
@@ -427,7 +436,8 @@ class Recording:
         assert self._recorder is not None and self.run is not None
         try:
             records = fallback.collect(self.client, self.run.started, self._span_id)
-            self.store.append(self._recorder.cluster, records)
+            redacted = self.redact.records(enumerate(records))
+            self.store.append(self._recorder.cluster, [r for _, r in redacted])
         except Exception as e:  # the cluster may be gone; the run still ends
             logger.warning("dask-observe: cannot read what the cluster holds: %s", e)
         self._recorder.release()
@@ -502,7 +512,7 @@ class Recording:
             # close it as soon as the block returned (a cell does).
             store = Store(self.store.path)
             try:
-                ran_in = self._environment(workers, config)
+                ran_in = self.redact.data(self._environment(workers, config))
                 store.set_settings(run_id, settings, ran_in)
             except Exception as e:  # readers then judge with the defaults
                 logger.warning("dask-observe: cannot record the run's settings: %s", e)

@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).parent.parent / "dask_observe"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("dask_observe.capture",),
     ("dask_observe._version", "dask_observe.units", "dask_observe.text",
-     "dask_observe.config", "dask_observe.noise"),
+     "dask_observe.config", "dask_observe.noise", "dask_observe.redact"),
     ("dask_observe.store",),
     ("dask_observe.figures",),
     ("dask_observe.diagnose", "dask_observe.report", "dask_observe.comparison",

@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from dask_observe.store import patterns, retention, telemetry
+from dask_observe.store import patterns, redaction, retention, telemetry
+from dask_observe.store.redaction import Redacted
 from dask_observe.store.run import RUN_COLUMNS, RunData
 from dask_observe.store.schema import (
     SchemaError,
@@ -31,6 +32,8 @@ from dask_observe.store.schema import (
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from dask_observe.redact import Redactor
 
 RUN_STATUSES = ("running", "finished", "failed", "interrupted")
 
@@ -459,6 +462,15 @@ class Store:
                 self._conn, self.path, self.run_records(), policy,
                 dry_run=dry_run, keep=keep,
             )  # fmt: skip
+
+    def redact(self, redactor: Redactor, *, dry_run: bool = False) -> Redacted:
+        """Rewrite what the store holds through ``redactor`` (runs recorded
+        before its rules; see :mod:`dask_observe.store.redaction`);
+        ``dry_run`` counts what would change and changes nothing."""
+        if self.readonly and not dry_run:
+            raise StoreError(f"the store {self.path} is open read-only")
+        with self._lock:
+            return redaction.redact(self._conn, redactor, dry_run=dry_run)
 
     # -- clusters ----------------------------------------------------------------
     def register_cluster(self, address: str, dashboard: str | None) -> str:

@@ -1,0 +1,280 @@
+"""Secrets never leave the process: redacted before the store, so reports,
+exports and the command line cannot show them. Rules on text first, then a real
+cluster, a real notebook shell, a real OTLP receiver and the store's own bytes."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import dask.config
+import pytest
+from distributed import Client
+from IPython.core.interactiveshell import InteractiveShell
+
+import dask_observe
+from dask_observe.redact import MARKER, Redactor, configured
+from dask_observe.store import Store
+
+from .conftest import wait_until
+from .test_cli import dask_observe_cli
+from .test_export import Collector, collector  # noqa: F401  (a fixture)
+from .test_magics import ip  # noqa: F401  (a fixture)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            "connecting with password=hunter2 to db",
+            "connecting with password=[redacted] to db",
+        ),
+        (
+            "Authorization: Bearer abc.def-ghi_123456",
+            "Authorization: Bearer [redacted]",
+        ),
+        (
+            "{'Authorization': 'Basic dXNlcjpwYXNz'}",
+            "{'Authorization': 'Basic [redacted]'}",
+        ),
+        (
+            "postgresql://scott:tiger@db:5432/prod",
+            "postgresql://scott:[redacted]@db:5432/prod",
+        ),
+        ("key id AKIAIOSFODNN7EXAMPLE used", "key id [redacted] used"),
+        ("ghp_0123456789abcdefghijABCDEFGHIJ012345 leaked", "[redacted] leaked"),
+        (
+            "glpat-abcdefghij0123456789 and xoxb-1234567890-abcdefghij",
+            "[redacted] and [redacted]",
+        ),
+        ("DB_PASSWORD = 'hunter2 hunter3'", "DB_PASSWORD = [redacted]"),
+        (
+            '{"api_key": "sk-123456", "name": "x"}',
+            '{"api_key": [redacted], "name": "x"}',
+        ),
+        (
+            "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG",
+            "aws_secret_access_key=[redacted]",
+        ),
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY----- ok",
+            "[redacted] ok",
+        ),
+        ("jwt eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4", "jwt [redacted]"),
+    ],
+)
+def test_each_kind_of_secret_is_replaced_and_nothing_else(
+    line: str, expected: str
+) -> None:
+    assert Redactor().text(line) == expected
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Worker tcp://127.0.0.1:40000 exceeded 95% memory budget. Restarting...",
+        "Event loop was unresponsive in Worker for 3.02s.",
+        "Compute Failed Key: ('inc-9f2c', 3) Function: inc args: (3,)",
+        "tokenize.ensure-deterministic: False; password_file=/etc/pw; author: me",
+        "Lost connection to 'tcp://[::1]:8786' while sending result for task",
+        "naïve ☃ line\twith tab and ünïcode: 100 % done",
+    ],
+)
+def test_a_line_without_a_secret_is_kept_byte_for_byte(line: str) -> None:
+    assert Redactor().text(line) == line
+
+
+def test_config_keys_that_name_secrets_lose_their_values_only() -> None:
+    config = {
+        "coiled.token": "abc",
+        "gateway.auth.kwargs.password": "pw",
+        "gateway.auth.type": "basic",
+        "tokenize.ensure-deterministic": True,
+        "distributed.worker.memory.target": 0.6,
+        "my-service": {"api-key": "k", "url": "https://u:p@host/x"},
+    }
+    assert Redactor().data(config) == {
+        "coiled.token": MARKER,
+        "gateway.auth.kwargs.password": MARKER,
+        "gateway.auth.type": "basic",
+        "tokenize.ensure-deterministic": True,
+        "distributed.worker.memory.target": 0.6,
+        "my-service": {"api-key": MARKER, "url": "https://u:[redacted]@host/x"},
+    }
+
+
+def test_observe_redact_adds_keys_and_patterns_and_can_be_turned_off() -> None:
+    extra = {
+        "observe.redact.keys": ["session-id"],
+        "observe.redact.patterns": [r"c-\d+"],
+    }
+    with dask.config.set(extra):
+        redactor = configured()
+        assert redactor.text("session-id=77 for c-1234") == (
+            "session-id=[redacted] for [redacted]"
+        )
+        assert redactor.data({"app.session-id": "x"}) == {"app.session-id": MARKER}
+    with dask.config.set({"observe.redact.enabled": False}):
+        assert configured().text("password=hunter2") == "password=hunter2"
+
+
+# -- on a real cluster, from a notebook cell -----------------------------------
+
+SECRETS = {
+    "coiled.token": "tok-COILED-5f1e9a7c",
+    "gateway.auth.kwargs.password": "gw-PASS-8d2b41",
+    "DB_PASSWORD": "db-PASS-3c4d77",
+    "password=": "pw-LOG-91ab0c",
+    "Authorization": "bearerTOKEN0a1b2c3d",
+    "aws": "AKIAZ7QW2ERTY6UIOP3A",
+    "github": "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+}
+CLEAN = "a clean line: naïve ☃\twith tab, 100 % done"
+
+
+def leak() -> str:
+    log = logging.getLogger("user.etl")
+    log.warning(
+        "connecting with password=%s, Authorization: Bearer %s, key %s, token %s",
+        SECRETS["password="], SECRETS["Authorization"], SECRETS["aws"],
+        SECRETS["github"],
+    )  # fmt: skip
+    log.warning(CLEAN)
+    return "done"
+
+
+def found_in(data: bytes | str) -> list[str]:
+    """Which of the secrets ``data`` holds."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    return [name for name, secret in SECRETS.items() if secret in text]
+
+
+def store_bytes(path: Path) -> list[str]:
+    """The secrets in the store's file and write-ahead log, read by another
+    process: this one holds connections to them, and reading a file with
+    open()/close() here would drop their locks."""
+    code = (
+        "import sys, pathlib; p = sys.argv[1]; print(b''.join("
+        "pathlib.Path(p + s).read_bytes() for s in ('', '-wal') "
+        "if pathlib.Path(p + s).exists()).hex())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, check=True
+    )
+    return found_in(bytes.fromhex(done.stdout.decode().strip()))
+
+
+@pytest.fixture
+def secret_run(
+    ip: InteractiveShell,  # noqa: F811
+    client: Client,
+    store_path: Path,
+    collector: Collector,  # noqa: F811
+) -> Iterator[dask_observe.Run]:
+    """A cell recorded with the seven secrets where users keep them: two in dask
+    config, one assigned in the cell, four in a task's log line; exported live
+    to a real OTLP receiver."""
+    ip.user_ns["client"] = client
+    cell = (
+        f"%%dask_record secrets --no-widget\n"
+        f"DB_PASSWORD = '{SECRETS['DB_PASSWORD']}'\n"
+        "from tests.test_redact import leak\n"
+        "client.submit(leak, pure=False).result()\n"
+    )
+    with dask.config.set(
+        {
+            "coiled.token": SECRETS["coiled.token"],
+            "gateway.auth.kwargs.password": SECRETS["gateway.auth.kwargs.password"],
+            "observe.export.otlp.endpoint": collector.url,
+        }
+    ):
+        result = ip.run_cell(cell)
+        result.raise_error()
+    run = dask_observe.open_store().run("last")
+    assert run.name == "secrets"
+    yield run
+
+
+def test_no_secret_reaches_the_store_and_the_lines_stay_readable(
+    secret_run: dask_observe.Run, store_path: Path
+) -> None:
+    run = secret_run
+    messages = list(run.logs()["message"])
+    (line,) = [m for m in messages if m.startswith("connecting with")]
+    assert line == (
+        "connecting with password=[redacted], Authorization: Bearer [redacted], "
+        "key [redacted], token [redacted]"
+    )
+    assert CLEAN in messages  # byte for byte
+    environment = run.environment()
+    assert environment["config"]["coiled.token"] == MARKER
+    assert "DB_PASSWORD = [redacted]" in environment["code"]["cell"]
+    assert store_bytes(store_path) == []
+
+
+def test_no_secret_leaves_by_report_export_cli_or_otlp(
+    secret_run: dask_observe.Run,
+    store_path: Path,
+    tmp_path: Path,
+    collector: Collector,  # noqa: F811
+) -> None:
+    run = secret_run
+    assert found_in(run.report().html) == []
+    saved = tmp_path / "r.html"
+    report = dask_observe_cli(store_path, "report", str(run.id), "-o", str(saved))
+    assert report.returncode == 0, report.stderr
+    assert found_in(saved.read_bytes()) == []
+    for path in run.to_parquet(tmp_path / "parquet").values():
+        assert found_in(path.read_bytes()) == [], path.name
+    assert found_in(run.to_chrome_trace(tmp_path / "trace.json").read_bytes()) == []
+    for command in (["logs", str(run.id)], ["flags", str(run.id)], ["runs"]):
+        done = dask_observe_cli(store_path, *command)
+        assert done.returncode == 0 and found_in(done.stdout) == [], command
+    # The live export sent the line as it was stored, redacted.
+    wait_until(
+        lambda: any(
+            r.body.string_value.startswith("connecting with")
+            for _, r in collector.log_records()
+        ),
+        "the live export's log line",
+    )
+    with collector.lock:
+        sent = [str(request) for requests in collector.received.values()
+                for request in requests]  # fmt: skip
+    assert sent and found_in("".join(sent)) == []
+
+
+def test_redact_applies_the_rules_to_runs_stored_before(tmp_path: Path) -> None:
+    """A store written without redaction (an older version): ``redact
+    --dry-run`` counts and changes nothing; ``redact`` rewrites the rows and
+    leaves no old byte in the file or its write-ahead log."""
+    from dask_observe.capture.wire import EventRecord, LogRecord
+
+    path = tmp_path / "observe.sqlite"
+    secret = SECRETS["password="]
+    with Store(path) as store:
+        run_id = store.create_run("old", cluster="tcp://s:1")
+        store.append("tcp://s:1", [
+            LogRecord("log", 1.0, 30, "worker", "w", "user", f"password={secret} x"),
+            LogRecord("log", 1.0, 30, "worker", "w", "user", CLEAN),
+            EventRecord("event", 1.0, "custom", None, {"token": secret}),
+        ])  # fmt: skip
+        store.set_environment(run_id, {"config": {"coiled.token": secret}})
+        store.end_run(run_id, "finished")
+    assert store_bytes(path) == ["password="]
+    dry = dask_observe_cli(path, "redact", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "Would redact 3 rows (1 in logs, 1 in events, 1 in runs)" in dry.stdout
+    assert store_bytes(path) == ["password="]
+    done = dask_observe_cli(path, "redact")
+    assert done.returncode == 0, done.stderr
+    assert "Redacted 3 rows" in done.stdout
+    assert store_bytes(path) == []
+    with Store(path) as store:
+        messages = store.frame("SELECT message FROM logs", (), ("message",))
+        assert sorted(messages["message"]) == [CLEAN, "password=[redacted] x"]
+    again = dask_observe_cli(path, "redact")
+    assert "Nothing to redact" in again.stdout
