@@ -55,9 +55,9 @@ export function reportTab(runId: number): MainAreaWidget<IFrame> {
 }
 
 /**
- * A page of a registered cluster's dashboard, through the server's proxy. The
- * bokeh page needs its scripts and a same-origin websocket; the proxy reaches
- * only dashboards that a recorder registered.
+ * A page of a registered cluster's dashboard, through the server's proxy,
+ * sandboxed: an origin of its own (the server says so too), its scripts and
+ * websocket reaching only that dashboard, through a capability in its path.
  */
 export function dashboardTab(
   clusterId: string,
@@ -67,7 +67,9 @@ export function dashboardTab(
     `dask-observe/dashboard/${encodeURIComponent(clusterId)}/${encodeURIComponent(page)}`,
     `Dask ${page}`,
     `dask-observe-dashboard-${clusterId}-${page}`,
-    ['allow-scripts', 'allow-same-origin']
+    // Never allow-same-origin: with it, the page (whatever answers at the
+    // cluster's address) could reach into JupyterLab through its parent.
+    ['allow-scripts', 'allow-forms', 'allow-popups', 'allow-downloads']
   );
 }
 

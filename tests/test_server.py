@@ -15,6 +15,7 @@ from tornado.httpclient import HTTPClientError
 from tornado.websocket import websocket_connect
 
 from dask_observe.server.manager import StoreManager
+from dask_observe.server.proxy import Capabilities
 from dask_observe.server.routes import route_table
 from dask_observe.store import Store
 
@@ -26,6 +27,8 @@ def sample_paths() -> list[str]:
     fills = {
         r"(last|\d{1,18})": "1",
         r"([0-9a-f]{12})": "0123456789ab",
+        # A forged capability: a sandboxed dashboard page's only credential.
+        f"({Capabilities.PATTERN})": "~7fffffff." + "A" * 32,
         "(.*)": "status",
     }
     paths = []

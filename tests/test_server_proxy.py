@@ -24,16 +24,35 @@ def cluster_id(client: Client, store_path: Path) -> str:
     return str(cluster["id"])
 
 
+async def through_capability(
+    http_server_client: Any, first: Any, headers: dict[str, str] | None = None
+) -> Any:
+    """Where an authenticated request for a dashboard page leads: its redirect
+    to the page's capability URL, fetched with ``headers`` only (none: the
+    capability alone must open it, as for a sandboxed page that sends no
+    cookie). Anything but that redirect is returned as it is."""
+    location = first.headers.get("Location", "")
+    if first.code != 302 or "/~" not in location:
+        return first
+    return await http_server_client.fetch(
+        location, headers=headers or {}, follow_redirects=False, raise_error=False
+    )
+
+
 @pytest.fixture
 def get(
     http_server_client: Any, jp_base_url: str, jp_auth_header: dict[str, str]
 ) -> Any:
-    """GET a raw path under the server (no escaping: the test controls it)."""
+    """GET a raw path under the server (no escaping: the test controls it), as
+    a browser does: authenticated, then by the page's capability alone.
+    (pytest-jupyter's client cannot follow redirects itself.)"""
 
     async def fetch(path: str) -> Any:
-        return await http_server_client.fetch(
-            jp_base_url + path, headers=jp_auth_header, raise_error=False
-        )
+        first = await http_server_client.fetch(
+            jp_base_url + path, headers=jp_auth_header, raise_error=False,
+            follow_redirects=False,
+        )  # fmt: skip
+        return await through_capability(http_server_client, first)
 
     return fetch
 
@@ -167,20 +186,23 @@ async def test_no_jupyter_credential_reaches_the_dashboard(
     upstream: Any, http_server_client: Any, jp_base_url: str, jp_auth_header: Any
 ) -> None:
     token = jp_auth_header["Authorization"].split()[-1]
-    response = await http_server_client.fetch(
+    credentials = {
+        **jp_auth_header,
+        "Cookie": f"_xsrf=abc; username-localhost=secret-{token}",
+        "Referer": f"http://localhost/lab?token={token}",
+        "X-XSRFToken": "abc",
+        "Connection": "keep-alive, X-Secret",
+        "X-Secret": token,
+        "Accept": "text/html",
+    }
+    first = await http_server_client.fetch(
         f"{jp_base_url}dask-observe/dashboard/{upstream.id}/status"
         f"?token={token}&_xsrf=abc&keep=1",
-        headers={
-            **jp_auth_header,
-            "Cookie": f"_xsrf=abc; username-localhost=secret-{token}",
-            "Referer": f"http://localhost/lab?token={token}",
-            "X-XSRFToken": "abc",
-            "Connection": "keep-alive, X-Secret",
-            "X-Secret": token,
-            "Accept": "text/html",
-        },
-        raise_error=False,
-    )
+        headers=credentials, raise_error=False, follow_redirects=False,
+    )  # fmt: skip
+    assert first.code == 302 and token not in first.headers["Location"]
+    # A browser following the redirect at the top sends its cookies again.
+    response = await through_capability(http_server_client, first, credentials)
     assert response.code == 200 and response.body == b"dashboard says hi"
     ((headers, query),) = upstream.seen
     assert query == "keep=1"
@@ -236,14 +258,17 @@ async def test_a_redirect_within_the_dashboard_stays_under_the_proxy(
     upstream: Any, http_server_client: Any, jp_base_url: str, jp_auth_header: Any
 ) -> None:
     upstream.redirect = "/individual-progress?x=1"
-    response = await http_server_client.fetch(
+    first = await http_server_client.fetch(
         f"{jp_base_url}dask-observe/dashboard/{upstream.id}/moved",
         headers=jp_auth_header, follow_redirects=False, raise_error=False,
     )  # fmt: skip
+    response = await through_capability(http_server_client, first)
     assert response.code == 302
-    assert response.headers["Location"] == (
-        f"{jp_base_url}dask-observe/dashboard/{upstream.id}/individual-progress?x=1"
-    )
+    root = f"{jp_base_url}dask-observe/dashboard/{upstream.id}/"
+    assert re.fullmatch(
+        re.escape(root) + r"~[0-9a-f]+\.[\w-]{32}/individual-progress\?x=1",
+        response.headers["Location"],
+    ), response.headers["Location"]
 
 
 async def test_a_large_body_streams_through_whole(upstream: Any, get: Any) -> None:
@@ -251,3 +276,87 @@ async def test_a_large_body_streams_through_whole(upstream: Any, get: Any) -> No
     assert response.code == 200
     assert len(response.body) == 80 * 65536
     assert response.body[:65536] == b"A" * 65536 and response.body[-1:] == b"B"
+
+
+async def test_a_dashboard_page_is_sandboxed_and_never_cached(
+    upstream: Any, get: Any
+) -> None:
+    response = await get(f"dask-observe/dashboard/{upstream.id}/status")
+    assert response.code == 200
+    policies = response.headers.get_list("Content-Security-Policy")
+    assert any(p.startswith("sandbox ") for p in policies)
+    assert not any("allow-same-origin" in p for p in policies)
+    assert response.headers["Cache-Control"] == "no-store"
+    assert "Expires" not in response.headers
+
+
+async def test_a_capability_opens_its_own_cluster_only_and_says_nothing_else(
+    upstream: Any, http_server_client: Any, jp_base_url: str, jp_auth_header: Any,
+    store_path: Path,
+) -> None:  # fmt: skip
+    first = await http_server_client.fetch(
+        f"{jp_base_url}dask-observe/dashboard/{upstream.id}/status",
+        headers=jp_auth_header, follow_redirects=False, raise_error=False,
+    )  # fmt: skip
+    capability = re.search(r"/(~[^/]+)/status$", first.headers["Location"])
+    assert capability
+    with dask_observe.open_store() as store:
+        other = store.register_cluster("tcp://10.1.1.2:8786", "http://127.0.0.1:9")
+    forged = "~7fffffff." + "A" * 32
+    expired = "~1." + capability[1].split(".")[1]
+    for cluster, cap in ((other, capability[1]), (upstream.id, forged),
+                         (upstream.id, expired)):  # fmt: skip
+        response = await http_server_client.fetch(
+            f"{jp_base_url}dask-observe/dashboard/{cluster}/{cap}/status",
+            raise_error=False, follow_redirects=False,
+        )  # fmt: skip
+        assert response.code == 403, (cluster, cap)
+        assert cap.encode() not in response.body
+        assert b"dashboard says hi" not in response.body
+
+
+async def test_a_sandboxed_pages_websocket_opens_by_its_capability(
+    cluster_id: str, http_server_client: Any, jp_base_url: str,
+    jp_auth_header: Any, jp_http_port: int,
+) -> None:  # fmt: skip
+    """The page's origin is opaque ("null") and it sends no cookie: the
+    capability in its path opens the bokeh websocket, and nothing else does."""
+    first = await http_server_client.fetch(
+        f"{jp_base_url}dask-observe/dashboard/{cluster_id}/status",
+        headers=jp_auth_header, follow_redirects=False, raise_error=False,
+    )  # fmt: skip
+    page = await through_capability(http_server_client, first)
+    token = re.search(r'"token":\s*"([^"]+)"', page.body.decode())
+    assert page.code == 200 and token
+    ws_url = f"ws://127.0.0.1:{jp_http_port}{first.headers['Location']}/ws"
+    ws = await websocket_connect(
+        HTTPRequest(ws_url, headers={"Origin": "null"}),
+        subprotocols=["bokeh", token[1]],
+    )
+    message = await ws.read_message()
+    assert isinstance(message, str) and json.loads(message)["msgtype"] == "ACK"
+    ws.close()
+    forged = ws_url.replace(first.headers["Location"].split("/")[-2], "~1." + "A" * 32)
+    with pytest.raises(Exception, match="403"):
+        await websocket_connect(HTTPRequest(forged, headers={"Origin": "null"}))
+
+
+async def test_a_redirect_that_climbs_out_once_decoded_is_refused(
+    upstream: Any, get: Any
+) -> None:
+    """The browser reads "%2e%2e" as "..": such a redirect reached /logout."""
+    upstream.redirect = "/%2e%2e/%2e%2e/api/status"
+    response = await get(f"dask-observe/dashboard/{upstream.id}/moved")
+    assert response.code == 502 and "Location" not in response.headers
+
+
+async def test_a_cluster_no_recorder_reported_lately_is_not_proxied(
+    upstream: Any, get: Any, store_path: Path
+) -> None:
+    with dask_observe.open_store() as store:
+        store.rows(
+            "UPDATE clusters SET last_seen = last_seen - 3600 WHERE id = ?",
+            (upstream.id,),
+        )
+    response = await get(f"dask-observe/dashboard/{upstream.id}/status")
+    assert response.code == 404 and b"dashboard says hi" not in response.body

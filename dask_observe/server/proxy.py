@@ -14,6 +14,18 @@ an allowlist of headers back (never a CSP, CORS, cookie, cache-clearing,
 refresh or HSTS header: Jupyter's own policy stays), and only redirects within
 the dashboard, rewritten under the proxy's prefix.
 
+A dashboard's page runs sandboxed (a ``sandbox`` policy without
+``allow-same-origin``): an origin of its own, so its scripts can neither read
+Jupyter's cookies nor call its API as the user, even when what answers at a
+registered address is not the dashboard it was. A sandboxed page sends no
+cookie, so its scripts, styles and websocket reach the proxy by a capability
+instead: an authenticated request for ``<cluster-id>/<path>`` is redirected to
+``<cluster-id>/~<capability>/<path>``, and the capability (a keyed hash of the
+cluster id and an expiry, under a key that lives only in this server process)
+opens that one cluster's dashboard and nothing else. Only clusters a recorder
+reported within ``CLUSTER_ALIVE_S`` are proxied (a dead cluster's port may be
+anybody's now), and nothing of a dashboard is cached (``no-store``).
+
 Ours, not jupyter-server-proxy: that one forwards every request header but a
 few (Cookie, and Authorization only from 4.4) and every response header, and
 passes absolute redirects; restricting it to registered dashboards would take
@@ -24,11 +36,20 @@ in chunks, as there.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 import re
+import secrets
+import time
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
-from jupyter_server.auth.decorator import authorized, ws_authenticated
+from jupyter_server.auth.decorator import (
+    allow_unauthenticated,
+    authorized,
+    ws_authenticated,
+)
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.utils import url_path_join
@@ -36,6 +57,7 @@ from tornado import httpclient, httputil, web, websocket
 
 from dask_observe.server.manager import StoreManager
 from dask_observe.store import Store, StoreError
+from dask_observe.store.store import CLUSTER_ALIVE_S
 
 #: Request headers forwarded upstream (all else stays here: cookies, tokens,
 #: Referer, X-XSRFToken, whatever a Connection header names).
@@ -46,12 +68,16 @@ _REQUEST_HEADERS = frozenset(
 #: Response headers passed back to the browser (a dashboard's pages, scripts,
 #: images and JSON need no other).
 _RESPONSE_HEADERS = frozenset(
-    {"content-type", "cache-control", "etag", "last-modified", "expires",
-     "content-language", "content-disposition", "content-range",
-     "accept-ranges", "vary", "date"}
+    {"content-type", "etag", "last-modified", "content-language",
+     "content-disposition", "content-range", "accept-ranges", "vary", "date"}
 )  # fmt: skip
 #: Query parameters that are the Jupyter server's credentials, not the dashboard's.
 _CREDENTIAL_PARAMS = frozenset({"token", "_xsrf"})
+
+#: The dashboard's pages run in a sandbox: an origin of their own (no
+#: allow-same-origin), so their scripts cannot read Jupyter's cookies nor call
+#: its API as the user.
+SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-downloads"
 
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._~!$&'()*+,;=:-]*$")
 _QUOTE_SAFE = "._~!$&'()*+,;=:-"
@@ -87,7 +113,9 @@ def redirect_target(location: str, prefix: str) -> str | None:
     if parts.scheme or parts.netloc or "\\" in location or location.startswith("//"):
         return None
     path = parts.path
-    if any(s == ".." for s in path.split("/")):
+    # Checked as the browser will read it: "%2e%2e" is "..", and "%2f" a slash.
+    decoded = unquote(path)
+    if "\\" in decoded or any(s in (".", "..") for s in decoded.split("/")):
         return None
     if path.startswith("/"):  # the dashboard's root is the proxy's prefix
         path = url_path_join(prefix, path.lstrip("/"))
@@ -95,8 +123,43 @@ def redirect_target(location: str, prefix: str) -> str | None:
 
 
 def _lookup(store: Store, cluster_id: str) -> str | None:
+    """The dashboard of a cluster a recorder reported lately, or None."""
     cluster = store.cluster(cluster_id)
-    return None if cluster is None else cluster["dashboard"]
+    if cluster is None or time.time() - cluster["last_seen"] >= CLUSTER_ALIVE_S:
+        return None
+    dashboard: str | None = cluster["dashboard"]
+    return dashboard
+
+
+class Capabilities:
+    """Keys to one cluster's dashboard for its sandboxed pages, which send no
+    cookie: ``~<expiry>.<mac>``, valid until the expiry, in this server
+    process only (its key is made at start and never leaves it)."""
+
+    PATTERN = r"~[0-9a-f]{1,12}\.[A-Za-z0-9_-]{32}"
+
+    def __init__(self, lifetime_s: float = 12 * 3600) -> None:
+        self.lifetime_s = lifetime_s
+        self._key = secrets.token_bytes(32)
+
+    def _mac(self, cluster_id: str, expiry: int) -> str:
+        digest = hmac.new(
+            self._key, f"{cluster_id}:{expiry}".encode(), hashlib.sha256
+        ).digest()
+        return base64.urlsafe_b64encode(digest[:24]).decode()
+
+    def mint(self, cluster_id: str) -> str:
+        expiry = int(time.time() + self.lifetime_s)
+        return f"~{expiry:x}.{self._mac(cluster_id, expiry)}"
+
+    def opens(self, capability: str, cluster_id: str) -> bool:
+        try:
+            expiry_hex, mac = capability.removeprefix("~").split(".")
+            expiry = int(expiry_hex, 16)
+        except ValueError:
+            return False
+        fresh = expiry > time.time()
+        return fresh and hmac.compare_digest(mac, self._mac(cluster_id, expiry))
 
 
 class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
@@ -104,8 +167,11 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
 
     auth_resource = "dask-observe"
 
-    def initialize(self, manager: StoreManager) -> None:
+    def initialize(self, manager: StoreManager, capabilities: Capabilities) -> None:
         self.manager = manager
+        self.capabilities = capabilities
+        #: Where the dashboard's root is served (its redirects go under it).
+        self._prefix = ""
         self._upstream: websocket.WebSocketClientConnection | None = None
         self._pump: asyncio.Task[None] | None = None
 
@@ -131,14 +197,26 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
     @authorized
     async def get(self, cluster_id: str, path: str) -> None:
         target = await self._target(cluster_id, path)
-        if self.request.headers.get("Upgrade", "").lower() == "websocket":
-            self._ws_target = "ws" + target.removeprefix("http")
-            await websocket.WebSocketHandler.get(self, cluster_id, path)
+        if self._is_websocket():
+            await self._relay(target, cluster_id, path)
             return
-        self._prefix = url_path_join(
-            self.base_url, "dask-observe", "dashboard", cluster_id
+        # Pages load under a capability: the sandboxed page sends no cookie.
+        capability = self.capabilities.mint(cluster_id)
+        moved = url_path_join(
+            self._root(cluster_id), capability, upstream_path(path) or ""
         )
-        await self._forward(target)
+        query = upstream_query(self.request.query)
+        self.redirect(f"{moved}?{query}" if query else moved)
+
+    def _root(self, cluster_id: str) -> str:
+        return url_path_join(self.base_url, "dask-observe", "dashboard", cluster_id)
+
+    def _is_websocket(self) -> bool:
+        return self.request.headers.get("Upgrade", "").lower() == "websocket"
+
+    async def _relay(self, target: str, *args: str) -> None:
+        self._ws_target = "ws" + target.removeprefix("http")
+        await websocket.WebSocketHandler.get(self, *args)
 
     async def _forward(self, target: str) -> None:
         headers = {
@@ -180,6 +258,9 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
         """Status and the allowed headers, once, before the first chunk."""
         self._started = True
         self.set_status(code, reason)
+        # Beside Jupyter's own policy (both hold): the page is sandboxed.
+        self.add_header("Content-Security-Policy", SANDBOX)
+        self.set_header("Cache-Control", "no-store")
         seen: set[str] = set()
         for name, value in self._upstream_headers.get_all():
             lowered = name.lower()
@@ -247,3 +328,28 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
             self._upstream.close()
         if self._pump is not None:
             self._pump.cancel()
+
+
+class DashboardCapabilityHandler(DashboardProxyHandler):
+    """``<cluster-id>/~<capability>/<path>``: what a sandboxed dashboard page
+    asks for (its scripts, styles, data and websocket), authenticated by the
+    capability in its path (see :class:`Capabilities`) rather than by a cookie
+    it cannot send; it opens that cluster's dashboard and nothing else."""
+
+    @allow_unauthenticated
+    async def get(self, cluster_id: str, capability: str, path: str) -> None:  # type: ignore[override]
+        if not self.capabilities.opens(capability, cluster_id):
+            # Expired (or from a server since restarted): the page reloads
+            # through the authenticated route, which makes a new one.
+            raise web.HTTPError(403, "this dashboard link has expired; reopen it")
+        target = await self._target(cluster_id, path)
+        if self._is_websocket():
+            await self._relay(target, cluster_id, capability, path)
+            return
+        self._prefix = url_path_join(self._root(cluster_id), capability)
+        await self._forward(target)
+
+    def check_origin(self, origin: str | None = None) -> bool:
+        # A sandboxed page's origin is opaque: its websocket says "null". The
+        # capability, which only the page has, stands for it.
+        return origin == "null" or super().check_origin(origin)

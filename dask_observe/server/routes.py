@@ -311,13 +311,19 @@ class ClustersHandler(StoreHandler):
 
 def route_table(base_url: str, manager: StoreManager) -> list[tuple[str, Any, Any]]:
     """The handlers of the extension, rooted at ``base_url``."""
-    from dask_observe.server.proxy import DashboardProxyHandler
+    from dask_observe.server.proxy import (
+        Capabilities,
+        DashboardCapabilityHandler,
+        DashboardProxyHandler,
+    )
     from dask_observe.server.stream import StreamHandler
 
     kwargs = {"manager": manager}
     api = url_path_join(base_url, "dask-observe", "api")
     # Ids SQLite can hold; a longer one is no route (404), never a 500.
     run = url_path_join(api, "runs", r"(last|\d{1,18})")
+    dashboard = url_path_join(base_url, "dask-observe", "dashboard", r"([0-9a-f]{12})")
+    proxy = {**kwargs, "capabilities": Capabilities()}
     return [
         (url_path_join(api, "runs"), RunsHandler, kwargs),
         (run, RunHandler, kwargs),
@@ -332,11 +338,11 @@ def route_table(base_url: str, manager: StoreManager) -> list[tuple[str, Any, An
         (url_path_join(api, "clusters"), ClustersHandler, kwargs),
         (url_path_join(api, "stream"), StreamHandler, kwargs),
         (url_path_join(api, "stream", "rows"), StreamRowsHandler, kwargs),
+        # The capability's route first: the other one matches its paths too.
         (
-            url_path_join(
-                base_url, "dask-observe", "dashboard", r"([0-9a-f]{12})", "(.*)"
-            ),
-            DashboardProxyHandler,
-            kwargs,
+            url_path_join(dashboard, f"({Capabilities.PATTERN})", "(.*)"),
+            DashboardCapabilityHandler,
+            proxy,
         ),
+        (url_path_join(dashboard, "(.*)"), DashboardProxyHandler, proxy),
     ]
