@@ -12,6 +12,8 @@ from dask_observe.run import Run, Store
 from dask_observe.store import StoreError, StoreMissing
 from dask_observe.text import flag_lines, log_lines, visible
 
+FORCE_HELP = "overwrite files that exist (a symbolic link is never followed)"
+
 #: How often ``logs --follow`` looks for new lines, and how many it reads at once.
 FOLLOW_INTERVAL_S = 0.5
 FOLLOW_PAGE = 5000
@@ -119,7 +121,8 @@ def cmd_flags(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     with _open(args) as store:
         run = store.run(args.run)
-        path = run.report().save(args.output or f"run-{run.id}.html")
+        output = args.output or f"run-{run.id}.html"
+        path = run.report().save(output, overwrite=args.force)
     print(visible(f"Report of run {run.id} {run.name!r} written to {path}"))
     return 0
 
@@ -152,10 +155,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     try:
         client = Client(args.scheduler, timeout=args.timeout, security=_security(args))
     except OSError as e:
-        print(
-            f"dask-observe: error: cannot reach the scheduler at {args.scheduler}: {e}",
-            file=sys.stderr,
-        )
+        where = f"cannot reach the scheduler at {args.scheduler}: {e}"
+        print(visible(f"dask-observe: error: {where}"), file=sys.stderr)
         return 1
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -219,11 +220,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         run = store.run(args.run)
         what = visible(f"run {run.id} {run.name!r}")
         if args.format == "chrome-trace":
-            path = run.to_chrome_trace(args.output)
+            path = run.to_chrome_trace(args.output, overwrite=args.force)
             print(f"Wrote {what} as a Chrome trace to {visible(str(path))}")
             print("Open it in https://ui.perfetto.dev or chrome://tracing.")
         elif args.format == "parquet":
-            paths = run.to_parquet(args.output)
+            paths = run.to_parquet(args.output, overwrite=args.force)
             print(f"Wrote {what} as Parquet to {visible(args.output)}: "
                   f"{', '.join(p.name for p in paths.values())}")  # fmt: skip
         else:
@@ -331,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
         "report", help="write a run's report: one offline HTML file"
     )
     report.add_argument("run", help="a run id, or last")
+    report.add_argument("--force", action="store_true", help=FORCE_HELP)
     report.add_argument(
         "-o", "--output", metavar="FILE", help="where (default: run-ID.html here)"
     )
@@ -370,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
         "export", help="a run for other tools: OpenTelemetry, Perfetto, Parquet"
     )
     export.add_argument("run", help="a run id, or last")
+    export.add_argument("--force", action="store_true", help=FORCE_HELP)
     export.add_argument(
         "--otlp", metavar="ENDPOINT", nargs="?", const="",
         help="send it to an OpenTelemetry collector over OTLP/HTTP (e.g. "
@@ -419,7 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     # Unknown runs and levels, bad patterns, a report path that cannot be written.
     except (StoreError, ValueError, OSError) as e:
-        print(f"dask-observe: error: {e}", file=sys.stderr)
+        # Errors name runs and paths others chose: never raw to a terminal.
+        print(visible(f"dask-observe: error: {e}"), file=sys.stderr)
         return 1
     return code
 

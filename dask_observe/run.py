@@ -219,21 +219,30 @@ class Run(store.RunData):
 
         return Report.of(self, self.flag_list())
 
-    def to_parquet(self, directory: str | os.PathLike[str]) -> dict[str, Path]:
+    def to_parquet(
+        self, directory: str | os.PathLike[str], *, overwrite: bool = True
+    ) -> dict[str, Path]:
         """Write the run as Parquet files in ``directory`` (created): run,
         tasks, logs, metrics, events, flags, fine_metrics, transfers (one
         file each, ``<table>.parquet``), for pandas or DuckDB. Returns the
-        paths by table."""
+        paths by table. Never through a symbolic link; over existing files
+        only with ``overwrite``."""
         from dask_observe.export import write_parquet
 
-        return write_parquet(self, self.flag_list(), directory)
+        flags = self.flag_list()
+        return write_parquet(self, flags, directory, overwrite=overwrite)
 
-    def to_chrome_trace(self, path: str | os.PathLike[str]) -> Path:
+    def to_chrome_trace(
+        self, path: str | os.PathLike[str], *, overwrite: bool = True
+    ) -> Path:
         """Write the run as a Chrome trace (JSON) that Perfetto and
-        chrome://tracing open: a track per worker thread, a slice per task."""
+        chrome://tracing open: a track per worker thread, a slice per task.
+        Never through a symbolic link; over an existing file only with
+        ``overwrite``."""
         from dask_observe.export import write_chrome_trace
 
-        return write_chrome_trace(self, self.flag_list(), path)
+        flags = self.flag_list()
+        return write_chrome_trace(self, flags, path, overwrite=overwrite)
 
     def to_otlp(
         self, endpoint: str | None = None, *, headers: dict[str, str] | None = None

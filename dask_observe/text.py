@@ -13,19 +13,28 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-#: Control characters a terminal would act on (escape sequences, carriage
-#: returns, the C1 set); tab and newline kept where text may span lines.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_CONTROL_OR_NEWLINE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: Characters that change what a terminal shows rather than show themselves:
+#: controls it acts on (escape sequences, carriage returns, the C1 set) and
+#: the invisible ones that reorder or hide text (bidirectional overrides and
+#: isolates such as U+202E, zero-width marks, the byte-order mark); tab and
+#: newline kept where text may span lines.
+_INVISIBLE = "\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff"
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_INVISIBLE}]")
+_CONTROL_OR_NEWLINE = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_INVISIBLE}]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def visible(text: str, *, newlines: bool = True) -> str:
     """``text`` safe to print on a terminal: each control character as a
-    visible escape (``\\x1b``), so a log line cannot recolour, move the cursor
-    or retitle the window; with ``newlines=False`` line breaks too (a table
-    cell must not fake rows)."""
+    visible escape (``\\x1b``, ``\\u202e``), so a log line cannot recolour,
+    move the cursor, retitle the window or reorder what it shows; with
+    ``newlines=False`` line breaks too (a table cell must not fake rows)."""
     pattern = _CONTROL if newlines else _CONTROL_OR_NEWLINE
-    return pattern.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+    return pattern.sub(_escape, text)
 
 
 def log_lines(logs: pd.DataFrame) -> Iterator[str]:

@@ -240,7 +240,17 @@ def test_terminal_escapes_in_names_and_lines_are_printed_visibly(
         )
         store.append(
             "tcp://x:1",
-            [("log", time.time(), 30, "worker", None, "u", "\x1b[31mred\x1b[0m\rover")],
+            [
+                (
+                    "log",
+                    time.time(),
+                    30,
+                    "worker",
+                    None,
+                    "u",
+                    "\x1b[31mred\x1b[0m\rover \u202eevil\x9b",
+                )
+            ],
         )
         store.end_run(run_id, "finished")
     runs = dask_observe_cli(store_path, "runs")
@@ -250,4 +260,9 @@ def test_terminal_escapes_in_names_and_lines_are_printed_visibly(
         assert not any(c in done.stdout for c in "\x1b\x07\r")
     assert "\\x1b]0;pwned\\x07nightly\\x0afake row" in runs.stdout
     assert len(runs.stdout.splitlines()) == 2  # the header and one row
-    assert "\\x1b[31mred\\x1b[0m\\x0dover" in logs.stdout
+    assert "\\x1b[31mred\\x1b[0m\\x0dover \\u202eevil\\x9b" in logs.stdout
+    # An error that names what others chose (a run the user asked for).
+    error = dask_observe_cli(store_path, "flags", "\x1b[2J\u202elast")
+    assert error.returncode == 1
+    assert "\x1b" not in error.stderr and "\u202e" not in error.stderr
+    assert "\\x1b[2J\\u202elast" in error.stderr

@@ -34,6 +34,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 import dask_observe
 from dask_observe.run import Run
+from dask_observe.store import Store
 
 from .conftest import DASK_OBSERVE, subprocess_env, wait_until
 from .test_cli import dask_observe_cli
@@ -391,3 +392,41 @@ def test_export_says_what_it_needs(store_path: Path, client: Client) -> None:
     )
     assert refused.returncode == 1
     assert "not taken" in refused.stdout and "Traceback" not in refused.stderr
+
+
+def test_exports_never_follow_a_link_nor_overwrite_without_force(
+    store_path: Path, tmp_path: Path
+) -> None:
+    """A link planted where an export goes (logs.parquet -> a victim file) was
+    written through, and a second export replaced the first silently."""
+    with Store(store_path) as store:
+        run_id = store.create_run("exported", cluster="tcp://x:1")
+        store.end_run(run_id, "finished")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "logs.parquet").symlink_to(victim)
+    trace = tmp_path / "trace.json"
+    trace.symlink_to(victim)
+    report = tmp_path / "report.html"
+    report.symlink_to(victim)
+    for command in (
+        ["export", "last", "--format", "parquet", "-o", str(out), "--force"],
+        ["export", "last", "--format", "chrome-trace", "-o", str(trace), "--force"],
+        ["report", "last", "-o", str(report), "--force"],
+    ):
+        done = dask_observe_cli(store_path, *command)
+        assert done.returncode == 1, command
+        assert "is a symbolic link: not followed" in done.stderr, command
+    assert victim.read_text() == "precious"
+    fresh = tmp_path / "fresh.json"
+    first = dask_observe_cli(store_path, "export", "last", "--format",
+                             "chrome-trace", "-o", str(fresh))  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    again = dask_observe_cli(store_path, "export", "last", "--format",
+                             "chrome-trace", "-o", str(fresh))  # fmt: skip
+    assert again.returncode == 1 and "pass --force to overwrite" in again.stderr
+    forced = dask_observe_cli(store_path, "export", "last", "--format",
+                              "chrome-trace", "-o", str(fresh), "--force")  # fmt: skip
+    assert forced.returncode == 0, forced.stderr

@@ -335,3 +335,20 @@ def test_data_moved_between_workers_is_told_by_pair_and_type(
     assert "Transfers between workers (30.52 MiB in" in shown
     assert 'alt="bytes moved between workers"' in shown
     assert re.search(r"<td[^>]*>ndarray</td><td[^>]*>30\.52 MiB</td>", shown)
+
+
+def test_a_task_key_with_a_control_character_leaves_every_chart_an_image(
+    client: Client, store_path: Path
+) -> None:
+    """XML forbids U+0001 even as a reference: such a key made the task
+    stream's SVG unparsable, a broken image in the report."""
+    import xml.etree.ElementTree as ET
+
+    with dask_observe.record("odd keys", client=client) as run:
+        client.submit(abs, -1, key="bad\x01key-1").result()
+        client.submit(abs, -2, key="fine-key-2").result()
+    inline = run.report().inline_html  # what the notebook keeps: images
+    charts = re.findall(r'<img src="data:image/svg\+xml;base64,([^"]+)"', inline)
+    assert charts
+    for chart in charts:
+        ET.fromstring(base64.b64decode(chart))  # raises on an unparsable one

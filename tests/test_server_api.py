@@ -83,6 +83,8 @@ async def test_a_runs_detail_logs_report_and_cluster(
     response = await jp_fetch("dask-observe", "api", "runs", str(recorded.id), "report")
     assert response.headers["Content-Type"].startswith("text/html")
     assert "default-src 'none'" in response.headers["Content-Security-Policy"]
+    # Other sites cannot frame it (Jupyter's rule, which this policy replaces).
+    assert "frame-ancestors 'self'" in response.headers["Content-Security-Policy"]
     html = response.body.decode()
     assert 'class="dobs-report"' in html and "<script" not in html
 
@@ -102,6 +104,8 @@ async def test_two_runs_compared_as_a_page_that_runs_no_script(
     response = await jp_fetch("dask-observe", "api", "runs", "1", "compare", "2")
     assert response.headers["Content-Type"].startswith("text/html")
     assert "default-src 'none'" in response.headers["Content-Security-Policy"]
+    # Other sites cannot frame it (Jupyter's rule, which this policy replaces).
+    assert "frame-ancestors 'self'" in response.headers["Content-Security-Policy"]
     html = response.body.decode()
     assert 'class="dobs-compare"' in html and "<script" not in html
     assert "&lt;b&gt;before&lt;/b&gt;" in html and "<b>before" not in html

@@ -169,6 +169,8 @@ async def test_parallel_pattern_queries_are_capped(
             "without backreferences",
         ),
         ({"cluster": ["x"]}, "'cluster' must be a cluster id"),
+        # Past what SQLite binds: it was an OverflowError in the server.
+        ({"run": "last", "filters": {"level": 10**30}}, "level number is from 0"),
     ],
 )
 async def test_malformed_subscriptions_get_an_error_frame_and_the_socket_lives_on(
@@ -185,6 +187,27 @@ async def test_malformed_subscriptions_get_an_error_frame_and_the_socket_lives_o
     batch = json.loads(await ws.read_message())
     assert [line["message"] for line in batch["logs"]] == ["still here"]
     ws.close()
+
+
+async def test_a_message_nested_past_the_stack_is_an_error_not_a_closed_socket(
+    jp_ws_fetch: Any, jp_fetch: Any, store_path: Path
+) -> None:
+    """1,990 nested arrays: json.loads raises RecursionError, which closed the
+    socket without a word (and was a 500 over REST)."""
+    store_lines(store_path, ["still here"])
+    nested = "[" * 1990 + "]" * 1990
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    await ws.write_message(nested)
+    error = json.loads(await ws.read_message())
+    assert error == {"type": "error", "message": "the message is nested too deeply"}
+    await ws.write_message(json.dumps({"type": "subscribe", "run": "last"}))
+    assert json.loads(await ws.read_message())["type"] == "subscribed"
+    ws.close()
+    response = await jp_fetch(
+        "dask-observe", "api", "stream", "rows",
+        params={"subscribe": nested, "upto": "5"}, raise_error=False,
+    )  # fmt: skip
+    assert response.code == 400
 
 
 async def test_duplicate_kinds_are_followed_once(
@@ -225,7 +248,7 @@ async def test_the_server_holds_a_bounded_number_of_streams(
         ws.close()
 
 
-async def test_server_reads_write_nothing_and_leave_interrupted_runs_to_writers(
+async def test_server_reads_write_nothing_and_show_a_dead_processs_run_interrupted(
     jp_fetch: Any, store_path: Path
 ) -> None:
     run_id = store_lines(store_path, ["a line"])
@@ -242,10 +265,16 @@ async def test_server_reads_write_nothing_and_leave_interrupted_runs_to_writers(
         assert (await fetch(jp_fetch, *parts)).code == 200
     assert store_path.read_bytes() == before
     assert os.stat(store_path).st_mtime_ns == mtime
+    # Every reader sees at once that its process is gone (the panel stops
+    # judging it as running); the next writer stores it.
+    response = await fetch(jp_fetch, "runs", str(ghost))
+    assert json.loads(response.body)["run"]["status"] == "interrupted"
     with Store(store_path, readonly=True) as store:
-        assert store.run_record(ghost)["status"] == "running"
-    with Store(store_path) as store:  # a writer marks it
         assert store.run_record(ghost)["status"] == "interrupted"
+    assert store_path.read_bytes() == before
+    with Store(store_path) as store:  # a writer marks it in the file
+        stored = store.rows("SELECT status FROM runs WHERE id = ?", (ghost,))
+        assert stored[0]["status"] == "interrupted"
 
 
 async def test_closing_a_stream_during_a_slow_read_stalls_nobody(

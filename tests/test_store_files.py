@@ -228,3 +228,38 @@ def test_a_store_dropped_without_close_lets_its_connection_go(tmp_path: Path) ->
         assert descriptors() == []
     finally:
         gc.enable()
+
+
+def test_a_store_in_a_directory_others_may_write_is_refused(tmp_path: Path) -> None:
+    """In a shared (sticky, world-writable) directory, another user can plant
+    an observe.sqlite-wal beside the store, which SQLite then reads as part of
+    it: `runs` listed only the attacker's run."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    path = shared / "observe.sqlite"
+    with Store(path) as store:
+        store.create_run("mine")
+    shared.chmod(0o1777)
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match="others may write to its directory"):
+            Store(path, readonly=readonly)
+    done = dask_observe_cli(path, "runs")
+    assert done.returncode == 1 and "chmod 700" in done.stderr
+
+
+def test_a_planted_sidecar_is_refused_before_sqlite_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "observe.sqlite"
+    with Store(path) as store:
+        store.create_run("mine")
+    wal = Path(f"{path}-wal")
+    wal.write_bytes(b"planted")
+    wal.chmod(0o666)
+    for readonly in (False, True):
+        with pytest.raises(
+            StoreError, match=r"others may write to its observe\.sqlite-wal"
+        ):
+            Store(path, readonly=readonly)
+    assert wal.read_bytes() == b"planted"  # nothing of it was read as the store
+    wal.unlink()
+    with Store(path) as store:
+        assert [r["name"] for r in store.run_records()] == ["mine"]

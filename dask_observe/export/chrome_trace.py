@@ -223,10 +223,18 @@ def chrome_trace(run: RunData, flags: list[Flag]) -> dict[str, Any]:
 
 
 def write_chrome_trace(
-    run: RunData, flags: list[Flag], path: str | os.PathLike[str]
+    run: RunData,
+    flags: list[Flag],
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool = True,
 ) -> Path:
-    """Write the run's trace to ``path`` (a .json file); return the path."""
+    """Write the run's trace to ``path`` (a .json file); return the path.
+    Never through a symbolic link; over an existing file only with
+    ``overwrite``."""
+    from dask_observe.export.files import open_to_write
+
     target = Path(path).expanduser()
-    with target.open("w") as f:
+    with open_to_write(target, overwrite=overwrite) as f:
         json.dump(chrome_trace(run, flags), f, separators=(",", ":"))
     return target

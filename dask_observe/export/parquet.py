@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.export.files import directory_to_write, open_to_write
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -62,20 +64,25 @@ def tables(run: RunData, flags: list[Flag]) -> dict[str, pd.DataFrame]:
 
 
 def write_parquet(
-    run: RunData, flags: list[Flag], directory: str | os.PathLike[str]
+    run: RunData,
+    flags: list[Flag],
+    directory: str | os.PathLike[str],
+    *,
+    overwrite: bool = True,
 ) -> dict[str, Path]:
     """Write each table to ``directory/<table>.parquet`` (the directory is
-    created); return the paths by table."""
+    created); return the paths by table. Never through a symbolic link; over
+    existing files only with ``overwrite``."""
     try:
         import pyarrow  # noqa: F401
     except ImportError:
         raise ImportError(
             "writing Parquet needs pyarrow: pip install pyarrow"
         ) from None
-    target = Path(directory).expanduser()
-    target.mkdir(parents=True, exist_ok=True)
+    target = directory_to_write(Path(directory).expanduser())
     written = {}
     for name, frame in tables(run, flags).items():
         path = written[name] = target / f"{name}.parquet"
-        frame.to_parquet(path, index=False)
+        with open_to_write(path, overwrite=overwrite, binary=True) as f:
+            frame.to_parquet(f, index=False)
     return written

@@ -47,12 +47,17 @@ class Report:
     def _repr_html_(self) -> str:
         return self.inline_html
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the full report to ``path`` (a directory gets ``run-ID.html``)."""
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = True) -> Path:
+        """Write the full report to ``path`` (a directory gets ``run-ID.html``);
+        never through a symbolic link, over an existing file only with
+        ``overwrite``."""
+        from dask_observe.export.files import open_to_write
+
         target = Path(path).expanduser()
-        if target.is_dir():
+        if target.is_dir() and not target.is_symlink():
             target = target / f"run-{int(self.data.summary['id'])}.html"
-        target.write_text(self.html, encoding="utf-8")
+        with open_to_write(target, overwrite=overwrite) as f:
+            f.write(self.html)
         return target
 
     def __repr__(self) -> str:

@@ -9,10 +9,9 @@ image where sanitizers drop inline SVG; each box also carries a ``<title>``
 from __future__ import annotations
 
 import hashlib
-from html import escape
 from typing import Any
 
-from dask_observe.report.svg import FRAME, SVG_ROOT, TEXT, WIDTH
+from dask_observe.report.svg import FRAME, SVG_ROOT, TEXT, WIDTH, escape
 from dask_observe.units import format_seconds
 
 ROW = 15

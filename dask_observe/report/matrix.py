@@ -5,10 +5,9 @@ worker", as a standalone SVG like the other charts, see :mod:`svg`)."""
 from __future__ import annotations
 
 import math
-from html import escape
 from typing import TYPE_CHECKING
 
-from dask_observe.report.svg import FRAME, SVG_ROOT, TEXT, short_address
+from dask_observe.report.svg import FRAME, SVG_ROOT, TEXT, escape, short_address
 from dask_observe.units import format_bytes
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import re
-from html import escape
 from typing import TYPE_CHECKING
 
 from dask_observe.units import format_bytes, format_seconds
@@ -22,6 +22,17 @@ from dask_observe.units import format_bytes, format_seconds
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
+
+#: What XML 1.0 cannot hold even as a character reference: one of these in a
+#: task key made the whole chart a broken image.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def escape(text: str) -> str:
+    """Text for a chart (an SVG image, parsed as XML): escaped, and what XML
+    cannot hold at all shown as U+FFFD."""
+    return html.escape(_NOT_XML.sub("\ufffd", text))
+
 
 #: Dask's task-stream colours for the phases around a task's compute.
 PHASE_COLORS = {

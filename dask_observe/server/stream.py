@@ -350,6 +350,9 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
             parsed = json.loads(message)
             if not isinstance(parsed, dict) or parsed.get("type") != "subscribe":
                 raise SubscriptionError("send {'type': 'subscribe', ...}")
+        except RecursionError:  # JSON nested past Python's stack
+            self._send({"type": "error", "message": "the message is nested too deeply"})
+            return
         except (ValueError, SubscriptionError) as e:
             self._send({"type": "error", "message": str(e)})
             return

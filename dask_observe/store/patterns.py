@@ -86,6 +86,12 @@ def regexp(pattern: str, text: str | None) -> bool:
     return text is not None and bool(_matchers(pattern)(text))
 
 
+#: RE2 syntax that Python's parser reads as something else without an error:
+#: ``[[:alpha:]]`` is a POSIX class to RE2, and to Python a class of "[:alph"
+#: followed by a literal "]" (which no line of letters has).
+RE2_ONLY = ("[:", "\\Q", "\\C", "\\p", "\\P", "\\x{")
+
+
 def required_literal(pattern: str) -> str | None:
     r"""The longest run of plain characters that every match of ``pattern``
     contains (``"error"`` for ``r"error \d+"``), or None: a cheap filter to
@@ -94,6 +100,8 @@ def required_literal(pattern: str) -> str | None:
     import re
     from re import _parser as parser  # type: ignore[attr-defined]
 
+    if any(syntax in pattern for syntax in RE2_ONLY):
+        return None  # read otherwise by Python: its literal is not RE2's
     try:
         parsed = parser.parse(pattern)
     except Exception:

@@ -11,7 +11,6 @@ import json
 import os
 import socket
 import sqlite3
-import stat
 import threading
 import time
 import weakref
@@ -20,15 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from dask_observe.store import patterns, redaction, retention, telemetry
+from dask_observe.store import files, patterns, redaction, retention, telemetry
 from dask_observe.store.redaction import Redacted
 from dask_observe.store.run import RUN_COLUMNS, RunData
-from dask_observe.store.schema import (
-    SchemaError,
-    check_header,
-    check_schema,
-    migrate,
-)
+from dask_observe.store.schema import SchemaError, check_schema, migrate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -149,34 +143,14 @@ class Store:
         return StoreError(f"cannot open the dask-observe store {self.path}: {why}")
 
     def _check_existing(self) -> bool:
-        """Whether the file at ``path`` may be opened as a store, checked before
-        SQLite touches it (a pragma would change another application's file):
-        True for a store, False for an empty file (one being created)."""
+        """True for a store, False for an empty file (one being created); see
+        :mod:`dask_observe.store.files` for what else is refused."""
         try:
-            st = os.lstat(self.path)
+            return files.check_existing(self.path)
         except FileNotFoundError:
             raise StoreMissing(self.path) from None
-        if stat.S_ISLNK(st.st_mode):
-            raise self._fail(
-                "it is a symbolic link; set observe.store to the file itself"
-            )
-        if stat.S_ISDIR(st.st_mode):
-            raise self._fail("it is a directory")
-        if not stat.S_ISREG(st.st_mode):
-            raise self._fail("it is not a regular file")
-        if st.st_uid != os.getuid():
-            raise self._fail("it belongs to another user")
-        if st.st_mode & 0o022:
-            raise self._fail(
-                "others may write to it (it holds your cluster's logs); "
-                f"make it yours alone: chmod 600 {self.path}"
-            )
-        if not os.access(self.path, os.R_OK):
-            raise self._fail("permission denied (it must be readable)")
-        try:
-            return check_header(self.path)
-        except SchemaError as e:
-            raise self._fail(f"not a dask-observe store: {e}") from e
+        except files.Refused as e:
+            raise self._fail(e) from e
 
     def _create(self) -> None:
         blocker = next(
@@ -184,6 +158,10 @@ class Store:
         )
         if blocker is not None:
             raise self._fail(f"{blocker} is a file, not a directory")
+        try:
+            files.check_directory(self.path)
+        except files.Refused as e:
+            raise self._fail(e) from e
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             # The store holds whatever the cluster logged: owner-only from birth;

@@ -108,8 +108,11 @@ def ingest(
 
 
 def level_number(level: str | int) -> int:
-    """``"warning"`` or ``30`` to 30; a clear error for anything else."""
+    """``"warning"`` or ``30`` to 30; a clear error for anything else (a
+    number past what SQLite can bind was an OverflowError, a 500)."""
     if isinstance(level, int):
+        if not 0 <= level <= 1000:
+            raise ValueError(f"a level number is from 0 to 1000, not {level}")
         return level
     number = logging.getLevelNamesMapping().get(level.upper())
     if number is None:
