@@ -310,3 +310,67 @@ async def test_the_stream_follows_a_store_whose_writers_come_and_go(
         batch = json.loads(await asyncio.wait_for(ws.read_message(), 5))
         assert [line["message"] for line in batch["logs"]] == [f"writer {n}"]
     ws.close()
+
+
+async def test_pages_and_frames_are_bounded_in_bytes_and_lose_no_line(
+    jp_fetch: Any, jp_ws_fetch: Any, store_path: Path
+) -> None:
+    """Lines of 10 MB were stored whole; three reads and a stream took the
+    server to 3.4 GB and the stream sent a 400 MB frame. Now a line is at most
+    64 KiB, a page 4 MiB and a frame about 1 MiB of text, and paging and
+    streaming still bring every line, in order."""
+    from dask_observe.capture.logs import MAX_TEXT_BYTES
+    from dask_observe.server.routes import MAX_PAGE_BYTES
+    from dask_observe.server.stream import BATCH_BYTES
+
+    lines = [f"{i:03d} " + "z" * 10_000_000 for i in range(3)]
+    lines += [f"{i:03d} " + "y" * (MAX_TEXT_BYTES - 10) for i in range(3, 100)]
+    run_id = store_lines(store_path, lines)
+    got, after, pages = [], 0, 0
+    while after is not None:
+        page = await fetch(jp_fetch, "runs", str(run_id), "logs",
+                           after=str(after), limit="5000")  # fmt: skip
+        assert len(page.body) <= MAX_PAGE_BYTES + 2 * MAX_TEXT_BYTES
+        body = json.loads(page.body)
+        got += [line["message"][:3] for line in body["lines"]]
+        after, pages = body["next"], pages + 1
+    assert got == [f"{i:03d}" for i in range(100)] and pages >= 2
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    await ws.write_message(json.dumps({"type": "subscribe", "run": str(run_id),
+                                       "kinds": ["logs"]}))  # fmt: skip
+    assert json.loads(await ws.read_message())["type"] == "subscribed"
+    streamed: list[str] = []
+    while len(streamed) < 100:
+        frame = await ws.read_message()
+        assert isinstance(frame, str)
+        assert len(frame) <= BATCH_BYTES + 2 * MAX_TEXT_BYTES
+        message = json.loads(frame)
+        if message["type"] == "batch":
+            streamed += [line["message"][:3] for line in message["logs"]]
+    assert streamed == [f"{i:03d}" for i in range(100)]
+    ws.close()
+
+
+async def test_pattern_streams_take_pattern_slots_within_the_cap(
+    jp_ws_fetch: Any, jp_serverapp: Any, store_path: Path
+) -> None:
+    """Eight pattern subscriptions on a 3M-line run made a one-run REST read
+    take 15-20 s: they took no slot. Now their reads count against the same
+    cap as REST's pattern reads."""
+    store_lines(store_path, [f"line {i} of many" for i in range(300_000)])
+    manager = jp_serverapp.web_app.settings[MANAGER_SETTING]
+    sockets = []
+    for i in range(CAPS["pattern"] + 4):
+        ws = await jp_ws_fetch("dask-observe", "api", "stream")
+        await ws.write_message(json.dumps({
+            "type": "subscribe", "run": "last", "kinds": ["logs"],
+            "filters": {"contains": f"^z{i}", "regex": True},
+        }))  # fmt: skip
+        sockets.append(ws)
+    seen = []
+    for _ in range(150):
+        seen.append(manager.busy("pattern"))
+        await asyncio.sleep(0.01)
+    for ws in sockets:
+        ws.close()
+    assert max(seen) == CAPS["pattern"]  # taken (the old code: never), never more

@@ -143,3 +143,40 @@ def test_150000_tasks_are_all_in_run_tasks(
     assert tasks["key"].is_unique
     assert (tasks["status"] == "memory").all()
     assert run.summary()["dropped"] == 0
+
+
+def shout(size: int) -> int:
+    logging.getLogger("user.huge").warning("HEAD" + "x" * size + "TAIL")
+    return size
+
+
+def test_a_huge_line_is_kept_as_its_head_and_tail_with_what_was_cut(
+    client: Client, store_path: Path
+) -> None:
+    """Forty 10 MB lines were stored whole; a line is now at most 64 KiB."""
+    from dask_observe.capture.logs import MAX_TEXT_BYTES
+
+    with dask_observe.record("huge", client=client) as run:
+        client.submit(shout, 10_000_000, pure=False).result()
+    (line,) = run.logs(contains="bytes cut")["message"]
+    assert line.startswith("HEADxxx") and line.endswith("xxxTAIL")
+    assert len(line.encode()) <= MAX_TEXT_BYTES
+    assert "[... 9,934,5" in line  # how much went, in bytes
+
+
+def test_the_store_bounds_texts_whatever_wrote_them(tmp_path: Path) -> None:
+    """A record from a capture of another version, or one read from
+    distributed at a run's end, is bounded at the store's door too."""
+    from dask_observe.capture.logs import MAX_TEXT_BYTES
+    from dask_observe.capture.wire import LogRecord
+    from dask_observe.store import Store
+
+    with Store(tmp_path / "s.sqlite") as store:
+        store.append("tcp://x:1", [
+            LogRecord("log", 1.0, 30, "worker", "w", "u", "☃" * 1_000_000),
+            LogRecord("log", 1.0, 30, "worker", "w", "u", "small"),
+        ])  # fmt: skip
+        messages = store.frame("SELECT message FROM logs ORDER BY seq", (), ("m",))
+    big, small = messages["m"]
+    assert len(big.encode()) <= MAX_TEXT_BYTES and "bytes cut" in big
+    assert small == "small"

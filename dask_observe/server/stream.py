@@ -41,6 +41,9 @@ from dask_observe.store import Store, StoreError, telemetry
 POLL_INTERVAL_S = 0.2
 #: Rows of one kind read per poll; a backlog drains over several polls.
 BATCH_ROWS = 2_000
+#: Bytes of log text in one batch: lines can be 64 KiB each, and a frame of
+#: 2,000 of them was 400 MB (the pending cap could not stop one frame).
+BATCH_BYTES = 1024 * 1024
 #: How often the flags of a running run are judged again.
 FLAGS_INTERVAL_S = 2.0
 #: How long after its end a run's verdict is waited for before its flags are
@@ -97,6 +100,17 @@ def _filters(raw: Any) -> dict[str, Any]:
     if raw.get("contains"):
         telemetry.log_filters(raw["contains"], bool(raw.get("regex")), None)
     return dict(raw)
+
+
+def within_bytes(rows: list[dict[str, Any]], budget: int = BATCH_BYTES) -> int:
+    """How many of ``rows`` (log lines, in order) fit in ``budget`` bytes of
+    message text: at least one, so that a batch always moves on."""
+    used = 0
+    for i, row in enumerate(rows):
+        used += len(row["message"])
+        if used > budget and i:
+            return i
+    return len(rows)
 
 
 class Subscription:
@@ -194,10 +208,11 @@ class Subscription:
 
     def rows_after(
         self, store: Store, cursor: int, upto: int | None = None
-    ) -> tuple[int, dict[str, list[dict[str, Any]]]]:
+    ) -> tuple[int, dict[str, list[dict[str, Any]]], bool]:
         """The next batch: rows of each kind above ``cursor`` (and at most
         ``upto``), all up to one bound, so that the bound is an exact resume
-        point."""
+        point; and whether rows beyond it wait (a backlog: read on at once).
+        Returned, not kept: a pattern's reads run in another process."""
         top = store.last_seq() if upto is None else min(upto, store.last_seq())
         window = self._run_window(store)
         upto = top if window.seq_upto is None else min(top, window.seq_upto)
@@ -214,13 +229,18 @@ class Subscription:
             rows = [dict(r) for r in store.rows(sql, params)]
             if len(rows) == BATCH_ROWS:  # more to come: the batch ends here
                 bound = min(bound, rows[-1]["seq"])
+            if kind == "logs":
+                kept = within_bytes(rows)
+                if kept < len(rows):  # the rest next: the batch ends there
+                    bound = min(bound, rows[kept - 1]["seq"])
             found[kind] = rows
         batch = {k: [r for r in rows if r["seq"] <= bound] for k, rows in found.items()}
         for row in batch.get("logs", ()):
             row["level"] = telemetry.level_names([row["level"]])[0]
         for row in batch.get("events", ()):
             row["data"] = json.loads(row["data"])
-        return max(bound, cursor), {k: v for k, v in batch.items() if v}
+        backlog = bound < upto
+        return max(bound, cursor), {k: v for k, v in batch.items() if v}, backlog
 
     def flags_due(self, now: float) -> bool:
         """Whether the run's flags are to be judged again (at most every
@@ -267,7 +287,7 @@ def read_rows(store: Store, message: dict[str, Any], upto: int) -> dict[str, Any
     above its ``after`` and at most ``upto``, as the stream sends it: the rows
     a ``gap`` skipped. ``last`` is where the next batch starts."""
     sub = Subscription(store, message)
-    last, batch = sub.rows_after(store, sub.cursor, upto)
+    last, batch, _ = sub.rows_after(store, sub.cursor, upto)
     return {"last": last, **batch}
 
 
@@ -398,6 +418,18 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
                 }
             )
 
+    async def _rows(
+        self, sub: Subscription
+    ) -> tuple[int, dict[str, list[dict[str, Any]]], bool]:
+        """The subscription's next batch. A pattern's read holds one of the
+        pattern slots REST reads take too (CAPS["pattern"]): eight pattern
+        streams on a big run made a one-run REST read take 15-20 s."""
+        read = self.manager.read
+        if not sub.patterned:
+            return await read(sub.rows_after, sub.cursor)
+        with self.manager.slot("pattern"):
+            return await read(sub.rows_after, sub.cursor, isolated=True)
+
     async def _poll(self, sub: Subscription) -> None:
         loop = asyncio.get_running_loop()
         read = self.manager.read
@@ -409,9 +441,11 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
                     self._send({"type": "gap", "after": sub.cursor, "upto": upto})
                     sub.cursor = upto
             else:
-                last, batch = await read(
-                    sub.rows_after, sub.cursor, isolated=sub.patterned
-                )
+                try:
+                    last, batch, backlog = await self._rows(sub)
+                except TooBusy:  # the pattern slots are taken: next poll
+                    await asyncio.sleep(POLL_INTERVAL_S)
+                    continue
                 if batch:
                     self._send({"type": "batch", "last": last, **batch})
                 sub.cursor = last
@@ -426,6 +460,6 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
                 progress = await read(sub.progress)
                 if progress is not None:
                     self._send({"type": "progress", "prefixes": progress})
-                if batch and any(len(v) == BATCH_ROWS for v in batch.values()):
+                if batch and backlog:
                     continue  # a backlog: read on at once
             await asyncio.sleep(POLL_INTERVAL_S)

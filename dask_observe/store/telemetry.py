@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from itertools import count
 from typing import Any, NamedTuple
 
+from dask_observe.capture.logs import MAX_TEXT_BYTES, bounded
 from dask_observe.capture.wire import LogRecord, MetricsRecord, TaskRecord, typed
 from dask_observe.store import patterns
 
@@ -48,6 +49,10 @@ def _insert(table: str) -> str:
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
 
 
+def _bounded(text: str | None) -> str | None:
+    return None if text is None else bounded(text)
+
+
 def _json(data: Any) -> str:
     return json.dumps(data, default=str)
 
@@ -81,10 +86,18 @@ def ingest(
     metrics: list[tuple[Any, ...]] = []
     events: list[tuple[Any, ...]] = []
     for record in typed_records:
-        # The columns of logs and tasks are the records' fields, in order.
+        # The columns of logs and tasks are the records' fields, in order;
+        # their texts bounded (a capture of another version may not have).
         if isinstance(record, TaskRecord):
+            if record.traceback or record.exception:
+                record = record._replace(
+                    exception=_bounded(record.exception),
+                    traceback=_bounded(record.traceback),
+                )
             tasks.append((next(seq), cluster, *record[1:]))
         elif isinstance(record, LogRecord):
+            if len(record.message) > MAX_TEXT_BYTES // 4:
+                record = record._replace(message=bounded(record.message))
             logs.append((next(seq), cluster, *record[1:]))
         elif isinstance(record, MetricsRecord):
             metrics.extend(
