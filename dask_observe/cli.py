@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from dask_observe.run import Run, Store
@@ -27,9 +29,20 @@ def _open(
     from dask_observe import open_store
     from dask_observe.config import default_store_path
 
+    path = args.store or default_store_path()
+    # A reading command reads a store it may not write (0400, a read-only
+    # disk) rather than refusing it; where it may, it opens as a writer (to
+    # migrate an older schema, and store which runs' processes died).
+    if not create and os.path.exists(path) and not _writable(Path(path)):
+        readonly = True
     if readonly:  # not a byte written, not even the journal's checkpoint
-        return Store(args.store or default_store_path(), create=False, readonly=True)
+        return Store(path, create=False, readonly=True)
     return open_store(args.store, create=create)
+
+
+def _writable(path: Path) -> bool:
+    read_only_disk = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    return os.access(path, os.W_OK) and not read_only_disk
 
 
 def cmd_runs(args: argparse.Namespace) -> int:

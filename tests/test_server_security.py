@@ -258,6 +258,7 @@ async def test_server_reads_write_nothing_and_show_a_dead_processs_run_interrupt
         store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     before = store_path.read_bytes()
     mtime = os.stat(store_path).st_mtime_ns
+    files = sorted(p.name for p in store_path.parent.iterdir())
     for parts in (
         ("runs",), ("runs", str(ghost)), ("runs", str(run_id), "logs"),
         ("runs", str(run_id), "report"), ("clusters",),
@@ -265,6 +266,8 @@ async def test_server_reads_write_nothing_and_show_a_dead_processs_run_interrupt
         assert (await fetch(jp_fetch, *parts)).code == 200
     assert store_path.read_bytes() == before
     assert os.stat(store_path).st_mtime_ns == mtime
+    # Not even a -wal or -shm beside it (a read-only connection made both).
+    assert sorted(p.name for p in store_path.parent.iterdir()) == files
     # Every reader sees at once that its process is gone (the panel stops
     # judging it as running); the next writer stores it.
     response = await fetch(jp_fetch, "runs", str(ghost))

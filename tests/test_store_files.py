@@ -263,3 +263,12 @@ def test_a_planted_sidecar_is_refused_before_sqlite_reads_it(tmp_path: Path) -> 
     wal.unlink()
     with Store(path) as store:
         assert [r["name"] for r in store.run_records()] == ["mine"]
+
+
+def test_reading_commands_never_make_an_empty_file_a_store(tmp_path: Path) -> None:
+    path = tmp_path / "observe.sqlite"
+    path.touch(mode=0o600)
+    for command in READING:
+        done = dask_observe_cli(path, *command)
+        assert "no dask-observe store" in (done.stdout + done.stderr).lower(), command
+    assert path.stat().st_size == 0 and sorted(os.listdir(tmp_path)) == [path.name]

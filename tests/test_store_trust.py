@@ -158,7 +158,7 @@ def _on_a_small_disk(tmp_path: Path, readonly: bool) -> dict[str, object]:
     make = "from dask_observe.store import Store; import sys; Store(sys.argv[1])"
     mode = "readonly" if readonly else "rw"
     shell = (
-        f"mount -t tmpfs -o size=1200k tmpfs {mount}"
+        f"mount -t tmpfs -o size=1200k,mode=700 tmpfs {mount}"
         f" && {sys.executable} -c '{make}' {path}"
         + (f" && mount -o remount,ro {mount}" if readonly else "")
         + f" && exec {sys.executable} {script} {path} {mode}"
@@ -197,3 +197,30 @@ def test_a_store_on_a_read_only_file_system_never_stops_the_block(
     assert isinstance(said, list) and len(said) == 1, said
     assert said[0].startswith("dask-observe: run 'big' was not recorded")
     assert said[0].endswith("it is on a read-only file system")
+
+
+def test_reading_commands_read_a_store_on_a_read_only_file_system(
+    tmp_path: Path,
+) -> None:
+    """A store on a read-only disk (or one the user may not write) is read,
+    not refused ("attempt to write a readonly database")."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    path = mount / "observe.sqlite"
+    make = (
+        "from dask_observe.store import Store; import sys; "
+        "s = Store(sys.argv[1]); r = s.create_run('kept'); s.end_run(r, 'finished')"
+    )
+    cli = f"{sys.executable} -m dask_observe.cli --store {path}"
+    shell = (
+        f"mount -t tmpfs -o size=1200k,mode=700 tmpfs {mount}"
+        f' && {sys.executable} -c "{make}" {path}'
+        f" && mount -o remount,ro {mount}"
+        f" && {cli} runs && {cli} logs last && {cli} flags last"
+    )
+    done = subprocess.run(
+        ["unshare", "--map-root-user", "--mount", "sh", "-c", shell],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "kept" in done.stdout and "finished" in done.stdout

@@ -177,8 +177,10 @@ class Store:
         if create and not os.path.lexists(self.path):
             self._create()
         initialised = self._check_existing()
-        if readonly and not initialised:
-            raise StoreMissing(self.path)  # being created: nothing in it yet
+        if not initialised and (readonly or not create):
+            # Empty: being created, or a file that is no store yet. A reader
+            # never makes it one (`dask-observe runs` on it wrote a schema).
+            raise StoreMissing(self.path)
         if not readonly and not os.access(self.path, os.R_OK | os.W_OK):
             if os.statvfs(self.path).f_flag & os.ST_RDONLY:
                 raise self._fail("it is on a read-only file system")
@@ -186,7 +188,7 @@ class Store:
         try:
             if readonly:
                 conn = sqlite3.connect(
-                    f"{self.path.resolve().as_uri()}?mode=ro",
+                    f"{self.path.resolve().as_uri()}?{self._readonly_mode()}",
                     uri=True, timeout=30, isolation_level=None,
                     check_same_thread=False,
                 )  # fmt: skip
@@ -222,6 +224,17 @@ class Store:
                 raise self._fail(why) from e
             raise
         return conn
+
+    def _readonly_mode(self) -> str:
+        """How a reader opens the file. With no write-ahead log beside it, no
+        writer has it open (a writer in WAL mode keeps its log while it
+        lives), and it is read as ``immutable``: nothing is created beside it
+        (a read-only connection made a ``-shm`` and ``-wal``, and could not
+        read a store in a read-only directory at all). Else ``mode=ro``, which
+        shares the writer's log."""
+        if os.path.lexists(f"{self.path}-wal"):
+            return "mode=ro"
+        return "mode=ro&immutable=1"
 
     def _mark_interrupted_runs(self) -> None:
         """Runs whose recording process on this host is gone are ``interrupted``."""
