@@ -430,3 +430,89 @@ def test_exports_never_follow_a_link_nor_overwrite_without_force(
     forced = dask_observe_cli(store_path, "export", "last", "--format",
                               "chrome-trace", "-o", str(fresh), "--force")  # fmt: skip
     assert forced.returncode == 0, forced.stderr
+
+
+class Hostile:
+    """A collector that does not collect: it redirects (to another local
+    server standing for a link-local metadata address) or drips its answer a
+    byte a second. Counts what reached each."""
+
+    def __init__(self, behaviour: str) -> None:
+        self.hits: dict[str, int] = {"collector": 0, "elsewhere": 0}
+        hostile = self
+
+        class Elsewhere(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                hostile.hits["elsewhere"] += 1
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_POST = do_GET
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        class Collector(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                hostile.hits["collector"] += 1
+                if behaviour == "redirect":
+                    self.send_response(307)
+                    self.send_header("Location", f"{hostile.elsewhere}/meta-data")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "60")
+                self.end_headers()
+                for _ in range(60):  # a byte a second: each read is quick
+                    try:
+                        self.wfile.write(b"\0")
+                        self.wfile.flush()
+                    except OSError:
+                        return
+                    time.sleep(1)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.servers = [
+            ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            for handler in (Collector, Elsewhere)
+        ]
+        for server in self.servers:
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.url, self.elsewhere = (
+            f"http://127.0.0.1:{s.server_port}" for s in self.servers
+        )
+
+
+@pytest.mark.parametrize("behaviour", ["redirect", "drip"])
+def test_a_collector_that_redirects_or_drips_takes_nothing_and_holds_nothing(
+    store_path: Path, behaviour: str
+) -> None:
+    """A redirect (the old code followed it and counted the run as sent) is
+    not followed and counts as not taken; an answer dripped a byte a second
+    (which held the export for 100 s) is given up at the timeout (2 s here)."""
+    with Store(store_path) as store:
+        run_id = store.create_run("sent", cluster="tcp://x:1")
+        store.append("tcp://x:1", [
+            ("log", time.time(), 30, "worker", "w", "u", "a line to send"),
+        ])  # fmt: skip
+        store.end_run(run_id, "finished")
+    hostile = Hostile(behaviour)
+    began = time.monotonic()
+    done = subprocess.run(
+        [DASK_OBSERVE, "export", "last", "--otlp", hostile.url],
+        env={**subprocess_env(store_path), "DASK_OBSERVE__EXPORT__OTLP__TIMEOUT": "2s"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    took = time.monotonic() - began
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "did not take" in done.stdout + done.stderr
+    assert hostile.hits["collector"] >= 1 and hostile.hits["elsewhere"] == 0
+    assert took < 40  # the drip lasts 60 s a request; the old code waited it out
+    for server in hostile.servers:
+        server.shutdown()

@@ -160,3 +160,47 @@ def test_dask_record_shows_live_progress_then_leaves_a_static_report(
     # Exported to HTML (scripts or not), the notebook still shows the report.
     body, _ = HTMLExporter().from_notebook_node(nb)
     assert 'class="dobs-report"' in body and 'alt="task stream"' in body
+
+
+def test_a_saved_notebooks_outputs_hold_no_secret(
+    cluster: LocalCluster, store_path: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The issue's seven secrets, placed as users place them: dask config from
+    the environment (coiled.token, gateway.auth.kwargs.password), a password
+    assigned in the recorded cell, four in a task's log line. The cells keep
+    what the user typed; nothing dask-observe adds to the notebook (the
+    inline report, the summary) holds any of them."""
+    from .test_redact import SECRETS, found_in
+
+    monkeypatch.setenv("DASK_COILED__TOKEN", SECRETS["coiled.token"])
+    monkeypatch.setenv(
+        "DASK_GATEWAY__AUTH__KWARGS__PASSWORD",
+        SECRETS["gateway.auth.kwargs.password"],
+    )
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext dask_observe"),
+        nbformat.v4.new_code_cell(
+            "from distributed import Client\n"
+            f"client = Client({cluster.scheduler_address!r})"
+        ),
+        nbformat.v4.new_code_cell(
+            "%%dask_record secrets\n"
+            f"DB_PASSWORD = {SECRETS['DB_PASSWORD']!r}\n"
+            "from tests.test_redact import leak\n"
+            "client.submit(leak, pure=False).result()\n"
+        ),
+    ]
+    NotebookClient(
+        nb, kernel_name="python3", timeout=120,
+        resources={"metadata": {"path": str(Path(__file__).parent.parent)}},
+    ).execute()  # fmt: skip
+    path = tmp_path / "shared.ipynb"
+    nbformat.write(nb, path)
+    outputs = [nbformat.writes(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(outputs=cell.outputs)
+    ])) for cell in nbformat.read(path, as_version=4).cells]  # fmt: skip
+    assert "dobs-report" in outputs[2] or "<img" in outputs[2]  # the report is there
+    assert [found_in(o) for o in outputs] == [[], [], []]
+    run = dask_observe.open_store().run("last")
+    assert run.environment()["config"]["coiled.token"] == "[redacted]"

@@ -139,6 +139,54 @@ def _needs_sdk() -> None:
         raise ImportError(SDK_MISSING) from None
 
 
+def _session() -> Any:
+    """A ``requests`` session for the SDK's exporters that follows no redirect
+    and bounds each whole request by its timeout.
+
+    The SDK counts any answer from 200 to 399 as taken, and ``requests``
+    follows redirects: a collector answering with a redirect (to a link-local
+    metadata address, say) was counted as sent. Here a redirect is an answer
+    that was not taken (421, which the SDK neither counts nor retries). And
+    ``requests`` times each socket read, not the request: a collector that
+    drips a byte a second held an export for 100 s. Here the request runs in a
+    thread that is given up on at its timeout (it ends by itself when the
+    collector closes, unread)."""
+    import requests
+
+    class Bounded(requests.Session):
+        def request(self, method: str, url: str, **kwargs: Any) -> Any:  # type: ignore[override]
+            kwargs["allow_redirects"] = False
+            timeout = kwargs.get("timeout")
+            total = timeout if isinstance(timeout, int | float) else 10.0
+            answer: list[Any] = []
+            plain = requests.Session.request
+
+            def send() -> None:
+                try:
+                    answer.append(plain(self, method, url, **kwargs))
+                except BaseException as e:  # handed to the caller below
+                    answer.append(e)
+
+            worker = threading.Thread(
+                target=send, name="dask-observe-otlp", daemon=True
+            )
+            worker.start()
+            worker.join(total)
+            if not answer:
+                raise requests.exceptions.ReadTimeout(
+                    f"{url} did not answer whole within {total:g} s"
+                )
+            if isinstance(answer[0], BaseException):
+                raise answer[0]
+            response = answer[0]
+            if 300 <= response.status_code < 400:
+                response.status_code = 421
+                response.reason = "a redirect: not followed, not taken"
+            return response
+
+    return Bounded()
+
+
 class Otlp:
     """OTLP/HTTP exporters for one source of telemetry (a run, or a cluster
     recorded live). ``endpoint`` is the collector's base URL (e.g.
@@ -182,9 +230,15 @@ class Otlp:
 
         options: dict[str, Any] = {"headers": headers, "timeout": timeout}
         self.endpoint = base or "the OTEL_EXPORTER_OTLP_ENDPOINT collector"
-        self._log_exporter = OTLPLogExporter(endpoint=url("logs"), **options)
-        self._metric_exporter = OTLPMetricExporter(endpoint=url("metrics"), **options)
-        self._span_exporter = OTLPSpanExporter(endpoint=url("traces"), **options)
+        self._log_exporter = OTLPLogExporter(
+            endpoint=url("logs"), session=_session(), **options
+        )
+        self._metric_exporter = OTLPMetricExporter(
+            endpoint=url("metrics"), session=_session(), **options
+        )
+        self._span_exporter = OTLPSpanExporter(
+            endpoint=url("traces"), session=_session(), **options
+        )
         self.resource = Resource.create({"service.name": "dask", **resource})
         # The SDK builds the records; they wait in memory until sent in batches.
         self._logs = InMemoryLogRecordExporter()
