@@ -119,6 +119,11 @@ def test_observe_redact_adds_keys_and_patterns_and_can_be_turned_off() -> None:
         assert redactor.data({"app.session-id": "x"}) == {"app.session-id": MARKER}
     with dask.config.set({"observe.redact.enabled": False}):
         assert configured().text("password=hunter2") == "password=hunter2"
+    with (
+        dask.config.set({"observe.redact.patterns": ["cust-(\\d+"]}),
+        pytest.raises(ValueError, match=r"observe\.redact\.patterns: 'cust-"),
+    ):
+        configured()
 
 
 # -- on a real cluster, from a notebook cell -----------------------------------
