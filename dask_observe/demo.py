@@ -49,13 +49,15 @@ def print_summary(run: Run, store: Store) -> None:
     print(f"  store      {store.path}")
     print(f"  report     {report}")
     print()
-    print("Where to look next:")
-    print("  dask-observe runs          every recorded run")
-    print(f"  dask-observe logs {run.id}      the run's log lines")
-    print('  jupyter lab                the "Dask Observe" panel in the left sidebar')
-    print(
-        "  %load_ext dask_observe     in a notebook; then %%dask_record NAME on a cell"
-    )
+    print("Where to look next (the commands are in .venv/bin/ in a clone):")
+    for command, what in (
+        ("dask-observe runs", "every recorded run"),
+        (f"dask-observe logs {run.id}", "the run's log lines"),
+        ("jupyter lab", 'the "Dask Observe" panel in the left sidebar'),
+        ("%load_ext dask_observe", "in a notebook; then %%dask_record NAME on a cell"),
+    ):
+        # One column whatever the run's id: the id's width shifted it.
+        print(f"  {command:<26} {what}")
 
 
 def _report_path(store: Store, run: Run) -> Path:

@@ -230,6 +230,7 @@ class ObserveMagics(Magics):
           flags [RUN]                   what went wrong in a run, and why
           report [RUN] [-o FILE]        a run's report, inline or to a file
           compare A B [--threshold T]   run B against run A, with ratios
+          history NAME                  every run of that name, judged
           dashboard [PAGE]              a link to the scheduler's dashboard
 
         A run can always be named ``last``.
