@@ -41,8 +41,9 @@ def _open(
 
 
 def _writable(path: Path) -> bool:
-    read_only_disk = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    return os.access(path, os.W_OK) and not read_only_disk
+    from dask_observe.store.files import on_read_only_disk
+
+    return os.access(path, os.W_OK) and not on_read_only_disk(path)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:

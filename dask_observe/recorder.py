@@ -13,7 +13,6 @@ import asyncio
 import copy
 import inspect
 import logging
-import sqlite3
 import threading
 import time
 import warnings
@@ -193,12 +192,6 @@ class Recorder:
         self.export: LiveExport | None = None
         #: The ``observe.export.otlp`` settings it was made with.
         self.export_settings: Any = None
-        #: Pulls the store could not take (a full disk, a locked or damaged
-        #: file), and the last one's error: a run during which this count grew
-        #: ends marked partial. What was not written stays in the scheduler's
-        #: bounded buffer for the next pull (counted as dropped if it overflows).
-        self.store_failures = 0
-        self.store_error: str | None = None
 
     # -- shared use --------------------------------------------------------------
     @classmethod
@@ -492,51 +485,42 @@ class Recorder:
 
     def pull(self) -> int:
         """Copy every record the scheduler holds beyond the store's cursor."""
-        if self.partial is not None:
-            return 0
-        with self._pull_lock:
-            try:
-                return self._pull_all()
-            except sqlite3.Error as e:
-                self.store_failures += 1
-                self.store_error = str(e)
-                raise
-
-    def _pull_all(self) -> int:
-        """``pull``, under its lock: until the cursor reaches the scheduler's last."""
         written = 0
-        while True:
-            instance, cursor = self.store.cursor(self.cluster)
-            reply = self.call("dask_observe_pull", cursor=cursor, instance=instance)
-            if reply.get("wire") != WIRE_VERSION:  # a scheduler come back changed
-                raise CaptureUnavailable(
-                    f"the scheduler's capture speaks wire version "
-                    f"{reply.get('wire')}, not {WIRE_VERSION}"
+        if self.partial is not None:
+            return written
+        with self._pull_lock:
+            while True:
+                instance, cursor = self.store.cursor(self.cluster)
+                reply = self.call("dask_observe_pull", cursor=cursor, instance=instance)
+                if reply.get("wire") != WIRE_VERSION:  # a scheduler come back changed
+                    raise CaptureUnavailable(
+                        f"the scheduler's capture speaks wire version "
+                        f"{reply.get('wire')}, not {WIRE_VERSION}"
+                    )
+                # Redacted before the store or a live export sees them.
+                records = redact.configured().records(
+                    (n, wire.typed(r)) for n, r in reply["records"]
                 )
-            # Redacted before the store or a live export sees them.
-            records = redact.configured().records(
-                (n, wire.typed(r)) for n, r in reply["records"]
-            )
-            if any(
-                isinstance(r, wire.EventRecord) and r.kind == "worker-removed"
-                for _, r in records
-            ):
-                self.worker_removed_at = time.monotonic()
-            # A new scheduler instance numbers from 1 again.
-            start = cursor if reply["instance"] == instance else 0
-            last = records[-1][0] if records else start
-            stored = self.store.ingest(
-                self.cluster,
-                records,
-                read_at=(instance, cursor),
-                instance=reply["instance"],
-                last=last,
-                dropped=reply["dropped"],
-            )
-            if stored is None:  # another writer got there first: read again
-                continue
-            if self.export is not None:
-                self.export.offer([record for _, record in records])
-            written += len(records)
-            if last >= reply["last"]:
-                return written
+                if any(
+                    isinstance(r, wire.EventRecord) and r.kind == "worker-removed"
+                    for _, r in records
+                ):
+                    self.worker_removed_at = time.monotonic()
+                # A new scheduler instance numbers from 1 again.
+                start = cursor if reply["instance"] == instance else 0
+                last = records[-1][0] if records else start
+                stored = self.store.ingest(
+                    self.cluster,
+                    records,
+                    read_at=(instance, cursor),
+                    instance=reply["instance"],
+                    last=last,
+                    dropped=reply["dropped"],
+                )
+                if stored is None:  # another writer got there first: read again
+                    continue
+                if self.export is not None:
+                    self.export.offer([record for _, record in records])
+                written += len(records)
+                if last >= reply["last"]:
+                    return written

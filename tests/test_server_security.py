@@ -323,8 +323,8 @@ async def test_pages_and_frames_are_bounded_in_bytes_and_lose_no_line(
     64 KiB, a page 4 MiB and a frame about 1 MiB of text, and paging and
     streaming still bring every line, in order."""
     from dask_observe.capture.logs import MAX_TEXT_BYTES
-    from dask_observe.server.routes import MAX_PAGE_BYTES
-    from dask_observe.server.stream import BATCH_BYTES
+    from dask_observe.server.routes import MAX_PAGE_TEXT
+    from dask_observe.server.stream import BATCH_TEXT
 
     lines = [f"{i:03d} " + "z" * 10_000_000 for i in range(3)]
     lines += [f"{i:03d} " + "y" * (MAX_TEXT_BYTES - 10) for i in range(3, 100)]
@@ -333,7 +333,7 @@ async def test_pages_and_frames_are_bounded_in_bytes_and_lose_no_line(
     while after is not None:
         page = await fetch(jp_fetch, "runs", str(run_id), "logs",
                            after=str(after), limit="5000")  # fmt: skip
-        assert len(page.body) <= MAX_PAGE_BYTES + 2 * MAX_TEXT_BYTES
+        assert len(page.body) <= MAX_PAGE_TEXT + 2 * MAX_TEXT_BYTES
         body = json.loads(page.body)
         got += [line["message"][:3] for line in body["lines"]]
         after, pages = body["next"], pages + 1
@@ -346,7 +346,7 @@ async def test_pages_and_frames_are_bounded_in_bytes_and_lose_no_line(
     while len(streamed) < 100:
         frame = await ws.read_message()
         assert isinstance(frame, str)
-        assert len(frame) <= BATCH_BYTES + 2 * MAX_TEXT_BYTES
+        assert len(frame) <= BATCH_TEXT + 2 * MAX_TEXT_BYTES
         message = json.loads(frame)
         if message["type"] == "batch":
             streamed += [line["message"][:3] for line in message["logs"]]

@@ -33,8 +33,8 @@ AUTH_RESOURCE = "dask-observe"
 
 #: Log lines one page holds at most.
 MAX_PAGE = 5_000
-#: Bytes of log text in one page.
-MAX_PAGE_BYTES = 4 * 1024 * 1024
+#: Characters of log text in one page (see stream.BATCH_TEXT).
+MAX_PAGE_TEXT = 4 * 1024 * 1024
 #: Characters of a subscribe message given to ``stream/rows``.
 MAX_SUBSCRIBE = 4_000
 
@@ -63,13 +63,13 @@ def read_run(store: Store, run_id: str) -> dict[str, Any]:
 def read_logs(store: Store, run_id: str, query: dict[str, Any]) -> dict[str, Any]:
     """One page of a run's log lines in store order: those numbered above
     ``after`` (and at most ``upto``), filtered as the Python API filters."""
-    from dask_observe.server.stream import within_bytes
+    from dask_observe.server.stream import within_text
 
     rows = store.run(run_id).log_page(
         query["after"], query["limit"] + 1, query["upto"], **query["filters"]
     )
-    # A page is bounded in bytes too (lines may be 64 KiB): the rest next page.
-    kept = min(query["limit"], within_bytes(rows, MAX_PAGE_BYTES))
+    # A page is bounded in text too (lines may be 64 KiB): the rest next page.
+    kept = min(query["limit"], within_text(rows, MAX_PAGE_TEXT))
     more = len(rows) > kept
     rows = rows[:kept]
     return {"lines": rows, "next": rows[-1]["seq"] if more else None}

@@ -41,9 +41,10 @@ from dask_observe.store import Store, StoreError, telemetry
 POLL_INTERVAL_S = 0.2
 #: Rows of one kind read per poll; a backlog drains over several polls.
 BATCH_ROWS = 2_000
-#: Bytes of log text in one batch: lines can be 64 KiB each, and a frame of
-#: 2,000 of them was 400 MB (the pending cap could not stop one frame).
-BATCH_BYTES = 1024 * 1024
+#: Characters of log text in one batch (a byte each in ASCII; JSON escapes
+#: others): lines can be 64 KiB each, and a frame of 2,000 of them was 400 MB
+#: (the pending cap could not stop one frame).
+BATCH_TEXT = 1024 * 1024
 #: How often the flags of a running run are judged again.
 FLAGS_INTERVAL_S = 2.0
 #: How long after its end a run's verdict is waited for before its flags are
@@ -102,9 +103,9 @@ def _filters(raw: Any) -> dict[str, Any]:
     return dict(raw)
 
 
-def within_bytes(rows: list[dict[str, Any]], budget: int = BATCH_BYTES) -> int:
-    """How many of ``rows`` (log lines, in order) fit in ``budget`` bytes of
-    message text: at least one, so that a batch always moves on."""
+def within_text(rows: list[dict[str, Any]], budget: int = BATCH_TEXT) -> int:
+    """How many of ``rows`` (log lines, in order) fit in ``budget`` characters
+    of message text: at least one, so that a batch always moves on."""
     used = 0
     for i, row in enumerate(rows):
         used += len(row["message"])
@@ -230,7 +231,7 @@ class Subscription:
             if len(rows) == BATCH_ROWS:  # more to come: the batch ends here
                 bound = min(bound, rows[-1]["seq"])
             if kind == "logs":
-                kept = within_bytes(rows)
+                kept = within_text(rows)
                 if kept < len(rows):  # the rest next: the batch ends there
                     bound = min(bound, rows[kept - 1]["seq"])
             found[kind] = rows

@@ -42,6 +42,11 @@ def _ours_alone(path: Path, st: os.stat_result, what: str) -> None:
         )
 
 
+def on_read_only_disk(path: Path) -> bool:
+    """Whether ``path`` is on a file system mounted read-only."""
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+
+
 def check_directory(path: Path) -> None:
     """The store's directory, where it exists, is one nobody else may write."""
     directory = path.parent

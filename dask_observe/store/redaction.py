@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,9 +62,14 @@ def _columns(redactor: Redactor) -> dict[str, dict[str, Callable[[Any], Any]]]:
 
 
 def redact(
-    conn: sqlite3.Connection, redactor: Redactor, *, dry_run: bool = False
+    conn: sqlite3.Connection,
+    transaction: Callable[[], AbstractContextManager[sqlite3.Connection]],
+    redactor: Redactor,
+    *,
+    dry_run: bool = False,
 ) -> Redacted:
-    """Rewrite the stored text of every table through ``redactor``."""
+    """Rewrite the stored text of every table through ``redactor``, a batch
+    of rows a ``transaction`` (the store's own)."""
     done = Redacted(dry_run=dry_run)
     if not dry_run:
         conn.execute("PRAGMA secure_delete = ON")
@@ -93,16 +99,10 @@ def redact(
             changed += len(updates)
             if updates and not dry_run:
                 assignments = ", ".join(f"{n} = ?" for n in names)
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    conn.executemany(
+                with transaction() as writing:
+                    writing.executemany(
                         f"UPDATE {table} SET {assignments} WHERE rowid = ?", updates
                     )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
         done.rows[table] = changed
     if not dry_run and done.total:
         busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]

@@ -179,10 +179,13 @@ class SchemaError(Exception):
 #: creating has its first page written at its first commit, which a read without
 #: locks may catch half done.
 _TORN_HEADER_WAIT_S = 1.0
+#: SQLite's smallest page: a file at least this long has its first page whole.
+_PAGE = 512
 
 
-def _probe(path: Path) -> int:
-    """The application id in the header of the SQLite file at ``path``.
+def _probe(path: Path) -> tuple[int, bool]:
+    """The application id in the header of the SQLite file at ``path``, and
+    whether it has tables.
 
     Read by SQLite itself, read-only and ``immutable`` (no locks taken, no
     ``-wal``/``-shm`` created, nothing written), never with ``open()``. POSIX
@@ -198,7 +201,9 @@ def _probe(path: Path) -> int:
     uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
     probe = sqlite3.connect(uri, uri=True, isolation_level=None)
     try:
-        return int(probe.execute("PRAGMA application_id").fetchone()[0])
+        application_id = int(probe.execute("PRAGMA application_id").fetchone()[0])
+        tables = probe.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        return application_id, bool(tables)
     finally:
         probe.close()
 
@@ -216,19 +221,23 @@ def check_header(path: Path) -> bool:
     """
     deadline = time.monotonic() + _TORN_HEADER_WAIT_S
     while True:
-        if path.stat().st_size == 0:
+        size = path.stat().st_size
+        if size == 0:
             return False
         try:
-            application_id = _probe(path)
+            application_id, has_tables = _probe(path)
         except sqlite3.DatabaseError:
-            if time.monotonic() < deadline:
+            # Shorter than a page: perhaps a first page still being written.
+            if size < _PAGE and time.monotonic() < deadline:
                 time.sleep(0.05)
                 continue
             raise SchemaError("it is not an SQLite file") from None
         if application_id == APPLICATION_ID:
             return True
-        if application_id == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)  # a store being created: its id comes with its tables
+        # A store gets its id in the commit that makes its tables: tables
+        # without it are another application's, at once.
+        if not has_tables and time.monotonic() < deadline:
+            time.sleep(0.05)
             continue
         raise SchemaError("it is an SQLite database of another application")
 

@@ -182,7 +182,7 @@ class Store:
             # never makes it one (`dask-observe runs` on it wrote a schema).
             raise StoreMissing(self.path)
         if not readonly and not os.access(self.path, os.R_OK | os.W_OK):
-            if os.statvfs(self.path).f_flag & os.ST_RDONLY:
+            if files.on_read_only_disk(self.path):
                 raise self._fail("it is on a read-only file system")
             raise self._fail("permission denied (it must be readable and writable)")
         try:
@@ -461,7 +461,9 @@ class Store:
         if self.readonly and not dry_run:
             raise StoreError(f"the store {self.path} is open read-only")
         with self._lock:
-            return redaction.redact(self._conn, redactor, dry_run=dry_run)
+            return redaction.redact(
+                self._conn, self._transaction, redactor, dry_run=dry_run
+            )
 
     # -- clusters ----------------------------------------------------------------
     def register_cluster(self, address: str, dashboard: str | None) -> str:
