@@ -21,8 +21,10 @@ import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from dask.base import annotate, get_annotations
+
 from dask_observe import redact
-from dask_observe.capture.wire import EventRecord
+from dask_observe.capture.wire import RUN_ANNOTATION, EventRecord
 from dask_observe.recorder import Recorder
 from dask_observe.run import Ending, Run, Store, begin_ending
 from dask_observe.store import StoreError
@@ -39,15 +41,32 @@ logger = logging.getLogger(__name__)
 
 def _hide_span_annotation_warning() -> None:
     """dask-expr warns that annotations are ignored when a DataFrame is made
-    inside a span; the span's own annotation still reaches the scheduler (the
-    client adds it when it submits), so the warning would only mislead. Hidden
-    when the run's span is the only annotation; any other still warns. Set at
-    each start: code that resets warning filters (pytest does) drops it."""
+    inside a span; the run's annotations still reach the scheduler (the client
+    adds them when it submits), so the warning would only mislead. Hidden when
+    the run's own are the only annotations; any other still warns. Set at each
+    start: code that resets warning filters (pytest does) drops it."""
     warnings.filterwarnings(
         "ignore",
-        message=r"Dask annotations \{'span': \{[^{}]*\}\} detected",
+        message=r"Dask annotations \{'span': \{[^{}]*\}"
+        rf"(, '{RUN_ANNOTATION}': \([^(){{}}]*\))?\}} detected",
         category=UserWarning,
     )
+
+
+@contextlib.contextmanager
+def _run_span(name: str) -> Iterator[str]:
+    """A span for the run, and the run's own annotation naming it (with the
+    runs it is nested in). distributed puts a task whose group already has a
+    span into that span: after a block that kept futures of ``inc``, the next
+    run's ``inc`` tasks joined the old run's span and the run recorded none.
+    The annotation is the client's, so it stays with every task submitted in
+    the block."""
+    from distributed import span
+
+    with span(name) as span_id:
+        runs = tuple(get_annotations().get(RUN_ANNOTATION, ()))
+        with annotate(**{RUN_ANNOTATION: (*runs, span_id)}):
+            yield span_id
 
 
 #: Compute seconds a run needs for its profile to be read (10 ms samples).
@@ -186,19 +205,20 @@ class Recording:
             (c, p, a, u, value - before.get((c, p, a, u), 0.0))
             for (c, p, a, u), value in totals.items()
         ]
-        if self._span_id is not None:
+        # A run whose tasks went (some of them) to an older span has no span
+        # of its own to read: it takes the cluster's, as a whole-cluster run.
+        adopted = ended is not None and ended.get("adopted", False)
+        if self._span_id is not None and not adopted:
             spanned = ("execute", "p2p")  # distributed.spans.CONTEXTS_WITH_SPAN_ID
             rows = [r for r in rows if r[0] not in spanned]
             rows += [(*k, v) for k, v in of_span.items()]
         return [r for r in rows if r[-1]]
 
     def start(self) -> Run:
-        from distributed import span
-
         _hide_span_annotation_warning()
         self._recorder = Recorder.acquire(self.client, self.store)
         self._span = (
-            contextlib.nullcontext(None) if self.whole_cluster else span(self.name)
+            contextlib.nullcontext(None) if self.whole_cluster else _run_span(self.name)
         )
         self._span_id = self._span.__enter__()
         run_id = None

@@ -326,7 +326,10 @@ def test_moving_data_between_workers_raises_high_transfer(
         blobs = client.map(array_of, [40] * 8, range(8), workers=[first])
         sizes = client.map(len, blobs, workers=[second])
         assert client.gather(sizes) == [40 * 2**20] * 8
-        flags = run.flags()  # judged on the live run, inside the config
+    # Judged on the ended run, under the settings recorded at its start. Judged
+    # live inside the block, the last tasks (which carry the transfers) were not
+    # always pulled yet: CI saw no flag once.
+    flags = run.flags()
     assert list(flags["kind"]) == ["high-transfer"]
     assert "waiting for data from other workers" in flags.iloc[0]["message"]
 

@@ -62,6 +62,21 @@ def test_tasks_of_nested_spans_and_collections_count_toward_the_run(
     assert run.summary()["n_tasks"] >= 5 + 4
 
 
+def test_a_dataframe_made_in_a_recorded_block_warns_nothing(
+    client: Client, store_path: Path, recwarn: pytest.WarningsRecorder
+) -> None:
+    # dask-expr warns that annotations are ignored: the run's reach the
+    # scheduler all the same (the client adds them), so the warning would lie.
+    import dask.dataframe as dd
+    import pandas as pd
+
+    with dask_observe.record("frame") as run:
+        frame = dd.from_pandas(pd.DataFrame({"x": range(100)}), npartitions=4)
+        assert frame.x.sum().compute() == 4950
+    assert [str(w.message) for w in recwarn if "annotations" in str(w.message)] == []
+    assert run.summary()["n_tasks"] >= 4
+
+
 def test_tasks_outside_the_run_are_not_counted(
     client: Client, store_path: Path
 ) -> None:
@@ -70,6 +85,35 @@ def test_tasks_outside_the_run_are_not_counted(
         client.submit(inc, 1, key="inside").result()
     client.gather(client.map(inc, range(20), key=[f"after-{i}" for i in range(20)]))
     assert run.refresh().summary()["n_tasks"] == 1
+
+
+def test_a_run_after_one_whose_futures_are_kept_records_its_own_tasks(
+    client: Client, store_path: Path
+) -> None:
+    # client.map(spin, ..., pure=False) names every task spin-<uuid>: one task
+    # group, which lives while the first block's futures do. distributed files
+    # the second block's tasks under the first run's span (the group's).
+    kept, runs, progress = [], [], []
+    for i in range(2):
+        with dask_observe.record(f"again-{i}") as run:
+            futures = client.map(spin, [0.1] * 4, pure=False)
+            client.gather(futures)
+            kept.append(futures)
+            span_id = run._record["span_id"]
+            assert client.scheduler is not None
+            progress.append(
+                client.sync(client.scheduler.dask_observe_progress, span_id=span_id)
+            )
+        runs.append(run)
+    assert [len(r.tasks()) for r in runs] == [4, 4]
+    assert [r.summary()["n_tasks"] for r in runs] == [4, 4]
+    # The live display's bar: 4 of 4, not 4 done of none.
+    assert [list(p["prefixes"]["spin"]) for p in progress] == [[4, 4, 0], [4, 4, 0]]
+    # Where the time went: each run has its own 0.4 s of CPU, not the first both.
+    for r in runs:
+        fine = r.fine_metrics()
+        cpu = fine[(fine["context"] == "execute") & (fine["activity"] == "thread-cpu")]
+        assert 0.35 < cpu["value"].sum() < 0.8, r.name
 
 
 def test_a_block_that_raises_is_a_failed_run_counting_erred_tasks(

@@ -28,6 +28,7 @@ from .settings import CaptureSettings
 from .stalls import StallWatch
 from .wire import (
     FLUSH_HANDLER,
+    RUN_ANNOTATION,
     EventRecord,
     LogRecord,
     MemorySample,
@@ -155,6 +156,9 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         )
         #: Per watched span: tasks that ended, by (prefix, memory|erred).
         self._watched: dict[str, Counter[tuple[str, str]]] = {}
+        #: Per watched span: tasks submitted in its run that distributed filed
+        #: under an older span (their task group had one), by prefix.
+        self._adopted: dict[str, Counter[str]] = {}
         self._scheduler: Scheduler | None = scheduler
         #: The scheduler's event loop: a recorder in this same process calls
         #: pull() on it directly rather than over RPC.
@@ -213,8 +217,11 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         ts = self._scheduler.tasks.get(key)
         if ts is None:
             return
-        span = (ts.annotations or {}).get("span") or {}
-        span_ids = span.get("ids", ())
+        annotations = ts.annotations or {}
+        span_ids = (annotations.get("span") or {}).get("ids", ())
+        runs = annotations.get(RUN_ANNOTATION)
+        if runs:  # the runs it was submitted in, if its group kept an older span
+            span_ids = (*span_ids, *(r for r in runs if r not in span_ids))
         if self._watched:
             for span_id in span_ids:
                 counter = self._watched.get(span_id)
@@ -247,6 +254,27 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
                 kwargs.get("traceback_text"),
             )
         )
+
+    def update_graph(
+        self,
+        scheduler: Scheduler,
+        *,
+        annotations: dict[str, dict[Any, Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # Only tasks a watched run submitted carry the annotation.
+        runs_by_key = (annotations or {}).get(RUN_ANNOTATION) if self._adopted else None
+        if not runs_by_key:
+            return
+        for key, runs in runs_by_key.items():
+            ts = scheduler.tasks.get(key)
+            if ts is None:
+                continue
+            ids = ((ts.annotations or {}).get("span") or {}).get("ids", ())
+            for run in runs:
+                adopted = self._adopted.get(run)
+                if adopted is not None and run not in ids:
+                    adopted[ts.prefix.name] += 1
 
     def add_worker(self, scheduler: Scheduler, worker: str) -> None:
         ws = scheduler.workers.get(worker)
@@ -365,12 +393,14 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         start, so that even a run shorter than the sampling interval has one."""
         self._reader_seen_at = time.monotonic()
         self._watched.setdefault(span_id, Counter())
+        self._adopted.setdefault(span_id, Counter())
         self.sample()
 
     def unwatch(self, span_id: str) -> dict[str, int]:
         """Stop counting the span's tasks; its totals by ``memory`` / ``erred``.
         A last metrics sample marks the run's end."""
         self.sample()
+        self._adopted.pop(span_id, None)
         totals: Counter[str] = Counter()
         for (_, finish), n in self._watched.pop(span_id, Counter()).items():
             totals[finish] += n
@@ -386,11 +416,15 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
     async def end(self, span_id: str) -> dict[str, Any]:
         """A run ends: stop watching its span, have every worker and nanny ship
         what it holds (a worker's heartbeat brings its last fine metrics), and
-        return the span's task counts and the fine metrics after that."""
+        return the span's task counts and the fine metrics after that.
+        ``adopted``: some of its tasks went to an older span, which holds their
+        fine metrics; the span's own are then not the run's."""
         assert self._scheduler is not None
+        adopted = bool(self._adopted.get(span_id))
         counts = self.unwatch(span_id)
         await asyncio.gather(*self._flushes())
         return {
+            "adopted": adopted,
             "counts": counts,
             "fine": self.fine_metrics(None),
             "span_fine": self.fine_metrics(span_id),
@@ -439,9 +473,10 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         """A watched span's progress by prefix, and every worker's memory.
 
         ``prefixes`` maps a prefix to ``[total, done, erred]``: the total from the
-        span's task groups (they count every task ever added), done and erred
-        from the transitions counted since ``watch``. O(groups + workers), never
-        O(tasks), so it is cheap at any graph size.
+        span's task groups (they count every task ever added) and the run's
+        tasks filed under older spans, done and erred from the transitions
+        counted since ``watch``. O(groups + workers), never O(tasks), so it is
+        cheap at any graph size.
         """
         assert self._scheduler is not None
         prefixes: dict[str, list[int]] = {}
@@ -450,6 +485,8 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
             for group in span.traverse_groups():
                 row = prefixes.setdefault(group.prefix.name, [0, 0, 0])
                 row[0] += len(group)
+        for prefix, n in self._adopted.get(span_id, Counter()).items():
+            prefixes.setdefault(prefix, [0, 0, 0])[0] += n
         for (prefix, finish), n in self._watched.get(span_id, Counter()).items():
             row = prefixes.setdefault(prefix, [0, 0, 0])
             row[1 if finish == "memory" else 2] += n

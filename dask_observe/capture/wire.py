@@ -157,3 +157,8 @@ class PushedEvent(NamedTuple):
 #: The worker and nanny handler that ships what it holds now; with
 #: ``heartbeat`` (a worker) it then sends a heartbeat.
 FLUSH_HANDLER = "dask_observe_flush"
+
+#: The task annotation a recorded block gives every task it submits: the span
+#: ids of the runs recording it. distributed may file a task under an older
+#: span (one whose task group it joined); this names the runs it belongs to.
+RUN_ANNOTATION = "dask_observe"
