@@ -12,7 +12,7 @@ from typing import Any
 
 from dask_observe.run import Run, Store
 from dask_observe.store import StoreError, StoreMissing
-from dask_observe.text import flag_lines, log_lines, visible
+from dask_observe.text import flag_lines, log_lines, stack_lines, visible
 
 FORCE_HELP = "overwrite files that exist (a symbolic link is never followed)"
 
@@ -128,6 +128,14 @@ def cmd_flags(args: argparse.Namespace) -> int:
     with _open(args) as store:
         flags = store.run(args.run).flags()
     for line in flag_lines(flags):
+        print(line)
+    return 0
+
+
+def cmd_stacks(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        stacks = store.run(args.run).stacks()
+    for line in stack_lines(stacks):
         print(line)
     return 0
 
@@ -342,6 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
     flags = commands.add_parser("flags", help="what went wrong in a run, and why")
     flags.add_argument("run", help="a run id, or last")
     flags.set_defaults(func=cmd_flags)
+    stacks = commands.add_parser(
+        "stacks", help="where tasks that ran far beyond their peers waited"
+    )
+    stacks.add_argument("run", help="a run id, or last")
+    stacks.set_defaults(func=cmd_stacks)
     report = commands.add_parser(
         "report", help="write a run's report: one offline HTML file"
     )

@@ -101,7 +101,9 @@ def task_table(run: RunData, start: float) -> pd.DataFrame:
     running = long_tasks(run)
     if running:
         keys = tasks["key"].astype(str)
-        since = keys.map({key: t for key, (t, _) in running.items()})
+        # float: mapped over no task at all (a run stopped before any task
+        # ended), the column would keep the keys' string dtype.
+        since = keys.map({key: t for key, (t, _) in running.items()}).astype(float)
         unknown = tasks["start"].isna() & since.notna()
         tasks.loc[unknown, "start"] = since[unknown]
         tasks.loc[unknown, "stop"] = tasks.loc[unknown, "ended"]

@@ -320,8 +320,10 @@ class Recording:
         ended_reply: dict[str, Any] | None = None
         try:  # one round trip: the span's counts, the cluster flushed
             if self._span_id is not None:
+                # A run that did not finish keeps where it stood.
+                stopped = status != "finished"
                 ended_reply = self.scheduler_call(
-                    "dask_observe_end", span_id=self._span_id
+                    "dask_observe_end", span_id=self._span_id, stopped=stopped
                 )
                 counts = ended_reply["counts"]
         except (OSError, TimeoutError) as e:  # connection lost: it is gone

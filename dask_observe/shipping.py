@@ -82,8 +82,11 @@ def capture_settings(since: float) -> CaptureSettings:
     from dask_observe.capture.settings import CaptureSettings
     from dask_observe.config import get
 
+    def ms_of(name: str) -> float:
+        return 1000 * float(parse_timedelta(get(name), default="s"))
+
     def ms(name: str) -> float:
-        return 1000 * float(parse_timedelta(get(f"capture.{name}"), default="s"))
+        return ms_of(f"capture.{name}")
 
     return CaptureSettings(
         buffer_size=int(get("capture.buffer-size")),
@@ -92,6 +95,9 @@ def capture_settings(since: float) -> CaptureSettings:
         memory_interval_ms=ms("memory-interval"),
         levels=parse_levels(get("capture.log-levels")),
         since=since,
+        hung_task_after_s=ms_of("flags.hung-task.after") / 1000,
+        no_progress_after_s=ms_of("flags.no-progress.after") / 1000,
+        no_progress_factor=float(get("flags.no-progress.factor")),
     )
 
 

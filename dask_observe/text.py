@@ -1,4 +1,4 @@
-"""Plain-text forms of logs and flags, shared by the CLI and the magics."""
+"""Plain-text forms of logs, flags and stacks, shared by the CLI and the magics."""
 
 from __future__ import annotations
 
@@ -60,3 +60,17 @@ def flag_lines(flags: pd.DataFrame) -> Iterator[str]:
             stamp = dt.datetime.fromtimestamp(e["time"], dt.UTC).strftime("%H:%M:%S.%f")
             who = f" {e['worker']}" if text_or_none(e["worker"]) else ""
             yield visible(f"    {stamp[:-3]}{who}: {e['text']}")
+
+
+def stack_lines(stacks: pd.DataFrame) -> Iterator[str]:
+    """Each sampled stack: its task, worker, when and how often, then the
+    frames as a traceback prints them (innermost last)."""
+    if stacks.empty:
+        yield "No stacks: no task ran past observe.flags.hung-task.after."
+        return
+    for row in stacks.to_dict("records"):
+        yield visible(
+            f"{row['key']} ({row['prefix']}) on {row['worker']}, first at "
+            f"{row['time']:%H:%M:%S}, sampled {row['count']}x:"
+        )
+        yield visible(str(row["frames"]))

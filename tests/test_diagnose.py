@@ -59,11 +59,13 @@ def test_the_kinds_are_the_registry_s_one_rule_each() -> None:
     design = {
         "memory-pressure", "memory-restart", "killed-worker", "worker-lost",
         "spilling", "event-loop-blocked", "gil-contention", "tiny-tasks",
-        "task-errors", "load-imbalance", "high-transfer",
+        "task-errors", "load-imbalance", "high-transfer", "hung-task",
+        "no-progress",
     }  # fmt: skip
     assert design <= set(FLAG_KINDS) == {r.kind for r in RULES}
     assert len(FLAG_KINDS) == len(RULES)
-    assert {r.family for r in RULES} == {"memory", "workers", "runtime", "work"}
+    families = {"memory", "workers", "runtime", "work", "hangs"}
+    assert {r.family for r in RULES} == families
 
 
 def test_a_quiet_run_raises_nothing(run: SyntheticRun) -> None:

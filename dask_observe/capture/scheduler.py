@@ -21,6 +21,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.ioloop import PeriodicCallback
 
 from .buffer import DropCountingBuffer, SequencedBuffer
+from .hangs import ProgressWatch, describe, pace, work_remains
 from .logs import replay
 from .metrics import cluster_metrics, worker_metrics
 from .router import LogRouter, Sink
@@ -29,6 +30,7 @@ from .stalls import StallWatch
 from .wire import (
     FLUSH_HANDLER,
     RUN_ANNOTATION,
+    STACKS_HANDLER,
     EventRecord,
     LogRecord,
     MemorySample,
@@ -159,6 +161,11 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         #: Per watched span: tasks submitted in its run that distributed filed
         #: under an older span (their task group had one), by prefix.
         self._adopted: dict[str, Counter[str]] = {}
+        #: When each watched span last finished a task: a run that stops
+        #: moving is described (``stall`` events).
+        self._progress = ProgressWatch(
+            self.settings.no_progress_after_s, self.settings.no_progress_factor
+        )
         self._scheduler: Scheduler | None = scheduler
         #: The scheduler's event loop: a recorder in this same process calls
         #: pull() on it directly rather than over RPC.
@@ -318,6 +325,24 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
             MetricsRecord("metrics", now, None, cluster_metrics(self._scheduler))
         )
         self._move_own_logs()
+        self._check_progress(now)
+
+    def _check_progress(self, now: float) -> None:
+        """A watched run that stopped moving with work remaining is described
+        (``capture.hangs``): O(watched runs) while runs move."""
+        assert self._scheduler is not None
+        if not self._watched:
+            return
+        idle = not work_remains(self._scheduler)
+        for span_id, ended in self._watched.items():
+            done = sum(ended.values())
+            stalled = self._progress.stalled_for(span_id, done, now, idle)
+            # pace() walks the tasks processing: only past the plain bar.
+            if stalled < self._progress.after_s:
+                continue
+            if self._progress.due(span_id, now, pace(self._scheduler)):
+                since = now - stalled
+                self._event("stall", None, describe(self._scheduler, span_id, since))
 
     def _move_own_logs(self) -> None:
         records, dropped = self._own_logs.drain(len(self._own_logs) + 1)
@@ -394,6 +419,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         self._reader_seen_at = time.monotonic()
         self._watched.setdefault(span_id, Counter())
         self._adopted.setdefault(span_id, Counter())
+        self._progress.watch(span_id)
         self.sample()
 
     def unwatch(self, span_id: str) -> dict[str, int]:
@@ -401,6 +427,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         A last metrics sample marks the run's end."""
         self.sample()
         self._adopted.pop(span_id, None)
+        self._progress.unwatch(span_id)
         totals: Counter[str] = Counter()
         for (_, finish), n in self._watched.pop(span_id, Counter()).items():
             totals[finish] += n
@@ -413,14 +440,20 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         self.watch(span_id)
         return self.fine_metrics(None)
 
-    async def end(self, span_id: str) -> dict[str, Any]:
+    async def end(self, span_id: str, stopped: bool = False) -> dict[str, Any]:
         """A run ends: stop watching its span, have every worker and nanny ship
         what it holds (a worker's heartbeat brings its last fine metrics), and
         return the span's task counts and the fine metrics after that.
         ``adopted``: some of its tasks went to an older span, which holds their
-        fine metrics; the span's own are then not the run's."""
+        fine metrics; the span's own are then not the run's. A run ``stopped``
+        (interrupted, raising) while tasks still run keeps where it stood
+        (a ``run-stopped`` event, and the stacks of the running tasks)."""
         assert self._scheduler is not None
         adopted = bool(self._adopted.get(span_id))
+        if stopped and work_remains(self._scheduler):
+            since = self._progress.since(span_id) or time.time()
+            self._event("run-stopped", None, describe(self._scheduler, span_id, since))
+            await asyncio.gather(*self._stack_samples())
         counts = self.unwatch(span_id)
         await asyncio.gather(*self._flushes())
         return {
@@ -430,6 +463,24 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
             "span_fine": self.fine_metrics(span_id),
             "workers": list(self._scheduler.workers),
         }
+
+    def _stack_samples(self) -> list[Awaitable[Any]]:
+        """Have every worker running tasks sample their stacks, to ship with
+        the flush that follows."""
+        assert self._scheduler is not None
+
+        async def sample(address: str) -> None:
+            assert self._scheduler is not None
+            try:
+                await getattr(self._scheduler.rpc(address), STACKS_HANDLER)()
+            except Exception as e:  # gone, or a plugin without the handler
+                logger.debug("dask-observe: no stacks of %s: %s", address, e)
+
+        return [
+            sample(ws.address)
+            for ws in self._scheduler.workers.values()
+            if ws.processing
+        ]
 
     def _flushes(self) -> list[Awaitable[Any]]:
         """A flush of every worker (with a heartbeat) and nanny, to await

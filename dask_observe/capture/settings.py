@@ -20,3 +20,10 @@ class CaptureSettings:
     #: later (a worker added by adaptive scaling, one its nanny restarted) hands
     #: over what it logged since, before its plugin was set up.
     since: float = 0.0
+    #: A task running this long has its stack sampled (``flags.hung-task``).
+    hung_task_after_s: float = 10.0
+    #: Nothing of a watched run finished for this long, or this factor times
+    #: the typical duration of what it runs: the scheduler describes where it
+    #: stands (``flags.no-progress``).
+    no_progress_after_s: float = 30.0
+    no_progress_factor: float = 5.0

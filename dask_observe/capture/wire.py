@@ -162,3 +162,7 @@ FLUSH_HANDLER = "dask_observe_flush"
 #: ids of the runs recording it. distributed may file a task under an older
 #: span (one whose task group it joined); this names the runs it belongs to.
 RUN_ANNOTATION = "dask_observe"
+
+#: The worker handler that samples the stack of each of its running tasks, to
+#: ship with its next flush (a run that stops keeps where they were).
+STACKS_HANDLER = "dask_observe_stacks"

@@ -12,8 +12,9 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from .pacer import Pacer, process_rss
 from .settings import CaptureSettings
 from .shipper import LogShipper
+from .stacks import StackSampler
 from .stalls import StallWatch
-from .wire import FLUSH_HANDLER, MemorySample, PushedEvent
+from .wire import FLUSH_HANDLER, STACKS_HANDLER, MemorySample, PushedEvent
 
 if TYPE_CHECKING:
     from distributed import Worker
@@ -188,6 +189,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._memory: MemorySampler | None = None
         self._transfers: Transfers | None = None
         self.long_tasks = LongTasks()
+        self._stacks = StackSampler(settings.hung_task_after_s)
 
     def setup(self, worker: Worker) -> None:
         self._worker = worker
@@ -207,6 +209,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         # (``dask_observe_end``): a message, where ``Client.run`` would ship
         # a pickled function to each.
         worker.handlers[FLUSH_HANDLER] = self.flush
+        worker.handlers[STACKS_HANDLER] = self.sample_stacks
 
     def _tick(self, now: float) -> None:
         """Every ``memory-interval``: the worker's memory, its long tasks,
@@ -220,8 +223,25 @@ class ObserveWorkerPlugin(WorkerPlugin):
                 PushedEvent(now, "event-loop-stall", address, stall)
             )
         self.long_tasks.report(now, self._memory.worker.address, self.shipper)
+        self._sample_stacks(now)
         self._memory.sample(now)
         self._transfers.report(self.shipper)
+
+    def _sample_stacks(self, now: float, every: bool = False) -> None:
+        worker, shipper = self._worker, self.shipper
+        if worker is None or shipper is None:
+            return
+
+        def ship(data: dict[str, Any]) -> None:
+            shipper.events.append(PushedEvent(now, "task-stack", worker.address, data))
+
+        threads = getattr(worker, "active_threads", {})
+        self._stacks.sample(now, self.long_tasks.running, threads, ship, every=every)
+
+    def sample_stacks(self) -> None:
+        """The stack of every running task, shipped with the next flush: a run
+        that stops while they run keeps where each one was."""
+        self._sample_stacks(time.time(), every=True)
 
     async def flush(self, heartbeat: bool = False) -> None:
         """Ship the buffered records now; with ``heartbeat``, then send one if
@@ -246,7 +266,9 @@ class ObserveWorkerPlugin(WorkerPlugin):
         if finish == "executing":
             self.long_tasks.started(str(key))
         elif start == "executing":
-            self.long_tasks.ended(str(key))
+            name = str(key)
+            self.long_tasks.ended(name)
+            self._stacks.ended(name)
         elif start == "flight" and finish == "memory" and self._transfers:
             self._transfers.fetched(key)
 

@@ -6,7 +6,7 @@ far), and a better rule in a later version improves old runs too. A run is
 judged under the settings recorded with it (``Run.settings``), so every reader
 raises the same flags.
 
-The rules live one module a family (memory, workers, runtime, work), each
+The rules live one module a family (memory, workers, runtime, work, hangs), each
 registered under the kind it raises (``base.rule``).
 """
 
@@ -15,7 +15,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from dask_observe.diagnose import memory, runtime, work, workers  # noqa: F401 (registers)
+from dask_observe.diagnose import (  # noqa: F401 (registers)
+    hangs,
+    memory,
+    runtime,
+    work,
+    workers,
+)
 from dask_observe.diagnose.base import RULES, SEVERITIES, Context, Flag
 
 if TYPE_CHECKING:
@@ -29,7 +35,7 @@ logger = logging.getLogger(__name__)
 FLAG_COLUMNS = ("time", "kind", "severity", "worker", "message", "evidence", "advice")
 
 #: The rules' families, in the order their kinds are listed.
-FAMILIES = ("memory", "workers", "runtime", "work")
+FAMILIES = ("memory", "workers", "runtime", "work", "hangs")
 
 #: Every kind of flag, as the rules register them.
 FLAG_KINDS = tuple(

@@ -37,7 +37,7 @@ from dask_observe.recording import (
 )
 from dask_observe.run import Run, Store
 from dask_observe.store import StoreError
-from dask_observe.text import flag_lines, log_lines
+from dask_observe.text import flag_lines, log_lines, stack_lines
 
 
 def _open_store(path: str | None, create: bool = True) -> Store:
@@ -120,6 +120,11 @@ def _observe_parser() -> _Parser:
     flags = commands.add_parser("flags", help="what went wrong in a run, and why")
     flags.add_argument("run", nargs="?", default="last", help="run id or last")
     flags.add_argument("--store", default=None, help="store path")
+    stacks = commands.add_parser(
+        "stacks", help="where tasks that ran far beyond their peers waited"
+    )
+    stacks.add_argument("run", nargs="?", default="last", help="run id or last")
+    stacks.add_argument("--store", default=None, help="store path")
     report = commands.add_parser("report", help="a run's report, inline or to a file")
     report.add_argument("run", nargs="?", default="last", help="run id or last")
     report.add_argument("-o", "--output", metavar="FILE", help="write it to FILE")
@@ -228,6 +233,7 @@ class ObserveMagics(Magics):
           logs [RUN] [--filter TEXT] [--regex] [--worker W] [--level L]
                [--source S]             a run's log lines
           flags [RUN]                   what went wrong in a run, and why
+          stacks [RUN]                  where its long-running tasks waited
           report [RUN] [-o FILE]        a run's report, inline or to a file
           compare A B [--threshold T]   run B against run A, with ratios
           history NAME                  every run of that name, judged
@@ -311,6 +317,12 @@ class ObserveMagics(Magics):
         with _reading(args) as store:
             flags = store.run(args.run).flags()
         for line in flag_lines(flags):
+            print(line)
+
+    def _observe_stacks(self, args: argparse.Namespace) -> None:
+        with _reading(args) as store:
+            stacks = store.run(args.run).stacks()
+        for line in stack_lines(stacks):
             print(line)
 
     def _observe_report(self, args: argparse.Namespace) -> Any:

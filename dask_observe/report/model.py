@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import figures
+from dask_observe.report import standing
 from dask_observe.units import text_or_none
 
 if TYPE_CHECKING:
@@ -111,6 +112,8 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     #: Bytes P2P shuffles wrote to disk (``shuffle_disk``): not spilling.
     shuffle_written: float = 0.0
+    #: Where the run stood when it was stopped with tasks running (``standing``).
+    stopped: dict[str, Any] | None = None
 
     @property
     def duration(self) -> float:
@@ -242,4 +245,5 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
         n_errors=int(levels.isin(["ERROR", "CRITICAL"]).sum()),
         dropped=int(record.get("dropped", 0)),
         shuffle_written=figures.shuffle_disk(run)["written"],
+        stopped=standing.stopped_state(run),
     )

@@ -11,7 +11,7 @@ import re
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.report import svg
+from dask_observe.report import standing, svg
 from dask_observe.report.icicle import icicle
 from dask_observe.report.matrix import transfer_matrix
 from dask_observe.units import format_bytes, format_seconds, text_or_none
@@ -522,6 +522,7 @@ def render(data: ReportData, *, full: bool = False) -> str:
         + _partial(data)
         + _summary(data)
         + _flags(data)
+        + standing.render(data.stopped, _s)
         + _task_stream(data, limits)
         + _time_split(data, limits)
         + _memory(data, limits)

@@ -31,6 +31,9 @@ RUN_COLUMNS = (
 )
 
 #: The columns of ``Run.transfers()``.
+#: The columns of ``run.stacks()``.
+STACK_COLUMNS = ("time", "worker", "key", "prefix", "thread", "count", "frames")
+
 TRANSFER_COLUMNS = (
     "time", "worker", "peer", "type", "bytes", "seconds", "count", "keys",
     "bandwidth",
@@ -94,6 +97,12 @@ class RunData:
     def status(self) -> str:
         """One of ``running``, ``finished``, ``failed``, ``interrupted``."""
         return str(self._record["status"])
+
+    @property
+    def span_id(self) -> str | None:
+        """The run's span on the cluster (None: a whole-cluster recording)."""
+        found = self._record.get("span_id")
+        return str(found) if found else None
 
     @property
     def partial(self) -> str | None:
@@ -274,6 +283,32 @@ class RunData:
         frame["bandwidth"] = frame["bytes"] / frame["seconds"].clip(lower=1e-3)
         return _to_datetimes(frame, "time", epoch=epoch)
 
+    def stacks(self, *, epoch: bool = False) -> pd.DataFrame:
+        """Stacks of tasks that ran far beyond their peers (past
+        ``observe.flags.hung-task.after``), sampled on their workers while they
+        ran, and of every task still running when the run was stopped: time
+        (first seen), worker, key, prefix, thread, count (times that stack was
+        sampled), frames (as a traceback prints them, innermost last)."""
+        import pandas as pd
+
+        events = self.events("task-stack", epoch=True)
+        seen: dict[tuple[str, str, str], list[Any]] = {}
+        for t, w, d in zip(
+            events["time"], events["worker"], events["data"], strict=True
+        ):
+            frames = format_frames(d.get("frames") or ())
+            row = seen.get((w, d.get("key"), frames))
+            if row is None:
+                seen[w, d.get("key"), frames] = [
+                    t, w, d.get("key"), d.get("prefix"), d.get("thread"),
+                    d.get("count", 1), frames,
+                ]  # fmt: skip
+            else:
+                row[5] = max(row[5], d.get("count", 1))
+        frame = pd.DataFrame(list(seen.values()), columns=list(STACK_COLUMNS))
+        frame = frame.astype({"time": float, "count": "int64"})
+        return _to_datetimes(frame, "time", epoch=epoch)
+
     def profile_trees(self) -> dict[str, Any]:
         """distributed's profile of the run as trees, by prefix ("" for the whole
         run): ``interval`` (seconds a sample) and ``root``, whose nodes have
@@ -314,3 +349,12 @@ class RunData:
 
     def __repr__(self) -> str:
         return f"<dask_observe.Run {self.id} {self.name!r} {self.status}>"
+
+
+def format_frames(frames: Any) -> str:
+    """Shipped frames (file, line, function, code, library) as a traceback
+    prints them, outermost first."""
+    return "\n".join(
+        f'  File "{f[0]}", line {f[1]}, in {f[2]}' + (f"\n    {f[3]}" if f[3] else "")
+        for f in frames
+    )

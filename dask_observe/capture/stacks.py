@@ -1,0 +1,127 @@
+"""Stacks of tasks that run far longer than expected, sampled on the worker.
+
+A task that hangs says nothing: no log line, no transition, no error. The
+worker's tick already knows its running tasks and since when
+(``worker.LongTasks``); one running past ``hung-task.after`` has the stack of
+its thread sampled every SAMPLE_EVERY_S. A stack seen before only counts up and
+is shipped again when its count doubles, so a task stuck for an hour ships a
+dozen events, not thousands. Tasks that finish in time cost nothing here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import sysconfig
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dask.utils import key_split
+
+#: Frames kept of a stack, the innermost ones: where it waits is what says why.
+MAX_FRAMES = 40
+#: Distinct stacks shipped per task; later ones are sampled but not shipped.
+MAX_STACKS_PER_TASK = 5
+#: How often a long task's stack is sampled.
+SAMPLE_EVERY_S = 1.0
+
+#: Where the standard library and installed packages live on this worker: a
+#: frame under them is library code, and the innermost frame that is not is
+#: where the user's code waits.
+_LIBRARY_ROOTS = tuple(
+    sorted(
+        {
+            path
+            for name in ("stdlib", "platstdlib", "purelib", "platlib")
+            if (path := sysconfig.get_paths().get(name))
+        }
+    )
+)
+
+#: A frame as shipped: file, line, function, source line, library code or not.
+Frame = tuple[str, int, str, str, bool]
+
+
+def is_library(filename: str) -> bool:
+    """Whether a frame's file is the standard library's or a package's.
+    ``<dynamic-code>`` (a function cloudpickle shipped by value: one defined
+    in a notebook or script) is the user's."""
+    return (
+        filename.startswith("<frozen")
+        or filename.startswith(_LIBRARY_ROOTS)
+        or "site-packages" in filename
+        or "dist-packages" in filename
+    )
+
+
+def frames_of(frame: Any) -> list[Frame]:
+    """The innermost MAX_FRAMES frames of a thread's stack, outermost first."""
+    return [
+        (
+            f.filename,
+            f.lineno or 0,
+            f.name,
+            (f.line or "").strip(),
+            is_library(f.filename),
+        )
+        for f in traceback.extract_stack(frame, limit=MAX_FRAMES)
+    ]
+
+
+class StackSampler:
+    """Samples, counts and ships the stacks of a worker's long tasks."""
+
+    def __init__(self, after_s: float) -> None:
+        self.after_s = after_s
+        #: key -> digest of a stack -> times it was sampled.
+        self._counts: dict[str, dict[str, int]] = {}
+        self._next_at: dict[str, float] = {}
+
+    def ended(self, key: str) -> None:
+        self._counts.pop(key, None)
+        self._next_at.pop(key, None)
+
+    def sample(
+        self,
+        now: float,
+        running: Mapping[str, float],
+        threads: Mapping[int, Any],
+        ship: Callable[[dict[str, Any]], None],
+        *,
+        every: bool = False,
+    ) -> None:
+        """Sample the tasks of ``running`` (key -> start) that have run past
+        ``after_s`` and are due; with ``every``, every running task now, and
+        ship each stack whatever its count (a run that stops keeps them).
+        ``threads`` is the worker's ``active_threads`` (thread id -> key)."""
+        if not every and not any(now - t >= self.after_s for t in running.values()):
+            return  # the common case: one pass over the running tasks, no more
+        current = sys._current_frames()
+        for thread, task in list(threads.items()):
+            key = str(task)
+            since = running.get(key)
+            if since is None or thread not in current:
+                continue
+            if not every and (
+                now - since < self.after_s or now < self._next_at.get(key, 0.0)
+            ):
+                continue
+            self._next_at[key] = now + SAMPLE_EVERY_S
+            frames = frames_of(current[thread])
+            digest = hashlib.sha1(repr(frames).encode()).hexdigest()
+            counts = self._counts.setdefault(key, {})
+            if digest not in counts and len(counts) >= MAX_STACKS_PER_TASK:
+                continue
+            count = counts[digest] = counts.get(digest, 0) + 1
+            if every or count & (count - 1) == 0:  # 1, 2, 4, 8...
+                ship(
+                    {
+                        "key": key,
+                        "prefix": key_split(task),
+                        "thread": thread,
+                        "since": since,
+                        "count": count,
+                        "frames": [list(f) for f in frames],
+                    }
+                )

@@ -1,0 +1,355 @@
+"""A run that stops moving: which task hangs and why nothing finishes.
+
+The scheduler describes a watched run that has finished nothing for
+``no-progress.after`` with work remaining (``stall`` events), and a run that
+was stopped while tasks ran (``run-stopped``): what each worker runs and for
+how long, paused workers, tasks no worker can run. Workers sample the stacks of
+tasks running past ``hung-task.after`` (``task-stack``). These rules read the
+last picture that still holds (a stall after which nothing finished, or the
+stop) and put the cause in words. A stall that ended (a long task that
+finished) raises nothing, so a legitimately long task is no hang.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dask_observe.diagnose.base import MAX_EVIDENCE, Context, Flag, evidence, rule
+from dask_observe.units import format_bytes, format_seconds
+
+#: A frame in this file means the task waits on other tasks through
+#: distributed's client (``Future.result``, ``Client.gather``...).
+_CLIENT_FILES = ("distributed/client.py", "distributed\\client.py")
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where a run stood: ``kind`` is ``stall`` or ``run-stopped``."""
+
+    time: float
+    kind: str
+    state: dict[str, Any]
+
+    @property
+    def stopped(self) -> bool:
+        return self.kind == "run-stopped"
+
+
+@dataclass(frozen=True)
+class Running:
+    """A task that was running, with its stack if one was sampled."""
+
+    key: str
+    prefix: str
+    worker: str
+    elapsed: float
+    typical: float | None
+    frames: list[list[Any]]
+
+    @property
+    def waits_on_client(self) -> bool:
+        return any(str(f[0]).endswith(_CLIENT_FILES) for f in self.frames)
+
+    @property
+    def where(self) -> list[Any] | None:
+        """The innermost frame of the user's code (else the innermost)."""
+        own = [f for f in self.frames if not f[4]] or self.frames
+        return own[-1] if own else None
+
+    def where_text(self) -> str:
+        frame = self.where
+        if frame is None:
+            return ""
+        code = f": {frame[3]}" if frame[3] else ""
+        return f"{frame[2]} at {frame[0]}:{frame[1]}{code}"
+
+
+def standing(ctx: Context) -> Standing | None:
+    """The run's last picture that still holds: the stop, or a stall after
+    which none of its tasks ended."""
+    if "standing" in ctx.derived:
+        return ctx.derived["standing"]  # type: ignore[no-any-return]
+    span = ctx.run.span_id
+    found = None
+    events = ctx.events()
+    rows = zip(events["time"], events["kind"], events["data"], strict=True)
+    for t, kind, data in rows:
+        if kind not in ("stall", "run-stopped") or not isinstance(data, dict):
+            continue
+        if span is None or data.get("span") == span:
+            found = Standing(float(t), str(kind), data)
+    if found is not None and not found.stopped:
+        ended = ctx.tasks["ended"]
+        if len(ended) and float(ended.max()) > found.time:
+            found = None  # it moved again: a long task, not a hang
+    ctx.derived["standing"] = found
+    return found
+
+
+def _stacks(ctx: Context) -> dict[str, list[list[Any]]]:
+    """Each task's last sampled stack (key -> frames)."""
+    events = ctx.events("task-stack")
+    return {
+        str(d.get("key")): list(d.get("frames") or ())
+        for d in events["data"]
+        if isinstance(d, dict)
+    }
+
+
+def running(ctx: Context, found: Standing) -> list[Running]:
+    """The tasks processing when the picture was taken, longest first."""
+    stacks = _stacks(ctx)
+    tasks = []
+    for worker in found.state.get("workers", ()):
+        for task in worker.get("processing", ()):
+            elapsed = task.get("elapsed")
+            if elapsed is None:
+                continue  # assigned, not yet executing
+            tasks.append(
+                Running(
+                    str(task["key"]),
+                    str(task["prefix"]),
+                    str(worker["worker"]),
+                    float(elapsed),
+                    task.get("typical"),
+                    stacks.get(str(task["key"]), []),
+                )
+            )
+    return sorted(tasks, key=lambda r: -r.elapsed)
+
+
+def hung(ctx: Context, found: Standing) -> list[Running]:
+    """Running tasks past ``hung-task.after`` and ``factor`` times their
+    prefix's typical duration."""
+    after = ctx.seconds("hung-task.after")
+    factor = ctx.number("hung-task.factor")
+    return [
+        r
+        for r in running(ctx, found)
+        if r.elapsed >= max(after, factor * (r.typical or 0.0))
+    ]
+
+
+def _stack_evidence(found: Standing, task: Running) -> list[dict[str, Any]]:
+    """The stack from the innermost frame of the user's code inwards (what
+    it called, down to where the thread waits), at most five frames."""
+    own = [i for i, f in enumerate(task.frames) if not f[4]]
+    frames = task.frames[own[-1] if own else -5 :][:5]
+    return [
+        evidence(
+            found.time,
+            task.worker,
+            f"{f[2]} at {f[0]}:{f[1]}" + (f": {f[3]}" if f[3] else ""),
+        )
+        for f in frames
+    ]
+
+
+SECEDE_ADVICE = (
+    "Call distributed.secede() before waiting on tasks from inside a task (or "
+    "submit them with distributed.worker_client()), so the thread is free to "
+    "run them."
+)
+HUNG_ADVICE = (
+    "Look at where it waits (run.stacks()): give that call a timeout, or check "
+    "what it waits for (a lock, a queue, a remote service)."
+)
+
+
+@rule("hung-task")
+def hung_task(ctx: Context) -> list[Flag]:
+    """A task running far beyond its peers when the run stopped moving or was
+    stopped: its function, worker, how long, and where it waits."""
+    found = standing(ctx)
+    if found is None:
+        return []
+    flags = []
+    for task in hung(ctx, found):
+        peers = (
+            f", far beyond its peers (typically {format_seconds(task.typical)})"
+            if task.typical
+            else ""
+        )
+        where = task.where_text()
+        if task.waits_on_client:
+            why = (
+                f"; it waits, from inside its worker thread, for tasks it "
+                f"submitted ({where})"
+            )
+        else:
+            why = f"; it waits in {where}" if where else ""
+        flags.append(
+            Flag(
+                "hung-task",
+                "error",
+                found.time,
+                task.worker,
+                f"Task {task.key} ({task.prefix}) had run "
+                f"{format_seconds(task.elapsed)} on {task.worker}{peers}{why}.",
+                SECEDE_ADVICE if task.waits_on_client else HUNG_ADVICE,
+                _stack_evidence(found, task),
+            )
+        )
+    return flags
+
+
+def _cause(ctx: Context, found: Standing) -> tuple[str, str, list[dict[str, Any]]]:
+    """Why nothing finishes, in plain words; advice; evidence."""
+    state, t = found.state, found.time
+    waiting = int(state.get("n_queued", 0)) + int(state.get("n_unrunnable", 0))
+    workers = list(state.get("workers", ()))
+    if not state.get("n_workers"):
+        return (
+            f"there are no workers: {waiting:,} task(s) wait with none to run "
+            "them (the cluster was scaled to zero, or adaptive scaling has not "
+            "started any)",
+            "Add workers (cluster.scale(n)), or check why adaptive scaling "
+            "(cluster.adapt) does not start them.",
+            [evidence(t, None, f"0 workers, {waiting:,} task(s) waiting")],
+        )
+    if state.get("unrunnable"):
+        return _unrunnable(state, t, workers)
+    paused = [
+        w for w in workers if w.get("status") == "paused" and w.get("n_processing")
+    ]
+    all_paused = bool(workers) and all(w["status"] == "paused" for w in workers)
+    if paused or (waiting and all_paused):
+        return _paused(paused or workers, waiting, t)
+    tasks = running(ctx, found)
+    waiting_on_client = [r for r in tasks if r.waits_on_client]
+    if waiting_on_client:
+        task = waiting_on_client[0]
+        busy = sum(int(w.get("n_executing", 0)) for w in workers)
+        threads = int(state.get("n_threads", 0))
+        full = (
+            f"all {threads} thread(s) of the cluster are busy"
+            if busy >= threads
+            else f"{busy} of {threads} thread(s) are busy"
+        )
+        return (
+            f"task {task.key} ({task.prefix}) waits for tasks it submitted, from "
+            f"inside its worker thread ({task.where_text()}), and {full}: what "
+            "it waits for cannot run",
+            SECEDE_ADVICE,
+            _stack_evidence(found, task),
+        )
+    stuck = hung(ctx, found)
+    if stuck:
+        task = stuck[0]
+        return (
+            f"{len(stuck)} task(s) stuck in their own code: {task.key} "
+            f"({task.prefix}) had run {format_seconds(task.elapsed)} on "
+            f"{task.worker}, waiting in {task.where_text() or 'code not sampled'}",
+            HUNG_ADVICE,
+            _stack_evidence(found, task),
+        )
+    processing = sum(int(w.get("n_processing", 0)) for w in workers)
+    longest = (
+        f"; the longest, {tasks[0].key}, for {format_seconds(tasks[0].elapsed)} "
+        f"on {tasks[0].worker}"
+        if tasks
+        else ""
+    )
+    return (
+        f"{processing:,} task(s) processing, {waiting:,} waiting{longest}",
+        "Look at what the workers run (run.stacks() once it stopped, the "
+        "dashboard's processing page while it runs).",
+        [
+            evidence(t, w["worker"], f"{w['n_processing']} task(s) processing")
+            for w in workers[:MAX_EVIDENCE]
+        ],
+    )
+
+
+def _needs(task: dict[str, Any]) -> str:
+    """What an unrunnable task asks for: resources, workers or hosts."""
+    resources = (task.get("resources") or {}).items()
+    return ", ".join(
+        [f"{r}={v:g}" for r, v in resources]
+        + [f"worker {w}" for w in task.get("workers") or ()]
+        + [f"host {h}" for h in task.get("hosts") or ()]
+    )
+
+
+def _unrunnable(
+    state: dict[str, Any], t: float, workers: list[dict[str, Any]]
+) -> tuple[str, str, list[dict[str, Any]]]:
+    needs = {need for task in state["unrunnable"] for need in _needs(task).split(", ")}
+    offered = sorted(
+        {f"{r}={v:g}" for w in workers for r, v in (w.get("resources") or {}).items()}
+    )
+    n = int(state.get("n_unrunnable", len(state["unrunnable"])))
+    return (
+        f"{n:,} task(s) ask for what no worker has: {', '.join(sorted(needs))} "
+        f"(the workers offer {', '.join(offered) if offered else 'no resources'})",
+        'Start workers that offer it (dask worker --resources "NAME=n"), or '
+        "drop the resources=/workers= restriction of those tasks.",
+        [
+            evidence(t, None, f"{task['key']} ({task['prefix']}) needs {_needs(task)}")
+            for task in state["unrunnable"]
+        ],
+    )
+
+
+def _paused(
+    paused: list[dict[str, Any]], waiting: int, t: float
+) -> tuple[str, str, list[dict[str, Any]]]:
+    held = sum(int(w.get("n_processing", 0)) for w in paused) + waiting
+    unmanaged = sum(float(w.get("unmanaged", 0)) for w in paused)
+    managed = sum(float(w.get("managed", 0)) for w in paused)
+    names = ", ".join(w["worker"] for w in paused)
+    advice = (
+        "Memory that dask does not manage (a leak, objects the code keeps, "
+        "fragmentation) holds the worker over its pause threshold: find what "
+        "keeps it, restart the workers (client.restart()), or give them more "
+        "memory."
+        if unmanaged >= managed
+        else "The data it holds keeps the worker over its pause threshold: use "
+        "smaller chunks or partitions, persist less, or add memory or workers."
+    )
+    return (
+        f"worker(s) {names} paused for memory ({format_bytes(unmanaged)} "
+        f"unmanaged, {format_bytes(managed)} managed), with {held:,} task(s) "
+        "waiting",
+        advice,
+        [
+            evidence(
+                t,
+                w["worker"],
+                f"paused: {format_bytes(w['managed'] + w['unmanaged'])} of a "
+                f"{format_bytes(w['limit'])} limit ({format_bytes(w['unmanaged'])} "
+                f"unmanaged), {w['n_processing']} task(s) processing",
+            )
+            for w in paused[:MAX_EVIDENCE]
+        ],
+    )
+
+
+@rule("no-progress")
+def no_progress(ctx: Context) -> list[Flag]:
+    """Nothing of the run finished for ``no-progress.after`` with work
+    remaining (from ``hung-task.after`` when it was stopped), with the cause."""
+    found = standing(ctx)
+    if found is None:
+        return []
+    state = found.state
+    stalled = float(state.get("stalled_s", 0.0))
+    if ctx.run.status == "running":  # still stalled now
+        stalled = max(stalled, ctx.run.window_end() - float(state.get("since", 0)))
+    bar = ctx.seconds("hung-task.after" if found.stopped else "no-progress.after")
+    if stalled < bar:
+        return []
+    cause, advice, found_evidence = _cause(ctx, found)
+    when = " when the run was stopped" if found.stopped else ""
+    return [
+        Flag(
+            "no-progress",
+            "error",
+            found.time,
+            None,
+            f"No progress for {format_seconds(stalled)}{when}: {cause}.",
+            advice,
+            found_evidence[:MAX_EVIDENCE],
+        )
+    ]

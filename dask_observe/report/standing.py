@@ -1,0 +1,116 @@
+"""The report's "Where it stood when it stopped": a run stopped (interrupted,
+or raising) while tasks still ran keeps a picture of the cluster at that moment
+(the scheduler's ``run-stopped`` event) and the stacks of the running tasks.
+Everything shown is untrusted text (keys, worker names, code) and escaped; the
+line where a task waits is marked in bold, as text.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+from dask_observe.store.run import format_frames
+from dask_observe.units import format_bytes, format_seconds
+
+if TYPE_CHECKING:
+    from dask_observe.store import RunData
+
+#: Stacks shown at most (the longest-running tasks first).
+MAX_STACKS = 5
+
+
+def stopped_state(run: RunData) -> dict[str, Any] | None:
+    """The scheduler's picture of the run when it was stopped, with the stacks
+    of its running tasks (key -> shipped frames) under ``stacks``; None for a
+    run that finished, or stopped with nothing running."""
+    events = run.events("run-stopped", epoch=True)
+    span = run.span_id
+    found = None
+    for t, data in zip(events["time"], events["data"], strict=True):
+        if isinstance(data, dict) and (span is None or data.get("span") == span):
+            found = {**data, "time": float(t)}
+    if found is None:
+        return None
+    stacks = run.events("task-stack", epoch=True)
+    found["stacks"] = {
+        str(d.get("key")): d.get("frames") or []
+        for d in stacks["data"]
+        if isinstance(d, dict)
+    }
+    return found
+
+
+def _stack_html(frames: list[list[Any]]) -> str:
+    """A traceback, the innermost frame of the user's code in bold."""
+    own = [i for i, f in enumerate(frames) if not f[4]]
+    mark = own[-1] if own else len(frames) - 1
+    lines = []
+    for i, frame in enumerate(frames):
+        text = escape(format_frames([frame]))
+        lines.append(f"<b>{text}</b>" if i == mark else text)
+    return "\n".join(lines)
+
+
+def render(state: dict[str, Any] | None, styled: Any) -> str:
+    """The section's HTML; ``styled(name)`` gives a named style attribute."""
+    if state is None:
+        return ""
+    rows = []
+    running: list[tuple[float, str, str, str]] = []
+    for w in state.get("workers", ()):
+        memory = (
+            f"{format_bytes(w['managed'] + w['unmanaged'])} of "
+            f"{format_bytes(w['limit'])}"
+            if w.get("limit")
+            else format_bytes(w["managed"] + w["unmanaged"])
+        )
+        tasks = [
+            f"{escape(t['key'])} ({format_seconds(t['elapsed'])})"
+            for t in w.get("processing", ())
+            if t.get("elapsed") is not None
+        ]
+        for t in w.get("processing", ()):
+            if t.get("elapsed") is not None:
+                running.append((t["elapsed"], t["key"], t["prefix"], w["worker"]))
+        rows.append(
+            f"<tr><td{styled('first')}>{escape(w['worker'])}</td>"
+            f"<td{styled('cell')}>{escape(w['status'])}</td>"
+            f"<td{styled('cell')}>{memory}</td>"
+            f"<td{styled('cell')}>{w['n_processing']}</td>"
+            f"<td{styled('first')}>{', '.join(tasks) or '-'}</td></tr>"
+        )
+    waiting = int(state.get("n_queued", 0)) + int(state.get("n_unrunnable", 0))
+    head = (
+        f"<p{styled('p')}>Stopped {format_seconds(state.get('stalled_s'))} after "
+        f"its last task finished; {state.get('n_workers', 0)} worker(s), "
+        f"{waiting:,} task(s) waiting"
+        + (
+            f" ({state['n_unrunnable']:,} that no worker can run)"
+            if state.get("n_unrunnable")
+            else ""
+        )
+        + ".</p>"
+    )
+    table = (
+        f"<table{styled('table')}><tr><th{styled('first')}>worker</th>"
+        f"<th{styled('th')}>status</th><th{styled('th')}>memory</th>"
+        f"<th{styled('th')}>processing</th><th{styled('first')}>running (for)</th>"
+        f"</tr>{''.join(rows)}</table>"
+        if rows
+        else ""
+    )
+    stacks = state.get("stacks", {})
+    shown = [
+        f"<p{styled('p')}><b>{escape(key)}</b> ({escape(prefix)}) on "
+        f"{escape(worker)}, running {format_seconds(elapsed)}:</p>"
+        f"<pre{styled('pre')}>{_stack_html(stacks[key])}</pre>"
+        for elapsed, key, prefix, worker in sorted(running, reverse=True)
+        if stacks.get(key)
+    ][:MAX_STACKS]
+    return (
+        f"<h4{styled('h4')}>Where it stood when it stopped</h4>"
+        + head
+        + table
+        + "".join(shown)
+    )

@@ -1,0 +1,281 @@
+"""A run that stops moving says why, while it records and after it is stopped.
+
+Each hang is made on a real LocalCluster, its cause known by construction
+(TOOLCHAIN: a task waiting on an Event, a leak past the pause threshold, a
+resource no worker has, a task waiting on one it submitted from the only
+thread, a cluster scaled to zero). The block waits until the live judgement
+names the stall, then is interrupted as a cell's stop button does (a
+KeyboardInterrupt inside it). Thresholds are lowered from 10 s / 30 s so that
+each test takes seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import dask.config
+import nbformat
+import pytest
+from distributed import Client, get_client
+from nbclient import NotebookClient
+
+import dask_observe
+from dask_observe.run import Run
+from tests.conftest import wait_until
+
+FAST = {
+    "observe.flags.hung-task.after": "1s",
+    "observe.flags.no-progress.after": "2s",
+}
+
+#: Released when each test ends, so an in-process worker's thread is freed.
+RELEASE = threading.Event()
+
+
+@pytest.fixture(autouse=True)
+def fast_thresholds(make_client: Callable[..., Client]) -> Iterator[None]:
+    # Asks for make_client so as to end before it: the stuck task is released
+    # before its cluster closes (which would wait 30 s for it).
+    RELEASE.clear()
+    with dask.config.set(FAST):
+        yield
+    RELEASE.set()
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+def wait_for_release() -> None:
+    RELEASE.wait()
+
+
+def waits_on_its_own_task() -> int:
+    return int(get_client().submit(inc, 1, pure=False).result())
+
+
+def leak(nbytes: int) -> None:
+    import builtins
+
+    # Kept where no task or spill can free it: unmanaged memory, touched.
+    builtins.dask_observe_leak = b"\x01" * nbytes  # type: ignore[attr-defined]
+
+
+def kinds(run: Run) -> set[str]:
+    return set(run.flags()["kind"])
+
+
+def stopped_when(run: Run, condition: Callable[[Run], bool], what: str) -> None:
+    """Wait for the live run to show ``condition``, then stop it as the stop
+    button does."""
+    wait_until(lambda: condition(run), what, timeout=30)
+    raise KeyboardInterrupt
+
+
+def flag(run: Run, kind: str) -> dict[str, Any]:
+    flags = run.flags()
+    found = flags[flags["kind"] == kind]
+    assert len(found) >= 1, list(flags["kind"])
+    return dict(found.iloc[0])
+
+
+def test_a_task_stuck_in_its_own_code_is_named_with_where_it_waits(
+    make_client: Callable[..., Client], store_path: Any
+) -> None:
+    client = make_client(n_workers=1, threads_per_worker=2, processes=False)
+    with (
+        pytest.raises(KeyboardInterrupt),
+        dask_observe.record("stuck", client=client) as run,
+    ):
+        assert client.gather(client.map(inc, range(40))) == list(range(1, 41))
+        stuck = client.submit(wait_for_release, pure=False)
+        stopped_when(run, lambda r: "no-progress" in kinds(r), "a live no-progress")
+    assert run.status == "failed"
+    hung = flag(run, "hung-task")
+    assert stuck.key in hung["message"]
+    assert "wait_for_release at " in hung["message"]
+    assert "test_hangs.py" in hung["message"] and "RELEASE.wait()" in hung["message"]
+    stalled = flag(run, "no-progress")
+    assert "stuck in their own code" in stalled["message"]
+    assert "wait_for_release" in stalled["message"]
+    # Its stack, sampled on the worker, innermost last.
+    stacks = run.stacks()
+    own = stacks[stacks["key"] == stuck.key]
+    assert len(own) >= 1
+    assert own["frames"].iloc[-1].rstrip().endswith("waiter.acquire()")
+    assert "RELEASE.wait()" in own["frames"].iloc[-1]
+    # The report shows where it stood when it stopped.
+    html = run.report().html
+    assert "Where it stood when it stopped" in html
+    assert "wait_for_release" in html
+
+
+def test_a_worker_paused_by_a_leak_is_why_nothing_runs(
+    make_client: Callable[..., Client], store_path: Any
+) -> None:
+    # The nanny must not kill it: the leak sits between pause and terminate.
+    with dask.config.set({"distributed.worker.memory.terminate": False}):
+        client = make_client(
+            n_workers=1, threads_per_worker=1, processes=True, memory_limit="700MiB"
+        )
+    with (
+        pytest.raises(KeyboardInterrupt),
+        dask_observe.record("paused", client=client) as run,
+    ):
+        client.submit(leak, 560 * 2**20).result()
+        waiting = client.map(inc, range(20))
+        stopped_when(run, lambda r: "no-progress" in kinds(r), "a live no-progress")
+    message = flag(run, "no-progress")["message"]
+    assert "paused for memory" in message
+    assert client.scheduler_info()["workers"].popitem()[0] in message
+    assert "20 task(s) waiting" in message, message
+    assert len(waiting) == 20
+
+
+def test_a_resource_no_worker_has_is_named(
+    make_client: Callable[..., Client], store_path: Any
+) -> None:
+    client = make_client(n_workers=1, threads_per_worker=1, processes=False)
+    with (
+        pytest.raises(KeyboardInterrupt),
+        dask_observe.record("gpu", client=client) as run,
+    ):
+        needs_gpu = client.submit(inc, 1, resources={"GPU": 1})
+        stopped_when(run, lambda r: "no-progress" in kinds(r), "a live no-progress")
+    found = flag(run, "no-progress")
+    assert "ask for what no worker has: GPU=1" in found["message"]
+    assert "offer no resources" in found["message"]
+    assert needs_gpu.key in found["evidence"][0]["text"]
+    assert "--resources" in found["advice"]
+
+
+def test_a_task_waiting_on_a_task_it_submitted_from_the_only_thread_is_told_to_secede(
+    make_client: Callable[..., Client], store_path: Any
+) -> None:
+    client = make_client(n_workers=1, threads_per_worker=1, processes=False)
+    with (
+        pytest.raises(KeyboardInterrupt),
+        dask_observe.record("deadlock", client=client) as run,
+    ):
+        outer = client.submit(waits_on_its_own_task, pure=False)
+        stopped_when(run, lambda r: "no-progress" in kinds(r), "a live no-progress")
+    found = flag(run, "no-progress")
+    assert f"task {outer.key}" in found["message"]
+    assert "waits for tasks it submitted" in found["message"]
+    assert "all 1 thread(s) of the cluster are busy" in found["message"]
+    assert "secede()" in found["advice"] and "worker_client()" in found["advice"]
+    assert "secede()" in flag(run, "hung-task")["advice"]
+
+
+def test_a_cluster_scaled_to_zero_with_work_queued_says_there_are_no_workers(
+    make_client: Callable[..., Client], store_path: Any
+) -> None:
+    client = make_client(n_workers=1, threads_per_worker=1, processes=False)
+    with (
+        pytest.raises(KeyboardInterrupt),
+        dask_observe.record("no-workers", client=client) as run,
+    ):
+        assert client.submit(inc, 1).result() == 2
+        assert client.cluster is not None
+        client.cluster.scale(0)
+        wait_until(lambda: not client.scheduler_info()["workers"], "no workers")
+        queued = client.map(inc, range(5, 10))
+        stopped_when(run, lambda r: "no-progress" in kinds(r), "a live no-progress")
+    found = flag(run, "no-progress")
+    assert "there are no workers: 5 task(s) wait" in found["message"]
+    assert "cluster.scale" in found["advice"]
+    assert len(queued) == 5
+
+
+def test_a_clean_run_and_a_legitimately_long_task_raise_neither_flag(
+    make_client: Callable[..., Client], store_path: Any
+) -> None:
+    client = make_client(n_workers=1, threads_per_worker=2, processes=False)
+    with dask_observe.record("clean", client=client) as clean:
+        assert sum(client.gather(client.map(inc, range(50)))) == sum(range(1, 51))
+    with dask_observe.record("long", client=client) as long:
+        short = client.map(inc, range(20))
+        # 6 s: past hung-task.after (1 s) and no-progress.after (2 s), but it
+        # finishes: the stall was real while it lasted, and ended.
+        slow = client.submit(time.sleep, 6, pure=False)
+        stalled_live = []
+        while not slow.done():
+            stalled_live.append("no-progress" in kinds(long))
+            time.sleep(0.3)
+        client.gather(short)
+    assert any(stalled_live)  # the live judgement saw it stand still...
+    for run in (clean, long):  # ...and the run's verdict holds no hang
+        assert not kinds(run) & {"hung-task", "no-progress"}, run.name
+    assert len(long.stacks()) >= 1  # sampled while it ran past 1 s
+
+
+class InterruptingClient(NotebookClient):
+    """nbclient as is, but it interrupts the kernel, as the stop button does,
+    once the live display under the cell says that nothing moves. It keeps
+    what the display showed."""
+
+    def __init__(self, nb: nbformat.NotebookNode, **kwargs: Any) -> None:
+        super().__init__(nb, **kwargs)
+        self.shown: list[str] = []
+        self.interrupted: list[asyncio.Task[Any]] = []
+
+    def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
+        if msg["msg_type"] == "comm_msg":
+            value = msg["content"]["data"].get("state", {}).get("value")
+            if isinstance(value, str) and "no-progress" in value:
+                if not self.interrupted:  # nbclient's kernel manager is async
+                    assert self.km is not None
+                    interrupt: Any = self.km.interrupt_kernel()
+                    self.interrupted.append(asyncio.ensure_future(interrupt))
+                self.shown.append(value)
+        return super().process_message(msg, cell, cell_index)
+
+
+def test_a_hung_dask_record_cell_says_why_before_and_after_the_stop_button(
+    store_path: Any, tmp_path: Path
+) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "%load_ext dask_observe\n"
+            "import dask\n"
+            f"dask.config.set({FAST!r})\n"
+            "from distributed import Client, LocalCluster\n"
+            "client = Client(LocalCluster(n_workers=1, threads_per_worker=1,"
+            " processes=False, dashboard_address=None))"
+        ),
+        nbformat.v4.new_code_cell(
+            "%%dask_record hang\n"
+            "import threading\n"
+            "def hang():\n"
+            "    threading.Event().wait()\n"
+            "client.submit(hang, pure=False).result()"
+        ),
+    ]
+    executor = InterruptingClient(
+        nb, kernel_name="python3", timeout=120, allow_errors=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )  # fmt: skip
+    executor.execute()
+
+    # While the cell ran, the display said that nothing moved, and why.
+    said = next(v for v in executor.shown if "no-progress" in v)
+    assert "No progress for" in said and "stuck in their own code" in said
+    outputs = nb.cells[1].outputs
+    assert any(o.get("ename") == "KeyboardInterrupt" for o in outputs)
+    report = next(
+        o.data["text/html"] for o in outputs if "text/html" in o.get("data", {})
+    )
+    assert "Where it stood when it stopped" in report
+    # A function defined in a notebook travels by value: its frame has the
+    # cell's line number and no source line.
+    assert "hung-task" in report and "waits in hang at &lt;dynamic-code&gt;:3" in report
+    assert "threading.py" in report  # the stack, escaped, in the report
+    run = dask_observe.open_store().run("last")
+    assert run.status == "failed"
+    assert {"hung-task", "no-progress"} <= kinds(run)
