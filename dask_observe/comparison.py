@@ -18,7 +18,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import config, noise
-from dask_observe.environment import differences
+from dask_observe.environment import change_text, code_diff, differences
 from dask_observe.report.svg import image
 from dask_observe.units import format_bytes, format_seconds
 
@@ -68,16 +68,19 @@ class Comparison:
             f"{self.b['name']!r} (ratio b/a; marked beyond +/-{self.threshold:.0%})"
         ]
         for r in self.table.to_dict("records"):
-            ratio = "" if r["ratio"] != r["ratio"] else f"{r['ratio']:.2f}x"
+            ratio = ratio_text(r["ratio"])
             rows.append(
                 f"  {r['figure']:<32} {_shown(r['a'], r['unit']):>12} "
                 f"{_shown(r['b'], r['unit']):>12} {ratio:>8}  {r['verdict']}"
             )
         if self.changed:
             rows.append("What else changed:")
-            rows += [
-                f"  {area} {what}: {a!r} -> {b!r}" for area, what, a, b in self.changed
-            ]
+            for area, what, a, b in self.changed:
+                if area == "code" and what == "cell":
+                    rows.append("  code cell:")
+                    rows += [f"    {line}" for line in code_diff(a, b)]
+                else:
+                    rows.append(f"  {area} {what}: {a!r} -> {b!r}")
         return "\n".join(rows)
 
     def __repr__(self) -> str:
@@ -154,6 +157,24 @@ _SHIFT_RATIO = 1 + _UNMEASURED["s"]
 #: A prefix with less than this share of the tasks' time is not judged.
 _MINOR_PREFIX = 0.05
 
+#: A change this large is beyond any noise a run shows (identical runs'
+#: wall times differ by 10-30% on a busy machine): it is marked whatever the
+#: evidence says, when it is material. Evidence of no change in the work (the
+#: same tasks, most of them as fast) is no evidence against a slowdown: an 18x
+#: wall time from one slow task among 166 went unmarked when it had the vote.
+_OBVIOUS = 2.0
+
+#: A time figure is material to a run from this share of its wall time.
+_MATERIAL_SHARE = 0.05
+
+
+def _material(unit: str, value: float, wall: float | None) -> bool:
+    """Whether a figure's value matters to its run: above the unit's floor
+    and, for time, ``_MATERIAL_SHARE`` of the run's wall time."""
+    if value < _FLOORS.get(unit, 0):
+        return False
+    return unit != "s" or not wall or value >= _MATERIAL_SHARE * wall
+
 
 def _verdict(
     figure: str,
@@ -162,12 +183,18 @@ def _verdict(
     b: float | None,
     floor: float,
     evidence: list[int | None],
+    walls: tuple[float | None, float | None] = (None, None),
 ) -> str:
     """``regression`` or ``improvement`` when ``b`` differs from ``a`` by more
-    than the ``floor`` and by more than noise: when some ``evidence`` (a
-    significant shift of task durations, a change in the number of tasks,
-    the spread of earlier runs: +1 up, -1 down, 0 no, None unknown) says so
-    in the same direction, or, with no evidence at all, beyond ``_UNMEASURED``."""
+    than the ``floor`` and by more than noise.
+
+    Beyond noise: a change of ``_OBVIOUS`` (2x) or more, or from (to) under
+    the unit's floor (zero: "new", "gone"), whose larger side is material to
+    its run (``walls``: the runs' wall times); else
+    when some ``evidence`` (a significant shift of task durations, a change in
+    the number of tasks, the spread of earlier runs: +1 up, -1 down, 0 no,
+    None unknown) says so in the same direction, or, with no evidence at all,
+    beyond ``_UNMEASURED``."""
     if a is None or b is None or figure in _NEUTRAL:
         return ""
     if max(a, b) < _FLOORS.get(unit, 0) or max(a, b) == 0:
@@ -177,8 +204,14 @@ def _verdict(
     if abs(ratio - 1) <= floor:
         return ""
     known = [e for e in evidence if e is not None]
+    larger, smaller = (b, a) if direction > 0 else (a, b)
+    wall = walls[1] if direction > 0 else walls[0]  # the larger side's run
     if unit == "tasks":  # counts are exact: no noise
         real = True
+    elif smaller < _FLOORS.get(unit, 0) or larger >= _OBVIOUS * smaller:
+        # Appeared, vanished, or changed beyond any noise: judged by its
+        # share of the run where it is large.
+        real = _material(unit, larger, wall)
     elif known:
         real = direction in known
     else:
@@ -241,6 +274,7 @@ def compare(
     history = noise.outside(
         _history(run_b), fb["values"]["wall time"][1] or 0.0, threshold
     )
+    walls = (fa["values"]["wall time"][1], fb["values"]["wall time"][1])
     rows = []
     for name, (unit, va) in fa["values"].items():
         vb = fb["values"][name][1]
@@ -271,7 +305,7 @@ def compare(
                 va,
                 vb,
                 _ratio(va, vb),
-                _verdict(name, unit, va, vb, threshold, evidence),
+                _verdict(name, unit, va, vb, threshold, evidence, walls),
             )
             for name, unit, va, vb, evidence in rows
         ],
@@ -282,9 +316,22 @@ def compare(
 
 
 def _ratio(a: float | None, b: float | None) -> float:
-    if a is None or b is None or a == 0:
+    """b / a; inf for a figure that appeared from zero (shown as "new")."""
+    if a is None or b is None:
         return 1.0 if a == b else float("nan")
+    if a == 0:
+        return 1.0 if b == 0 else float("inf")
     return b / a
+
+
+def ratio_text(ratio: float) -> str:
+    """A ratio as the comparison shows it: "2.50x", "new" (from zero),
+    "gone" (to zero), "" (unknown)."""
+    if ratio != ratio:
+        return ""
+    if ratio == float("inf"):
+        return "new"
+    return "gone" if ratio == 0 else f"{ratio:.2f}x"
 
 
 def _resolve(run: RunData | int | str, store: Store | None) -> RunData:
@@ -315,11 +362,23 @@ def _bar(ratio: float, verdict: str) -> str:
     # An image, not inline SVG: untrusted notebooks drop <svg> (see report.svg).
     return image(
         f'<svg width="{width}" height="12" viewBox="0 0 {width} 12" '
-        f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{ratio:.2f}x">'
+        f'xmlns="http://www.w3.org/2000/svg" role="img" '
+        f'aria-label="{ratio_text(ratio)}">'
         f'<rect x="{x:.1f}" y="2" width="{max(w, 1):.1f}" height="8" '
         f'fill="{_COLORS[verdict]}"/>'
         f'<line x1="{middle}" x2="{middle}" y1="0" y2="12" stroke="#999"/></svg>'
     )
+
+
+def _change_cells(area: str, what: str, a: object, b: object) -> str:
+    """The a and b cells of a change; a cell's code as its diff (escaped)."""
+    if area == "code" and what == "cell":
+        diff = escape("\n".join(code_diff(a, b)))
+        return (
+            '<td colspan="2"><pre style="margin:0;font-size:11px;'
+            f'white-space:pre-wrap">{diff}</pre></td>'
+        )
+    return f"<td>{escape(str(a))}</td><td>{escape(str(b))}</td>"
 
 
 def render_html(c: Comparison) -> str:
@@ -332,15 +391,13 @@ def render_html(c: Comparison) -> str:
     rows = "".join(
         f'<tr data-verdict="{escape(r["verdict"])}"><td>{escape(r["figure"])}</td>'
         f"<td>{_shown(r['a'], r['unit'])}</td><td>{_shown(r['b'], r['unit'])}</td>"
-        f"<td>{'' if r['ratio'] != r['ratio'] else format(r['ratio'], '.2f') + 'x'}"
-        f"</td><td>{_bar(r['ratio'], r['verdict'])}</td>"
+        f"<td>{ratio_text(r['ratio'])}</td><td>{_bar(r['ratio'], r['verdict'])}</td>"
         f'<td style="color:{_COLORS[r["verdict"]]}">{escape(r["verdict"])}</td></tr>'
         for r in c.table.to_dict("records")
     )
     changed = "".join(
         f'<tr data-changed="{escape(area)}"><td>{escape(area)}</td>'
-        f"<td>{escape(what)}</td><td>{escape(str(a))}</td><td>{escape(str(b))}</td>"
-        "</tr>"
+        f"<td>{escape(what)}</td>{_change_cells(area, what, a, b)}</tr>"
         for area, what, a, b in c.changed
     )
     if changed:
@@ -397,10 +454,8 @@ def history(
             changed: list[str] = []
             if previous is not None:
                 changed = [
-                    f"{area} {what}: {a} -> {b}"
-                    for area, what, a, b in differences(
-                        previous.environment(), run.environment()
-                    )
+                    change_text(*change)
+                    for change in differences(previous.environment(), run.environment())
                 ]
             peak = peak_memory(run)
             rows.append(

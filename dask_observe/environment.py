@@ -166,12 +166,45 @@ def differences(
                 found.append((area, key, va.get(key), vb.get(key)))
     ca, cb = a.get("code", {}), b.get("code", {})
     for key in sorted(set(ca) | set(cb)):
-        if ca.get(key) != cb.get(key):
-            shown = (ca.get(key), cb.get(key))
-            if key == "cell":  # a cell's source is long: say that it changed
-                shown = ("(source a)", "(source b)")
-            found.append(("code", key, *shown))
+        if ca.get(key) != cb.get(key):  # a cell as its source: code_diff shows it
+            found.append(("code", key, ca.get(key), cb.get(key)))
     return found
+
+
+#: Lines of a code diff shown at most, and lines of context around a change.
+DIFF_LINES = 40
+DIFF_CONTEXT = 2
+
+
+def code_diff(a: object, b: object) -> list[str]:
+    """A unified diff of two sources (a recorded cell), a few lines of
+    context around each change, at most DIFF_LINES lines (then a count)."""
+    import difflib
+
+    lines = list(
+        difflib.unified_diff(
+            str(a or "").splitlines(),
+            str(b or "").splitlines(),
+            "a",
+            "b",
+            n=DIFF_CONTEXT,
+            lineterm="",
+        )
+    )[2:]  # the ---/+++ header says nothing here
+    if len(lines) > DIFF_LINES:
+        lines = [*lines[:DIFF_LINES], f"... {len(lines) - DIFF_LINES} more lines"]
+    return lines
+
+
+def change_text(area: str, what: str, a: object, b: object) -> str:
+    """One change on one line: ``config x: 1 -> 2``; a cell's as the count of
+    lines its diff adds and removes."""
+    if area == "code" and what == "cell":
+        diff = code_diff(a, b)
+        added = sum(1 for line in diff if line.startswith("+"))
+        removed = sum(1 for line in diff if line.startswith("-"))
+        return f"code cell: +{added} -{removed} lines"
+    return f"{area} {what}: {a} -> {b}"
 
 
 def mismatches(environment: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -19,9 +19,12 @@ B = "tcp://10.0.0.3:40001"
 class SyntheticRun:
     """One run being written. Times are seconds after the run's start."""
 
-    def __init__(self, store: Store, name: str = "synthetic") -> None:
+    def __init__(self, store: Store, name: str = "synthetic", span: str = SPAN) -> None:
+        # Runs made one after the other overlap in time: a span of their own
+        # keeps their tasks apart (metrics and events are the cluster's).
         self.store = store
-        self.id = store.create_run(name, cluster=CLUSTER, span_id=SPAN)
+        self.span = span
+        self.id = store.create_run(name, cluster=CLUSTER, span_id=span)
         self.start = store.run(self.id).started
         self.records: list[tuple[Any, ...]] = []
         self.fine: list[tuple[str, str, str, str, float]] = []
@@ -59,7 +62,7 @@ class SyntheticRun:
         begin = self.start + t
         key = key or f"('{prefix}-abc', {len(self.records)})"
         self.records.append(
-            ("task", begin + seconds, key, prefix, SPAN, worker, 1, begin,
+            ("task", begin + seconds, key, prefix, self.span, worker, 1, begin,
              begin + seconds, status, 8, seconds, transfer, disk_read, disk_write,
              0.0, exception, None)
         )  # fmt: skip

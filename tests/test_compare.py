@@ -143,3 +143,20 @@ def test_compare_from_the_command_line(
         timeout=60,
     )
     assert bad.returncode == 1 and "no run 7" in bad.stderr
+
+
+def test_a_task_function_ten_times_slower_is_marked_for_one_task_and_many(
+    client: Client, store_path: Path
+) -> None:
+    # One task: a single sample, which no rank test can judge; many: each 10x.
+    for seconds in ([0.05], [0.01] * 30):
+        runs = []
+        for factor in (1, 10):
+            with dask_observe.record("ab", client=client) as run:
+                slower = [s * factor for s in seconds]
+                client.gather(client.map(work, slower, pure=False))
+            runs.append(run)
+        table = dask_observe.compare(*runs).table.set_index("figure")
+        for figure in ("wall time", "prefix work", "waiting time (GIL, I/O)"):
+            assert table.loc[figure, "verdict"] == "regression", (figure, seconds)
+        assert table.loc["prefix work", "ratio"] == pytest.approx(10, rel=0.3)

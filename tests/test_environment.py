@@ -16,7 +16,7 @@ import dask.config
 from distributed import Client
 
 import dask_observe
-from dask_observe.environment import differences
+from dask_observe.environment import change_text, code_diff, differences
 
 from .conftest import wait_until
 from .synthetic import SyntheticRun
@@ -149,11 +149,25 @@ def test_differences_name_packages_config_cluster_and_code() -> None:
     a = environment(workers={})
     b = environment(workers={"dask": "2026.9.0"})
     b["config"] = {"array.chunk-size": "64MiB"}
-    b["code"] = {"cell": "x = 2"}
-    a["code"] = {"cell": "x = 1"}
+    a["code"] = {"cell": "import dask\nx = load()\ny = x.sum()\nz = y * 2\nz.compute()"}
+    b["code"] = {
+        "cell": "import dask\nx = load()\ny = x.mean()\nz = y * 2\nz.compute()"
+    }
     assert differences(a, b) == [
         ("packages", "dask (workers)", "2026.8.0", "2026.9.0"),
         ("config", "array.chunk-size", None, "64MiB"),
-        ("code", "cell", "(source a)", "(source b)"),
+        ("code", "cell", a["code"]["cell"], b["code"]["cell"]),
     ]
     assert differences(a, {}) == []  # a run recorded before environments
+    # The cell is shown as a diff, two lines of context around the change
+    # (it read "code cell (source a) (source b)"), and in a history's list.
+    assert code_diff(a["code"]["cell"], b["code"]["cell"]) == [
+        "@@ -1,5 +1,5 @@",
+        " import dask",
+        " x = load()",
+        "-y = x.sum()",
+        "+y = x.mean()",
+        " z = y * 2",
+        " z.compute()",
+    ]
+    assert change_text(*differences(a, b)[2]) == "code cell: +1 -1 lines"

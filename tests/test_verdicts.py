@@ -1,0 +1,85 @@
+"""A comparison never misses the obvious and never cries wolf: its verdicts at
+the edges, on synthetic runs written into a real store (milliseconds each).
+
+The held-out pair that was missed: the same 166 tasks, one made slow on
+purpose; wall time 1.37 s -> 24.6 s. The rank test over all tasks cannot see
+one slow task among 165 unchanged ones, and the task count did not change:
+two "no change" votes outweighed an 18x wall time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import dask_observe
+from dask_observe import Run, Store
+
+from .synthetic import SyntheticRun
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "observe.sqlite") as store:
+        yield store
+
+
+def verdicts(a: Run, b: Run) -> dict[str, str]:
+    table = dask_observe.compare(a, b).table
+    return dict(zip(table["figure"], table["verdict"], strict=True))
+
+
+def test_one_slow_task_among_many_is_an_18x_regression(store: Store) -> None:
+    before = SyntheticRun(store, "job", span="a").tasks(166, 0.01).end(1.37)
+    slow = SyntheticRun(store, "job", span="b").tasks(165, 0.01)
+    after = slow.task(0.9, 23.0, key="('work-abc', 'slow')").end(24.6)
+    found = verdicts(before, after)
+    assert found["wall time"] == "regression"
+    assert found["compute time"] == "regression"
+    assert found["prefix work"] == "regression"
+    assert found["tasks"] == ""  # the same work
+    # Read the other way round: an improvement, as obvious.
+    back = verdicts(after, before)
+    assert back["wall time"] == back["prefix work"] == "improvement"
+
+
+def test_a_one_task_prefix_ten_times_slower_is_marked(store: Store) -> None:
+    a = SyntheticRun(store, "job", span="a").tasks(20, 0.05)
+    before = a.task(0.0, 0.1, "load").end(0.7)
+    b = SyntheticRun(store, "job", span="b").tasks(20, 0.05)
+    after = b.task(0.0, 1.0, "load").end(1.6)
+    found = verdicts(before, after)
+    assert found["prefix load"] == "regression"
+    assert found["prefix work"] == ""
+    assert found["wall time"] == "regression"  # 2.3x: the slow task set the pace
+    ratio = dask_observe.compare(before, after).table.set_index("figure")
+    assert ratio.loc["prefix load", "ratio"] == pytest.approx(10.0)
+
+
+def test_disk_time_that_appears_from_zero_is_new_and_marked(store: Store) -> None:
+    before = SyntheticRun(store, "job", span="a").tasks(20, 0.1).end(2.9)
+    spills = SyntheticRun(store, "job", span="b")
+    for i in range(20):  # the same work, now writing its results to disk
+        spills.task(i * 0.05, 0.1, disk_write=0.0265)
+    spills.meter("execute", "work", "disk-write", "bytes", 51e6)
+    comparison = dask_observe.compare(before, spills.end(2.9))
+    table = comparison.table.set_index("figure")
+    assert table.loc["disk time", "verdict"] == "regression"
+    assert table.loc["disk time", "ratio"] == float("inf")
+    assert "new" in comparison.text().split("disk time")[1].splitlines()[0]
+    assert ">new</td>" in comparison._repr_html_()
+    # And gone, read the other way round.
+    back = dask_observe.compare(spills.store.run(spills.id), before)
+    assert back.table.set_index("figure").loc["disk time", "verdict"] == "improvement"
+    assert "gone" in back.text().split("disk time")[1].splitlines()[0]
+
+
+def test_moderate_noise_and_immaterial_jumps_stay_unmarked(store: Store) -> None:
+    before = SyntheticRun(store, "job", span="a").tasks(40, 0.1)
+    before.task(0.0, 0.02, "tiny")
+    b = SyntheticRun(store, "job", span="b").tasks(40, 0.13)  # 1.3x: noise
+    after = b.task(0.0, 0.06, "tiny").end(2.6)  # 3x, but 0.06 s of 2.6 s
+    found = verdicts(before.end(2.0), after)
+    assert set(found.values()) == {""}, found
