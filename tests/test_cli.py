@@ -68,6 +68,22 @@ def test_runs_lists_the_recorded_runs(store_path: Path) -> None:
     assert "failed" in row and "42" in row and "tcp://10.0.0.1:8786" in row
 
 
+def test_runs_lists_a_store_whose_every_run_is_still_running(store_path: Path) -> None:
+    # Read while the first runs of a store record (the held-out check of
+    # concurrent recorders and readers): no run has ended, so no duration.
+    # The listing failed ("NoneType doesn't define __round__").
+    with Store(store_path) as store:
+        store.create_run("first")
+        store.create_run("second")
+    done = dask_observe_cli(store_path, "runs")
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.splitlines()
+    assert [row.split()[1:3] for row in rows] == [
+        ["second", "running"],
+        ["first", "running"],
+    ]
+
+
 def test_runs_without_a_store_says_how_to_record_one_and_creates_none(
     store_path: Path,
 ) -> None:

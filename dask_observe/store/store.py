@@ -595,6 +595,9 @@ class Store:
         frame = pd.DataFrame(self.run_records(), columns=list(RUN_COLUMNS))
         for column in ("started", "ended"):
             frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
+        # Numbers, NaN while a run records: with every run still running the
+        # column held only None, an object column no arithmetic takes.
+        frame["duration_s"] = frame["duration_s"].astype("float64")
         return frame
 
     def run_record(self, run: int | str) -> dict[str, Any]:
