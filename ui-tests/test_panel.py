@@ -106,6 +106,15 @@ def test_the_dashboard_opens_through_the_proxy(
     expect(frame.locator("canvas").first).to_be_visible(timeout=30_000)
     page.screenshot(path=ARTIFACTS / "panel-dashboard-status.png")
 
+    # Every page the panel offers still draws in its sandbox (no same-origin):
+    # its scripts ran, and its bokeh document came over the proxied websocket.
+    for name in ("workers", "tasks", "profile", "system", "graph"):
+        cluster.locator(f'.jp-DaskObserve-dashboard-button[data-page="{name}"]').click()
+        tab = page.locator(f'.lm-DockPanel-widget[id$="-{name}"]')
+        expect(tab).to_be_visible()
+        frame = page.frame_locator(f'.lm-DockPanel-widget[id$="-{name}"] iframe')
+        expect(frame.locator("canvas").first).to_be_visible(timeout=30_000)
+
 
 # Tasks are lambdas: cloudpickle ships them by value. A function of this module
 # would travel by reference, and workers started before pytest put ui-tests/ on
