@@ -52,6 +52,24 @@ class Comparison:
     #: What else changed from a to b (``environment.differences``): area
     #: (packages, config, cluster, code), what, in a, in b.
     changed: list[tuple[str, str, Any, Any]] = field(default_factory=list)
+    #: Which code changed (``profiles.profile_changes``; empty when not read).
+    code: pd.DataFrame | None = field(default=None, repr=False)
+    #: Run b's profile coloured by its change against a (an SVG; "" for none).
+    code_chart: str = field(default="", repr=False)
+
+    def profile_changes(self) -> pd.DataFrame:
+        """Which code got slower: function by function, the self time in b
+        against a (columns ``profiles.PROFILE_CHANGE_COLUMNS``: function,
+        filename, lineno, prefix, a_s, b_s, ratio, verdict), largest changes
+        first; judged beyond sampling noise and per task where a prefix ran
+        a different number of tasks (see :mod:`dask_observe.profiles`)."""
+        if self.code is None:
+            import pandas as pd
+
+            from dask_observe.profiles import PROFILE_CHANGE_COLUMNS
+
+            return pd.DataFrame(columns=list(PROFILE_CHANGE_COLUMNS))
+        return self.code
 
     @property
     def regressions(self) -> pd.DataFrame:
@@ -81,6 +99,15 @@ class Comparison:
                     rows += [f"    {line}" for line in code_diff(a, b)]
                 else:
                     rows.append(f"  {area} {what}: {a!r} -> {b!r}")
+        code = self.profile_changes()
+        marked = code[code["verdict"] != ""].head(_CODE_ROWS)
+        if not marked.empty:
+            rows.append("Code that changed (self time in the function, b/a):")
+            rows += [
+                f"  {r['function']} ({_where(r)}) {format_seconds(r['a_s'])} -> "
+                f"{format_seconds(r['b_s'])} {ratio_text(r['ratio'])}  {r['verdict']}"
+                for r in marked.to_dict("records")
+            ]
         return "\n".join(rows)
 
     def __repr__(self) -> str:
@@ -88,6 +115,16 @@ class Comparison:
 
     def _repr_html_(self) -> str:
         return render_html(self)
+
+
+#: Functions listed at most under "Code that changed".
+_CODE_ROWS = 8
+
+
+def _where(row: dict[Any, Any]) -> str:
+    """file:line of a profile row, in its prefix's tasks when it has one."""
+    where = f"{row['filename']}:{row['lineno']}"
+    return f"{where}, in {row['prefix']} tasks" if row["prefix"] else where
 
 
 def _shown(value: float | None, unit: str) -> str:
@@ -245,13 +282,15 @@ def compare(
     *,
     threshold: float | None = None,
     store: Store | None = None,
+    profiles: bool = True,
 ) -> Comparison:
     """Compare run ``b`` against run ``a`` (ratios are ``b / a``).
 
     Runs may be given as :class:`Run` objects or as ids (or ``"last"``) in
     ``store``. ``threshold`` (default ``observe.compare.threshold``, 0.1) is
     the floor: smaller relative changes are never marked, larger ones only
-    when they are beyond noise (see the module's docstring).
+    when they are beyond noise (see the module's docstring). ``profiles``:
+    whether to compare the runs' profiles too (``profile_changes()``).
 
     Raises
     ------
@@ -312,7 +351,13 @@ def compare(
         columns=list(COMPARISON_COLUMNS),
     )
     changed = differences(run_a.environment(), run_b.environment())
-    return Comparison(fa["summary"], fb["summary"], table, threshold, changed)
+    comparison = Comparison(fa["summary"], fb["summary"], table, threshold, changed)
+    if profiles:  # read now: a comparison outlives the store it was read from
+        from dask_observe.profiles import differential_icicle, profile_changes
+
+        comparison.code = profile_changes(run_a, run_b, threshold)
+        comparison.code_chart = differential_icicle(run_a, run_b)
+    return comparison
 
 
 def _ratio(a: float | None, b: float | None) -> float:
@@ -409,7 +454,31 @@ def render_html(c: Comparison) -> str:
         '<div class="dobs-compare" style="font-size:13px">'
         f'<p>{head}</p><table style="border-collapse:collapse"><tr><th>figure</th>'
         f"<th>a</th><th>b</th><th>b/a</th><th></th><th></th></tr>{rows}</table>"
-        f"{changed}</div>"
+        f"{changed}{_code_html(c)}</div>"
+    )
+
+
+def _code_html(c: Comparison) -> str:
+    """The functions whose time changed most, and b's profile coloured by
+    its change against a (an image: see ``report.svg``)."""
+    code = c.profile_changes().head(_CODE_ROWS)
+    if code.empty:
+        return ""
+    rows = "".join(
+        f'<tr data-code-verdict="{escape(r["verdict"])}"><td><code>'
+        f"{escape(str(r['function']))}</code></td><td>{escape(_where(r))}</td>"
+        f"<td>{format_seconds(r['a_s'])}</td><td>{format_seconds(r['b_s'])}</td>"
+        f"<td>{ratio_text(r['ratio'])}</td>"
+        f'<td style="color:{_COLORS[r["verdict"]]}">{escape(r["verdict"])}</td></tr>'
+        for r in code.to_dict("records")
+    )
+    chart = c.code_chart
+    return (
+        "<p><b>Code that changed most</b> (time in the function itself)</p>"
+        '<table class="dobs-code-changes" style="border-collapse:collapse">'
+        "<tr><th>function</th><th>where</th><th>a</th><th>b</th><th>b/a</th>"
+        f"<th></th></tr>{rows}</table>"
+        + (f'<p data-figure="profile-diff">{image(chart)}</p>' if chart else "")
     )
 
 
@@ -481,7 +550,8 @@ def _history_verdict(
     if previous is None:
         return ""
     try:
-        table = compare(previous, run, threshold=floor).table.set_index("figure")
+        table = compare(previous, run, threshold=floor, profiles=False).table
+        table = table.set_index("figure")
     except NothingToCompare:
         return ""
     return str(table.loc["wall time", "verdict"])

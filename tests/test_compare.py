@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dask.config
@@ -160,3 +161,53 @@ def test_a_task_function_ten_times_slower_is_marked_for_one_task_and_many(
         for figure in ("wall time", "prefix work", "waiting time (GIL, I/O)"):
             assert table.loc[figure, "verdict"] == "regression", (figure, seconds)
         assert table.loc["prefix work", "ratio"] == pytest.approx(10, rel=0.3)
+
+
+def load(x: int) -> int:
+    end = time.perf_counter() + 0.02
+    while time.perf_counter() < end:  # CPU in this function's own lines
+        pass
+    return x
+
+
+def transform(x: int, seconds: float) -> int:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+    return x
+
+
+def test_a_function_made_slower_inside_a_larger_job_is_named_with_file_and_line(
+    make_client: Callable[..., Client], store_path: Path
+) -> None:
+    # A cluster of its own: the session's workers carry every earlier test's
+    # samples in their profiles.
+    client = make_client(n_workers=2, threads_per_worker=1)
+    runs = []
+    for seconds in (0.01, 0.05):  # transform 5x slower; load unchanged
+        with dask_observe.record("job", client=client) as run:
+            loaded = client.map(load, range(40), pure=False)
+            client.gather(client.map(transform, loaded, seconds=seconds))
+        runs.append(run)
+    comparison = dask_observe.compare(*runs)
+    code = comparison.profile_changes()
+    assert list(code.columns) == [
+        "function", "filename", "lineno", "prefix", "a_s", "b_s", "ratio", "verdict",
+    ]  # fmt: skip
+    top = code.iloc[0]
+    assert (top["function"], top["prefix"], top["verdict"]) == (
+        "transform", "transform", "regression",
+    )  # fmt: skip
+    assert top["filename"].endswith("test_compare.py")
+    first = transform.__code__.co_firstlineno
+    assert first <= top["lineno"] <= first + 4
+    assert top["ratio"] == pytest.approx(5, rel=0.3)
+    unchanged = code[code["function"] == "load"]
+    assert list(unchanged["verdict"]) == [""]
+    # Shown where comparisons are read: text, HTML with b's profile
+    # coloured by its change (an image, as untrusted notebooks need).
+    assert "Code that changed" in comparison.text()
+    assert "transform (" in comparison.text().split("Code that changed")[1]
+    html = comparison._repr_html_()
+    assert '<table class="dobs-code-changes"' in html
+    assert '<p data-figure="profile-diff"><img src="data:image/svg+xml;base64,' in html

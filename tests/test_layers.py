@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dask_observe.store",),
     ("dask_observe.figures",),
     ("dask_observe.diagnose", "dask_observe.report", "dask_observe.comparison",
-     "dask_observe.environment", "dask_observe.export"),
+     "dask_observe.profiles", "dask_observe.environment", "dask_observe.export"),
     ("dask_observe.run", "dask_observe.shipping", "dask_observe.fallback",
      "dask_observe.recorder", "dask_observe.recording"),
     # The package's own entry points (the API, %load_ext, the server

@@ -9,6 +9,7 @@ image where sanitizers drop inline SVG; each box also carries a ``<title>``
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from dask_observe.report.svg import FRAME, SVG_ROOT, TEXT, WIDTH, escape
@@ -34,27 +35,51 @@ def _fill(filename: str) -> str:
     return _WARM[digest[0] % len(_WARM)]
 
 
-def _skip_chain(root: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """The first node under ``root`` with several callees, and how many frames
-    above it had one each: the thread pool's bootstrap frames, the same in
-    every sample, would take most of the height and say nothing."""
-    node, skipped = root, 0
-    while len(node["children"]) == 1:
-        node, skipped = node["children"][0], skipped + 1
-    return node, skipped
+#: A call path from the root: (function, file, line) of each frame.
+CallPath = tuple[tuple[str, str, int], ...]
 
 
-def icicle(profile: dict[str, Any], *, width: int = WIDTH) -> str:
-    """``profile`` as ``Run.profile_trees()`` has it: ``interval`` and ``root``."""
+def _frame(node: dict[str, Any]) -> tuple[str, str, int]:
+    return (str(node["name"]), str(node["filename"]), int(node["line"]))
+
+
+def _skip_chain(root: dict[str, Any]) -> tuple[dict[str, Any], CallPath]:
+    """The first node under ``root`` with several callees, and the frames
+    above it that had one each: the thread pool's bootstrap frames, the same
+    in every sample, would take most of the height and say nothing."""
+    node, path = root, CallPath()
+    # Only frames that were in every sample below: one whose own lines took
+    # samples (a count above its callee's) is drawn.
+    while len(node["children"]) == 1 and node["children"][0]["count"] >= node["count"]:
+        node = node["children"][0]
+        path = (*path, _frame(node))
+    return node, path
+
+
+def _by_file(node: dict[str, Any], path: CallPath) -> str:
+    return _fill(str(node["filename"]))
+
+
+def icicle(
+    profile: dict[str, Any],
+    *,
+    width: int = WIDTH,
+    fill: Callable[[dict[str, Any], CallPath], str] = _by_file,
+    legend: str = "width: time on the stack",
+) -> str:
+    """``profile`` as ``Run.profile_trees()`` has it: ``interval`` and ``root``.
+    ``fill`` colours a box from its node and call path (by default, the
+    user's own files warm, dask's grey)."""
     interval = float(profile.get("interval") or 0.01)
-    top, skipped = _skip_chain(profile["root"])
+    top, top_path = _skip_chain(profile["root"])
+    skipped = len(top_path)
     total = max(int(top["count"]), 1)
     scale = width / total
     boxes: list[str] = []
     depth_drawn = 0
-    stack: list[tuple[dict[str, Any], float, int]] = [(top, 0.0, 0)]
+    stack: list[tuple[dict[str, Any], float, int, CallPath]] = [(top, 0.0, 0, top_path)]
     while stack:
-        node, x, depth = stack.pop()
+        node, x, depth, path = stack.pop()
         w = node["count"] * scale
         if w < MIN_WIDTH or depth >= MAX_DEPTH:
             continue
@@ -69,7 +94,7 @@ def icicle(profile: dict[str, Any], *, width: int = WIDTH) -> str:
         boxes.append(
             f'<g><title>{escape(tip)}</title><rect x="{x:.1f}" y="{y}" '
             f'width="{max(w - 0.5, 0.5):.1f}" height="{ROW - 1}" '
-            f'fill="{_fill(str(node["filename"]))}"/>'
+            f'fill="{fill(node, path)}"/>'
             + (
                 f'<text x="{x + 2:.1f}" y="{y + 11}" font-family="sans-serif" '
                 f'font-size="10" fill="#222">{escape(label)}</text>'
@@ -80,14 +105,14 @@ def icicle(profile: dict[str, Any], *, width: int = WIDTH) -> str:
         )
         child_x = x
         for child in node["children"]:
-            stack.append((child, child_x, depth + 1))
+            stack.append((child, child_x, depth + 1, (*path, _frame(child))))
             child_x += child["count"] * scale
     height = depth_drawn * ROW + 16
     note = (
         f"{skipped} frame{'s' if skipped > 1 else ''} above in every sample; "
         if skipped
         else ""
-    ) + f"{format_seconds(total * interval)} sampled; width: time on the stack"
+    ) + f"{format_seconds(total * interval)} sampled; {legend}"
     return (
         f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
         f'{SVG_ROOT} aria-label="profile icicle graph">'

@@ -1,0 +1,250 @@
+"""Which code got slower: two runs' statistical profiles compared.
+
+distributed samples every worker thread's stack (``distributed.worker.profile.
+interval``, 10 ms); a run keeps the samples of its time window, per task
+prefix (:meth:`RunData.profile_trees`). Two runs of a job can then be compared
+function by function, which no anchor offers for distributed runs.
+
+A function's time is its *self* time, the samples whose innermost counted
+frame is that function: the one whose own lines got slower is named, not every
+caller above it. Sampling is counting, so a function's samples vary like a
+Poisson count: a change is judged only beyond ``_SIGMAS`` standard deviations
+of that count, above a floor in seconds, and beyond a share of the run's
+sampled time; and, where a prefix ran a different number of tasks, per task
+(more work is not slower code).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dask_observe.figures import profile_table
+from dask_observe.report.icicle import CallPath, icicle
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dask_observe.store import RunData
+
+#: Columns of ``Comparison.profile_changes()``.
+PROFILE_CHANGE_COLUMNS = (
+    "function", "filename", "lineno", "prefix", "a_s", "b_s", "ratio", "verdict",
+)  # fmt: skip
+
+#: A change of fewer seconds than this is never marked (ten 10 ms samples).
+_FLOOR_S = 0.1
+#: ... nor one under this share of the larger run's sampled time.
+_MATERIAL_SHARE = 0.05
+#: ... nor one within this many standard deviations of a Poisson count.
+_SIGMAS = 3.0
+
+
+@dataclass
+class Measured:
+    """A run's profile scaled to the compute its task stream measured."""
+
+    #: Per prefix (or the whole run's, "", where it has no per-prefix ones),
+    #: trees whose counts are scaled: count x interval is measured seconds.
+    trees: dict[str, dict[str, Any]]
+    #: Per prefix, the seconds one sample stands for after scaling.
+    sample_s: dict[str, float]
+    #: Tasks per prefix.
+    tasks: dict[str, int]
+
+    def combined(self) -> dict[str, Any]:
+        """One tree: a box per prefix, its profile below it."""
+        roots = [
+            {**tree["root"], "name": prefix or "(all)", "filename": "", "line": 0}
+            for prefix, tree in self.trees.items()
+        ]
+        total = sum(root["count"] for root in roots)
+        root = {"name": "", "filename": "", "line": 0, "count": total}
+        return {"interval": _INTERVAL, "root": {**root, "children": roots}}
+
+
+#: The interval of scaled trees: their counts are measured seconds / 0.01.
+_INTERVAL = 0.01
+
+
+def _scaled(node: dict[str, Any], factor: float) -> dict[str, Any]:
+    """A copy of a profile tree with every count multiplied by ``factor``."""
+    top: dict[str, Any] = {**node, "count": node["count"] * factor, "children": []}
+    stack = [(node, top)]
+    while stack:
+        source, copy = stack.pop()
+        for child in source["children"]:
+            scaled = {**child, "count": child["count"] * factor, "children": []}
+            copy["children"].append(scaled)
+            stack.append((child, scaled))
+    return top
+
+
+def measured(run: RunData) -> Measured:
+    """``run``'s profile, each prefix's tree scaled so that its samples add
+    up to the compute time the task stream measured for that prefix.
+
+    The profile says where within a prefix the time went; the task stream
+    says how much there was. A run's profile is the workers' profile cycles
+    (``distributed.worker.profile.cycle``, 1 s) that overlap its window, so
+    it may hold up to a cycle of the work before or after it: an unchanged
+    function read 0.57 s in one run and 1.16 s in the next, while its share
+    of its prefix's samples stayed the same."""
+    trees = run.profile_trees()
+    if any(trees):  # per-prefix trees: the whole run's adds nothing to them
+        trees = {prefix: tree for prefix, tree in trees.items() if prefix}
+    tasks = run.tasks()
+    compute = tasks.groupby("prefix")["compute_s"].sum()
+    result = Measured(
+        {}, {}, {str(k): int(v) for k, v in tasks.value_counts("prefix").items()}
+    )
+    for prefix, tree in trees.items():
+        interval = float(tree.get("interval") or 0.01)
+        sampled = tree["root"]["count"] * interval
+        exact = float(compute.get(prefix, 0.0) if prefix else compute.sum())
+        # No measured compute (a prefix the stream did not see): as sampled.
+        factor = exact / sampled if sampled and exact else 1.0
+        seconds = interval / _INTERVAL * factor  # per sample, in scaled counts
+        result.trees[prefix] = {
+            "interval": _INTERVAL,
+            "root": _scaled(tree["root"], seconds),
+        }
+        result.sample_s[prefix] = interval * factor
+    return result
+
+
+def judge(
+    a_s: float,
+    b_s: float,
+    *,
+    sample_s: tuple[float, float],
+    sampled: float,
+    threshold: float,
+    work: float = 1.0,
+) -> str:
+    """``regression``, ``improvement`` or "" for a function's self time going
+    from ``a_s`` to ``b_s``. ``sample_s``: the seconds one sample stands for
+    in each run; ``work``: b's tasks over a's (a's time is scaled by it:
+    judged per task); ``sampled``: the larger run's profiled seconds."""
+    expected = a_s * work
+    delta = b_s - expected
+    if abs(delta) < max(_FLOOR_S, _MATERIAL_SHARE * sampled):
+        return ""
+    if expected > 0 and abs(b_s / expected - 1) <= threshold:
+        return ""
+    # Samples are counts: a count n varies by about sqrt(n), so n samples
+    # of s seconds each vary by sqrt(n) * s = sqrt(seconds * s).
+    spread = math.sqrt(a_s * sample_s[0] * work**2 + b_s * sample_s[1])
+    if abs(delta) <= _SIGMAS * spread:
+        return ""
+    return "regression" if delta > 0 else "improvement"
+
+
+def profile_changes(
+    run_a: RunData, run_b: RunData, threshold: float = 0.1
+) -> pd.DataFrame:
+    """Function by function, the self time of run ``b`` against run ``a``:
+    PROFILE_CHANGE_COLUMNS, the largest changes first. Empty when either run
+    has no profile (under half a second of compute)."""
+    import pandas as pd
+
+    ma, mb = measured(run_a), measured(run_b)
+    ta, tb = (_with_samples(m) for m in (ma, mb))
+    if ta.empty or tb.empty:
+        return pd.DataFrame(columns=list(PROFILE_CHANGE_COLUMNS))
+    key = ["prefix", "function", "filename", "lineno"]
+    both = ta[[*key, "self_s", "sample_s"]].merge(
+        tb[[*key, "self_s", "sample_s"]], on=key, how="outer", suffixes=("_a", "_b")
+    )
+    both = both.fillna({"self_s_a": 0.0, "self_s_b": 0.0})
+    # A function in one run only: its sample in the other is that run's.
+    both["sample_s_a"] = both["sample_s_a"].fillna(both["sample_s_b"])
+    both["sample_s_b"] = both["sample_s_b"].fillna(both["sample_s_a"])
+    sampled = max(float(ta["self_s"].sum()), float(tb["self_s"].sum()))
+    rows = []
+    for r in both.to_dict("records"):
+        a_s, b_s = float(r["self_s_a"]), float(r["self_s_b"])
+        if a_s == b_s == 0:
+            continue
+        prefix = str(r["prefix"])
+        tasks_a, tasks_b = ma.tasks.get(prefix, 0), mb.tasks.get(prefix, 0)
+        verdict = judge(
+            a_s,
+            b_s,
+            sample_s=(float(r["sample_s_a"]), float(r["sample_s_b"])),
+            sampled=sampled,
+            threshold=threshold,
+            work=tasks_b / tasks_a if tasks_a and tasks_b else 1.0,
+        )
+        ratio = b_s / a_s if a_s else math.inf
+        where = (r["function"], r["filename"], int(r["lineno"]), prefix)
+        rows.append((*where, a_s, b_s, ratio, verdict))
+    table = pd.DataFrame(rows, columns=list(PROFILE_CHANGE_COLUMNS))
+    order = (table["b_s"] - table["a_s"]).abs().sort_values(ascending=False).index
+    return table.loc[order].reset_index(drop=True)
+
+
+def _with_samples(m: Measured) -> pd.DataFrame:
+    table = profile_table(m.trees)
+    table["sample_s"] = table["prefix"].map(m.sample_s)
+    return table
+
+
+# -- the differential icicle -------------------------------------------------------
+
+_SLOWER = ("#fee0d2", "#fc9272", "#ef3b2c", "#a50f15")
+_FASTER = ("#deebf7", "#9ecae1", "#4292c6", "#08519c")
+_SAME = "#e0e0e0"
+
+
+def _seconds_by_path(profile: dict[str, Any]) -> dict[CallPath, float]:
+    interval = float(profile.get("interval") or 0.01)
+    found: dict[CallPath, float] = {}
+    stack: list[tuple[dict[str, Any], CallPath]] = [(profile["root"], ())]
+    while stack:
+        node, path = stack.pop()
+        found[path] = found.get(path, 0.0) + node["count"] * interval
+        for child in node["children"]:
+            key = (str(child["name"]), str(child["filename"]), int(child["line"]))
+            stack.append((child, (*path, key)))
+    return found
+
+
+def change_fill(
+    a: dict[str, Any], b: dict[str, Any]
+) -> Callable[[dict[str, Any], CallPath], str]:
+    """Colours b's boxes by their time against the same call path in a: reds
+    for slower (darker the larger the ratio: 1.25x, 2x, 4x), blues for faster,
+    grey where the change is within sampling noise."""
+    before = _seconds_by_path(a)
+    interval = float(b.get("interval") or 0.01)
+
+    def fill(node: dict[str, Any], path: CallPath) -> str:
+        now = node["count"] * interval
+        then = before.get(path, 0.0)
+        spread = math.sqrt((now + then) / interval) * interval
+        if abs(now - then) <= max(_SIGMAS * spread, 2 * interval):
+            return _SAME
+        ratio = now / then if then else math.inf
+        scale = _SLOWER if ratio > 1 else _FASTER
+        size = abs(math.log2(ratio)) if then else math.inf
+        return scale[0 if size < 0.32 else 1 if size < 1 else 2 if size < 2 else 3]
+
+    return fill
+
+
+def differential_icicle(run_a: RunData, run_b: RunData) -> str:
+    """Run b's profile as an icicle graph (a box per task prefix, its
+    functions below), each box coloured by its change against the same call
+    path in run a; "" when either has none."""
+    a, b = measured(run_a).combined(), measured(run_b).combined()
+    if not a["root"]["children"] or not b["root"]["count"]:
+        return ""
+    return icicle(
+        b,
+        fill=change_fill(a, b),
+        legend="colour: time on that call path against run a "
+        "(red slower, blue faster, grey within sampling noise)",
+    )
