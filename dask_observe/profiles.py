@@ -7,11 +7,12 @@ function by function, which no anchor offers for distributed runs.
 
 A function's time is its *self* time, the samples whose innermost counted
 frame is that function: the one whose own lines got slower is named, not every
-caller above it. Sampling is counting, so a function's samples vary like a
-Poisson count: a change is judged only beyond ``_SIGMAS`` standard deviations
-of that count, above a floor in seconds, and beyond a share of the run's
-sampled time; and, where a prefix ran a different number of tasks, per task
-(more work is not slower code).
+caller above it. Each prefix's samples are scaled to the compute time the task
+stream measured for it (see :func:`measured`). Sampling is counting, so a
+function's samples vary like a Poisson count: a change is judged only beyond
+``_SIGMAS`` standard deviations of that count, above a floor in seconds, and
+beyond a share of the run's profiled time; and, where a prefix ran a different
+number of tasks, per task (more work is not slower code).
 """
 
 from __future__ import annotations

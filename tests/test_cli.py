@@ -78,6 +78,7 @@ def test_runs_lists_a_store_whose_every_run_is_still_running(store_path: Path) -
     done = dask_observe_cli(store_path, "runs")
     assert done.returncode == 0, done.stderr
     header, *rows = done.stdout.splitlines()
+    assert header.split()[:3] == ["id", "name", "status"]
     assert [row.split()[1:3] for row in rows] == [
         ["second", "running"],
         ["first", "running"],
