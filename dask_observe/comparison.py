@@ -204,6 +204,31 @@ _OBVIOUS = 2.0
 #: A time figure is material to a run from this share of its wall time.
 _MATERIAL_SHARE = 0.05
 
+#: A time that changed by less than this is within a run's jitter (scheduling,
+#: warm-up, a loaded machine) whatever its ratio: it is obvious only by
+#: evidence.
+_JITTER_S = 0.25
+#: Wall time also holds a run's fixed costs and the client's own time between
+#: computations: identical 40-task runs of about half a second read 2x apart
+#: on a loaded machine. Unless the tasks' time (all, or a prefix's) changed
+#: obviously in the same direction, an obvious wall time must have changed by
+#: this much.
+_WALL_ALONE_S = 1.0
+
+
+def _obvious(unit: str, a: float | None, b: float | None) -> int:
+    """+1 / -1 when ``b`` is beyond any noise above / below ``a``: 2x or
+    more, or from (to) under the unit's floor, and for time by more than a
+    run's jitter; else 0."""
+    if a is None or b is None or max(a, b) < _FLOORS.get(unit, 0):
+        return 0
+    larger, smaller = max(a, b), min(a, b)
+    if not (smaller < _FLOORS.get(unit, 0) or larger >= _OBVIOUS * smaller):
+        return 0
+    if unit == "s" and larger - smaller < _JITTER_S:
+        return 0
+    return 1 if b > a else -1
+
 
 def _material(unit: str, value: float, wall: float | None) -> bool:
     """Whether a figure's value matters to its run: above the unit's floor
@@ -221,17 +246,21 @@ def _verdict(
     floor: float,
     evidence: list[int | None],
     walls: tuple[float | None, float | None] = (None, None),
+    tasks_moved: frozenset[int] = frozenset(),
 ) -> str:
     """``regression`` or ``improvement`` when ``b`` differs from ``a`` by more
     than the ``floor`` and by more than noise.
 
-    Beyond noise: a change of ``_OBVIOUS`` (2x) or more, or from (to) under
-    the unit's floor (zero: "new", "gone"), whose larger side is material to
-    its run (``walls``: the runs' wall times); else
-    when some ``evidence`` (a significant shift of task durations, a change in
-    the number of tasks, the spread of earlier runs: +1 up, -1 down, 0 no,
-    None unknown) says so in the same direction, or, with no evidence at all,
-    beyond ``_UNMEASURED``."""
+    Beyond noise: an obvious change (:func:`_obvious`: 2x or more, or from
+    (to) under the unit's floor, "new", "gone") whose larger side is material
+    to its run (``walls``: the runs' wall times), and, for wall time, which
+    the tasks share (``tasks_moved``: the directions in which the compute
+    time or a prefix's time changed obviously) or which exceeds
+    ``_WALL_ALONE_S``; else when some ``evidence`` (a
+    significant shift of task durations, a change in the number of tasks,
+    the spread of earlier runs: +1 up, -1 down, 0 no, None unknown) says so
+    in the same direction, or, with no evidence at all, beyond
+    ``_UNMEASURED``."""
     if a is None or b is None or figure in _NEUTRAL:
         return ""
     if max(a, b) < _FLOORS.get(unit, 0) or max(a, b) == 0:
@@ -243,9 +272,12 @@ def _verdict(
     known = [e for e in evidence if e is not None]
     larger, smaller = (b, a) if direction > 0 else (a, b)
     wall = walls[1] if direction > 0 else walls[0]  # the larger side's run
+    obvious = _obvious(unit, a, b) == direction
+    if obvious and figure == "wall time":
+        obvious = direction in tasks_moved or larger - smaller >= _WALL_ALONE_S
     if unit == "tasks":  # counts are exact: no noise
         real = True
-    elif smaller < _FLOORS.get(unit, 0) or larger >= _OBVIOUS * smaller:
+    elif obvious:
         # Appeared, vanished, or changed beyond any noise: judged by its
         # share of the run where it is large.
         real = _material(unit, larger, wall)
@@ -336,6 +368,11 @@ def compare(
             # a small share of the work is shown, not judged.
             evidence = [0]
         rows.append((f"prefix {prefix}", "s", pa, pb, evidence))
+    # The directions in which the tasks' time changed beyond any noise.
+    moved = frozenset(
+        _obvious("s", va, vb) for name, _, va, vb, _ in rows
+        if name == "compute time" or name.startswith("prefix ")
+    ) - {0}  # fmt: skip
     table = pd.DataFrame(
         [
             (
@@ -344,7 +381,7 @@ def compare(
                 va,
                 vb,
                 _ratio(va, vb),
-                _verdict(name, unit, va, vb, threshold, evidence, walls),
+                _verdict(name, unit, va, vb, threshold, evidence, walls, moved),
             )
             for name, unit, va, vb, evidence in rows
         ],

@@ -83,3 +83,18 @@ def test_moderate_noise_and_immaterial_jumps_stay_unmarked(store: Store) -> None
     after = b.task(0.0, 0.06, "tiny").end(2.6)  # 3x, but 0.06 s of 2.6 s
     found = verdicts(before.end(2.0), after)
     assert set(found.values()) == {""}, found
+
+
+def test_identical_work_whose_short_wall_time_doubled_stays_unmarked(
+    store: Store,
+) -> None:
+    # Seen in the suite on a loaded machine: two identical 40-task runs of
+    # about half a second, the second read 'improvement' in its history. A
+    # run's fixed costs move its wall time, not its tasks'.
+    before = SyntheticRun(store, "job", span="a").tasks(40, 0.02).end(0.95)
+    after = SyntheticRun(store, "job", span="b").tasks(40, 0.02).end(0.45)
+    assert verdicts(before, after)["wall time"] == ""
+    # Beyond a second, wall time alone is obvious (the client's own code, a
+    # stalled scheduler): marked.
+    slow = SyntheticRun(store, "job", span="c").tasks(40, 0.02).end(2.2)
+    assert verdicts(after, slow)["wall time"] == "regression"
