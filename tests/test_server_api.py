@@ -256,8 +256,13 @@ async def test_the_stream_pushes_new_rows_and_says_what_is_wrong(
         await asyncio.to_thread(lambda: client.submit(chatter, 3).result())
         lines: list[str] = []
         progress: dict[str, Any] = {}
+        seen: list[str] = []
         while len(lines) < 3 or not progress:
-            message = await receive(ws)
+            try:
+                message = await receive(ws)
+            except TimeoutError:  # say what came (it failed once in a full suite)
+                pytest.fail(f"10 s and no more: {lines=} {progress=} {seen=}")
+            seen.append(message["type"])
             if message["type"] == "batch":
                 lines += [r["message"] for r in message.get("logs", [])]
             elif message["type"] == "progress":
