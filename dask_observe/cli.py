@@ -224,7 +224,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     for row in runs.to_dict("records"):
         seconds = row["duration_s"]
         wall = "-" if seconds is None or seconds != seconds else f"{seconds:.2f} s"
-        changed = "; ".join(row["changed"])
+        prefixes = [f"{p}: {verdict}" for p, verdict in row["prefixes"].items()]
+        changed = "; ".join([*prefixes, *row["changed"]])
         print(visible(
             f"{row['id']:>5}  {row['started']:%Y-%m-%d %H:%M:%S}  {row['status']:<11}"
             f" {wall:>10}  {row['n_tasks']:>8} tasks  {row['verdict'] or '':<11}"

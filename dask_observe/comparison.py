@@ -522,8 +522,35 @@ def _code_html(c: Comparison) -> str:
 #: The columns of ``store.history(name)``.
 HISTORY_COLUMNS = (
     "id", "started", "status", "duration_s", "n_tasks", "n_failed", "n_flags",
-    "verdict", "changed", "peak_memory",
+    "verdict", "changed", "peak_memory", "prefixes",
 )  # fmt: skip
+
+
+#: Earlier runs a history's bands are drawn from (the newest).
+_BAND_RUNS = 10
+
+
+def _per_task(run: RunData) -> dict[str, float]:
+    """Each prefix's mean compute seconds a task: its pace whatever the
+    number of tasks (more work is not slower work)."""
+    tasks = run.tasks()
+    means = tasks.groupby("prefix")["compute_s"].mean()
+    return {str(prefix): float(mean) for prefix, mean in means.items()}
+
+
+def _prefix_verdicts(
+    paces: dict[str, float], earlier: list[dict[str, float]], floor: float
+) -> dict[str, str]:
+    """The prefixes whose time a task lies outside their own spread over the
+    earlier runs (five or more that ran them): a prefix that is always noisy
+    has a wide band, a steady one that doubles leaves its narrow one."""
+    found = {}
+    for prefix, pace in paces.items():
+        before = [p[prefix] for p in earlier if prefix in p]
+        band = noise.outside(before[-_BAND_RUNS:], pace, floor)
+        if band:
+            found[prefix] = "regression" if band > 0 else "improvement"
+    return found
 
 
 def history(
@@ -533,7 +560,9 @@ def history(
     before it: ``verdict`` is the wall time's (against the spread of five or
     more earlier finished runs, else in a comparison with the previous one),
     ``changed`` what differs from the previous run's environment,
-    ``peak_memory`` the most bytes its workers held together (NaN unknown).
+    ``peak_memory`` the most bytes its workers held together (NaN unknown),
+    ``prefixes`` the task prefixes whose time a task left their own spread
+    over the earlier runs ({prefix: verdict}; five or more earlier runs).
     ``last``: only the newest that many runs (the older ones still count in
     the spread their verdicts are judged against)."""
     import pandas as pd
@@ -549,14 +578,19 @@ def history(
     shown = len(records) - (len(records) if last is None else last)
     rows = []
     walls: list[float] = []
+    paces: list[dict[str, float]] = []  # per prefix, of each finished run read
     previous: RunData | int | None = None  # the last finished run (its id: unread)
     for i, record in enumerate(records):
         finished = record["status"] == "finished" and record["duration_s"] is not None
-        if i >= shown:
+        # Runs further back than the bands look are not read at all.
+        read = i >= shown - _BAND_RUNS
+        run = store.run(record["id"]) if read else None
+        pace = _per_task(run) if run is not None and finished else {}
+        if run is not None and i >= shown:
             if isinstance(previous, int):
                 previous = store.run(previous)
-            run = store.run(record["id"])
             verdict = _history_verdict(run, previous, walls, floor) if finished else ""
+            prefixes = _prefix_verdicts(pace, paces, floor)
             changed: list[str] = []
             if previous is not None:
                 changed = [
@@ -566,11 +600,13 @@ def history(
             peak = peak_memory(run)
             rows.append(
                 (*(record[c] for c in HISTORY_COLUMNS[:7]), verdict or None, changed,
-                 float("nan") if peak is None else peak)
+                 float("nan") if peak is None else peak, prefixes)
             )  # fmt: skip
         if finished:
             walls.append(float(record["duration_s"]))
-            previous = run if i >= shown else int(record["id"])
+            if run is not None:
+                paces.append(pace)
+            previous = run if run is not None else int(record["id"])
     frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
     frame["started"] = pd.to_datetime(frame["started"], unit="s", utc=True)
     return frame
@@ -581,7 +617,7 @@ def _history_verdict(
 ) -> str:
     """The wall time's verdict of ``run`` in its history (see :func:`history`)."""
     wall = float(run.summary()["duration_s"])
-    band = noise.outside(walls[-10:], wall, floor)
+    band = noise.outside(walls[-_BAND_RUNS:], wall, floor)
     if band is not None:
         return {1: "regression", -1: "improvement"}.get(band, "")
     if previous is None:

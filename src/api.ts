@@ -83,6 +83,9 @@ export interface IHistoryRun {
   verdict: string;
   /** What differs from the previous run's environment, one line each. */
   changed: string[];
+  /** Task prefixes whose time a task left their own spread over the earlier
+   * runs: prefix -> "regression" or "improvement". */
+  prefixes: Record<string, string>;
 }
 
 /**

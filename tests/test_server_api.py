@@ -442,6 +442,9 @@ async def test_a_runs_history_has_each_runs_figures_verdict_and_changes(
     runs = history["runs"]
     assert [r["id"] for r in runs] == [1, 2, 3]
     assert [r["verdict"] for r in runs] == ["", "", "regression"]
+    # Three times the tasks at the same pace: no prefix marked (and too few
+    # runs before them for a band).
+    assert [r["prefixes"] for r in runs] == [{}, {}, {}]
     assert runs[2]["duration_s"] > runs[0]["duration_s"]
     assert all(r["peak_memory"] > 2**20 for r in runs)  # the workers' bytes
     assert runs[1]["changed"] == []

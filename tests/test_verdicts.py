@@ -9,6 +9,7 @@ two "no change" votes outweighed an 18x wall time.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 import dask_observe
 from dask_observe import Run, Store
 
+from .conftest import DASK_OBSERVE
 from .synthetic import SyntheticRun
 
 
@@ -98,3 +100,33 @@ def test_identical_work_whose_short_wall_time_doubled_stays_unmarked(
     # stalled scheduler): marked.
     slow = SyntheticRun(store, "job", span="c").tasks(40, 0.02).end(2.2)
     assert verdicts(after, slow)["wall time"] == "regression"
+
+
+def test_history_marks_a_steady_prefix_that_doubles_not_an_always_noisy_one(
+    store: Store,
+) -> None:
+    # Six earlier runs: 'steady' at 0.10 s a task (+-2%), 'noisy' anywhere
+    # from 0.05 to 0.20 s; then 'steady' doubles while 'noisy' reads 0.19.
+    noisy = (0.05, 0.2, 0.08, 0.15, 0.06, 0.18)
+    for i, pace in enumerate(noisy):
+        run = SyntheticRun(store, "nightly", span=f"s{i}")
+        run.tasks(10, 0.1 * (1 + 0.02 * (i % 3 - 1)), "steady")
+        run.tasks(10, pace, "noisy").end(2.0)
+    last = SyntheticRun(store, "nightly", span="last")
+    last.tasks(10, 0.2, "steady").tasks(10, 0.19, "noisy").end(2.0)
+    # Twice the tasks at the same pace is the same code: no verdict.
+    more = SyntheticRun(store, "nightly", span="more")
+    more.tasks(20, 0.1, "steady").tasks(10, 0.1, "noisy").end(3.0)
+    history = store.history("nightly")
+    assert list(history["prefixes"])[-2:] == [{"steady": "regression"}, {}]
+    assert list(history["prefixes"])[:6] == [{}] * 6  # too few runs before
+    # As the command line shows it: on the run's line.
+    done = subprocess.run(
+        [DASK_OBSERVE, "--store", str(store.path), "history", "nightly"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.splitlines()[-2]
+    assert line.split()[0] == str(last.id) and "steady: regression" in line

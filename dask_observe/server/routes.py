@@ -86,7 +86,7 @@ def _number(value: Any) -> float | None:
 
 def read_history(store: Store, run_id: str) -> dict[str, Any]:
     """The history of the run's name: its newest runs, oldest first, with
-    their wall time, peak memory, verdict and what changed (see
+    their wall time, peak memory, verdict, prefix verdicts and what changed (see
     :func:`dask_observe.comparison.history`)."""
     from dask_observe.comparison import history
 
@@ -102,6 +102,7 @@ def read_history(store: Store, run_id: str) -> dict[str, Any]:
             # (NaN where pandas filled a missing verdict)
             "verdict": row["verdict"] if isinstance(row["verdict"], str) else "",
             "changed": list(row["changed"]),
+            "prefixes": dict(row["prefixes"]),
         }
         for row in frame.to_dict("records")
     ]  # fmt: skip
