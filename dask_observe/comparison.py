@@ -33,6 +33,9 @@ COMPARISON_COLUMNS = ("figure", "unit", "a", "b", "ratio", "verdict")
 #: Below these, differences are noise: never marked.
 _FLOORS = {"s": 0.05, "bytes": 2**20, "tasks": 0}
 
+#: The unit of a prefix's seconds a task (judged by the rank test alone).
+PER_TASK = "s/task"
+
 #: Figures where more is not worse (shown, never marked).
 _NEUTRAL = frozenset({"tasks"})
 
@@ -52,6 +55,9 @@ class Comparison:
     #: What else changed from a to b (``environment.differences``): area
     #: (packages, config, cluster, code), what, in a, in b.
     changed: list[tuple[str, str, Any, Any]] = field(default_factory=list)
+    #: Prefixes whose number of tasks changed: prefix, tasks in a, in b.
+    #: Their totals follow the work; their "per task" rows judge the pace.
+    work: list[tuple[str, int, int]] = field(default_factory=list)
     #: Which code changed (``profiles.profile_changes``; empty when not read).
     code: pd.DataFrame | None = field(default=None, repr=False)
     #: Run b's profile coloured by its change against a (an SVG; "" for none).
@@ -85,6 +91,8 @@ class Comparison:
             f"Run {self.a['id']} {self.a['name']!r} -> run {self.b['id']} "
             f"{self.b['name']!r} (ratio b/a; marked beyond +/-{self.threshold:.0%})"
         ]
+        if self.work:
+            rows.append(self.work_text())
         for r in self.table.to_dict("records"):
             ratio = ratio_text(r["ratio"])
             rows.append(
@@ -110,6 +118,15 @@ class Comparison:
             ]
         return "\n".join(rows)
 
+    def work_text(self) -> str:
+        """What changed in the work itself, said before any figure: totals
+        follow the work; the "per task" rows say whether the pace did."""
+        told = ", ".join(f"{p} {a:,} -> {b:,} tasks" for p, a, b in self.work)
+        return (
+            f"The work changed ({told}): totals follow the work; "
+            "the per-task rows say whether it got slower."
+        )
+
     def __repr__(self) -> str:
         return self.text()
 
@@ -130,7 +147,7 @@ def _where(row: dict[Any, Any]) -> str:
 def _shown(value: float | None, unit: str) -> str:
     if value is None or value != value:
         return "-"
-    if unit == "s":
+    if unit in ("s", PER_TASK):
         return format_seconds(value)
     if unit == "bytes":
         return format_bytes(value)
@@ -185,7 +202,7 @@ def figures(run: RunData) -> dict[str, Any]:
 
 #: Without a measure of its spread, a change must be this large to be marked
 #: (time: 1.5x, as users call that much more work a regression; memory: 1.25x).
-_UNMEASURED = {"s": 0.5, "bytes": 0.25}
+_UNMEASURED = {"s": 0.5, PER_TASK: 0.5, "bytes": 0.25}
 
 #: Task durations count as shifted when their medians differ by this factor
 #: too (see ``noise.shift``): identical runs measured 0.73-0.80x per prefix.
@@ -272,7 +289,7 @@ def _verdict(
     known = [e for e in evidence if e is not None]
     larger, smaller = (b, a) if direction > 0 else (a, b)
     wall = walls[1] if direction > 0 else walls[0]  # the larger side's run
-    obvious = _obvious(unit, a, b) == direction
+    obvious = unit != PER_TASK and _obvious(unit, a, b) == direction
     if obvious and figure == "wall time":
         obvious = direction in tasks_moved or larger - smaller >= _WALL_ALONE_S
     if unit == "tasks":  # counts are exact: no noise
@@ -354,20 +371,24 @@ def compare(
             evidence = []
         rows.append((name, unit, va, vb, evidence))
     busy = max(sum(fa["prefixes"].values()), sum(fb["prefixes"].values()))
+    work_changes: list[tuple[str, int, int]] = []
     for prefix in sorted(set(fa["prefixes"]) | set(fb["prefixes"])):
         pa, pb = fa["prefixes"].get(prefix), fb["prefixes"].get(prefix)
         da = fa["by_prefix"].get(prefix, ())
         db = fb["by_prefix"].get(prefix, ())
-        evidence = [
-            noise.shift(da, db, _SHIFT_RATIO),
-            _count_change(len(da), len(db), threshold),
-        ]
+        count = _count_change(len(da), len(db), threshold)
+        evidence = [noise.shift(da, db, _SHIFT_RATIO), count]
         if max(pa or 0.0, pb or 0.0) < _MINOR_PREFIX * busy:
             # Sub-millisecond tasks vary by half from run to run (a 'var' of
             # 64 chunks read 1.46x between identical runs): a prefix that is
             # a small share of the work is shown, not judged.
             evidence = [0]
         rows.append((f"prefix {prefix}", "s", pa, pb, evidence))
+        if count and len(da) and len(db) and pa is not None and pb is not None:
+            # The work changed: its pace is the rank test's alone.
+            work_changes.append((prefix, len(da), len(db)))
+            rows.append((f"prefix {prefix} per task", PER_TASK, pa / len(da),
+                         pb / len(db), evidence[:1]))  # fmt: skip
     # The directions in which the tasks' time changed beyond any noise.
     moved = frozenset(
         _obvious("s", va, vb) for name, _, va, vb, _ in rows
@@ -388,7 +409,9 @@ def compare(
         columns=list(COMPARISON_COLUMNS),
     )
     changed = differences(run_a.environment(), run_b.environment())
-    comparison = Comparison(fa["summary"], fb["summary"], table, threshold, changed)
+    comparison = Comparison(
+        fa["summary"], fb["summary"], table, threshold, changed, work=work_changes
+    )
     if profiles:  # read now: a comparison outlives the store it was read from
         from dask_observe.profiles import differential_icicle, profile_changes
 
@@ -470,6 +493,8 @@ def render_html(c: Comparison) -> str:
         f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s) "
         f"beyond ±{c.threshold:.0%}"
     )
+    if c.work:
+        head = f"<b>{escape(c.work_text())}</b><br>{head}"
     rows = "".join(
         f'<tr data-verdict="{escape(r["verdict"])}"><td>{escape(r["figure"])}</td>'
         f"<td>{_shown(r['a'], r['unit'])}</td><td>{_shown(r['b'], r['unit'])}</td>"

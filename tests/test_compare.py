@@ -78,6 +78,9 @@ def test_identical_runs_are_unmarked_and_twice_the_work_is_a_regression(
     table = fifth.table.set_index("figure")
     assert table.loc["wall time", "verdict"] == "regression"
     assert table.loc["prefix work", "verdict"] == "regression"  # 2x the tasks
+    # ... which is said first, and the pace a task did not change.
+    assert fifth.work == [("work", 40, 80)]
+    assert table.loc["prefix work per task", "verdict"] == ""
     assert ("config", "distributed.admin.tick.limit", None, "4s") in fifth.changed
     assert runs[4].environment()["config"]["distributed.admin.tick.limit"] == "4s"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,24 @@ def test_history_marks_a_steady_prefix_that_doubles_not_an_always_noisy_one(
     assert done.returncode == 0, done.stderr
     line = done.stdout.splitlines()[-2]
     assert line.split()[0] == str(last.id) and "steady: regression" in line
+
+
+def test_more_work_is_said_first_and_its_pace_judged_per_task(store: Store) -> None:
+    before = SyntheticRun(store, "job", span="a").tasks(40, 0.1).end(2.1)
+    more = SyntheticRun(store, "job", span="b").tasks(80, 0.1).end(4.1)
+    comparison = dask_observe.compare(before, more)
+    found = verdicts(before, more)
+    assert found["prefix work per task"] == ""  # the same pace
+    assert comparison.work == [("work", 40, 80)]
+    said = "The work changed (work 40 -> 80 tasks)"
+    assert comparison.text().splitlines()[1].startswith(said)
+    assert escape(said) in comparison._repr_html_().split("<table")[0]
+    table = comparison.table.set_index("figure")
+    assert table.loc["prefix work per task", "a"] == pytest.approx(0.1)
+    # The same growth at half the pace: per task, a regression.
+    slower = SyntheticRun(store, "job", span="c").tasks(80, 0.2).end(8.1)
+    assert verdicts(before, slower)["prefix work per task"] == "regression"
+    # The same work: no per-task row, nothing said.
+    same = SyntheticRun(store, "job", span="d").tasks(40, 0.1).end(2.1)
+    assert dask_observe.compare(before, same).work == []
+    assert "prefix work per task" not in verdicts(before, same)
