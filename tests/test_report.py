@@ -267,8 +267,15 @@ def test_the_profile_names_each_cpu_bound_task_function(
             + client.map(churn, [3_000_000] * 2, pure=False)
         )
     fine = run.fine_metrics()
-    cpu = fine[(fine["context"] == "execute") & (fine["activity"] == "thread-cpu")]
+    execute = fine[(fine["context"] == "execute") & (fine["unit"] == "seconds")]
+    cpu = execute[execute["activity"] == "thread-cpu"]
     measured = cpu.groupby("prefix")["value"].sum()
+    # A sampler sees a function on the stack while it waits for a core too
+    # (thread-noncpu: another process had it): on a loaded host crunch sampled
+    # 1.45 s against 1.01 s of CPU. What the task threads spent in the task,
+    # CPU or not, bounds it above.
+    on_stack = execute[execute["activity"].isin(["thread-cpu", "thread-noncpu"])]
+    ran = on_stack.groupby("prefix")["value"].sum()
     profile = run.profile()
     assert list(profile.columns) == [
         "prefix", "function", "filename", "lineno", "self_s", "total_s",
@@ -291,7 +298,7 @@ def test_the_profile_names_each_cpu_bound_task_function(
         # interval (CI: churn sampled 1.02 s of 1.72 s). A run's start that
         # held that loop (reading package metadata on it) left none of crunch.
         assert 0.4 * measured[name] <= ours["self_s"].iloc[0], (whole, measured)
-        assert ours["self_s"].iloc[0] <= 1.3 * measured[name] + 0.1
+        assert ours["self_s"].iloc[0] <= 1.3 * ran[name] + 0.1, (whole, ran)
         # And its prefix's own profile is (nearly) all of it.
         mine = profile[profile["prefix"] == name]
         hottest = mine.sort_values("self_s").iloc[-1]
