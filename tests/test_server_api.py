@@ -24,6 +24,8 @@ from tornado.httpclient import HTTPClientError
 import dask_observe
 from dask_observe.store import Store
 
+from .synthetic import SyntheticRun
+
 N_LINES = 10_000
 
 
@@ -236,6 +238,35 @@ async def test_the_stream_starts_a_time_window_back_with_since(
         )
     )
     assert "seconds" in (await receive(ws))["message"]
+    ws.close()
+
+
+async def test_a_time_window_holds_no_older_row_written_after_a_newer_one(
+    jp_ws_fetch: Any, store_path: Path
+) -> None:
+    # Rows are not written in time order: a worker's samples reach the store
+    # after the scheduler's of the same moment. Past the window's first row an
+    # older one followed, and was sent (the since test failed so in a suite).
+    with Store(store_path) as store:
+        run = SyntheticRun(store, "late samples")
+        # Begun a minute ago: its samples lie in the past.
+        store.rows("UPDATE runs SET started = started - 60 WHERE id = ?", (run.id,))
+        run.start -= 60
+        run.metrics(50.0, None, memory=1.0)  # written first, newer
+        run.metrics(45.0, "tcp://w:1", memory=2.0)  # written after, older
+        ended = run.end(55.0)
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    cut = ended.started + 47.5  # between the two samples
+    since = time.time() - cut
+    ws.write_message(
+        json.dumps(
+            {"type": "subscribe", "run": ended.id, "kinds": ["metrics"], "since": since}
+        )
+    )
+    said = await receive(ws)
+    assert said["type"] == "subscribed", said
+    batch = await receive(ws)
+    assert [r["time"] for r in batch["metrics"]] == [ended.started + 50.0]
     ws.close()
 
 

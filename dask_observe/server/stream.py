@@ -136,6 +136,7 @@ class Subscription:
         # -N: a view opening on a long-lived cluster starts near the end.
         self.cursor = after if after >= 0 else max(0, store.last_seq() + after)
         since = message.get("since")
+        oldest: float | None = None
         if since is not None:
             # A time window instead (a metrics chart of the last minutes): start
             # at the first row of the kinds asked that is at most `since` s old.
@@ -145,7 +146,8 @@ class Subscription:
                 or not 0 <= since < 10**9
             ):
                 raise SubscriptionError("'since' must be a number of seconds")
-            self.cursor = max(self.cursor, self._first_seq_since(store, since) - 1)
+            oldest = time.time() - since
+            self.cursor = max(self.cursor, self._first_seq_since(store, oldest) - 1)
         self.filters = _filters(message.get("filters"))
         #: A pattern is tried row by row in Python: its reads go to a process.
         self.patterned = bool(
@@ -174,6 +176,13 @@ class Subscription:
             self.window = telemetry.Window(found["address"])
         else:
             raise SubscriptionError("subscribe to a 'run' or a 'cluster'")
+        if oldest is not None:
+            # Rows are not written in time order (a worker's samples arrive
+            # after the scheduler's of the same moment): past the first row
+            # of the window, older ones follow. The window's time says which.
+            self.window = self.window._replace(
+                since=max(self.window.since or oldest, oldest)
+            )
         self._flags: list[dict[str, Any]] | None = None
         self._flags_at = 0.0
         #: The run's flags sent can no longer change: no more judging.
@@ -181,8 +190,7 @@ class Subscription:
         self._progress: dict[str, list[int]] = {}
         self._progress_cursor = self.window.seq_after or 0
 
-    def _first_seq_since(self, store: Store, seconds: float) -> int:
-        oldest = time.time() - seconds
+    def _first_seq_since(self, store: Store, oldest: float) -> int:
         firsts = [
             store.rows(f"SELECT min(seq) AS seq FROM {kind} WHERE time >= ?",
                             [oldest])[0]["seq"]
