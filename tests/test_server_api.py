@@ -247,7 +247,7 @@ async def test_a_time_window_holds_no_older_row_written_after_a_newer_one(
     # Rows are not written in time order: a worker's samples reach the store
     # after the scheduler's of the same moment. Past the window's first row an
     # older one followed, and was sent (the since test failed so in a suite).
-    with Store(store_path) as store:
+    with dask_observe.Store(store_path) as store:  # the API's: runs read as Run
         run = SyntheticRun(store, "late samples")
         # Begun a minute ago: its samples lie in the past.
         store.rows("UPDATE runs SET started = started - 60 WHERE id = ?", (run.id,))
