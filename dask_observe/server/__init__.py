@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dask_observe.config import default_store_path
-from dask_observe.server.manager import StoreManager, warm_up
+from dask_observe.server.manager import StoreManager
 from dask_observe.server.routes import route_table
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ def _load_jupyter_server_extension(serverapp: ServerApp) -> None:
     web_app.settings[MANAGER_SETTING] = manager
     base_url = web_app.settings["base_url"]
     web_app.add_handlers(".*$", route_table(base_url, manager))
-    warm_up()
     serverapp.log.info("dask-observe: serving the store %s (read-only)", store_path)
 
 

@@ -61,25 +61,6 @@ def _process_pool() -> ProcessPoolExecutor:
     return _processes
 
 
-def _ready() -> None:
-    """What a reading process's first read would wait for: pandas and the
-    rules that judge a run."""
-    import pandas  # noqa: F401
-
-    import dask_observe.diagnose  # noqa: F401
-
-
-def warm_up() -> None:
-    """Start the reading processes now, in the background, so that the first
-    panel that opens does not pay for them: each spawns a Python and imports
-    pandas, seconds of CPU that landed, on 2 cores with a browser drawing
-    JupyterLab, in the first seconds of a live log view (a line of a worker
-    missed its 2 s then)."""
-    pool = _process_pool()
-    for _ in range(PROCESSES):
-        pool.submit(_ready)
-
-
 class TooBusy(Exception):
     """A user has as much of some work running as the server allows."""
 
