@@ -242,7 +242,16 @@ export class StoreStream {
         })
       );
     };
-    socket.onmessage = event => this._receive(String(event.data));
+    socket.onmessage = event => {
+      // A replaced socket's frames may still be queued in the browser: taken
+      // in, they moved the resume point past rows the new subscription would
+      // have sent again after follow() cleared the view (a likely way the
+      // first log line went missing when the panel switched to the live
+      // cluster, in full suites only).
+      if (this._socket === socket) {
+        this._receive(String(event.data));
+      }
+    };
     socket.onclose = () => {
       if (this._socket !== socket || this._target === null) {
         return; // replaced or disposed: nothing to resume
