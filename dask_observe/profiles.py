@@ -98,9 +98,8 @@ def measured(run: RunData) -> Measured:
         trees = {prefix: tree for prefix, tree in trees.items() if prefix}
     tasks = run.tasks()
     compute = tasks.groupby("prefix")["compute_s"].sum()
-    result = Measured(
-        {}, {}, {str(k): int(v) for k, v in tasks.value_counts("prefix").items()}
-    )
+    counts = tasks["prefix"].value_counts()  # keyed by the prefixes themselves
+    result = Measured({}, {}, {str(k): int(v) for k, v in counts.items()})
     for prefix, tree in trees.items():
         interval = float(tree.get("interval") or 0.01)
         sampled = tree["root"]["count"] * interval
