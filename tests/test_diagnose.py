@@ -21,6 +21,7 @@ import dask_observe
 from dask_observe import Run, Store
 from dask_observe.diagnose import FLAG_KINDS
 from dask_observe.diagnose.base import RULES
+from dask_observe.diagnose.host import HOST_ADVICE
 from dask_observe.figures import phase_totals, task_table
 from dask_observe.report.model import collect
 
@@ -388,6 +389,108 @@ def test_a_stall_after_the_threads_stopped_fighting_is_its_own_flag(
         ("gil-contention", "warning"), ("event-loop-blocked", "warning"),
     ]  # fmt: skip
     assert "stalled for" not in message(recorded, "gil-contention")
+
+
+def busy_host(
+    run: SyntheticRun, until: float, worker: str | None = A, waiting: float | None = 0.9
+) -> SyntheticRun:
+    """Samples of an oversubscribed host (worker's, or the scheduler's: None),
+    a second each, as the capture ships them."""
+    host = None if worker is None else worker.split("://")[1].rsplit(":", 1)[0]
+    for t in range(1, int(until) + 1):
+        data = {"waiting": waiting, "runnable": 6, "cores": 2, "seconds": 1.0}
+        run.event(float(t), "host-load", worker, **data, host=host)
+    return run
+
+
+def test_a_stall_while_the_host_was_busy_and_the_process_starved_is_the_hosts(
+    run: SyntheticRun,
+) -> None:
+    busy_host(run, 4.0)
+    # 1.4 s without a tick, in which the process had 0.3 s of CPU: on a quiet
+    # host its loop would not have stalled past the tick.
+    run.event(3.0, "event-loop-stall", A, seconds=1.4, since=run.start + 1.6, cpu=0.3)
+    recorded = run.end(5.0)
+    assert flags(recorded) == [("event-loop-blocked", "warning")]
+    flag = recorded.flags().iloc[0]
+    assert "while its host was oversubscribed" in flag["message"]
+    assert "threads waited for a core 90% of the time" in flag["message"]
+    assert flag["advice"] == HOST_ADVICE
+    texts = [e["text"] for e in flag["evidence"]]
+    assert "host 10.0.0.2 oversubscribed" in texts[0] and "stalled for" in texts[1]
+
+
+@pytest.mark.parametrize(
+    ("cpu", "other_host", "waiting", "why"),
+    [
+        (1.3, False, 0.9, "the process ran as long as its loop stalled"),
+        (0.3, True, 0.9, "the busy host is another worker's"),
+        (0.3, False, 0.3, "threads waited for a core only 30% of the time"),
+    ],
+)
+def test_a_stall_is_the_codes_unless_the_host_was_busy_and_starved_it(
+    run: SyntheticRun, cpu: float, other_host: bool, waiting: float, why: str
+) -> None:
+    busy_host(run, 4.0, B if other_host else A, waiting=waiting)
+    run.event(3.0, "event-loop-stall", A, seconds=1.4, since=run.start + 1.6, cpu=cpu)
+    recorded = run.end(5.0)
+    assert flags(recorded) == [("event-loop-blocked", "warning")], why
+    flag = recorded.flags().iloc[0]
+    assert "oversubscribed" not in flag["message"], why
+    assert "Release the GIL" in flag["advice"], why
+
+
+def test_stalls_of_both_causes_blame_the_code_and_count_the_hosts_apart(
+    run: SyntheticRun,
+) -> None:
+    busy_host(run, 4.0)
+    run.event(3.0, "event-loop-stall", A, seconds=1.4, since=run.start + 1.6, cpu=0.2)
+    run.event(9.0, "event-loop-stall", A, seconds=1.5, since=run.start + 7.5, cpu=1.5)
+    recorded = run.end(10.0)
+    assert flags(recorded) == [("event-loop-blocked", "warning")]
+    text = message(recorded, "event-loop-blocked")
+    assert "stalled 1 time(s), up to 1.50 s" in text
+    assert "1 more came while the host was oversubscribed" in text
+
+
+def test_without_pressure_information_more_runnable_threads_than_cores_is_busy(
+    run: SyntheticRun,
+) -> None:
+    busy_host(run, 4.0, waiting=None)  # 6 runnable threads on 2 cores
+    run.event(3.0, "event-loop-stall", A, seconds=1.4, since=run.start + 1.6, cpu=0.3)
+    assert "oversubscribed" in message(run.end(5.0), "event-loop-blocked")
+
+
+def test_gil_contention_on_a_busy_host_names_the_host(run: SyntheticRun) -> None:
+    contention(run, 0.9, 0.9, 0.9)
+    busy_host(run, 4.0)
+    recorded = run.end(5.0)
+    assert flags(recorded) == [("gil-contention", "warning")]
+    flag = recorded.flags().iloc[0]
+    assert "each while their host was oversubscribed" in flag["message"]
+    assert flag["advice"] == HOST_ADVICE
+
+
+def test_gil_contention_on_a_quiet_host_beside_a_busy_one_is_the_codes(
+    run: SyntheticRun,
+) -> None:
+    contention(run, 0.9, 0.9, 0.9)
+    busy_host(run, 4.0, B)
+    recorded = run.end(5.0)
+    assert flags(recorded) == [("gil-contention", "warning")]
+    assert "Use processes" in recorded.flags().iloc[0]["advice"]
+
+
+def test_a_scheduler_stall_is_judged_by_the_schedulers_own_host_samples(
+    run: SyntheticRun,
+) -> None:
+    busy_host(run, 6.0, None)
+    run.event(
+        5.0, "event-loop-stall", None, seconds=3.5, since=run.start + 1.5, cpu=0.1
+    )
+    recorded = run.end(6.0)
+    assert "the scheduler stalled 1 time(s)" in message(recorded, "event-loop-blocked")
+    assert "oversubscribed" in message(recorded, "event-loop-blocked")
 
 
 # -- work ------------------------------------------------------------------------

@@ -6,6 +6,8 @@ clusters already kill their workers.)
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +23,7 @@ import pytest
 from distributed import Client, LocalCluster, get_worker
 
 import dask_observe
+from dask_observe.diagnose.host import HOST_ADVICE
 from dask_observe.units import format_bytes
 
 from .conftest import wait_until
@@ -293,6 +296,7 @@ def test_python_threads_fighting_for_the_gil_raise_gil_contention(
     assert kinds(run) == ["gil-contention"]
     flag = run.flags().iloc[0]
     assert "waited for the GIL" in flag["message"]
+    assert "Use processes rather than threads" in flag["advice"]  # the code's
     # The samples, and the loop's stalls they caused when the machine was busy.
     texts = [e["text"] for e in flag["evidence"]]
     assert sum(t.startswith("GIL contention") for t in texts) >= 2
@@ -300,6 +304,41 @@ def test_python_threads_fighting_for_the_gil_raise_gil_contention(
         t.startswith(("GIL contention", "event loop of", "Event loop was"))
         for t in texts
     ), texts
+
+
+@pytest.fixture
+def busy_host() -> Iterator[None]:
+    """More processes spinning outside the cluster than the host has cores."""
+    spinning = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range((os.cpu_count() or 1) + 2)
+    ]
+    try:
+        yield
+    finally:
+        for process in spinning:
+            process.kill()
+            process.wait()
+
+
+def test_on_a_host_busy_with_other_work_the_flag_names_the_host_not_the_code(
+    store_path: Path, make_client: Callable[..., Client], busy_host: None
+) -> None:
+    # The same threads as above, on a host oversubscribed by other processes:
+    # a thread holding the GIL that the host does not run holds the others up,
+    # and the advice to the code ("use processes") would be wrong.
+    client = make_client(n_workers=1, threads_per_worker=4)
+    with dask_observe.record("threads", client=client) as run:
+        client.gather(client.map(spin, [5.0] * 4, pure=False))
+    assert run.events("host-load").shape[0] >= 2  # its samples, a second apart
+    flags = run.flags()
+    assert set(flags["kind"]) <= {"gil-contention", "event-loop-blocked"}
+    assert len(flags), "the contention is said, with its cause"
+    for flag in flags.to_dict("records"):
+        assert "oversubscribed" in flag["message"], flag["message"]
+        assert flag["advice"] == HOST_ADVICE
+        texts = [e["text"] for e in flag["evidence"]]
+        assert any("threads waited for a core" in t for t in texts), texts
 
 
 def test_work_pinned_to_one_worker_raises_load_imbalance(

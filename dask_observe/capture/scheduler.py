@@ -22,6 +22,7 @@ from tornado.ioloop import PeriodicCallback
 
 from .buffer import DropCountingBuffer, SequencedBuffer
 from .hangs import ProgressWatch, describe, pace, work_remains
+from .host import HostLoad
 from .logs import replay
 from .metrics import cluster_metrics, worker_metrics
 from .router import LogRouter, Sink
@@ -194,6 +195,8 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         self._sampler.start()
         # The scheduler's own event loop, watched as the workers watch theirs.
         self._stalls = StallWatch(self.settings.memory_interval_ms / 1000)
+        #: Its own sampler: its stalls are judged against its own host's load.
+        self._host = HostLoad()
         self._ticker = PeriodicCallback(self._tick, self.settings.memory_interval_ms)
         self._ticker.start()
 
@@ -312,6 +315,9 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         stall = self._stalls.tick(now)
         if stall is not None:
             self._event("event-loop-stall", None, stall)
+        host = self._host.pressured()
+        if host is not None:
+            self._event("host-load", None, host)
 
     def sample(self) -> None:
         """Metrics of every worker and of the cluster, every metrics interval."""

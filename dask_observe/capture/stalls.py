@@ -18,12 +18,18 @@ class StallWatch:
     def __init__(self, interval_s: float) -> None:
         self.interval_s = interval_s
         self.last = time.monotonic()
+        self.cpu = time.process_time()
 
     def tick(self, now: float) -> dict[str, float] | None:
-        """``{"seconds", "since"}`` of the stall that ended now, or None."""
-        mono = time.monotonic()
+        """``{"seconds", "since", "cpu"}`` of the stall that ended now, or None.
+        ``cpu``: the seconds of CPU the process had meanwhile (all its threads).
+        A loop held by the process's own work (a task holding the GIL) had
+        about as much CPU as the stall lasted; one held by a host too busy to
+        run the process, far less."""
+        mono, cpu = time.monotonic(), time.process_time()
         late = mono - self.last - self.interval_s
-        self.last = mono
+        used = cpu - self.cpu
+        self.last, self.cpu = mono, cpu
         if late < STALL_S:
             return None
-        return {"seconds": round(late, 3), "since": now - late}
+        return {"seconds": round(late, 3), "since": now - late, "cpu": round(used, 3)}

@@ -154,6 +154,12 @@ class PushedEvent(NamedTuple):
     data: Any
 
 
+#: Events that are the capture's bookkeeping, read by the analyses rather than
+#: something that happened to the cluster: exports leave them out (transfers
+#: come a second per worker pair, and the task spans tell them already; a
+#: busy host's load a second per process).
+BOOKKEEPING_EVENTS = ("transfer", "task-running", "host-load")
+
 #: The worker and nanny handler that ships what it holds now; with
 #: ``heartbeat`` (a worker) it then sends a heartbeat.
 FLUSH_HANDLER = "dask_observe_flush"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from .host import workers_host_pressure
 from .pacer import Pacer, process_rss
 from .settings import CaptureSettings
 from .shipper import LogShipper
@@ -32,6 +33,16 @@ def _fine_pending(worker: Worker) -> bool:
         return True
     # list(): one step under the GIL, as a task thread may add to it.
     return any(isinstance(name, tuple) for name in list(pending))
+
+
+def _host(address: str) -> str:
+    """The host part of a worker's address (what the flags match samples by)."""
+    from distributed.comm.addressing import get_address_host
+
+    try:
+        return str(get_address_host(address))
+    except Exception:  # an address scheme without a host (inproc://)
+        return address
 
 
 #: How long a task runs before the worker says which it is and since when.
@@ -213,7 +224,8 @@ class ObserveWorkerPlugin(WorkerPlugin):
 
     def _tick(self, now: float) -> None:
         """Every ``memory-interval``: the worker's memory, its long tasks,
-        (summed a second) its transfers, and whether this tick came late."""
+        (summed a second) its transfers, whether this tick came late, and
+        (a second apart) whether its host had more to run than cores."""
         assert self._memory is not None and self.shipper is not None
         assert self._transfers is not None
         stall = self._stalls.tick(now)
@@ -223,6 +235,12 @@ class ObserveWorkerPlugin(WorkerPlugin):
                 PushedEvent(now, "event-loop-stall", address, stall)
             )
         self.long_tasks.report(now, self._memory.worker.address, self.shipper)
+        host = workers_host_pressure()
+        if host is not None:
+            address = self._memory.worker.address
+            self.shipper.events.append(
+                PushedEvent(now, "host-load", address, {**host, "host": _host(address)})
+            )
         self._sample_stacks(now)
         self._memory.sample(now)
         self._transfers.report(self.shipper)

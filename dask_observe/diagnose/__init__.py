@@ -1,10 +1,11 @@
 """Diagnosis: what went wrong in a run, why, and what to do about it.
 
-Flags are computed from the recorded telemetry, never stored: a finished run and a
-live one are judged by the same rules (a live run over what has been recorded so
-far), and a better rule in a later version improves old runs too. A run is
-judged under the settings recorded with it (``Run.settings``), so every reader
-raises the same flags.
+Flags are computed from the recorded telemetry by the same rules for a live run
+(over what has been recorded so far) and a finished one. A run's end judges it
+once and stores that verdict (``store.verdicts``), which readers then show as
+it is; a run without one (recorded by an older version, or whose process died)
+is judged when read. A run is judged under the settings recorded with it
+(``Run.settings``), so every reader raises the same flags.
 
 The rules live one module a family (memory, workers, runtime, work, hangs), each
 registered under the kind it raises (``base.rule``).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from dask_observe.diagnose.base import (
     rule,
     workers,
 )
+from dask_observe.diagnose.host import HOST_ADVICE, Busy, host_load
 from dask_observe.units import format_seconds
 
 if TYPE_CHECKING:
@@ -24,26 +25,48 @@ if TYPE_CHECKING:
 Stall = tuple[float, "str | None", float, str]
 
 
-def _stalls(ctx: Context) -> tuple[list[Stall], list[Stall]]:
+class Stalls(NamedTuple):
+    """A run's event-loop stalls over their thresholds, by what caused them."""
+
+    #: Held by the process's own work: event-loop-blocked's.
+    code: list[Stall]
+    #: A worker's while gil-contention flags it: that flag's. Threads taking
+    #: turns at the GIL starve the loop's thread too (0.5-0.8 s a tick with
+    #: four spinning threads on a quiet machine).
+    contended: list[Stall]
+    #: While the process's host was oversubscribed, with its busiest second:
+    #: the host's (2.6-5.3 s with two other processes busy on its two cores).
+    host: list[tuple[Stall, Busy]]
+
+
+def _stalls(ctx: Context) -> Stalls:
     """(time, worker or None for the scheduler, seconds, text) of each stall
     over its threshold: from the ticker the capture runs on each event loop,
     and from distributed's own "Event loop was unresponsive" lines (its tick
     limit, 3 s by default) for processes without one (a partial run). A line
-    about a stall the ticker saw too is kept as evidence of it.
-
-    The first list is event-loop-blocked's; the second holds the stalls of a
-    worker while gil-contention flags it, which are that flag's: threads
-    taking turns at the GIL starve the loop's thread too (0.5-0.8 s a tick
-    with four spinning threads on a quiet machine, 2.6-5.3 s, the whole
-    spin, with two other processes busy on its two cores)."""
+    about a stall the ticker saw too is kept as evidence of it."""
     if "stalls" in ctx.derived:
-        kept: tuple[list[Stall], list[Stall]] = ctx.derived["stalls"]
+        kept: Stalls = ctx.derived["stalls"]
         return kept
     tick = ctx.seconds("event-loop-blocked.tick")
     scheduler_tick = ctx.seconds("event-loop-blocked.scheduler-tick")
     contended = _contention(ctx)
-    found: list[Stall] = []
-    absorbed: list[Stall] = []
+    hosts = host_load(ctx)
+    split = Stalls([], [], [])
+
+    def file(stall: Stall, since: float, cpu: float | None = None) -> None:
+        t, worker = stall[0], stall[1]
+        busy = hosts.during(worker, since, t)
+        # A process that had as much CPU meanwhile as a stall takes to count
+        # would have stalled on a quiet host too: its own work held it.
+        starved = cpu is None or cpu < (tick if worker else scheduler_tick)
+        if busy is not None and starved:
+            split.host.append((stall, busy))
+        elif worker is not None and _during(contended.get(worker), since, t):
+            split.contended.append(stall)
+        else:
+            split.code.append(stall)
+
     events = ctx.events("event-loop-stall")
     for t, worker, data in zip(
         events["time"], events["worker"], events["data"], strict=True
@@ -54,18 +77,21 @@ def _stalls(ctx: Context) -> tuple[list[Stall], list[Stall]]:
         if seconds >= (tick if named else scheduler_tick):
             who = named or "the scheduler"
             text = f"event loop of {who} stalled for {format_seconds(seconds)}"
-            stall = (float(t), named, seconds, text)
-            during = named is not None and _during(contended.get(named), since, t)
-            (absorbed if during else found).append(stall)
-    seen = {(w, round(t)) for t, w, _, _ in found + absorbed}
+            cpu = (data or {}).get("cpu")
+            cpu = float(cpu) if isinstance(cpu, int | float) else None
+            file((float(t), named, seconds, text), since, cpu)
+    seen = {
+        (w, round(t))
+        for t, w, _, _ in [*split.code, *split.contended, *(s for s, _ in split.host)]
+    }
     for t, worker, message in ctx.logs("Event loop was unresponsive"):
         took = re.search(r"for ([0-9.]+)s", message)
         seconds = float(took[1]) if took else 0.0
         near = any((worker, round(t) + d) in seen for d in range(-5, 6))
-        stall = (t, worker, 0.0 if near else seconds, message)
-        during = worker is not None and _during(contended.get(worker), t - seconds, t)
-        (absorbed if during else found).append(stall)
-    split = (sorted(found), sorted(absorbed))
+        file((t, worker, 0.0 if near else seconds, message), t - seconds)
+    split.code.sort()
+    split.contended.sort()
+    split.host.sort(key=lambda pair: pair[0])
     ctx.derived["stalls"] = split
     return split
 
@@ -105,11 +131,33 @@ def _contended(ctx: Context) -> pd.DataFrame:
         running = _busy_threads(mine, times[rows], covers[rows])
         busy[rows] = running >= 2.0 - 1e-3
     high = high[busy]
-    seconds = high.groupby("worker")["covers"].sum()
-    found = high[high["worker"].isin(seconds[seconds >= 2.0].index)]
-    found = found.drop(columns="covers")
+    # A thread holding the GIL that the host does not run holds the others up
+    # too: samples taken while the host was oversubscribed are the host's.
+    hosts = host_load(ctx)
+    oversubscribed = [
+        hosts.during(str(w), t - c, t)
+        for t, w, c in zip(high["time"], high["worker"], high["covers"], strict=True)
+    ]
+    at_host = np.array([b is not None for b in oversubscribed], dtype=bool)
+    ctx.derived["contended-host"] = _two_seconds(
+        high[at_host], [b for b in oversubscribed if b is not None]
+    )
+    found, _ = _two_seconds(high[~at_host], [])
     ctx.derived["contended"] = found
     return found
+
+
+def _two_seconds(
+    high: pd.DataFrame, busy: list[Busy]
+) -> tuple[pd.DataFrame, list[Busy]]:
+    """The samples of the workers with two seconds of them or more (and the
+    busy seconds of their hosts, one per sample, when given)."""
+    seconds = high.groupby("worker")["covers"].sum()
+    kept = high["worker"].isin(seconds[seconds >= 2.0].index).to_numpy()
+    return (
+        high[kept].drop(columns="covers"),
+        [b for b, keep in zip(busy, kept, strict=False) if keep],
+    )
 
 
 def _busy_threads(
@@ -162,30 +210,65 @@ def _during(samples: list[float] | None, since: float, until: float) -> bool:
     return any(since - 2.0 <= t <= until + 2.0 for t in samples or ())
 
 
+def _busiest(seconds: list[Busy]) -> str:
+    """How oversubscribed the busiest of ``seconds`` found its host."""
+    top = max(seconds, key=lambda b: (b.waiting or 0.0, b.runnable or 0))
+    return top.describe()
+
+
 @rule("event-loop-blocked")
 def event_loop_blocked(ctx: Context) -> list[Flag]:
     """Stalls of a worker's event loop of ``event-loop-blocked.tick`` (1 s) or
     more, of the scheduler's of ``scheduler-tick`` (a big graph takes it a
     while to take in); an error when the longest, or all together, reach
-    ``error-time``."""
-    stalls, _ = _stalls(ctx)
+    ``error-time``. Stalls while the process's host was oversubscribed are the
+    host's: told as such (a warning, with advice about the host) when no
+    others are."""
+    split = _stalls(ctx)
+    stalls = split.code or [stall for stall, _ in split.host]
     if not stalls:
         return []
     seconds = [s for _, _, s, _ in stalls if s > 0]
     total = sum(seconds)
     longest = max(seconds, default=0.0)
-    severe = max(longest, total) >= ctx.seconds("event-loop-blocked.error-time")
     who = sorted({w or "the scheduler" for _, w, _, _ in stalls})
     found: list[dict[str, Any]] = [evidence(t, w, text) for t, w, _, text in stalls]
+    stalled = (
+        f"The event loop of {', '.join(who)} stalled {len(seconds)} time(s), "
+        f"up to {format_seconds(longest)} ({format_seconds(total)} in all)"
+    )
+    if not split.code:
+        busy = [b for _, b in split.host]
+        found = host_load(ctx).evidence(busy) + found
+        return [
+            Flag(
+                "event-loop-blocked",
+                "warning",
+                stalls[0][0],
+                workers(w for _, w, _, _ in stalls),
+                f"{stalled}, each while its host was oversubscribed "
+                f"({_busiest(busy)}): the host had more to run than cores, so "
+                "heartbeats and transfers waited. A busy host, not the tasks' "
+                "code, held it up.",
+                HOST_ADVICE,
+                found[:MAX_EVIDENCE],
+            )
+        ]
+    severe = max(longest, total) >= ctx.seconds("event-loop-blocked.error-time")
+    also = (
+        f" {len(split.host)} more came while the host was oversubscribed (not "
+        "counted: the host's)."
+        if split.host
+        else ""
+    )
     return [
         Flag(
             "event-loop-blocked",
             "error" if severe else "warning",
             stalls[0][0],
             workers(w for _, w, _, _ in stalls),
-            f"The event loop of {', '.join(who)} stalled {len(seconds)} time(s), "
-            f"up to {format_seconds(longest)} ({format_seconds(total)} in all): "
-            "something held it (or the GIL), so heartbeats and transfers waited.",
+            f"{stalled}: something held it (or the GIL), so heartbeats and "
+            f"transfers waited.{also}",
             "Release the GIL in long-running tasks (NumPy or Numba with nogil), "
             "split them up, or avoid moving very large objects between workers.",
             found[:MAX_EVIDENCE],
@@ -202,12 +285,14 @@ def gil_contention(ctx: Context) -> list[Flag]:
     holding the GIL shows as contention too, but the remedy (and the flag) is
     event-loop-blocked's. A single high sample of a second is noise; two
     seconds or more count (one late sample may speak for them: see _contended).
+    Samples taken while the worker's host was oversubscribed are the host's:
+    told as such (with advice about the host) when no others make the flag.
     """
     share = ctx.number("gil-contention.share")
     high = _contended(ctx)
     if high.empty:
-        return []
-    _, stalls = _stalls(ctx)
+        return _gil_at_busy_host(ctx, share)
+    stalls = _stalls(ctx).contended
     longest = max((seconds for _, _, seconds, _ in stalls), default=0.0)
     held = (
         f" Their worker's event loop stalled for up to {format_seconds(longest)} "
@@ -217,13 +302,9 @@ def gil_contention(ctx: Context) -> list[Flag]:
     )
     # The loop held as long as event-loop-blocked calls an error is one here.
     severe = longest >= ctx.seconds("event-loop-blocked.error-time")
-    samples = [
-        evidence(float(t), str(w), f"GIL contention {v:.0%}")
-        for t, w, v in zip(high["time"], high["worker"], high["value"], strict=True)
-    ]
     # The stalls (a few) stay beside the samples (one a second) when cut.
     held_up = [evidence(t, w, text) for t, w, _, text in stalls][: MAX_EVIDENCE // 2]
-    found = held_up + samples[: MAX_EVIDENCE - len(held_up)]
+    found = held_up + _samples(high)[: MAX_EVIDENCE - len(held_up)]
     return [
         Flag(
             "gil-contention",
@@ -236,5 +317,35 @@ def gil_contention(ctx: Context) -> list[Flag]:
             "Use processes rather than threads (more workers, one thread each), or "
             "code that releases the GIL (NumPy, pandas, Numba with nogil).",
             sorted(found, key=lambda e: e["time"]),
+        )
+    ]
+
+
+def _samples(high: pd.DataFrame) -> list[dict[str, Any]]:
+    return [
+        evidence(float(t), str(w), f"GIL contention {v:.0%}")
+        for t, w, v in zip(high["time"], high["worker"], high["value"], strict=True)
+    ]
+
+
+def _gil_at_busy_host(ctx: Context, share: float) -> list[Flag]:
+    """gil-contention's flag when all its samples came from busy hosts."""
+    high, busy = ctx.derived["contended-host"]
+    if high.empty:
+        return []
+    found = host_load(ctx).evidence(busy) + _samples(high)
+    return [
+        Flag(
+            "gil-contention",
+            "warning",
+            float(high["time"].min()),
+            workers(high["worker"]),
+            f"Task threads waited for the GIL more than {share:.0%} of the time "
+            f"({len(high)} samples), each while their host was oversubscribed "
+            f"({_busiest(busy)}): a thread holding the GIL that the host does "
+            "not run holds the others up. A busy host, not the tasks' code, is "
+            "the likely cause.",
+            HOST_ADVICE,
+            found[:MAX_EVIDENCE],
         )
     ]

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from dask_observe.capture.wire import BOOKKEEPING_EVENTS
 from dask_observe.figures import PHASE_COLUMNS, fast_memory, task_table
 
 if TYPE_CHECKING:
@@ -136,10 +137,6 @@ def _instant(
     }
 
 
-#: Events that are the recording's own bookkeeping, not something that happened.
-_QUIET_EVENTS = {"transfer", "task-running"}
-
-
 def _run_events(run: RunData, tracks: _Tracks) -> list[dict[str, Any]]:
     events = run.events(epoch=True)
     columns = ("time", "kind", "worker", "data")
@@ -152,7 +149,7 @@ def _run_events(run: RunData, tracks: _Tracks) -> list[dict[str, Any]]:
             data if isinstance(data, dict) else {"data": data},
         )
         for at, kind, worker, data in zip(*(events[c] for c in columns), strict=True)
-        if kind not in _QUIET_EVENTS
+        if kind not in BOOKKEEPING_EVENTS
     ]
 
 

@@ -330,7 +330,8 @@ class Sender:
     def send(self, records: Sequence[tuple[Any, ...]]) -> tuple[int, str | None]:
         """Build and send a batch; the running count of what the collector
         did not take, and the first reason."""
-        from dask_observe.export.otlp import BOOKKEEPING_EVENTS, nanoseconds
+        from dask_observe.capture.wire import BOOKKEEPING_EVENTS
+        from dask_observe.export.otlp import nanoseconds
 
         otlp = self.otlp
         points: list[tuple[float, str | None, str, float]] = []

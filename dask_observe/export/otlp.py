@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from dask_observe.capture.wire import BOOKKEEPING_EVENTS
 from dask_observe.figures import PHASE_COLUMNS, task_table
 from dask_observe.store import telemetry
 
@@ -39,9 +40,6 @@ logger = logging.getLogger(__name__)
 
 #: Records sent in one OTLP request.
 BATCH = 1000
-#: Events that the task spans already tell (and that would fill a span's
-#: event limit, 128: transfers come a second per worker pair).
-BOOKKEEPING_EVENTS = ("transfer", "task-running")
 #: Python's logging levels as OpenTelemetry severity numbers.
 _SEVERITY = ((50, 21), (40, 17), (30, 13), (20, 9), (10, 5), (0, 1))
 _LEVELS = {"CRITICAL": 50, "ERROR": 40, "WARNING": 30, "INFO": 20, "DEBUG": 10}

@@ -1,0 +1,106 @@
+"""Whether the host a process runs on had more runnable threads than cores.
+
+A worker whose event loop stalls, or whose threads wait for the GIL, may be
+held up by its own tasks or by a host too busy to run it: on a loaded 2-core
+machine, flags blamed the user's code ("use processes") for what other
+processes did. Each capturing process samples its host once a second and
+ships the samples of a host under pressure, so that the flags can tell the two
+apart. A quiet host costs no row.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+#: Seconds between two samples of the host (one per process, whatever the
+#: number of workers in it: they share the host).
+INTERVAL_S = 1.0
+#: A sample is shipped when runnable threads waited for a core at least this
+#: share of the time since the one before (or, without pressure stall
+#: information, when more threads were runnable than the host has cores).
+SHIP_WAITING = 0.2
+
+_PSI = "/proc/pressure/cpu"
+_STAT = "/proc/stat"
+
+
+def _psi_waited_us() -> int | None:
+    """Microseconds during which some runnable thread of the host waited for a
+    core (Linux's pressure stall information, "some"), or None without it."""
+    try:
+        with open(_PSI) as f:
+            first = f.readline()  # some avg10=... avg60=... avg300=... total=N
+    except OSError:
+        return None
+    for part in first.split():
+        if part.startswith("total="):
+            return int(part[6:])
+    return None
+
+
+def _runnable() -> int | None:
+    """Threads of the host runnable now (Linux), this one not counted."""
+    try:
+        with open(_STAT) as f:
+            for line in f:
+                if line.startswith("procs_running "):
+                    return max(0, int(line.split()[1]) - 1)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+class HostLoad:
+    """The host's CPU pressure since the previous sample, read at most every
+    ``INTERVAL_S``: ``{"waiting", "runnable", "cores", "seconds"}``, where
+    ``waiting`` is the share of those ``seconds`` during which some runnable
+    thread waited for a core (None where the kernel does not say), and
+    ``runnable`` the threads runnable at the sample."""
+
+    def __init__(self) -> None:
+        self.cores = os.cpu_count() or 1
+        self.at = time.monotonic()
+        self.waited = _psi_waited_us()
+
+    def sample(self) -> dict[str, Any] | None:
+        """The sample due now, if a second has passed; None before."""
+        now = time.monotonic()
+        seconds = now - self.at
+        if seconds < INTERVAL_S:
+            return None
+        waited = _psi_waited_us()
+        waiting = None
+        if waited is not None and self.waited is not None:
+            waiting = round(min(1.0, (waited - self.waited) / 1e6 / seconds), 3)
+        self.at, self.waited = now, waited
+        return {
+            "waiting": waiting,
+            "runnable": _runnable(),
+            "cores": self.cores,
+            "seconds": round(seconds, 3),
+        }
+
+    def pressured(self) -> dict[str, Any] | None:
+        """The sample due now if it shows the host under pressure (worth a row)."""
+        found = self.sample()
+        if found is None:
+            return None
+        waiting, runnable = found["waiting"], found["runnable"]
+        if waiting is not None:
+            return found if waiting >= SHIP_WAITING else None
+        return found if runnable is not None and runnable > self.cores else None
+
+
+_workers_host: HostLoad | None = None
+
+
+def workers_host_pressure() -> dict[str, Any] | None:
+    """This process's sample of its host for its workers, when one is due and
+    shows pressure: the workers of one process share one sampler (and so one
+    row a second however many there are; the flags match samples by host)."""
+    global _workers_host
+    if _workers_host is None:
+        _workers_host = HostLoad()
+    return _workers_host.pressured()

@@ -1,0 +1,130 @@
+"""Whether a host was too busy to run its processes: the cause the time-based
+flags name instead of the user's code when it was.
+
+The capture ships a ``host-load`` event a second per process whose host is
+under CPU pressure (``capture.host``): the share of the second during which
+some runnable thread of the host waited for a core, the threads runnable, the
+cores. A stall of a worker's event loop, or GIL contention measured in it,
+while its host was oversubscribed says more about the host (other processes,
+more threads than cores) than about the tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from dask_observe.diagnose.base import evidence
+
+if TYPE_CHECKING:
+    from dask_observe.diagnose.base import Context
+
+#: The key of the scheduler's own samples (its stalls are judged by them).
+SCHEDULER = "the scheduler"
+
+
+def address_host(address: str | None) -> str:
+    """The host part of a worker's address (``tcp://10.0.0.5:40331`` ->
+    ``10.0.0.5``); the scheduler's key for None."""
+    if not address:
+        return SCHEDULER
+    rest = address.split("://", 1)[-1]
+    if rest.startswith("["):  # [::1]:port
+        return rest[1:].split("]", 1)[0]
+    return rest.rsplit(":", 1)[0] if ":" in rest else rest
+
+
+@dataclass(frozen=True)
+class Busy:
+    """A second (``start`` to ``end``) during which ``host`` was oversubscribed."""
+
+    start: float
+    end: float
+    host: str
+    worker: str | None
+    waiting: float | None
+    runnable: int | None
+    cores: int
+
+    def describe(self) -> str:
+        parts = []
+        if self.waiting is not None:
+            parts.append(f"threads waited for a core {self.waiting:.0%} of the time")
+        if self.runnable is not None:
+            parts.append(f"{self.runnable} threads runnable on {self.cores} cores")
+        return f"host {self.host} oversubscribed: " + "; ".join(parts)
+
+
+class HostLoad:
+    """The run's seconds of busy hosts, by host, read once for every flag."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @cached_property
+    def busy(self) -> dict[str, list[Busy]]:
+        waiting_at = self.ctx.number("host-load.waiting")
+        per_core = self.ctx.number("host-load.runnable-per-core")
+        events = self.ctx.events("host-load")
+        found: dict[str, list[Busy]] = {}
+        for t, worker, data in zip(
+            events["time"], events["worker"], events["data"], strict=True
+        ):
+            data = data if isinstance(data, dict) else {}
+            named = worker if isinstance(worker, str) and worker else None
+            waiting, runnable = _number(data.get("waiting")), data.get("runnable")
+            cores = int(data.get("cores") or 1)
+            runnable = int(runnable) if isinstance(runnable, int | float) else None
+            if waiting is not None:
+                oversubscribed = waiting >= waiting_at
+            else:
+                oversubscribed = runnable is not None and runnable > per_core * cores
+            if not oversubscribed:
+                continue
+            host = SCHEDULER if named is None else str(data.get("host") or named)
+            start = float(t) - (_number(data.get("seconds")) or 1.0)
+            found.setdefault(host, []).append(
+                Busy(start, float(t), host, named, waiting, runnable, cores)
+            )
+        return found
+
+    def during(self, worker: str | None, since: float, until: float) -> Busy | None:
+        """The busiest second of ``worker``'s host (the scheduler's: None)
+        that overlaps ``since`` to ``until``, if its host was busy then."""
+        seconds = [
+            b
+            for b in self.busy.get(address_host(worker), ())
+            if b.start < until and b.end > since
+        ]
+        return max(seconds, key=lambda b: b.waiting or 0.0, default=None)
+
+    def evidence(self, seconds: list[Busy]) -> list[dict[str, Any]]:
+        """One line per host: its busiest second among ``seconds``."""
+        busiest: dict[str, Busy] = {}
+        for b in seconds:
+            if b.host not in busiest or (b.waiting or 0) > (
+                busiest[b.host].waiting or 0
+            ):
+                busiest[b.host] = b
+        return [evidence(b.end, b.worker, b.describe()) for b in busiest.values()]
+
+
+def host_load(ctx: Context) -> HostLoad:
+    """The run's host load, shared by the rules that read it."""
+    if "host-load" not in ctx.derived:
+        ctx.derived["host-load"] = HostLoad(ctx)
+    found: HostLoad = ctx.derived["host-load"]
+    return found
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+#: What a flag caused by a busy host advises (about the host, not the code).
+HOST_ADVICE = (
+    "The host, not the tasks' code: run fewer workers or threads per machine "
+    "(threads in all at most its cores), or move other CPU-heavy processes off "
+    "it; record again on a quiet host to judge the code itself."
+)
