@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -119,6 +120,56 @@ async def test_the_stream_refuses_an_unauthenticated_websocket_upgrade(
     with pytest.raises(HTTPClientError) as info:
         await websocket_connect(url)
     assert info.value.code == 403
+
+
+#: A Jupyter server with dask-observe's extension in an environment without
+#: dask, whose stream a websocket client subscribes to.
+NO_DASK_SERVER = """
+import sys
+sys.modules["dask"] = None
+sys.modules["distributed"] = None
+import json
+from tornado.ioloop import IOLoop
+from tornado.websocket import websocket_connect
+from jupyter_server.serverapp import ServerApp
+
+port, root = sys.argv[1], sys.argv[2]
+app = ServerApp()
+app.initialize(argv=[
+    f"--port={port}", "--ip=127.0.0.1", "--ServerApp.token=secret",
+    "--ServerApp.open_browser=False", f"--ServerApp.root_dir={root}",
+    '--ServerApp.jpserver_extensions={"dask_observe": True}',
+])
+
+async def subscribe():
+    url = f"ws://127.0.0.1:{port}/dask-observe/api/stream?token=secret"
+    ws = await websocket_connect(url)
+    ws.write_message(json.dumps(
+        {"type": "subscribe", "run": "last", "kinds": ["logs", "flags", "progress"]}
+    ))
+    print(json.loads(await ws.read_message())["type"])
+    ws.close()
+
+IOLoop.current().run_sync(subscribe, timeout=60)
+"""
+
+
+def test_a_server_without_dask_streams_a_run(tmp_path: Path) -> None:
+    """The claim of server/__init__.py, through a real server and websocket."""
+    path = tmp_path / "s.sqlite"
+    with Store(path) as store:
+        store.create_run("from a kernel elsewhere")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = subprocess.run(
+        [sys.executable, "-c", NO_DASK_SERVER, str(port), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DASK_OBSERVE__STORE": str(path)},
+        timeout=120,
+    )
+    assert out.stdout.strip() == "subscribed", out.stderr[-3000:]
 
 
 def test_the_server_side_reads_the_store_without_dask(tmp_path: Path) -> None:

@@ -344,13 +344,12 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
     auth_resource = "dask-observe"
 
     def initialize(self, manager: StoreManager) -> None:
-        from dask.utils import parse_bytes
-
         from dask_observe import config
+        from dask_observe.units import parse_bytes
 
         self.manager = manager
         #: Unsent bytes this client may have before the server skips ahead.
-        self.max_pending = parse_bytes(config.get("server.stream-max-pending"))
+        self.max_pending = int(parse_bytes(config.get("server.stream-max-pending")))
         self._task: asyncio.Task[None] | None = None
         self._pending = 0
         self._slot = False
