@@ -60,7 +60,12 @@ export class HistoryView extends Widget {
     );
     this._notes.replaceChildren(
       ...runs
-        .filter(r => r.verdict !== '' || r.changed.length > 0)
+        .filter(
+          r =>
+            r.verdict !== '' ||
+            r.changed.length > 0 ||
+            Object.keys(r.prefixes ?? {}).length > 0
+        )
         .map(r => Private.note(r))
     );
   }
@@ -124,17 +129,23 @@ namespace Private {
       if (v === null) {
         return;
       }
+      const slower = Object.entries(run.prefixes ?? {}).map(
+        ([name, verdict]) => `${name} ${verdict}`
+      );
       const point = svg('circle', {
         cx: x(i).toFixed(1),
         cy: y(v).toFixed(1),
-        r: run.verdict ? '3.5' : '2.5',
+        r: run.verdict || slower.length > 0 ? '3.5' : '2.5',
         class: 'jp-DaskObserve-history-point',
         'data-run-id': String(run.id),
-        'data-verdict': run.verdict
+        'data-verdict': run.verdict,
+        'data-prefixes': slower.join(', ')
       });
       const title = svg('title');
       title.textContent =
-        `#${run.id}: ${format(v)}` + (run.verdict ? ` (${run.verdict})` : '');
+        `#${run.id}: ${format(v)}` +
+        (run.verdict ? ` (${run.verdict})` : '') +
+        (slower.length > 0 ? `; per task: ${slower.join(', ')}` : '');
       point.append(title);
       picture.append(point);
     });
@@ -160,6 +171,18 @@ namespace Private {
       const wall =
         run.duration_s === null ? '' : ` (${formatSeconds(run.duration_s)})`;
       parts.push(`wall time ${run.verdict}${wall}`);
+    }
+    // Per task, against the prefix's own spread over the earlier runs: a
+    // prefix that is always noisy is not named, a stable one that doubled is.
+    const prefixes = Object.entries(run.prefixes ?? {}).sort(([a], [b]) =>
+      a.localeCompare(b)
+    );
+    if (prefixes.length > 0) {
+      parts.push(
+        prefixes
+          .map(([name, verdict]) => `${name} per task ${verdict}`)
+          .join(', ')
+      );
     }
     if (run.changed.length > 0) {
       parts.push(`changed: ${run.changed.join('; ')}`);

@@ -174,30 +174,35 @@ nap = lambda seconds: time.sleep(seconds)  # noqa: E731
 def test_a_jobs_history_charts_each_run_and_marks_the_slow_one_and_what_changed(
     client: Client, store_path: Path, lab: Lab, page: Page
 ) -> None:
-    # The same job twice, then three times the work under a changed config value.
+    # The same job five times, then three times the work, each task three
+    # times slower, under a changed config value.
     changed = {"distributed.admin.tick.limit": "4s"}
-    for n, config in ((40, {}), (40, {}), (120, changed)):
+    for n, pause, config in [(40, 0.02, {})] * 5 + [(120, 0.06, changed)]:
         with dask.config.set(config), dask_observe.record("nightly", client=client):
-            client.gather(client.map(nap, [0.02] * n, pure=False))
+            client.gather(client.map(nap, [pause] * n, pure=False))
 
     open_panel(page, lab)
     history = page.locator("#dask-observe-panel .jp-DaskObserve-history")
     # (The server reads a history in a process of its own: pandas starts there.)
     expect(history.locator(".jp-DaskObserve-history-title")).to_have_text(
-        "nightly: 3 runs", timeout=30_000
+        "nightly: 6 runs", timeout=30_000
     )
     for chart in ("wall time", "peak memory"):
         drawn = history.locator(f'[data-chart="{chart}"]')
-        expect(drawn.locator(".jp-DaskObserve-history-point")).to_have_count(3)
+        expect(drawn.locator(".jp-DaskObserve-history-point")).to_have_count(6)
         slow = drawn.locator('.jp-DaskObserve-history-point[data-verdict="regression"]')
-        expect(slow).to_have_attribute("data-run-id", "3")
+        expect(slow).to_have_attribute("data-run-id", "6")
+        # Its tasks' prefix left its own band over the five runs before.
+        expect(slow).to_have_attribute("data-prefixes", "lambda regression")
+        expect(slow.locator("title")).to_contain_text("per task: lambda regression")
         # The dashed rule at the run whose environment changed tells what changed.
         rule = drawn.locator(".jp-DaskObserve-history-change")
         expect(rule).to_have_count(1)
         expect(rule.locator("title")).to_contain_text("distributed.admin.tick.limit")
     note = history.locator(".jp-DaskObserve-history-note")
     expect(note).to_have_count(1)
-    expect(note).to_contain_text("#3 · wall time regression")
+    expect(note).to_contain_text("#6 · wall time regression")
+    expect(note).to_contain_text("lambda per task regression")
     expect(note).to_contain_text("config distributed.admin.tick.limit: None -> 4s")
     history.scroll_into_view_if_needed()
     history.screenshot(path=ARTIFACTS / "panel-history.png")
@@ -212,7 +217,7 @@ def test_a_jobs_history_charts_each_run_and_marks_the_slow_one_and_what_changed(
     card = page.locator('.jp-DaskObserve-run[data-run-id="2"]')
     card.locator(".jp-DaskObserve-run-history").click()
     expect(history.locator(".jp-DaskObserve-history-title")).to_have_text(
-        "nightly: 3 runs"
+        "nightly: 6 runs"
     )
     assert page.locator("#dask-observe-panel b").count() == 0
 
