@@ -339,6 +339,10 @@ export class ObservePanel extends SidePanel {
   private _showNewestRun(): void {
     const newest = this._runs[0];
     if (
+      // Until the clusters are known, a live one may be there: following the
+      // newest run meanwhile would switch views under the user (and clear the
+      // first lines shown) when the clusters arrive.
+      !this._clustersKnown ||
       newest === undefined ||
       newest.id === this._newestShown ||
       this._replaying !== null ||
@@ -379,6 +383,7 @@ export class ObservePanel extends SidePanel {
    */
   private _followNewest(clusters: readonly ICluster[]): void {
     this._clusters = clusters;
+    this._clustersKnown = true;
     // The followed cluster gone (and no other live one yet): grey its workers.
     const followed = clusters.find(c => c.id === this._following);
     this.metrics.node.classList.toggle(
@@ -463,6 +468,7 @@ export class ObservePanel extends SidePanel {
   private _clusters: readonly ICluster[] = [];
   private _collapsedChanged = new Signal<this, string[]>(this);
   private _following: string | null = null;
+  private _clustersKnown = false;
   private _judging: number | null = null;
   private _newestShown: number | null = null;
   private _historyOf: number | null = null;
