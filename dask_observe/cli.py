@@ -201,8 +201,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from dask_observe.demo import print_summary, run_demo
 
     with _open(args, create=True) as store:
-        run = run_demo(store, n_workers=args.workers)
-        print_summary(run, store)
+        runs = run_demo(store, n_workers=args.workers)
+        print_summary(runs, store)
     return 0
 
 
@@ -437,7 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     redact.set_defaults(func=cmd_redact)
     demo = commands.add_parser(
-        "demo", help="record a sample workload on an embedded LocalCluster"
+        "demo",
+        help="record runs that go wrong (spilling, a memory death, a hang) and "
+        "one that does not, on an embedded LocalCluster",
     )
     demo.add_argument("--workers", type=int, default=2, help="number of workers")
     demo.set_defaults(func=cmd_demo)

@@ -1,11 +1,36 @@
-"""``dask-observe demo``: record a sample workload on an embedded LocalCluster."""
+"""``dask-observe demo``: a short sequence of runs on an embedded LocalCluster
+that provokes the failures dask-observe explains, each recorded as a run.
+
+1. ``demo: clean``: an array reduction and mapped tasks; no flag.
+2. ``demo: memory death``: a task that outgrows its worker, killed by its
+   nanny (``memory-restart``), and the scheduler gives up (``killed-worker``).
+3. ``demo: spilling``: results persisted past the workers' memory target, so
+   that they spill to disk (``spilling``).
+4. ``demo: hang``: a task waiting for an event that never comes, stopped by a
+   timeout (``hung-task``, with the line it waits on).
+
+Workers have 400 MiB each, so that the failures come within seconds; the flags
+that name a hang are judged sooner than by default (``observe.flags``).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from dask_observe.run import Run, Store
+
+#: Each worker's memory limit: small, so that spilling and a memory death
+#: come within seconds.
+MEMORY_LIMIT = "400MiB"
+#: The hang's flags judged after seconds rather than the default 10 s / 30 s.
+HANG_FLAGS = {
+    "observe.flags.hung-task.after": "2s",
+    "observe.flags.no-progress.after": "3s",
+}
 
 
 def _slow_square(x: int) -> int:
@@ -13,51 +38,144 @@ def _slow_square(x: int) -> int:
     return x * x
 
 
-def run_demo(store: Store, n_workers: int = 2) -> Run:
-    """Start a LocalCluster, record a small mixed workload into ``store``."""
+def _chunk(i: int) -> bytes:
+    """20 MiB of a result: persisted, they outgrow the workers' target."""
+    return bytes([i % 256]) * (20 * 2**20)
+
+
+def _grow(_: int) -> int:
+    """Allocate, a step at a time, until the worker's nanny kills it (its
+    memory monitor looks every 100 ms: a faster climb finishes first)."""
+    import psutil
+    from distributed import get_worker
+
+    limit = get_worker().memory_manager.memory_limit or 2**31
+    blocks = []
+    while psutil.Process().memory_info().rss < 3 * limit:
+        blocks.append(b"\x01" * (16 * 2**20))
+        time.sleep(0.03)
+    return len(blocks)
+
+
+def _wait_forever(_: int) -> None:
+    """A task that waits on something that never happens (a lost message)."""
+    import threading
+
+    threading.Event().wait(15)
+
+
+def _clean(client: Any) -> None:
     import dask.array as da
+
+    x = da.random.random((2000, 2000), chunks=(250, 250))
+    (x + x.T).mean(axis=0).std().compute()
+    futures = client.map(_slow_square, range(200))
+    client.submit(sum, futures).result()
+
+
+def _spilling(client: Any) -> None:
+    from distributed import wait
+
+    held = client.map(_chunk, range(24), pure=False)
+    wait(held)
+    # Each chunk read where it is held: the spilled ones come back from disk.
+    client.submit(sum, client.map(len, held)).result()
+    del held
+
+
+def _memory_death(client: Any) -> None:
+    from distributed import KilledWorker
+
+    with contextlib.suppress(KilledWorker):  # the point: the run tells why
+        client.submit(_grow, 1, pure=False).result()
+
+
+def _hang(client: Any) -> None:
+    """A user's timeout stops the block (and so the run) with the task still
+    waiting: what was running, and where, is the run's last word."""
+    client.submit(_wait_forever, 1, pure=False).result(timeout=4)
+
+
+#: The demo's runs: name, what it does, the config it runs under.
+STEPS: list[tuple[str, Callable[[Any], None], dict[str, Any]]] = [
+    ("demo: clean", _clean, {}),
+    ("demo: memory death", _memory_death, {}),
+    ("demo: spilling", _spilling, {}),
+    ("demo: hang", _hang, HANG_FLAGS),
+]
+
+
+def run_demo(store: Store, n_workers: int = 2) -> list[Run]:
+    """Start a LocalCluster and record each step of the demo into ``store``."""
+    import dask.config
     from distributed import Client, LocalCluster
 
     from dask_observe.recording import record
 
-    print(f"Starting a LocalCluster with {n_workers} workers ...", flush=True)
+    print(
+        f"Starting a LocalCluster with {n_workers} workers of {MEMORY_LIMIT} ...",
+        flush=True,
+    )
+    runs = []
+    # The scheduler reads it when it starts: a task that killed one worker is
+    # KilledWorker at once (not after four deaths).
     with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
         LocalCluster(
-            n_workers=n_workers, threads_per_worker=1, dashboard_address=":0"
+            n_workers=n_workers,
+            threads_per_worker=1,
+            memory_limit=MEMORY_LIMIT,
+            dashboard_address=":0",
         ) as cluster,
         Client(cluster) as client,
     ):
-        print(f"Recording the demo workload on {cluster.scheduler_address} ...")
-        with record("demo", client=client, store=store) as run:
-            x = da.random.random((2000, 2000), chunks=(250, 250))
-            (x + x.T).mean(axis=0).std().compute()
-            futures = client.map(_slow_square, range(200))
-            client.submit(sum, futures).result()
-    return run
+        for name, step, config in STEPS:
+            print(f"Recording {name!r} ...", flush=True)
+            with (
+                dask.config.set(config),
+                contextlib.suppress(TimeoutError),  # the hang's, told by its run
+                record(name, client=client, store=store) as run,
+            ):
+                step(client)
+            runs.append(run)
+    return runs
 
 
-def print_summary(run: Run, store: Store) -> None:
-    summary = run.summary()
-    failed = summary["n_failed"]
-    report = run.report().save(_report_path(store, run))
-    flags = run.flags()
+def print_summary(runs: list[Run], store: Store) -> None:
     print()
-    print(f"Recorded run {run.id} {run.name!r}: {run.status}")
-    print(f"  tasks      {summary['n_tasks']} ({failed} failed)")
-    print(f"  wall time  {summary['duration_s']:.2f} s")
-    print(f"  flags      {', '.join(flags['kind']) or 'none'}")
-    print(f"  store      {store.path}")
-    print(f"  report     {report}")
+    for run in runs:
+        summary = run.summary()
+        report = run.report().save(_report_path(store, run))
+        flags = run.flags()
+        print(
+            f"Run {run.id} {run.name!r}: {run.status}, {summary['n_tasks']} tasks "
+            f"({summary['n_failed']} failed), {summary['duration_s']:.2f} s"
+        )
+        if flags.empty:
+            print("  no flags")
+        for flag in flags.to_dict("records"):
+            print(f"  {flag['severity']:<8} {flag['kind']}: {_first_sentence(flag)}")
+        print(f"  report   {report}")
     print()
+    print(f"Store: {store.path}")
     print("Where to look next (the commands are in .venv/bin/ in a clone):")
+    last = runs[-1].id if runs else "last"
     for command, what in (
         ("dask-observe runs", "every recorded run"),
-        (f"dask-observe logs {run.id}", "the run's log lines"),
+        (f"dask-observe flags {last}", "a run's flags with their evidence and advice"),
+        (f"dask-observe logs {last}", "the run's log lines"),
         ("jupyter lab", 'the "Dask Observe" panel in the left sidebar'),
         ("%load_ext dask_observe", "in a notebook; then %%dask_record NAME on a cell"),
     ):
         # One column whatever the run's id: the id's width shifted it.
         print(f"  {command:<26} {what}")
+
+
+def _first_sentence(flag: dict[Any, Any]) -> str:
+    message = str(flag["message"])
+    end = message.find(". ")
+    cut = message if end < 0 else message[: end + 1]
+    return cut if len(cut) <= 200 else cut[:197] + "..."
 
 
 def _report_path(store: Store, run: Run) -> Path:

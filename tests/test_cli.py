@@ -27,25 +27,31 @@ def dask_observe_cli(store_path: Path, *args: str) -> subprocess.CompletedProces
     )
 
 
-def test_demo_records_a_run_and_says_where_to_look(store_path: Path) -> None:
+def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
     done = dask_observe_cli(store_path, "demo")
     assert done.returncode == 0, done.stderr
-    assert "Recorded run 1 'demo': finished" in done.stdout
-    assert str(store_path) in done.stdout
-    assert "dask-observe runs" in done.stdout
-    with Store(store_path) as store:
-        run = store.run("last")
-        assert (run.name, run.status) == ("demo", "finished")
-        # 200 mapped tasks and their sum, plus the array computation.
-        assert run.summary()["n_tasks"] > 201
-    report = store_path.parent / "reports" / "run-1.html"
-    assert f"report     {report}" in done.stdout
-    assert 'data-run-id="1"' in report.read_text()
-    # The demo's workload is a clean one.
-    assert "flags      none" in done.stdout
+    out = done.stdout
+    assert str(store_path) in out and "dask-observe runs" in out
+    with dask_observe.Store(store_path) as store:
+        runs = {run.name: run for run in map(store.run, (1, 2, 3, 4))}
+        flags = {name: set(run.flags()["kind"]) for name, run in runs.items()}
+        # 200 mapped tasks and their sum, plus the array computation: clean.
+        assert runs["demo: clean"].summary()["n_tasks"] > 201
+        assert flags["demo: clean"] == set()
+        assert {"memory-restart", "killed-worker"} <= flags["demo: memory death"]
+        assert "spilling" in flags["demo: spilling"]
+        assert "hung-task" in flags["demo: hang"]
+        assert runs["demo: hang"].status == "failed"  # stopped by its timeout
+    assert "Run 1 'demo: clean': finished" in out and "  no flags" in out
+    assert "error    killed-worker: Task '_grow-" in out
+    assert "it waits in _wait_forever at" in out  # the hang's line, named
+    for run_id in (1, 2, 3, 4):
+        report = store_path.parent / "reports" / f"run-{run_id}.html"
+        assert f"report   {report}" in out
+        assert f'data-run-id="{run_id}"' in report.read_text()
 
-    flags = dask_observe_cli(store_path, "flags", "last")
-    assert (flags.returncode, flags.stdout) == (0, "No flags: nothing looked wrong.\n")
+    clean = dask_observe_cli(store_path, "flags", "1")
+    assert (clean.returncode, clean.stdout) == (0, "No flags: nothing looked wrong.\n")
     elsewhere = store_path.parent / "copy.html"
     saved = dask_observe_cli(store_path, "report", "1", "-o", str(elsewhere))
     assert saved.returncode == 0, saved.stderr
