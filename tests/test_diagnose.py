@@ -473,6 +473,22 @@ def test_gil_contention_on_a_busy_host_names_the_host(run: SyntheticRun) -> None
     assert flag["advice"] == HOST_ADVICE
 
 
+def test_a_stall_while_threads_take_turns_on_a_busy_host_is_in_that_flag(
+    run: SyntheticRun,
+) -> None:
+    # The process had its CPU (the spinning threads'): not starved, but the
+    # loop's thread waited its turn at the GIL on a host that ran it rarely.
+    contention(run, 0.9, 0.9, 0.9)
+    busy_host(run, 4.0)
+    since = run.start + 1.1
+    run.event(3.0, "event-loop-stall", A, seconds=1.9, since=since, cpu=1.9)
+    recorded = run.end(5.0)
+    assert flags(recorded) == [("gil-contention", "warning")]
+    flag = recorded.flags().iloc[0]
+    assert "oversubscribed" in flag["message"]
+    assert "event loop stalled for up to 1.90 s meanwhile" in flag["message"]
+
+
 def test_gil_contention_on_a_quiet_host_beside_a_busy_one_is_the_codes(
     run: SyntheticRun,
 ) -> None:

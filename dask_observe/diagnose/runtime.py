@@ -30,9 +30,10 @@ class Stalls(NamedTuple):
 
     #: Held by the process's own work: event-loop-blocked's.
     code: list[Stall]
-    #: A worker's while gil-contention flags it: that flag's. Threads taking
-    #: turns at the GIL starve the loop's thread too (0.5-0.8 s a tick with
-    #: four spinning threads on a quiet machine).
+    #: A worker's while gil-contention flags it (on a quiet host or a busy
+    #: one): that flag's. Threads taking turns at the GIL starve the loop's
+    #: thread too (0.5-0.8 s a tick with four spinning threads on a quiet
+    #: machine, up to 1.9 s on a busy one).
     contended: list[Stall]
     #: While the process's host was oversubscribed, with its busiest second:
     #: the host's (2.6-5.3 s with two other processes busy on its two cores).
@@ -51,6 +52,7 @@ def _stalls(ctx: Context) -> Stalls:
     tick = ctx.seconds("event-loop-blocked.tick")
     scheduler_tick = ctx.seconds("event-loop-blocked.scheduler-tick")
     contended = _contention(ctx)
+    contended_at_host = _by_worker(ctx.derived["contended-host"][0])
     hosts = host_load(ctx)
     split = Stalls([], [], [])
 
@@ -60,10 +62,16 @@ def _stalls(ctx: Context) -> Stalls:
         # A process that had as much CPU meanwhile as a stall takes to count
         # would have stalled on a quiet host too: its own work held it.
         starved = cpu is None or cpu < (tick if worker else scheduler_tick)
-        if busy is not None and starved:
-            split.host.append((stall, busy))
-        elif worker is not None and _during(contended.get(worker), since, t):
+        # Threads taking turns at the GIL starve the loop's thread too: the
+        # stall is gil-contention's (whichever cause that flag names).
+        turns = worker is not None and (
+            _during(contended.get(worker), since, t)
+            or _during(contended_at_host.get(worker), since, t)
+        )
+        if turns:
             split.contended.append(stall)
+        elif busy is not None and starved:
+            split.host.append((stall, busy))
         else:
             split.code.append(stall)
 
@@ -199,7 +207,10 @@ def _busy_threads(
 def _contention(ctx: Context) -> dict[str, list[float]]:
     """Times of the high GIL contention samples of the workers gil-contention
     flags, by worker."""
-    high = _contended(ctx)
+    return _by_worker(_contended(ctx))
+
+
+def _by_worker(high: pd.DataFrame) -> dict[str, list[float]]:
     return {
         str(w): [float(t) for t in group["time"]] for w, group in high.groupby("worker")
     }
@@ -292,18 +303,10 @@ def gil_contention(ctx: Context) -> list[Flag]:
     high = _contended(ctx)
     if high.empty:
         return _gil_at_busy_host(ctx, share)
-    stalls = _stalls(ctx).contended
-    longest = max((seconds for _, _, seconds, _ in stalls), default=0.0)
-    held = (
-        f" Their worker's event loop stalled for up to {format_seconds(longest)} "
-        "meanwhile, so its heartbeats and transfers waited."
-        if longest
-        else ""
-    )
+    longest, held, held_up = _held(ctx)
     # The loop held as long as event-loop-blocked calls an error is one here.
     severe = longest >= ctx.seconds("event-loop-blocked.error-time")
     # The stalls (a few) stay beside the samples (one a second) when cut.
-    held_up = [evidence(t, w, text) for t, w, _, text in stalls][: MAX_EVIDENCE // 2]
     found = held_up + _samples(high)[: MAX_EVIDENCE - len(held_up)]
     return [
         Flag(
@@ -321,6 +324,21 @@ def gil_contention(ctx: Context) -> list[Flag]:
     ]
 
 
+def _held(ctx: Context) -> tuple[float, str, list[dict[str, Any]]]:
+    """The event-loop stalls gil-contention's samples explain: the longest,
+    a sentence saying it, and their evidence (at most half the flag's)."""
+    stalls = _stalls(ctx).contended
+    longest = max((seconds for _, _, seconds, _ in stalls), default=0.0)
+    held = (
+        f" Their worker's event loop stalled for up to {format_seconds(longest)} "
+        "meanwhile, so its heartbeats and transfers waited."
+        if longest
+        else ""
+    )
+    held_up = [evidence(t, w, text) for t, w, _, text in stalls][: MAX_EVIDENCE // 2]
+    return longest, held, held_up
+
+
 def _samples(high: pd.DataFrame) -> list[dict[str, Any]]:
     return [
         evidence(float(t), str(w), f"GIL contention {v:.0%}")
@@ -333,7 +351,8 @@ def _gil_at_busy_host(ctx: Context, share: float) -> list[Flag]:
     high, busy = ctx.derived["contended-host"]
     if high.empty:
         return []
-    found = host_load(ctx).evidence(busy) + _samples(high)
+    _, held, held_up = _held(ctx)
+    found = host_load(ctx).evidence(busy) + held_up + _samples(high)
     return [
         Flag(
             "gil-contention",
@@ -343,8 +362,8 @@ def _gil_at_busy_host(ctx: Context, share: float) -> list[Flag]:
             f"Task threads waited for the GIL more than {share:.0%} of the time "
             f"({len(high)} samples), each while their host was oversubscribed "
             f"({_busiest(busy)}): a thread holding the GIL that the host does "
-            "not run holds the others up. A busy host, not the tasks' code, is "
-            "the likely cause.",
+            f"not run holds the others up.{held} A busy host, not the tasks' "
+            "code, is the likely cause.",
             HOST_ADVICE,
             found[:MAX_EVIDENCE],
         )
