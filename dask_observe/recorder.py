@@ -253,17 +253,25 @@ class Recorder:
         self.stop()
 
     def _linger_over(self) -> bool:
-        """Whether a lingering recorder has waited long enough (or its client
-        closed): it then leaves the registry and stops (True)."""
+        """Whether a lingering recorder is done: its client closed, or another
+        recorder of its cluster and store took over. It then leaves the
+        registry and stops (True). Past ``linger_s`` it leaves the registry (a
+        run after that asks the cluster anew) but stays, keeping the cluster
+        live in the store while its client is connected (False)."""
         with _registry_lock:
             if self._idle_since is None or self._users > 0:
                 return False
-            closed = self.client.status in ("closing", "closed")
-            if not closed and time.monotonic() - self._idle_since < self.linger_s:
-                return False
             key = (self.cluster, str(self.store.path))
-            if _recorders.get(key) is self:
+            current = _recorders.get(key)
+            done = self.client.status in ("closing", "closed") or (
+                current is not None and current is not self
+            )
+            if not done and time.monotonic() - self._idle_since < self.linger_s:
+                return False
+            if current is self:
                 _recorders.pop(key)
+        if not done:
+            return False
         self._retire()
         return True
 
@@ -333,12 +341,15 @@ class Recorder:
             if self._idle_since is not None:  # lingering: no run needs a pull
                 if self._linger_over():
                     return
+                # The cluster is live while the client that recorded it is
+                # connected, recorded or not: the panel keeps its workers and
+                # dashboard buttons between cells. A local check, no call.
+                if self.client.status == "running":
+                    touched = self._touch(touched)
                 continue
             try:
                 self.pull()
-                if time.monotonic() - touched > TOUCH_INTERVAL_S:
-                    self.store.touch_cluster(self.cluster)
-                    touched = time.monotonic()
+                touched = self._touch(touched)
             except Exception as e:  # a closed client or a lost scheduler
                 # Only a connection that failed says the scheduler may be gone
                 # (a busy store, say, is not that).
@@ -353,6 +364,18 @@ class Recorder:
             if paused:
                 logger.warning("dask-observe: recording resumed")
                 paused = False
+
+    def _touch(self, touched: float) -> float:
+        """Tell the store the cluster is live, every TOUCH_INTERVAL_S; returns
+        when it last did."""
+        if time.monotonic() - touched <= TOUCH_INTERVAL_S:
+            return touched
+        try:
+            self.store.touch_cluster(self.cluster)
+        except Exception as e:  # a busy store: next time
+            logger.debug("dask-observe: cannot mark the cluster live: %s", e)
+            return touched
+        return time.monotonic()
 
     def reachable(self) -> bool:
         """Whether the scheduler answered the last pull and the client is still

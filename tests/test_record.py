@@ -425,23 +425,40 @@ def test_runs_after_the_first_reuse_the_recorder_without_asking_the_cluster(
     assert len(asked) == 1
 
 
-def test_a_lingering_recorder_stops_after_its_linger_or_with_its_client(
-    cluster: LocalCluster, store_path: Path
+def test_a_lingering_recorder_leaves_after_its_linger_and_stops_with_its_client(
+    cluster: LocalCluster, store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import dask
 
     from dask_observe import recorder as recorders
+
+    monkeypatch.setattr(recorders, "TOUCH_INTERVAL_S", 0.1)
 
     def recorder_of(c: Client) -> threading.Thread:
         (found,) = [r for r in recorders._recorders.values() if r.client is c]
         assert found._thread is not None
         return found._thread
 
+    def last_seen() -> float:
+        with dask_observe.Store(store_path) as store:
+            (seen,) = [c["last_seen"] for c in store.clusters()]
+            return float(seen)
+
     with dask.config.set({"observe.recorder.linger": "300ms"}), Client(cluster) as c:
         with dask_observe.record("short linger", client=c):
             c.submit(inc, 1).result()
         thread = recorder_of(c)
-        wait_until(lambda: not thread.is_alive(), "the linger to end", timeout=10)
+        wait_until(
+            lambda: not any(r.client is c for r in recorders._recorders.values()),
+            "the linger to end",
+            timeout=10,
+        )
+        # Past its linger, the cluster is still live while the client that
+        # recorded it is connected (the panel keeps its dashboard buttons).
+        seen = last_seen()
+        wait_until(lambda: last_seen() > seen, "the cluster marked live", timeout=10)
+        assert thread.is_alive()
+    wait_until(lambda: not thread.is_alive(), "its client to close", timeout=10)
     with dask.config.set({"observe.recorder.linger": "1h"}):
         c = Client(cluster)
         with dask_observe.record("client closes", client=c):
