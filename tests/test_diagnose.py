@@ -398,10 +398,9 @@ def busy_host(
 ) -> SyntheticRun:
     """Samples of an oversubscribed host (worker's, or the scheduler's: None),
     a second each, as the capture ships them."""
-    host = None if worker is None else worker.split("://")[1].rsplit(":", 1)[0]
     for t in range(1, int(until) + 1):
         data = {"waiting": waiting, "runnable": 6, "cores": 2, "seconds": 1.0}
-        run.event(float(t), "host-load", worker, **data, host=host)
+        run.event(float(t), "host-load", worker, **data)
     return run
 
 
@@ -648,3 +647,21 @@ def test_a_recorded_run_keeps_the_settings_it_ran_with(
                                "terminate": 0.95}  # fmt: skip
     assert found["flags"]["tiny-tasks"]["min-count"] == 5
     assert json.loads(json.dumps(found)) == found
+
+
+@pytest.mark.parametrize(
+    ("address", "host"),
+    [
+        ("tcp://10.0.0.5:40331", "10.0.0.5"),
+        ("tls://[::1]:8786", "::1"),
+        ("inproc://10.0.0.5/812/3", "10.0.0.5"),  # a threads-only LocalCluster
+        ("ucx://node-3:1234", "node-3"),
+        (None, "the scheduler"),
+    ],
+)
+def test_samples_and_stalls_are_matched_by_the_host_of_their_address(
+    address: str | None, host: str
+) -> None:
+    from dask_observe.diagnose.host import address_host
+
+    assert address_host(address) == host

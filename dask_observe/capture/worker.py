@@ -35,16 +35,6 @@ def _fine_pending(worker: Worker) -> bool:
     return any(isinstance(name, tuple) for name in list(pending))
 
 
-def _host(address: str) -> str:
-    """The host part of a worker's address (what the flags match samples by)."""
-    from distributed.comm.addressing import get_address_host
-
-    try:
-        return str(get_address_host(address))
-    except Exception:  # an address scheme without a host (inproc://)
-        return address
-
-
 #: How long a task runs before the worker says which it is and since when.
 LONG_TASK_S = 1.0
 
@@ -238,9 +228,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         host = workers_host_pressure()
         if host is not None:
             address = self._memory.worker.address
-            self.shipper.events.append(
-                PushedEvent(now, "host-load", address, {**host, "host": _host(address)})
-            )
+            self.shipper.events.append(PushedEvent(now, "host-load", address, host))
         self._sample_stacks(now)
         self._memory.sample(now)
         self._transfers.report(self.shipper)

@@ -26,10 +26,11 @@ SCHEDULER = "the scheduler"
 
 def address_host(address: str | None) -> str:
     """The host part of a worker's address (``tcp://10.0.0.5:40331`` ->
-    ``10.0.0.5``); the scheduler's key for None."""
+    ``10.0.0.5``, ``inproc://10.0.0.5/812/3`` -> ``10.0.0.5``); the
+    scheduler's key for None. Samples and stalls are matched by it."""
     if not address:
         return SCHEDULER
-    rest = address.split("://", 1)[-1]
+    rest = address.split("://", 1)[-1].split("/", 1)[0]
     if rest.startswith("["):  # [::1]:port
         return rest[1:].split("]", 1)[0]
     return rest.rsplit(":", 1)[0] if ":" in rest else rest
@@ -82,7 +83,7 @@ class HostLoad:
                 oversubscribed = runnable is not None and runnable > per_core * cores
             if not oversubscribed:
                 continue
-            host = SCHEDULER if named is None else str(data.get("host") or named)
+            host = address_host(named)
             start = float(t) - (_number(data.get("seconds")) or 1.0)
             found.setdefault(host, []).append(
                 Busy(start, float(t), host, named, waiting, runnable, cores)
