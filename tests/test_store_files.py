@@ -272,3 +272,39 @@ def test_reading_commands_never_make_an_empty_file_a_store(tmp_path: Path) -> No
         done = dask_observe_cli(path, *command)
         assert "no dask-observe store" in (done.stdout + done.stderr).lower(), command
     assert path.stat().st_size == 0 and sorted(os.listdir(tmp_path)) == [path.name]
+
+
+CREATE_STORES = """
+import sys
+from pathlib import Path
+from dask_observe.store import Store
+
+for i in range(int(sys.argv[2])):
+    Store(Path(sys.argv[1]) / f"s{i}" / "observe.sqlite").close()
+"""
+
+
+def test_a_reader_never_sees_a_store_half_made(tmp_path: Path) -> None:
+    """A panel opened while a kernel makes its store: the server's reads found
+    the file mid-way through its first commit and said "not a dask-observe
+    store: it is not an SQLite file". A store now appears whole, or not at all."""
+    from dask_observe.store import StoreMissing
+
+    n = 40
+    maker = subprocess.Popen(
+        [sys.executable, "-c", CREATE_STORES, str(tmp_path), str(n)]
+    )
+    try:
+        for i in range(n):
+            path = tmp_path / f"s{i}" / "observe.sqlite"
+            while True:  # as fast as a reader can: every moment of its birth
+                try:
+                    Store(path, readonly=True).close()
+                    break
+                except StoreMissing:
+                    assert maker.poll() in (None, 0), "the maker failed"
+    finally:
+        maker.wait(timeout=60)
+    assert maker.returncode == 0
+    leftovers = [p.name for p in tmp_path.glob("s*/.*")]
+    assert leftovers == [], leftovers  # no temporary file stays behind

@@ -10,8 +10,12 @@ header says it is a store (read by SQLite itself: see ``schema.check_header``).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from dask_observe.store.schema import SchemaError, check_header
@@ -91,3 +95,38 @@ def check_existing(path: Path) -> bool:
         return check_header(path)
     except SchemaError as e:
         raise Refused(f"not a dask-observe store: {e}") from e
+
+
+#: Errors of a file system without hard links (some network and FUSE ones).
+_NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK}
+
+
+def create_whole(path: Path, initialise: Callable[[Path], None]) -> None:
+    """Create the file at ``path`` whole: made beside it under a temporary
+    name (owner-only from birth, never through a link), ``initialise``d
+    there, then linked into place. A reader finds no file, or a complete one:
+    one that probed a store mid-way through its first commit (a reader opening
+    the panel as a kernel made the store) took it for no SQLite file at all.
+
+    Another process that linked its own first wins (its file is kept, this
+    one dropped). On a file system without hard links an empty file is made
+    in place instead, which readers wait for (``check_header``).
+
+    Raises whatever making the file raises (OSError)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW
+    os.close(os.open(temporary, flags, 0o600))
+    try:
+        initialise(temporary)
+        try:
+            os.link(temporary, path, follow_symlinks=False)
+        except FileExistsError:
+            pass  # another process's store is there first: that one is used
+        except OSError as e:
+            if e.errno not in _NO_LINKS:
+                raise
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(path, flags, 0o600))
+    finally:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{temporary}{suffix}").unlink(missing_ok=True)

@@ -102,6 +102,16 @@ def cluster_id_of(address: str) -> str:
     return hashlib.sha256(address.encode()).hexdigest()[:12]
 
 
+def _initialise(path: Path) -> None:
+    """Give the new file at ``path`` its schema, in WAL mode (kept in the file)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        migrate(conn)
+        conn.execute("PRAGMA journal_mode = WAL")
+    finally:
+        conn.close()
+
+
 class Store:
     """A dask-observe store at ``path``.
 
@@ -166,12 +176,11 @@ class Store:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             # The store holds whatever the cluster logged: owner-only from birth;
             # never through a link, never over a file that appeared meanwhile.
-            flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW
-            os.close(os.open(self.path, flags, 0o600))
-        except FileExistsError:
-            pass  # another process created it first: checked as any existing one
+            files.create_whole(self.path, _initialise)
         except OSError as e:
             raise self._fail(e.strerror or e) from e
+        except sqlite3.DatabaseError as e:
+            raise self._fail(e) from e
 
     def _connect(self, create: bool, readonly: bool) -> sqlite3.Connection:
         if create and not os.path.lexists(self.path):
