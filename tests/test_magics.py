@@ -159,10 +159,12 @@ def test_start_stop_status_and_runs(
     run(ip, "a = client.submit(lambda: 1).result()")
     run(ip, "b = client.submit(lambda: 2).result()")
     run(ip, "%dask_observe status")
-    run(ip, "%dask_observe stop")
+    report = run(ip, "%dask_observe stop")
     out = capsys.readouterr().out
     assert "recording run 1 'across-cells'" in out
     assert "run 1 'across-cells' finished: 2 tasks" in out
+    # What it recorded, shown under the cell as %%dask_record shows it.
+    assert 'data-run-id="1"' in report._repr_html_()  # type: ignore[attr-defined]
     runs = run(ip, "%dask_observe runs")
     assert list(runs["name"]) == ["across-cells"]  # type: ignore[index]
 

@@ -104,7 +104,10 @@ def _observe_parser() -> _Parser:
     start = commands.add_parser("start", help="start recording a run")
     start.add_argument("name", nargs="?", default="run", help="the run's name")
     start.add_argument("--store", default=None, help="store path")
-    commands.add_parser("stop", help="stop the run that start began")
+    stop = commands.add_parser(
+        "stop", help="stop the run that start began, and show its report"
+    )
+    stop.add_argument("--no-report", action="store_true", help="only the summary line")
     status = commands.add_parser("status", help="what is being recorded, and where")
     status.add_argument("--store", default=None, help="store path")
     runs = commands.add_parser("runs", help="list recorded runs, newest first")
@@ -227,7 +230,7 @@ class ObserveMagics(Magics):
         Usage: %dask_observe SUBCOMMAND ...
 
           start [NAME] [--store PATH]   start recording a run (until stop)
-          stop                          stop it
+          stop [--no-report]            stop it, and show its report
           status [--store PATH]         what is being recorded, and where
           runs [--store PATH]           the recorded runs, newest first
           logs [RUN] [--filter TEXT] [--regex] [--worker W] [--level L]
@@ -265,12 +268,22 @@ class ObserveMagics(Magics):
         self.recording = recording
         print(f"dask-observe: recording run {run.id} {run.name!r} until stop")
 
-    def _observe_stop(self, args: argparse.Namespace) -> None:
+    def _observe_stop(self, args: argparse.Namespace) -> Any:
+        """The summary line, and the run's report as the cell's result (shown
+        under it and kept in the notebook, as ``%%dask_record`` keeps one)."""
         if self.recording is None:
             raise UsageError("nothing is being recorded; %dask_observe start begins")
         recording, self.recording = self.recording, None
         try:
-            print(_describe(recording.stop("finished")))
+            run = recording.stop("finished")
+            print(_describe(run))
+            if getattr(args, "no_report", False):
+                return None
+            try:
+                return run.report()
+            except Exception as e:  # the run is stored; only its picture failed
+                print(f"dask-observe: cannot render the report: {e}", file=sys.stderr)
+                return None
         finally:
             recording.store.close()
 
