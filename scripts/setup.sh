@@ -23,7 +23,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 echo "setup: installing dask-observe (editable) with its test and dev tools"
-.venv/bin/python -m pip install --quiet --editable ".[lab,test,dev]"
+.venv/bin/python -m pip install --quiet --editable ".[lab,test,dev,docs]"
 
 # The editable install copied the bundle; a link makes `npm run build` take effect
 # on the next page load instead.
