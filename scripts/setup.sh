@@ -23,11 +23,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 echo "setup: installing dask-observe (editable) with its test and dev tools"
+# The link a previous run made (below) goes first: the install would write its
+# install.json through it into labextension/, and the wheel would then hold it
+# twice (a second run of this script broke the packaging test so).
+extensions=$(.venv/bin/python -c 'import sys; print(sys.prefix)')/share/jupyter/labextensions
+rm -rf "$extensions/dask-observe" labextension/install.json
 .venv/bin/python -m pip install --quiet --editable ".[lab,test,dev,docs]"
 
 # The editable install copied the bundle; a link makes `npm run build` take effect
 # on the next page load instead.
-extensions=$(.venv/bin/python -c 'import sys; print(sys.prefix)')/share/jupyter/labextensions
 rm -rf "$extensions/dask-observe"
 ln -s "$PWD/labextension" "$extensions/dask-observe"
 
