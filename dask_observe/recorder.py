@@ -305,11 +305,33 @@ class Recorder:
         self.store.register_cluster(self.cluster, dashboard_address(self.client, hello))
         if self.partial is not None:
             return
+        self._begin_at_recent(hello)
         self.export = _live_export(self.cluster)
         self._thread = threading.Thread(
             target=self._run, name="dask-observe-recorder", daemon=True
         )
         self._thread.start()
+
+    def _begin_at_recent(self, hello: dict[str, Any] | None) -> None:
+        """A store that never read this cluster starts at its last seconds of
+        records (what the scheduler's hello says), not its whole buffer: a
+        long-lived cluster holds up to 100,000 records, which a new store
+        copied before its first run's first line (seconds of it, in a full
+        test suite on one cluster). Runs begin now; the live view still shows
+        the cluster's recent lines. The drops counted so far are not this
+        store's."""
+        if not hello or "recent" not in hello:  # a capture that cannot say
+            return
+        if self.store.cursor(self.cluster) != (None, 0):
+            return
+        self.store.ingest(
+            self.cluster,
+            [],
+            read_at=(None, 0),
+            instance=hello["instance"],
+            last=int(hello["recent"]),
+            dropped=hello.get("dropped") or {},
+        )
 
     def export_as_configured(self) -> LiveExport | None:
         """The live export for a run starting now, as ``observe.export.otlp``

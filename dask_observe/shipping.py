@@ -282,15 +282,24 @@ def profiles_since(
     return trees
 
 
-async def capture_on_scheduler(dask_scheduler: Any) -> dict[str, Any] | None:
+async def capture_on_scheduler(
+    dask_scheduler: Any, backlog_s: float = 30.0
+) -> dict[str, Any] | None:
     """Run on the scheduler (``Client.run_on_scheduler``): the capture plugin's
-    ``hello`` (which version runs, where the dashboard listens), ``{"wire": 0}``
-    for a plugin of that name that cannot say, None for none at all."""
+    ``hello`` (which version runs, where the dashboard listens, where a new
+    store starts: ``backlog_s`` seconds back), ``{"wire": 0}`` for a plugin of
+    that name that cannot say, None for none at all."""
     plugin = dask_scheduler.plugins.get(SCHEDULER_PLUGIN)
     if plugin is None:
         return None
     hello = getattr(plugin, "hello", None)
-    found = hello() if callable(hello) else {"wire": 0}
+    if not callable(hello):
+        found = {"wire": 0}
+    else:
+        try:
+            found = hello(backlog_s)
+        except TypeError:  # a capture of an earlier release: no backlog to say
+            found = hello()
     # In a thread: a LocalCluster(processes=False) runs its tasks beside it.
     environment = await _process_environment_off_loop(dask_scheduler)
     return {**found, "environment": environment}
@@ -372,8 +381,15 @@ def hello(client: Client) -> dict[str, Any] | None:
     :func:`capture_on_scheduler`). Asked with a function rather than by calling
     the plugin's handler: a scheduler without it would log a warning with a
     traceback into the user's logs."""
+    from dask.utils import parse_timedelta
+
+    from dask_observe.config import get
+
     _pickle_this_module_by_value()
-    found: dict[str, Any] | None = client.run_on_scheduler(capture_on_scheduler)
+    backlog = parse_timedelta(get("recorder.backlog") or 0)
+    found: dict[str, Any] | None = client.run_on_scheduler(
+        capture_on_scheduler, backlog_s=backlog
+    )
     return found
 
 

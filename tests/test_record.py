@@ -537,3 +537,45 @@ def test_disk_time_in_tasks_is_only_disk_and_stalls_are_said_apart(
     assert tasks["disk_write_s"].sum() == 0.0
     assert tasks["disk_read_s"].sum() == 0.0
     assert tasks["stall_s"].sum() == pytest.approx(labelled)
+
+
+def shout(n: int, text: str) -> int:
+    import logging
+
+    log = logging.getLogger("user.shout")
+    for i in range(n):
+        log.warning("%s %d", text, i)
+    return n
+
+
+def test_a_new_store_starts_at_the_clusters_recent_records_not_its_whole_buffer(
+    make_client: Callable[..., Client], tmp_path: Path
+) -> None:
+    """A long-lived cluster's scheduler holds up to 100,000 records; a store
+    that never read it copied them all before its first run's first line
+    (seconds late in the panel, in a full suite on one cluster). It starts at
+    the last ``observe.recorder.backlog`` seconds now."""
+    import dask
+
+    client = make_client(n_workers=1, processes=False)
+    first, second = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    with dask_observe.record("earlier", client=client, store=first):
+        client.submit(shout, 2000, "earlier", pure=False).result()
+    time.sleep(1.0)
+    with (
+        dask.config.set({"observe.recorder.backlog": "0.5s"}),
+        dask_observe.record("now", client=client, store=second) as run,
+    ):
+        client.submit(shout, 1, "now", pure=False).result()
+    assert list(run.logs(contains="now 0")["message"]) == ["now 0"]
+    assert run.summary()["dropped"] == 0
+    with dask_observe.Store(second) as store:
+        (kept,) = store.rows(
+            "SELECT count(*) AS n FROM logs WHERE message LIKE 'earlier %'", []
+        )
+    assert kept["n"] == 0  # none of the 2,000 lines from before the backlog
+    with dask_observe.Store(first) as store:
+        (kept,) = store.rows(
+            "SELECT count(*) AS n FROM logs WHERE message LIKE 'earlier %'", []
+        )
+    assert kept["n"] == 2000

@@ -83,6 +83,17 @@ class SequencedBuffer:
         """The oldest number still held (``last + 1`` when empty)."""
         return self._records[0][0] if self._records else self.last + 1
 
+    def since(self, oldest: float) -> int:
+        """The cursor before the first record of time ``oldest`` or later
+        (records are tuples of kind and time first), walked from the newest:
+        O(records that recent)."""
+        cursor = self.last
+        for number, record in reversed(self._records):
+            if record[1] < oldest:
+                break
+            cursor = number - 1
+        return cursor
+
     def after(self, cursor: int, limit: int) -> list[tuple[int, Any]]:
         """Up to ``limit`` records numbered above ``cursor``, oldest first."""
         if not self._records or cursor >= self.last:

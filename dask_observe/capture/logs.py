@@ -66,12 +66,13 @@ def as_tuple(record: logging.LogRecord) -> LogTuple:
 
 def _is_own_flush(record: logging.LogRecord) -> bool:
     """ "Run out-of-band function 'flush_shipped'", logged each time a recorder
-    flushes or asks what capture runs: our own noise, not the cluster talking."""
+    flushes, asks what capture runs or reads the profiles at a run's end: our
+    own noise, not the cluster talking."""
     return record.msg == _RUN_MESSAGE and record.args in _OWN_CALLS
 
 
 _RUN_MESSAGE = "Run out-of-band function %r"
-_OWN_CALLS = (("flush_shipped",), ("capture_on_scheduler",))
+_OWN_CALLS = (("flush_shipped",), ("capture_on_scheduler",), ("profiles_since",))
 
 
 def replay(

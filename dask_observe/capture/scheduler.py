@@ -391,20 +391,25 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         if instance != self.instance:
             cursor = 0
         records = self.buffer.after(cursor, PULL_LIMIT)
-        dropped = dict(self.buffer.lost)
-        dropped["log"] = dropped.get("log", 0) + self.dropped_upstream
         return {
             "wire": WIRE_VERSION,
             "instance": self.instance,
             "last": self.buffer.last,
-            "dropped": dropped,
+            "dropped": self._dropped(),
             "records": records,
         }
 
-    def hello(self) -> dict[str, Any]:
+    def _dropped(self) -> dict[str, int]:
+        dropped = dict(self.buffer.lost)
+        dropped["log"] = dropped.get("log", 0) + self.dropped_upstream
+        return dropped
+
+    def hello(self, backlog_s: float = 30.0) -> dict[str, Any]:
         """Which capture runs here, and where the dashboard listens: ``host``
         (None when it listens on every interface: the recorder then uses the
-        host it reaches the scheduler at), ``port`` and ``tls``."""
+        host it reaches the scheduler at), ``port`` and ``tls``; and where a
+        store that never read this cluster starts (``recent``: the cursor
+        before its last ``backlog_s`` seconds of records)."""
         assert self._scheduler is not None
         self._reader_seen_at = time.monotonic()  # a recorder about to read
         dashboard = None
@@ -417,7 +422,17 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
                 "port": int(port),
                 "tls": bool(getattr(server, "ssl_options", None)),
             }
-        return {"wire": WIRE_VERSION, "package": __package__, "dashboard": dashboard}
+        return {
+            "wire": WIRE_VERSION,
+            "package": __package__,
+            "dashboard": dashboard,
+            # Where a store that never read this cluster starts: at its recent
+            # records, not the whole buffer (up to 100,000 records of a
+            # long-lived cluster, copied before a new store's first line).
+            "instance": self.instance,
+            "recent": self.buffer.since(time.time() - backlog_s),
+            "dropped": self._dropped(),
+        }
 
     def watch(self, span_id: str) -> None:
         """Count the span's tasks from now on. A metrics sample marks the run's
