@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,10 @@ from distributed import Client, LocalCluster, get_task_stream, get_worker, wait
 import dask_observe
 from dask_observe.diagnose.host import HOST_ADVICE
 from dask_observe.figures import phase_totals, shuffle_disk, task_table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.load import burners
 
 MEMORY_LIMIT = "1 GiB"
 
@@ -533,20 +536,6 @@ def stability(passes: list[dict[str, Any]]) -> dict[str, Any]:
                 or "right"
             )
     return row
-
-
-@contextlib.contextmanager
-def burners(n: int) -> Iterator[None]:
-    """``n`` processes spinning on the CPU outside the cluster meanwhile."""
-    spinning = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)
-    ]
-    try:
-        yield
-    finally:
-        for process in spinning:
-            process.kill()
-            process.wait()
 
 
 def main() -> int:

@@ -7,7 +7,6 @@ clusters already kill their workers.)
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ from dask_observe.diagnose.host import HOST_ADVICE
 from dask_observe.units import format_bytes
 
 from .conftest import wait_until
+from .load import burners
 
 
 def hold_memory(fraction: float, seconds: float) -> int:
@@ -309,16 +309,8 @@ def test_python_threads_fighting_for_the_gil_raise_gil_contention(
 @pytest.fixture
 def busy_host() -> Iterator[None]:
     """More processes spinning outside the cluster than the host has cores."""
-    spinning = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        for _ in range((os.cpu_count() or 1) + 2)
-    ]
-    try:
+    with burners((os.cpu_count() or 1) + 2):
         yield
-    finally:
-        for process in spinning:
-            process.kill()
-            process.wait()
 
 
 @pytest.mark.parametrize("processes", [True, False], ids=["tcp", "inproc"])
