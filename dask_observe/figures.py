@@ -78,6 +78,25 @@ def killed_task_story(
 
 # -- a run's tasks and headline figures (the report's and a comparison's) ------
 
+#: distributed's routine lines at WARNING: a P2P shuffle starting and ending
+#: as it should (logger, the message's start, a phrase in it). Kept in the
+#: store and the logs; not shown among a run's warnings and errors, where they
+#: read as its newest problems. (A shuffle *restarted* is not routine.)
+ROUTINE_LINES = (
+    ("distributed.shuffle._scheduler_plugin", "Shuffle ", " initialized by task "),
+    ("distributed.shuffle._scheduler_plugin", "Shuffle ", " deactivated due to "),
+)
+
+
+def is_routine(logger: object, message: object) -> bool:
+    """Whether a log line is one of :data:`ROUTINE_LINES`."""
+    text = str(message)
+    return any(
+        logger == name and text.startswith(start) and phrase in text
+        for name, start, phrase in ROUTINE_LINES
+    )
+
+
 #: The phases a task's time is split into, as ``run.tasks()`` names them.
 PHASE_COLUMNS = {
     "compute": ("compute_s",),

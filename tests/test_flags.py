@@ -275,6 +275,11 @@ def test_a_p2p_merge_writes_shards_to_disk_without_spilling(
     assert data.shuffle_written > 0  # the shuffle's shards, on disk by design
     assert not data.peak_spilled and data.phases["disk"] == 0.0
     assert "spilling" not in kinds(run)
+    # distributed's routine "Shuffle ... initialized by task ..." warnings are
+    # kept with the run's logs, not shown as its newest problems.
+    assert len(run.logs(contains="initialized by task")) >= 1
+    assert not data.alerts["message"].str.contains("initialized by task").any()
+    assert data.n_warnings == len(data.alerts[data.alerts["level"] == "WARNING"])
 
 
 def spin(seconds: float) -> None:

@@ -359,8 +359,12 @@ class LiveProgress:
         self._rates.append((now, done + erred))
         t0, n0 = self._rates[0]
         s.rate = (done + erred - n0) / (now - t0) if now > t0 else 0.0
+        from dask_observe.figures import is_routine
+
         for line in run.log_page(self._log_seq, limit=5000, level="warning"):
             self._log_seq = line["seq"]
+            if is_routine(line["logger"], line["message"]):
+                continue  # a P2P shuffle starting: not the newest problem
             s.n_alerts += 1
             who = text_or_none(line["worker"]) or line["source"]
             s.alerts.append((line["time"], line["level"], who, line["message"]))

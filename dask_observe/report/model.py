@@ -206,6 +206,11 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
     workers = figures.cluster_max(run, "workers")
     threads = figures.cluster_max(run, "nthreads")
     alerts = run.logs(level="warning", epoch=True)
+    routine = [
+        figures.is_routine(logger, message)
+        for logger, message in zip(alerts["logger"], alerts["message"], strict=True)
+    ]
+    alerts = alerts[[not r for r in routine]].copy()
     alerts["time"] = alerts["time"] - start
     levels = alerts["level"]
     transfers = run.transfers(epoch=True)
