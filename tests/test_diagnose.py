@@ -656,7 +656,7 @@ def test_a_recorded_run_keeps_the_settings_it_ran_with(
         ("tls://[::1]:8786", "::1"),
         ("inproc://10.0.0.5/812/3", "10.0.0.5"),  # a threads-only LocalCluster
         ("ucx://node-3:1234", "node-3"),
-        (None, "the scheduler"),
+        (None, "the scheduler's host"),
     ],
 )
 def test_samples_and_stalls_are_matched_by_the_host_of_their_address(

@@ -52,7 +52,7 @@ def _runnable() -> int | None:
     return None
 
 
-class HostLoad:
+class HostSampler:
     """The host's CPU pressure since the previous sample, read at most every
     ``INTERVAL_S``: ``{"waiting", "runnable", "cores", "seconds"}``, where
     ``waiting`` is the share of those ``seconds`` during which some runnable
@@ -93,7 +93,7 @@ class HostLoad:
         return found if runnable is not None and runnable > self.cores else None
 
 
-_workers_host: HostLoad | None = None
+_workers_host: HostSampler | None = None
 
 
 def workers_host_pressure() -> dict[str, Any] | None:
@@ -102,5 +102,5 @@ def workers_host_pressure() -> dict[str, Any] | None:
     row a second however many there are; the flags match samples by host)."""
     global _workers_host
     if _workers_host is None:
-        _workers_host = HostLoad()
+        _workers_host = HostSampler()
     return _workers_host.pressured()

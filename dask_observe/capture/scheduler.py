@@ -22,7 +22,7 @@ from tornado.ioloop import PeriodicCallback
 
 from .buffer import DropCountingBuffer, SequencedBuffer
 from .hangs import ProgressWatch, describe, pace, work_remains
-from .host import HostLoad
+from .host import HostSampler
 from .logs import replay
 from .metrics import cluster_metrics, worker_metrics
 from .router import LogRouter, Sink
@@ -196,7 +196,7 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         # The scheduler's own event loop, watched as the workers watch theirs.
         self._stalls = StallWatch(self.settings.memory_interval_ms / 1000)
         #: Its own sampler: its stalls are judged against its own host's load.
-        self._host = HostLoad()
+        self._host = HostSampler()
         self._ticker = PeriodicCallback(self._tick, self.settings.memory_interval_ms)
         self._ticker.start()
 

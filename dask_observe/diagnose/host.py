@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dask_observe.diagnose.base import Context
 
 #: The key of the scheduler's own samples (its stalls are judged by them).
-SCHEDULER = "the scheduler"
+SCHEDULER = "the scheduler's host"
 
 
 def address_host(address: str | None) -> str:
@@ -54,10 +54,11 @@ class Busy:
             parts.append(f"threads waited for a core {self.waiting:.0%} of the time")
         if self.runnable is not None:
             parts.append(f"{self.runnable} threads runnable on {self.cores} cores")
-        return f"host {self.host} oversubscribed: " + "; ".join(parts)
+        host = self.host if self.host == SCHEDULER else f"host {self.host}"
+        return f"{host} oversubscribed: " + "; ".join(parts)
 
 
-class HostLoad:
+class BusyHosts:
     """The run's seconds of busy hosts, by host, read once for every flag."""
 
     def __init__(self, ctx: Context) -> None:
@@ -111,11 +112,11 @@ class HostLoad:
         return [evidence(b.end, b.worker, b.describe()) for b in busiest.values()]
 
 
-def host_load(ctx: Context) -> HostLoad:
+def host_load(ctx: Context) -> BusyHosts:
     """The run's host load, shared by the rules that read it."""
     if "host-load" not in ctx.derived:
-        ctx.derived["host-load"] = HostLoad(ctx)
-    found: HostLoad = ctx.derived["host-load"]
+        ctx.derived["host-load"] = BusyHosts(ctx)
+    found: BusyHosts = ctx.derived["host-load"]
     return found
 
 

@@ -210,7 +210,7 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
         figures.is_routine(logger, message)
         for logger, message in zip(alerts["logger"], alerts["message"], strict=True)
     ]
-    alerts = alerts[[not r for r in routine]].copy()
+    alerts = alerts.loc[[not r for r in routine]].copy()  # rows, even none
     alerts["time"] = alerts["time"] - start
     levels = alerts["level"]
     transfers = run.transfers(epoch=True)
