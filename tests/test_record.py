@@ -579,3 +579,29 @@ def test_a_new_store_starts_at_the_clusters_recent_records_not_its_whole_buffer(
             "SELECT count(*) AS n FROM logs WHERE message LIKE 'earlier %'", []
         )
     assert kept["n"] == 2000
+
+
+def fail_on_odd(x: int) -> int:
+    if x % 2:
+        raise ValueError(f"odd {x}")
+    return x
+
+
+def test_a_running_runs_card_counts_its_tasks_so_far(
+    client: Client, store_path: Path
+) -> None:
+    """What the panel's runs list reads (the server's connection of its own):
+    a run still recording counts the tasks stored so far, not 0 until it ends."""
+    from distributed import wait
+
+    with dask_observe.record("counting", client=client) as run:
+        wait(client.map(fail_on_odd, range(20), pure=False))
+        with dask_observe.Store(store_path) as reader:
+
+            def counts() -> tuple[int, int]:
+                (record,) = reader.run_records()
+                assert record["status"] == "running"
+                return record["n_tasks"], record["n_failed"]
+
+            wait_until(lambda: counts() == (20, 10), "the tasks so far", timeout=10)
+    assert (run.summary()["n_tasks"], run.summary()["n_failed"]) == (20, 10)

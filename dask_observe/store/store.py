@@ -585,13 +585,29 @@ class Store:
 
     # -- runs: reading -----------------------------------------------------------
     def run_records(self, limit: int | None = None) -> list[dict[str, Any]]:
-        """All runs, newest first, as dicts with the columns of :meth:`runs`."""
+        """All runs, newest first, as dicts with the columns of :meth:`runs`.
+        A running run's ``n_tasks`` and ``n_failed`` count its tasks stored so
+        far (a run's end stores them: "running · 0 tasks" showed on the card
+        of a run whose cell had done hundreds)."""
         sql = "SELECT * FROM runs ORDER BY id DESC"
         params: tuple[Any, ...] = ()
         if limit is not None:
             sql += " LIMIT ?"
             params = (limit,)
-        return [_run_row(row) for row in self._query(sql, params)]
+        records = [_run_row(row) for row in self._query(sql, params)]
+        for record in records:
+            if record["status"] == "running" and record["span_id"]:
+                record["n_tasks"], record["n_failed"] = self._tasks_so_far(record)
+        return records
+
+    def _tasks_so_far(self, record: dict[str, Any]) -> tuple[int, int]:
+        """Tasks of a running run's span stored since it began, and those erred."""
+        (row,) = self._query(
+            "SELECT count(*) AS n, coalesce(sum(status = 'erred'), 0) AS erred"
+            " FROM tasks WHERE seq > ? AND cluster = ? AND instr(span_ids, ?) > 0",
+            (record["seq_start"] or 0, record["cluster"], record["span_id"]),
+        )
+        return int(row["n"]), int(row["erred"])
 
     def runs(self) -> pd.DataFrame:
         """All runs, newest first.
