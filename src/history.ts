@@ -6,7 +6,12 @@ import { formatBytes, formatSeconds } from './format';
 import { HistoryModel } from './models';
 
 const WIDTH = 240;
-const HEIGHT = 44;
+const HEIGHT = 64;
+/**
+ * Room for the value axis on the left and the run ids below.
+ */
+const LEFT = 34;
+const BOTTOM = 12;
 
 /**
  * The trend of one job: wall time and peak memory of the runs sharing the
@@ -93,15 +98,42 @@ namespace Private {
     const caption = element('span', 'jp-DaskObserve-chart-label', label);
     const known = runs.filter(r => value(r) !== null);
     const top = Math.max(...known.map(r => value(r) as number), 0) || 1;
+    const span = WIDTH - LEFT - 8;
     const x = (i: number): number =>
-      runs.length < 2 ? WIDTH / 2 : 4 + (i / (runs.length - 1)) * (WIDTH - 8);
-    const y = (v: number): number => HEIGHT - 4 - (v / top) * (HEIGHT - 8);
+      runs.length < 2
+        ? LEFT + 4 + span / 2
+        : LEFT + 4 + (i / (runs.length - 1)) * span;
+    const floor = HEIGHT - BOTTOM - 2;
+    const y = (v: number): number => floor - (v / top) * (floor - 6);
     const picture = svg('svg', {
       viewBox: `0 0 ${WIDTH} ${HEIGHT}`,
       class: 'jp-DaskObserve-history-svg',
       role: 'img',
       'aria-label': `${label} of each run`
     });
+    // Axes: the value scale on the left, the first and last run ids below.
+    picture.append(
+      svg('line', {
+        x1: String(LEFT),
+        x2: String(LEFT),
+        y1: '2',
+        y2: String(floor),
+        class: 'jp-DaskObserve-history-axis-line'
+      }),
+      Private.label(format(top), LEFT - 3, y(top) + 3, 'end'),
+      Private.label(format(0), LEFT - 3, floor, 'end')
+    );
+    if (runs.length > 0) {
+      const last = runs.length - 1;
+      picture.append(
+        Private.label(`#${runs[0].id}`, x(0), HEIGHT - 1, 'middle')
+      );
+      if (last > 0) {
+        picture.append(
+          Private.label(`#${runs[last].id}`, x(last), HEIGHT - 1, 'end')
+        );
+      }
+    }
     runs.forEach((run, i) => {
       if (run.changed.length > 0) {
         const rule = svg('line', {
@@ -157,6 +189,25 @@ namespace Private {
     );
     box.append(caption, shown, picture);
     return box;
+  }
+
+  /**
+   * An axis label (text content only: run ids and figures, never markup).
+   */
+  export function label(
+    text: string,
+    x: number,
+    y: number,
+    anchor: 'start' | 'middle' | 'end'
+  ): SVGElement {
+    const found = svg('text', {
+      x: x.toFixed(1),
+      y: y.toFixed(1),
+      'text-anchor': anchor,
+      class: 'jp-DaskObserve-history-axis'
+    });
+    found.textContent = text;
+    return found;
   }
 
   /**

@@ -195,6 +195,11 @@ def test_a_jobs_history_charts_each_run_and_marks_the_slow_one_and_what_changed(
         # Its tasks' prefix left its own band over the five runs before.
         expect(slow).to_have_attribute("data-prefixes", "lambda regression")
         expect(slow.locator("title")).to_contain_text("per task: lambda regression")
+        # Axes: the value scale, and the first and last run ids below.
+        labels = drawn.locator(".jp-DaskObserve-history-axis")
+        expect(labels).to_have_count(4)
+        expect(labels.nth(2)).to_have_text("#1")
+        expect(labels.nth(3)).to_have_text("#6")
         # The dashed rule at the run whose environment changed tells what changed.
         rule = drawn.locator(".jp-DaskObserve-history-change")
         expect(rule).to_have_count(1)
