@@ -52,7 +52,7 @@ def _stalls(ctx: Context) -> Stalls:
     tick = ctx.seconds("event-loop-blocked.tick")
     scheduler_tick = ctx.seconds("event-loop-blocked.scheduler-tick")
     contended = _contention(ctx)
-    contended_at_host = _by_worker(ctx.derived["contended-host"][0])
+    contended_at_host = _by_worker(_contended_at_host(ctx)[0])
     hosts = host_load(ctx)
     split = Stalls([], [], [])
 
@@ -152,6 +152,15 @@ def _contended(ctx: Context) -> pd.DataFrame:
     )
     found, _ = _two_seconds(high[~at_host], [])
     ctx.derived["contended"] = found
+    return found
+
+
+def _contended_at_host(ctx: Context) -> tuple[pd.DataFrame, list[Busy]]:
+    """The high GIL contention samples taken while their host was
+    oversubscribed, with its busy second each (see _contended, which splits
+    them off)."""
+    _contended(ctx)
+    found: tuple[pd.DataFrame, list[Busy]] = ctx.derived["contended-host"]
     return found
 
 
@@ -348,7 +357,7 @@ def _samples(high: pd.DataFrame) -> list[dict[str, Any]]:
 
 def _gil_at_busy_host(ctx: Context, share: float) -> list[Flag]:
     """gil-contention's flag when all its samples came from busy hosts."""
-    high, busy = ctx.derived["contended-host"]
+    high, busy = _contended_at_host(ctx)
     if high.empty:
         return []
     _, held, held_up = _held(ctx)
