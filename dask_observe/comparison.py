@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from dask_observe import config, noise
 from dask_observe.environment import change_text, code_diff, differences
 from dask_observe.report.svg import image
+from dask_observe.text import short_path
 from dask_observe.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ _CODE_ROWS = 8
 
 def _where(row: dict[Any, Any]) -> str:
     """file:line of a profile row, in its prefix's tasks when it has one."""
-    where = f"{row['filename']}:{row['lineno']}"
+    where = f"{short_path(str(row['filename']))}:{row['lineno']}"
     return f"{where}, in {row['prefix']} tasks" if row["prefix"] else where
 
 

@@ -235,14 +235,16 @@ def time_split(run: RunData) -> dict[str, float]:
     return {str(activity): float(value) for activity, value in totals.items()}
 
 
-def peak_memory(run: RunData, fast: pd.DataFrame | None = None) -> float | None:
-    """The most memory the workers held together: per second, each worker's
-    highest reading (heartbeats, its own fast samples, its nanny's at a memory
-    restart), summed over workers; the highest such second.
+def process_memory(run: RunData, fast: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The memory the workers' processes held together, second by second: per
+    second, each worker's highest reading (heartbeats, its own fast samples,
+    its nanny's at a memory restart), summed over workers. time (epoch
+    seconds, the second's start), rss; by time.
 
     A worker that climbs to its limit between two heartbeats and is killed
-    shows its climb here, where heartbeats alone would miss it. ``fast`` is
-    ``fast_memory(run)`` where the caller has it already.
+    shows its climb here, where heartbeats alone would miss it. Spilled data
+    is on disk, not in this figure. ``fast`` is ``fast_memory(run)`` where the
+    caller has it already.
     """
     import pandas as pd
 
@@ -256,10 +258,20 @@ def peak_memory(run: RunData, fast: pd.DataFrame | None = None) -> float | None:
         ignore_index=True,
     )
     if readings.empty:
-        return None
+        return pd.DataFrame({"time": [], "rss": []})
     readings["second"] = (readings["time"] // 1).astype("int64")
     per_worker = readings.groupby(["second", "worker"])["rss"].max()
-    return float(per_worker.groupby(level="second").sum().max())
+    total = per_worker.groupby(level="second").sum()
+    return pd.DataFrame(
+        {"time": total.index.to_numpy(dtype=float), "rss": total.to_numpy()}
+    )
+
+
+def peak_memory(run: RunData, fast: pd.DataFrame | None = None) -> float | None:
+    """The highest second of :func:`process_memory`: the run's peak memory, the
+    one figure the headline, the cluster chart and comparisons show."""
+    total = process_memory(run, fast)
+    return float(total["rss"].max()) if len(total) else None
 
 
 # -- profiles ---------------------------------------------------------------------

@@ -74,3 +74,25 @@ def stack_lines(stacks: pd.DataFrame) -> Iterator[str]:
             f"{row['time']:%H:%M:%S}, sampled {row['count']}x:"
         )
         yield visible(str(row["frames"]))
+
+
+#: Where an installed package's path begins: what comes after is its import path.
+_PACKAGE_ROOTS = ("site-packages/", "dist-packages/")
+#: The standard library of any Python 3 on any machine (the worker's may not be
+#: this process's): ``.../lib/python3.12/``, Windows' ``...\Lib\``.
+_STDLIB = re.compile(r"^.*?[/\\](?:lib[/\\]python3\.\d+t?|Lib)[/\\]")
+#: What cloudpickle names the code of a function it shipped by value: one the
+#: user defined in a notebook or script.
+DYNAMIC_CODE = "<dynamic-code>"
+
+
+def short_path(filename: str) -> str:
+    """A code location as a reader wants it: ``.../site-packages/dask/array/core.py``
+    as ``dask/array/core.py``, ``/usr/lib/python3.12/threading.py`` as
+    ``threading.py``, a function shipped from the notebook as ``(your code)``."""
+    for marker in _PACKAGE_ROOTS:
+        if marker in filename:
+            return filename.rsplit(marker, 1)[1]
+    if filename == DYNAMIC_CODE:
+        return "(your code)"
+    return _STDLIB.sub("", filename, count=1)

@@ -6,9 +6,12 @@ clusters already kill their workers.)
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,7 +26,8 @@ from distributed import Client, LocalCluster, get_worker
 
 import dask_observe
 from dask_observe.diagnose.host import HOST_ADVICE
-from dask_observe.units import format_bytes
+from dask_observe.report.svg import short_address
+from dask_observe.units import format_bytes, parse_bytes
 
 from .conftest import wait_until
 from .load import burners
@@ -68,6 +72,13 @@ def hog_the_gil(seconds: float) -> None:
 def nap(x: int) -> int:
     time.sleep(0.02)
     return x
+
+
+def report_charts(html: str) -> dict[str, ET.Element]:
+    """A report's charts (images of SVG documents), by their labels."""
+    found = re.findall(r'<img src="data:image/svg\+xml;base64,([^"]+)"', html)
+    charts = [ET.fromstring(base64.b64decode(data)) for data in found]
+    return {str(chart.get("aria-label")): chart for chart in charts}
 
 
 def kinds(run: dask_observe.Run) -> list[str]:
@@ -186,6 +197,28 @@ def test_spilled_results_raise_spilling(
     assert set(written["context"]) <= {"execute", "memory-monitor"}
     assert written["value"].sum() >= 50 * 2**20
     assert f"workers wrote {format_bytes(written['value'].sum())}" in flag["message"]
+    # The report's memory chart of that worker: process memory under the limit
+    # line, the spilled data on disk drawn and named apart, not added to it.
+    html = run.report().inline_html  # charts as images, as a notebook keeps them
+    charts = report_charts(html)
+    worker = charts[f"memory of {short_address(run.tasks()['worker'].iloc[0])}"]
+    limit_line = worker.find("*[@data-line='limit']")
+    assert limit_line is not None
+    limit_y = float(limit_line.get("y1", "nan"))
+    heights = [
+        float(point.split(",")[1])
+        for shape in worker.iter("{http://www.w3.org/2000/svg}polygon")
+        for point in shape.get("points", "").split()
+    ]
+    assert heights and min(heights) > limit_y  # SVG y grows downwards
+    assert worker.find("*[@data-line='spilled']") is not None
+    caption = re.search(
+        r"peak ([\d.]+ \w+) of ([\d.]+ \w+) limit, ([\d.]+ \w+) spilled to disk",
+        html,
+    )
+    assert caption, "no memory caption naming the peak, the limit and the spilled"
+    peak, limit, spilled = (parse_bytes(figure) for figure in caption.groups())
+    assert peak < limit == 1.5 * 2**30 and spilled >= 50 * 2**20
 
 
 class SlowToRead(dict):  # type: ignore[type-arg]

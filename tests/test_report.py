@@ -142,6 +142,40 @@ def test_10000_tiny_tasks_with_profile_and_transfers_report_in_under_300_kb(
     assert len(tiny) == 1 and "x more work" in str(tiny["advice"].iloc[0])
 
 
+#: Twelve prefixes (the most an inline report's legend lists).
+STEPS = [
+    "load", "clean", "parse", "join", "merge", "split", "count", "rank",
+    "score", "sort", "write", "check",
+]  # fmt: skip
+
+
+def test_each_prefix_has_a_colour_of_its_own_and_keeps_it_in_the_next_run(
+    client: Client, store_path: Path
+) -> None:
+    legends = []
+    for attempt in range(2):
+        with dask_observe.record("steps", client=client) as run:
+            client.gather(
+                [client.submit(abs, -i, key=f"{step}-{attempt}") for i, step in
+                 enumerate(STEPS)]
+            )  # fmt: skip
+        # The task stream's legend: a swatch (its fill) and a name per prefix.
+        legend = re.search(
+            r'<svg[^>]*aria-label="legend: [^"]*deserialize".*?</svg>',
+            inline_images(run.report().inline_html),
+            re.S,
+        )
+        assert legend is not None
+        fills = re.findall(
+            r'fill="(#[0-9a-f]{6})"/><text[^>]*>([^<]+)</text>', legend[0], re.I
+        )
+        legends.append({name: fill for fill, name in fills if name in STEPS})
+    first, second = legends
+    assert sorted(first) == sorted(STEPS)
+    assert len(set(first.values())) == len(STEPS)  # no two alike
+    assert second == first
+
+
 def spin(seconds: float) -> float:
     """Busy on the CPU for ``seconds`` of this thread's CPU time."""
     end = time.thread_time() + seconds
@@ -318,6 +352,9 @@ def test_the_profile_names_each_cpu_bound_task_function(
     assert icicle is not None
     # Both functions are boxes of the graph (their names fit in them).
     assert ">crunch</text>" in icicle[0] and ">churn</text>" in icicle[0]
+    # Library code by its import path, the standard library by its file's name.
+    everything = shown + inline_images(shown)
+    assert "site-packages/" not in everything and "/lib/python3." not in everything
 
 
 def test_data_moved_between_workers_is_told_by_pair_and_type(

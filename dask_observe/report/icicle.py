@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dask_observe.report.svg import FRAME, SVG_ROOT, TEXT, WIDTH, escape
+from dask_observe.text import short_path
 from dask_observe.units import format_seconds
 
 ROW = 15
@@ -85,7 +86,11 @@ def icicle(
             continue
         depth_drawn = max(depth_drawn, depth + 1)
         name = str(node["name"]) or "(all)"
-        where = f"{node['filename']}:{node['line']}" if node["filename"] else ""
+        where = (
+            f"{short_path(str(node['filename']))}:{node['line']}"
+            if node["filename"]
+            else ""
+        )
         seconds = node["count"] * interval
         tip = f"{name} {where} {format_seconds(seconds)} ({node['count'] / total:.0%})"
         fits = int((w - 4) / CHAR_PX)

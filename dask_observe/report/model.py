@@ -88,7 +88,9 @@ class ReportData:
     memory: dict[str, pd.DataFrame]
     #: Per worker: its process memory as the worker sampled it (fast, every
     #: ``memory-interval``) and as its nanny measured it when it restarted the
-    #: worker for memory: time (seconds since start), rss.
+    #: worker for memory; for "" the cluster's, second by second
+    #: (``figures.process_memory``, whose peak is ``peak_memory``): time
+    #: (seconds since start), rss.
     process: dict[str, pd.DataFrame]
     #: distributed's statistical profile of the run, a row a function (see
     #: ``Run.profile``); empty for runs too short to be profiled.
@@ -215,6 +217,7 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
     levels = alerts["level"]
     transfers = run.transfers(epoch=True)
     fast = figures.fast_memory(run)  # epoch times: peak, killed tasks, charts
+    cluster_rss = figures.process_memory(run, fast)
     trees = run.profile_trees()
     return ReportData(
         summary=record,
@@ -229,14 +232,17 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
         time_split=figures.time_split(run),
         workers=int(workers) if workers else int(tasks["worker"].nunique()),
         threads=int(threads) if threads else int(tasks["lane"].nunique()),
-        peak_memory=figures.peak_memory(run, fast),
+        peak_memory=float(cluster_rss["rss"].max()) if len(cluster_rss) else None,
         peak_spilled=figures.cluster_max(run, "memory_spilled"),
         memory=_memory_series(run, start),
         process={
-            str(worker): group[["time", "rss"]].reset_index(drop=True)
-            for worker, group in fast.assign(time=fast["time"] - start).groupby(
-                "worker", sort=True
-            )
+            "": cluster_rss.assign(time=cluster_rss["time"] - start),
+            **{
+                str(worker): group[["time", "rss"]].reset_index(drop=True)
+                for worker, group in fast.assign(time=fast["time"] - start).groupby(
+                    "worker", sort=True
+                )
+            },
         },
         profile=figures.profile_table(trees),
         profile_trees=trees,

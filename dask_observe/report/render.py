@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from dask_observe.report import standing, svg
 from dask_observe.report.icicle import icicle
 from dask_observe.report.matrix import transfer_matrix
+from dask_observe.text import short_path
 from dask_observe.units import format_bytes, format_seconds, text_or_none
 
 if TYPE_CHECKING:
@@ -114,11 +115,14 @@ def _summary(data: ReportData) -> str:
         _card("workers", str(data.workers), "workers", data.workers),
         _card("threads", str(data.threads), "threads", data.threads),
     ]
+    moved = float(data.transfer_pairs["bytes"].sum()) if len(data.transfer_pairs) else 0
     for phase, seconds in data.phases.items():
+        label = f"{phase} time"
+        if phase == "transfer" and seconds:
+            # Seconds spent fetching 424 B are waiting on a peer, not moving data.
+            label += f" ({format_bytes(moved)} moved)"
         cards.append(
-            _card(
-                f"{phase} time", format_seconds(seconds), f"{phase}_s", f"{seconds:.3f}"
-            )
+            _card(label, format_seconds(seconds), f"{phase}_s", f"{seconds:.3f}")
         )
     cards += [
         _card("peak memory", format_bytes(data.peak_memory), "peak_memory",
@@ -192,13 +196,12 @@ def _chart(chart: str, limits: Limits) -> str:
 
 
 def _task_stream(data: ReportData, limits: Limits) -> str:
-    prefixes = list(data.prefixes["prefix"])
-    shown = prefixes[: limits.legend]
+    prefixes = [str(p) for p in data.prefixes["prefix"]]
     return (
         f"<h4{_s('h4')}>Task stream</h4>"
         + _chart(svg.task_stream(data.tasks, data.duration), limits)
         + "<br>"
-        + _chart(svg.legend(shown, len(prefixes) - len(shown)), limits)
+        + _chart(svg.legend(prefixes, limits.legend), limits)
     )
 
 
@@ -236,14 +239,14 @@ def _memory(data: ReportData, limits: Limits) -> str:
     charts: list[tuple[str, pd.DataFrame, str, pd.DataFrame | None]] = []
     cluster = data.memory.get("")
     if cluster is not None:
+        # The cluster's line is the headline's peak memory, second by second.
+        process = data.process.get("")
         charts.append(
-            (svg.memory_caption(cluster, "cluster"), cluster, "cluster", None)
-        )
+            (svg.memory_caption(cluster, "cluster", process=process), cluster,
+             "cluster", process)
+        )  # fmt: skip
     workers = [w for w in data.memory if w]
-    peaks = {
-        w: float((data.memory[w]["managed"] + data.memory[w]["unmanaged"]).max())
-        for w in workers
-    }
+    peaks = {w: svg.process_peak(data.memory[w], data.process.get(w)) for w in workers}
     workers.sort(key=lambda w: -peaks[w])
     for worker in workers[: limits.memory_charts]:
         left = data.workers_removed.get(worker) is not None
@@ -287,7 +290,7 @@ def _profile(data: ReportData, limits: Limits) -> str:
     rows = [
         [
             f"<code>{escape(str(r['function']))}</code>",
-            f"{escape(_short_path(str(r['filename'])))}:{int(r['lineno'])}",
+            f"{escape(short_path(str(r['filename'])))}:{int(r['lineno'])}",
             format_seconds(r["self_s"]),
             f"{r['self_s'] / sampled:.0%}" if sampled else "",
             format_seconds(r["total_s"]),
@@ -327,6 +330,15 @@ def _prefix_profiles(data: ReportData) -> str:
     )
 
 
+#: Bytes below which a transfer's time is latency (a peer's busy event loop,
+#: a connection), not bandwidth: its "bytes per second" would say nothing.
+BANDWIDTH_MIN_BYTES = 2**20
+
+
+def _bandwidth(nbytes: float, per_second: float) -> str:
+    return f"{format_bytes(per_second)}/s" if nbytes >= BANDWIDTH_MIN_BYTES else "-"
+
+
 def _transfers(data: ReportData, limits: Limits) -> str:
     """Bytes the workers fetched from each other: the matrix of pairs, by type,
     and the busiest pairs."""
@@ -342,7 +354,7 @@ def _transfers(data: ReportData, limits: Limits) -> str:
             format_bytes(r["bytes"]),
             f"{int(r['count']):,}",
             format_seconds(r["seconds"]),
-            f"{format_bytes(r['bandwidth'])}/s",
+            _bandwidth(r["bytes"], r["bandwidth"]),
         ]
         for r in data.transfer_types.head(limits.prefixes).to_dict("records")
     ]
@@ -352,7 +364,7 @@ def _transfers(data: ReportData, limits: Limits) -> str:
             escape(svg.short_address(str(r["worker"]))),
             format_bytes(r["bytes"]),
             f"{int(r['count']):,}",
-            f"{format_bytes(r['bandwidth'])}/s",
+            _bandwidth(r["bytes"], r["bandwidth"]),
         ]
         for r in pairs.head(limits.functions).to_dict("records")
     ]
@@ -360,20 +372,18 @@ def _transfers(data: ReportData, limits: Limits) -> str:
     extra = f"<p>+{more} more pairs in the full report.</p>" if more > 0 else ""
     return (
         f"<h4{_s('h4')}>Transfers between workers ({format_bytes(total)} in "
-        f"{count:,} transfers, {format_bytes(total / max(seconds, 1e-3))}/s)</h4>"
+        f"{count:,} transfers"
+        + (
+            f", {_bandwidth(total, total / max(seconds, 1e-3))})"
+            if total >= BANDWIDTH_MIN_BYTES
+            else ")"
+        )
+        + "</h4>"
         + _chart(transfer_matrix(pairs), limits)
         + _table(["type", "bytes", "transfers", "time", "bandwidth"], types)
         + _table(["from", "to", "bytes", "transfers", "bandwidth"], busiest)
         + extra
     )
-
-
-def _short_path(filename: str) -> str:
-    """``.../site-packages/dask/array/core.py`` -> ``dask/array/core.py``."""
-    for marker in ("site-packages/", "dist-packages/"):
-        if marker in filename:
-            return filename.rsplit(marker, 1)[1]
-    return filename
 
 
 def _prefixes(data: ReportData, limits: Limits) -> str:

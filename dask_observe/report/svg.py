@@ -15,6 +15,7 @@ import base64
 import hashlib
 import html
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from dask_observe.units import format_bytes, format_seconds
@@ -41,10 +42,13 @@ PHASE_COLORS = {
     "disk-write": "#ffa500",
     "deserialize": "#808080",
 }
-#: Colours for prefixes when distributed is not importable (viridis-like, as Dask's).
-_FALLBACK_PALETTE = (
-    "#440154", "#482173", "#433e85", "#38598c", "#2d708e", "#25858e", "#1e9b8a",
-    "#2ab07f", "#52c569", "#86d549", "#c2df23", "#fde725",
+#: Colours for task prefixes: sixteen that stay apart from each other and from
+#: the phase colours above (no red, orange or grey), in light and dark themes.
+#: (Tableau's 10 and 20 without those, and darker tones of them.)
+PALETTE = (
+    "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+    "#393b79", "#637939", "#843c39", "#7b4173", "#aec7e8", "#98df8a", "#c5b0d5",
+    "#f7b6d2", "#9edae5",
 )  # fmt: skip
 
 #: Text inside charts: readable on light and dark backgrounds alike (an image
@@ -62,14 +66,29 @@ EXACT_LIMIT = 500
 MAX_LANES = 96
 
 
-def color_of(prefix: str) -> str:
-    """The colour Dask's dashboard gives a task prefix, so both look alike."""
-    try:
-        from distributed.utils import color_of as dask_color
-    except ImportError:
-        digest = hashlib.md5(prefix.encode(), usedforsecurity=False).hexdigest()
-        return _FALLBACK_PALETTE[int(digest[:8], 16) % len(_FALLBACK_PALETTE)]
-    return str(dask_color(prefix))
+def _slot(name: str) -> int:
+    digest = hashlib.md5(name.encode(), usedforsecurity=False).digest()
+    return int.from_bytes(digest[:4], "big") % len(PALETTE)
+
+
+def prefix_colors(prefixes: Iterable[str]) -> dict[str, str]:
+    """A colour per prefix: each its own while there are no more prefixes than
+    colours, and the same for a prefix from run to run.
+
+    Each prefix has a colour of its name (a hash, as Dask's dashboard does, so
+    that ``sum`` is drawn alike in every report); where two names want the same
+    colour, the one later in sorting takes the next free one. (Dask's own
+    ``color_of`` let two of a run's prefixes share a colour.)"""
+    colors: dict[str, str] = {}
+    free = set(range(len(PALETTE)))
+    for name in sorted(set(prefixes)):
+        slot = _slot(name)
+        if free:
+            while slot not in free:
+                slot = (slot + 1) % len(PALETTE)
+            free.discard(slot)
+        colors[name] = PALETTE[slot]
+    return colors
 
 
 def image(chart: str) -> str:
@@ -159,6 +178,7 @@ def task_stream(tasks: pd.DataFrame, duration: float) -> str:
         return "<p>No task ran in this run.</p>"
     tasks, lanes = _lanes(tasks)
     segments = _segments(tasks)
+    colors = prefix_colors(tasks["prefix"].dropna().astype(str))
     lane_h = max(3, min(16, 360 // len(lanes)))
     plot_w = WIDTH - LABEL_WIDTH
     height = lane_h * len(lanes) + 24
@@ -175,9 +195,9 @@ def task_stream(tasks: pd.DataFrame, duration: float) -> str:
                 f'text-anchor="end" {TEXT}>{escape(short_address(lane))}</text>'
             )
     if len(tasks) <= EXACT_LIMIT:
-        parts += _exact_rects(tasks, segments, row_of, lane_h, scale)
+        parts += _exact_rects(tasks, segments, row_of, lane_h, scale, colors)
     else:
-        parts += _binned_rects(segments, row_of, lane_h, plot_w, duration)
+        parts += _binned_rects(segments, row_of, lane_h, plot_w, duration, colors)
     parts.append(_time_axis(duration, lane_h * len(lanes), plot_w))
     parts.append("</svg>")
     return "".join(parts)
@@ -188,8 +208,9 @@ def short_address(lane: str) -> str:
     return lane.removeprefix("tcp://").removeprefix("inproc://")
 
 
-def _fill(category: str) -> str:
-    return PHASE_COLORS.get(category) or color_of(category)
+def _fill(category: str, colors: dict[str, str]) -> str:
+    phase = PHASE_COLORS.get(category)
+    return phase or colors.get(category) or PALETTE[_slot(category)]
 
 
 def _exact_rects(
@@ -198,6 +219,7 @@ def _exact_rects(
     row_of: dict[str, int],
     lane_h: int,
     scale: float,
+    colors: dict[str, str],
 ) -> list[str]:
     parts = []
     keys = iter(zip(tasks["key"], tasks["start"], tasks["stop"], strict=True))
@@ -212,7 +234,8 @@ def _exact_rects(
             title = f"{key} ({format_seconds(stop - start)})"
         parts.append(
             f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 1}" '
-            f'fill="{_fill(category)}"><title>{escape(str(title))}</title></rect>'
+            f'fill="{_fill(category, colors)}">'
+            f"<title>{escape(str(title))}</title></rect>"
         )
     return parts
 
@@ -223,6 +246,7 @@ def _binned_rects(
     lane_h: int,
     plot_w: int,
     duration: float,
+    colors: dict[str, str],
 ) -> list[str]:
     """A rectangle per run of pixel columns with the same dominant category;
     its opacity says how busy the lane was there."""
@@ -245,7 +269,7 @@ def _binned_rects(
         for b in range(first[i], last[i] + 1):
             lo, hi = max(start[i], b * width), min(stop[i], (b + 1) * width)
             busy[lane[i], cat[i], b] += max(hi - lo, 0.0)
-    return _bin_rects(busy, categories, lane_h, width, plot_w / n_bins)
+    return _bin_rects(busy, categories, lane_h, width, plot_w / n_bins, colors)
 
 
 def _indices(values: pd.Series, index_of: dict[str, int]) -> np.ndarray:
@@ -264,6 +288,7 @@ def _bin_rects(
     lane_h: int,
     bin_s: float,
     bin_px: float,
+    colors: dict[str, str],
 ) -> list[str]:
     """One path per colour and opacity, a ``M x y h w v h h -w z`` per run of
     columns: ~20 bytes a rectangle rather than ~100 for a ``<rect>``."""
@@ -295,7 +320,7 @@ def _bin_rects(
             )
             b = end
     return [
-        f'<path fill="{_fill(categories[cat])}"'
+        f'<path fill="{_fill(categories[cat], colors)}"'
         + ("" if level_ >= 1 else f' fill-opacity="{level_:.2f}"')
         + f' d="{"".join(d)}"/>'
         for (cat, level_), d in paths.items()
@@ -341,9 +366,12 @@ def _swatches(items: list[tuple[str, str]], dashed: bool = False) -> str:
     )
 
 
-def legend(prefixes: list[str], more: int) -> str:
-    """Colour swatches for prefixes and the phases."""
-    items = [(p, color_of(p)) for p in prefixes] + [
+def legend(prefixes: list[str], shown: int) -> str:
+    """Colour swatches for the first ``shown`` of a run's ``prefixes`` (all of
+    them: their colours depend on each other) and for the phases."""
+    colors = prefix_colors(prefixes)
+    more = max(len(prefixes) - shown, 0)
+    items = [(p, colors[p]) for p in prefixes[:shown]] + [
         ("transfer", PHASE_COLORS["transfer"]),
         ("disk", PHASE_COLORS["disk-read"]),
         ("deserialize", PHASE_COLORS["deserialize"]),
@@ -359,6 +387,7 @@ MEMORY_COLORS = {"managed": "#2a7fb8", "unmanaged": "#9ecae1", "spilled": "#8c8c
 MEMORY_POINTS = 240
 #: The worker's own fast samples of its process memory: a line over the stack.
 PROCESS_COLOR = "#e6550d"
+LIMIT_COLOR = "#d62728"
 
 
 def _downsample(series: pd.DataFrame) -> pd.DataFrame:
@@ -367,6 +396,15 @@ def _downsample(series: pd.DataFrame) -> pd.DataFrame:
         return series
     bucket = (series.index.to_numpy() * MEMORY_POINTS) // len(series)
     return series.groupby(bucket).max()
+
+
+def process_peak(series: pd.DataFrame, process: pd.DataFrame | None) -> float:
+    """The most memory the process held: heartbeats (managed + unmanaged) or
+    its own faster samples. Spilled data is on disk: not in this figure."""
+    peak = float((series["managed"] + series["unmanaged"]).max())
+    if process is not None and not process.empty:
+        peak = max(peak, float(process["rss"].max()))
+    return peak
 
 
 def memory_chart(
@@ -378,23 +416,22 @@ def memory_chart(
     width: int = 420,
     height: int = 90,
 ) -> str:
-    """Stacked managed / unmanaged / spilled memory against the limit (dashed),
-    and the process memory the worker sampled itself (a line: the climb
-    between two heartbeats that got it killed shows there)."""
+    """Process memory (managed and unmanaged, stacked) against the limit
+    (dashed, always on the scale: a chart whose scale followed a small peak
+    looked full); the process memory the worker sampled itself (a line: the
+    climb between two heartbeats that got it killed shows there); and data
+    spilled to disk apart (dotted), never stacked on what is in memory."""
     series = _downsample(series.reset_index(drop=True))
-    peak = float((series["managed"] + series["unmanaged"] + series["spilled"]).max())
-    if process is not None and not process.empty:
-        peak = max(peak, float(process["rss"].max()))
+    peak = process_peak(series, process)
+    spilled = float(series["spilled"].max())
     limit = float(series["limit"].max())
-    # A limit far above what was used would flatten the chart: then the scale
-    # follows the peak and the limit is only named.
-    top = max(peak if peak < 0.25 * limit else max(peak, limit), 1.0) * 1.05
+    top = max(peak, limit, spilled, 1.0) * 1.05
     sx = width / max(duration, 1e-9)
     sy = height / top
     x = [f"{t * sx:.1f}" for t in series["time"]]
     lower = [0.0] * len(series)
     layers = []
-    for name in ("managed", "unmanaged", "spilled"):
+    for name in ("managed", "unmanaged"):
         upper = [lo + float(v) for lo, v in zip(lower, series[name], strict=True)]
         if max(upper) > max(lower, default=0):
             points = [
@@ -408,27 +445,37 @@ def memory_chart(
                 f'<polygon points="{" ".join(points)}" fill="{MEMORY_COLORS[name]}"/>'
             )
         lower = upper
-    limit_line = (
-        f'<line x1="0" x2="{width}" y1="{height - limit * sy:.1f}" '
-        f'y2="{height - limit * sy:.1f}" stroke="#d62728" stroke-dasharray="4 3"/>'
-        if limit and limit <= top
-        else ""
-    )
-    line = ""
+    lines = []
+    if limit:
+        lines.append(
+            f'<line x1="0" x2="{width}" y1="{height - limit * sy:.1f}" '
+            f'y2="{height - limit * sy:.1f}" stroke="{LIMIT_COLOR}" '
+            'stroke-dasharray="4 3" data-line="limit"/>'
+        )
+    if spilled > 0:
+        trace = " ".join(
+            f"{xi},{height - float(v) * sy:.1f}"
+            for xi, v in zip(x, series["spilled"], strict=True)
+        )
+        lines.append(
+            f'<polyline points="{trace}" fill="none" '
+            f'stroke="{MEMORY_COLORS["spilled"]}" stroke-width="1.5" '
+            'stroke-dasharray="1 2" data-line="spilled"/>'
+        )
     if process is not None and not process.empty:
         trace = " ".join(
             f"{t * sx:.1f},{height - v * sy:.1f}"
             for t, v in zip(process["time"], process["rss"], strict=True)
         )
-        line = (
+        lines.append(
             f'<polyline points="{trace}" fill="none" stroke="{PROCESS_COLOR}" '
-            'stroke-width="1.5"/>'
+            'stroke-width="1.5" data-line="process"/>'
         )
     return (
         f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
         f'{SVG_ROOT} aria-label="memory of {escape(title)}">'
         f'<rect width="{width}" height="{height}" {FRAME}/>'
-        f"{''.join(layers)}{limit_line}{line}</svg>"
+        f"{''.join(layers)}{''.join(lines)}</svg>"
     )
 
 
@@ -438,14 +485,16 @@ def memory_caption(
     note: str = "",
     process: pd.DataFrame | None = None,
 ) -> str:
-    """A chart's caption: "worker: peak 1.2 GiB of 2 GiB"."""
-    peak = float((series["managed"] + series["unmanaged"] + series["spilled"]).max())
-    if process is not None and not process.empty:
-        peak = max(peak, float(process["rss"].max()))
+    """A chart's caption: "worker: peak 1.2 GiB of 2 GiB limit, 300 MiB
+    spilled to disk": the peak is of process memory, which the limit is about;
+    what was spilled is named apart."""
+    peak = process_peak(series, process)
     limit = float(series["limit"].max())
+    spilled = float(series["spilled"].max())
     return (
         f"{escape(title)}: peak {format_bytes(peak)}"
-        + (f" of {format_bytes(limit)}" if limit else "")
+        + (f" of {format_bytes(limit)} limit" if limit else "")
+        + (f", {format_bytes(spilled)} spilled to disk" if spilled > 0 else "")
         + (f" {escape(note)}" if note else "")
     )
 
@@ -453,9 +502,11 @@ def memory_caption(
 def memory_legend() -> str:
     return _swatches(
         [
-            *MEMORY_COLORS.items(),
+            ("managed", MEMORY_COLORS["managed"]),
+            ("unmanaged", MEMORY_COLORS["unmanaged"]),
+            ("spilled to disk (dotted, not in memory)", MEMORY_COLORS["spilled"]),
             ("process memory, sampled by the worker (line)", PROCESS_COLOR),
-            ("memory limit (dashed)", "#d62728"),
+            ("memory limit (dashed)", LIMIT_COLOR),
         ]
     )
 
