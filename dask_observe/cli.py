@@ -83,6 +83,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             worker=args.worker,
             source=args.source,
             since=args.since,
+            own=args.own,
         )
     for line in log_lines(logs):
         print(line)
@@ -99,7 +100,7 @@ def _follow(run: Run, args: argparse.Namespace) -> None:
 
     filters = {
         "contains": args.filter, "regex": args.regex, "level": args.level,
-        "worker": args.worker, "source": args.source,
+        "worker": args.worker, "source": args.source, "own": args.own,
     }  # fmt: skip
     since = epoch(args.since) if args.since else None
     after = 0
@@ -343,6 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--level", help="lowest level: debug, info, warning, error")
     logs.add_argument("--source", choices=["scheduler", "worker", "nanny"])
     logs.add_argument("--since", metavar="TIME", help="from this time (UTC)")
+    logs.add_argument(
+        "--own", action="store_true", help="also lines about dask-observe's plugins"
+    )
     logs.add_argument(
         "--follow", action="store_true",
         help="keep printing new lines until the run ends (or Ctrl-C)",

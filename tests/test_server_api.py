@@ -13,6 +13,7 @@ import socket
 import sqlite3
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -487,3 +488,39 @@ async def test_a_runs_history_has_each_runs_figures_verdict_and_changes(
     with pytest.raises(HTTPClientError) as info:
         await jp_fetch("dask-observe", "api", "runs", "99", "history")
     assert info.value.code == 404
+
+
+@pytest.fixture
+def plugins_installed(
+    make_client: Callable[..., Client], store_path: Path
+) -> dask_observe.Run:
+    """A run on a cluster of its own: its recording installs the plugins, and
+    distributed says so ("Starting Worker plugin dask-observe-worker")."""
+    client = make_client(n_workers=1, processes=True)
+    with dask_observe.record("first", client=client) as run:
+        client.submit(chatter, 3).result()  # and three lines of the user's
+    return run
+
+
+async def test_lines_about_our_own_plugins_are_kept_but_shown_only_on_request(
+    jp_fetch: Any, jp_ws_fetch: Any, plugins_installed: dask_observe.Run
+) -> None:
+    (cluster,) = (await get_json(jp_fetch, "clusters"))["clusters"]
+
+    async def cluster_lines(**filters: Any) -> list[str]:
+        """The cluster's lines, as the panel's live logs subscribe to them."""
+        ws = await jp_ws_fetch("dask-observe", "api", "stream")
+        subscribe = {"type": "subscribe", "cluster": cluster["id"], "kinds": ["logs"],
+                     "after": 0, "filters": filters}  # fmt: skip
+        ws.write_message(json.dumps(subscribe))
+        assert (await receive(ws))["type"] == "subscribed"
+        batch = await receive(ws)
+        ws.close()
+        return [row["message"] for row in batch["logs"]]
+
+    shown = await cluster_lines()
+    assert len([line for line in shown if line.startswith("line 0000")]) == 3
+    assert not any("plugin dask-observe" in line for line in shown)
+    everything = await cluster_lines(own=True)
+    assert "Starting Worker plugin dask-observe-worker" in everything
+    assert len(everything) > len(shown)

@@ -80,6 +80,10 @@ def test_a_runs_report_opens_in_a_tab(
     report = page.frame_locator(".jp-DaskObserve-tab iframe").locator(".dobs-report")
     expect(report).to_be_visible(timeout=20_000)
     expect(report.locator('[data-figure="n_tasks"]')).to_have_text("5")
+    # The page (the file `report -o` writes) is set in JupyterLab's sans-serif,
+    # not the browser's default serif.
+    font = report.evaluate("node => getComputedStyle(node).fontFamily")
+    assert font.startswith("system-ui"), font
     page.screenshot(path=ARTIFACTS / "panel-report-tab.png")
 
 

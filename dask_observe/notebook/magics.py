@@ -118,6 +118,9 @@ def _observe_parser() -> _Parser:
     logs.add_argument("--regex", action="store_true", help="--filter is a regex")
     logs.add_argument("--worker", metavar="ADDRESS", help="lines about this worker")
     logs.add_argument("--level", help="lowest level: debug, info, warning, error")
+    logs.add_argument(
+        "--own", action="store_true", help="also lines about dask-observe's plugins"
+    )
     logs.add_argument("--source", choices=["scheduler", "worker", "nanny"])
     logs.add_argument("--store", default=None, help="store path")
     flags = commands.add_parser("flags", help="what went wrong in a run, and why")
@@ -320,6 +323,7 @@ class ObserveMagics(Magics):
                 level=args.level,
                 worker=args.worker,
                 source=args.source,
+                own=args.own,
             )
         if logs.empty:
             print("No log lines match.")

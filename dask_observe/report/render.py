@@ -544,9 +544,30 @@ def render(data: ReportData, *, full: bool = False) -> str:
         + _footer(data, full)
         + "</div>"
     )
-    if not full:
-        return body
+    return page(title, body) if full else body
+
+
+#: A saved report's page: what JupyterLab gives the inline one (its font, a
+#: light or dark page as the reader's system is), so that a file opened in a
+#: browser reads the same, not in the browser's default serif. A stylesheet
+#: is safe here: a file, not a notebook's sanitized output.
+PAGE_STYLE = (
+    "body{margin:16px auto;padding:0 16px;max-width:940px;"
+    "font:13px/1.4 system-ui,-apple-system,'Segoe UI',Roboto,'Helvetica Neue',"
+    "Arial,sans-serif;color:#1f1f1f;background:#fff}"
+    "code,pre{font-family:ui-monospace,'SFMono-Regular',Menlo,Consolas,monospace}"
+    "summary{cursor:pointer}a{color:#1976d2}"
+    "@media (prefers-color-scheme:dark){body{color:#e0e0e0;background:#111}"
+    "a{color:#64b5f6}}"
+)
+
+
+def page(title: str, body: str) -> str:
+    """A whole HTML page of ``body`` (a report, a comparison), styled as a
+    notebook shows it; ``title`` is escaped already."""
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{title}</title></head><body>{body}</body></html>"
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{title}</title><style>{PAGE_STYLE}</style></head>"
+        f"<body>{body}</body></html>"
     )

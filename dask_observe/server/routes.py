@@ -115,13 +115,10 @@ def read_report(store: Store, run_id: str) -> str:
 
 def read_comparison(store: Store, a: str, b: str) -> str:
     from dask_observe.comparison import compare
+    from dask_observe.report.render import page
 
     body = compare(a, b, store=store)._repr_html_()
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>Runs {escape(a)} and {escape(b)} compared</title></head>"
-        f'<body style="font:13px system-ui,sans-serif">{body}</body></html>'
-    )
+    return page(f"Runs {escape(a)} and {escape(b)} compared", body)
 
 
 def _whole_argument(
@@ -223,7 +220,8 @@ class RunHandler(StoreHandler):
 class RunLogsHandler(StoreHandler):
     """``GET dask-observe/api/runs/<id>/logs``: a page of log lines.
 
-    Query: contains, regex (1/true), level, worker, source; after and upto
+    Query: contains, regex (1/true), level, worker, source, own (1/true: also
+    the lines about dask-observe's own plugins); after and upto
     (sequence numbers), limit. ``next`` is the ``after`` of the next page.
     """
 
@@ -242,6 +240,7 @@ class RunLogsHandler(StoreHandler):
                 "level": self.get_query_argument("level", None),
                 "worker": self.get_query_argument("worker", None),
                 "source": self.get_query_argument("source", None),
+                "own": self.get_query_argument("own", "") in ("1", "true"),
             },
         }
         await self.finish_read(read_logs, run_id, query, patterned=regex)

@@ -79,10 +79,10 @@ def _filters(raw: Any) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, dict) or set(raw) - {
-        "contains", "regex", "level", "worker", "source",
+        "contains", "regex", "level", "worker", "source", "own",
     }:  # fmt: skip
         raise SubscriptionError(
-            "unknown filters; use contains, regex, level, worker, source"
+            "unknown filters; use contains, regex, level, worker, source, own"
         )
     for name in ("contains", "worker", "source"):
         value = raw.get(name)
@@ -92,8 +92,9 @@ def _filters(raw: Any) -> dict[str, Any]:
         raise SubscriptionError(
             f"filter 'worker' may have at most {MAX_NAME} characters"
         )
-    if not isinstance(raw.get("regex", False), bool):
-        raise SubscriptionError("filter 'regex' must be true or false")
+    for name in ("regex", "own"):
+        if not isinstance(raw.get(name, False), bool):
+            raise SubscriptionError(f"filter {name!r} must be true or false")
     if raw.get("level") is not None:
         if not isinstance(raw["level"], str | int) or isinstance(raw["level"], bool):
             raise SubscriptionError("filter 'level' must be a level name or number")

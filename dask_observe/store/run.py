@@ -179,12 +179,14 @@ class RunData:
         source: str | None = None,
         regex: bool = False,
         epoch: bool = False,
+        own: bool = False,
     ) -> pd.DataFrame:
         """Log lines of the scheduler, workers and nannies during the run.
 
         ``contains`` matches case-insensitively (a regular expression, case-sensitive,
         with ``regex=True``); ``level`` is the lowest level shown; ``source`` is one of
-        scheduler, worker, nanny.
+        scheduler, worker, nanny. Lines about dask-observe's own plugins
+        ("Starting Worker plugin dask-observe-worker") are shown with ``own=True``.
 
         Columns: time, level, source, worker, logger, message. Times are UTC
         timestamps, or seconds since the epoch with ``epoch=True``.
@@ -196,6 +198,7 @@ class RunData:
             level=level,
             worker=worker,
             source=source,
+            own=own,
         )
         frame = self.store.frame(sql, params, ("seq", *telemetry.LOG_COLUMNS))
         frame["level"] = telemetry.level_names(frame["level"])
@@ -211,7 +214,7 @@ class RunData:
         """Up to ``limit`` lines numbered above ``after`` (and at most ``upto``),
         in the order they were stored, as dicts with ``seq`` and the columns of
         :meth:`logs` (times in seconds since the epoch). ``filters`` as for
-        :meth:`logs`: contains, regex, level, worker, source. For views that
+        :meth:`logs`: contains, regex, level, worker, source, own. For views that
         page or poll: the last ``seq`` is where the next page starts."""
         window = self._window()
         if upto is not None:

@@ -214,7 +214,7 @@ def stream_query(
 ) -> tuple[str, list[Any]]:
     """Rows of ``table`` numbered above ``after`` in ``window``, oldest first, at
     most ``limit``: what a live view asks for next. ``logs`` holds log filters
-    (contains, regex, level, worker, source)."""
+    (contains, regex, level, worker, source, own)."""
     columns = {
         "logs": ("seq", *LOG_COLUMNS),
         "metrics": ("seq", *METRIC_COLUMNS),
@@ -229,6 +229,7 @@ def stream_query(
         filters.pop("contains", None),
         bool(filters.pop("regex", False)),
         filters.pop("level", None),
+        bool(filters.pop("own", False)),
     )
     return _select(
         "logs", columns, window, where=where, order="seq", limit=limit, **filters
@@ -243,17 +244,28 @@ def log_query(
     level: str | int | None = None,
     worker: str | None = None,
     source: str | None = None,
+    own: bool = False,
 ) -> tuple[str, list[Any]]:
     """SQL and parameters for log lines; filters combine with AND."""
-    where = log_filters(contains, regex, level)
+    where = log_filters(contains, regex, level, own)
     columns = ("seq", *LOG_COLUMNS)
     return _select("logs", columns, window, where=where, worker=worker, source=source)
 
 
+#: What distributed logs of dask-observe's own plugins ("Starting Worker plugin
+#: dask-observe-worker", "Registering Nanny plugin dask-observe-nanny"): kept in
+#: the store, shown only on request (``own=True``), never among the user's lines.
+OWN_PLUGIN_TEXT = " plugin dask-observe"
+
+
 def log_filters(
-    contains: str | None, regex: bool, level: str | int | None
+    contains: str | None,
+    regex: bool,
+    level: str | int | None,
+    own: bool = False,
 ) -> list[tuple[str, Any]]:
-    """The WHERE terms of a text and level filter on log lines."""
+    """The WHERE terms of a text and level filter on log lines; without
+    ``own``, the lines about dask-observe's own plugins left out."""
     where: list[tuple[str, Any]] = []
     if contains:
         patterns.check_text(contains)
@@ -267,6 +279,8 @@ def log_filters(
             where.append(("message LIKE ? ESCAPE '\\'", f"%{_escape_like(contains)}%"))
     if level is not None:
         where.append(("level >= ?", level_number(level)))
+    if not own:  # (instr, not LIKE: a few ns a line; last: it rejects few)
+        where.append(("instr(message, ?) = 0", OWN_PLUGIN_TEXT))
     return where
 
 
