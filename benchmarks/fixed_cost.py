@@ -18,6 +18,11 @@ each message (a future's release included), so a block started right after
 another waits up to that long for its task to leave (3-4 ms measured, on
 whichever block came second in a pair; ``--pause 0`` shows it).
 
+``--closing N``: what recording costs when the user closes up. N fresh
+processes each start a LocalCluster of 2 worker processes, run one task
+(recorded in every other process) and time ``client.close()`` then
+``cluster.close()``.
+
 With several ``--variant NAME=PATH`` (a checkout of
 another commit, put first on ``PYTHONPATH``), sessions of each variant
 alternate, so that they are measured side by side in one run.
@@ -107,6 +112,50 @@ def session(cluster_kind: str, blocks: int, pause: float) -> dict[str, object]:
     return {"first": first, "plain": plain, "recorded": rec, "ending": ending[1:]}
 
 
+def closing_session(record: bool) -> float:
+    """Seconds to close a client and its LocalCluster after one task, recorded
+    or not (printed as JSON by ``--closing-session``)."""
+    from distributed import Client, LocalCluster
+
+    import dask_observe
+
+    with tempfile.TemporaryDirectory() as folder:
+        cluster = LocalCluster(
+            n_workers=2, threads_per_worker=1, dashboard_address=":0"
+        )
+        client = Client(cluster)
+        if record:
+            with dask_observe.record("one", client=client, store=f"{folder}/s.sqlite"):
+                client.submit(abs, -1).result()
+        else:
+            client.submit(abs, -1).result()
+        started = time.perf_counter()
+        client.close()
+        cluster.close()
+        return time.perf_counter() - started
+
+
+def closing(variants: dict[str, str], processes: int) -> None:
+    """Close times, plain and recorded, per variant, processes alternating."""
+    found: dict[tuple[str, bool], list[float]] = {}
+    for n in range(processes):
+        for name, path in variants.items():
+            record = bool(n % 2)
+            env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
+            command = [sys.executable, __file__, "--closing-session", str(int(record))]
+            out = subprocess.run(
+                command, env=env, capture_output=True, text=True, check=True
+            )
+            seconds = float(out.stdout.strip().splitlines()[-1])
+            found.setdefault((name, record), []).append(seconds * 1e3)
+    for (name, record), times in sorted(found.items()):
+        print(
+            f"{name} {'recorded' if record else 'plain'}: close "
+            f"{statistics.median(times):.0f} ms (median of {len(times)}; "
+            f"{min(times):.0f}-{max(times):.0f})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
@@ -116,12 +165,20 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=30)
     parser.add_argument("--variant", action="append", default=[])
     parser.add_argument("--pause", type=float, default=PAUSE_S)
+    parser.add_argument("--closing", type=int, metavar="N", default=0)
     parser.add_argument("--session", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--closing-session", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.session:
         print(json.dumps(session(args.cluster, args.blocks, args.pause)))
         return
+    if args.closing_session is not None:
+        print(closing_session(bool(args.closing_session)))
+        return
     variants = dict(v.split("=", 1) for v in args.variant) or {"this": str(HERE.parent)}
+    if args.closing:
+        closing(variants, args.closing)
+        return
     results: dict[str, list[dict[str, list[float] | float]]] = {v: [] for v in variants}
     for n in range(args.sessions):
         order = list(variants.items())

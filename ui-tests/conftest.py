@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import dask.config
 import nbformat
 import pytest
 from lab_server import CHROMIUM, CHROMIUM_ARGS, Lab, running_lab
 from playwright.sync_api import Browser, Page, sync_playwright
 
 ARTIFACTS = Path(__file__).with_name("artifacts")
+#: The side panel's tab in JupyterLab's left sidebar.
+PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="dask-observe-panel"]'
 
 
 def recording_notebook(scheduler: str, cell: str) -> nbformat.NotebookNode:
@@ -44,10 +47,38 @@ def jp_server_cleanup() -> None:
     """No in-process Jupyter server to clean up here (see jp_asyncio_loop)."""
 
 
-@pytest.fixture
-def lab(store_path: Path, tmp_path: Path) -> Iterator[Lab]:
-    with running_lab(store_path, tmp_path) as lab:
+@pytest.fixture(scope="module")
+def shared_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """One ``jupyter lab`` for a module's tests (a start costs 2-3 s): each test
+    gets it with a fresh store, workspace and settings (see ``store_path``)."""
+    folder = tmp_path_factory.mktemp("lab")
+    with running_lab(folder / "observe-store" / "observe.sqlite", folder) as lab:
         yield lab
+
+
+@pytest.fixture
+def store_path(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """As the suite's own (a fresh store, the configured default), but for a
+    test with a ``lab``: the store of the module's lab, made empty."""
+    if "lab" in request.fixturenames:
+        lab: Lab = request.getfixturevalue("shared_lab")
+        lab.reset()
+        path = lab.store_path
+    else:
+        path = tmp_path / "observe-store" / "observe.sqlite"
+    monkeypatch.setenv("DASK_OBSERVE__STORE", str(path))
+    with dask.config.set({"observe.store": str(path)}):
+        yield path
+
+
+@pytest.fixture
+def lab(shared_lab: Lab, store_path: Path) -> Iterator[Lab]:
+    """The module's JupyterLab, as fresh as a new one; the kernels this test
+    started are shut down after it (they would go on recording its cluster)."""
+    yield shared_lab
+    shared_lab.shut_down_kernels()
 
 
 # Per module, not per session: Playwright's sync API keeps an event loop running

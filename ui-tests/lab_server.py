@@ -3,8 +3,10 @@ machines: shared by the browser tests and the panel benchmark."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 CHROMIUM = os.environ.get("DASK_OBSERVE_CHROMIUM", "/usr/bin/chromium")
 # Flags that let Chromium run headless as root on a machine with no network.
@@ -81,6 +84,34 @@ class Lab:
             )  # fmt: skip
         _wait_until_up(self, self.process, log)
 
+    def api(self, method: str, path: str) -> Any:
+        """A call to the server's REST API; its JSON answer, if any."""
+        request = urllib.request.Request(
+            f"{self.url}{path}",
+            method=method,
+            headers={"Authorization": f"token {self.token}"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def shut_down_kernels(self) -> None:
+        """Shut down every kernel the server runs (and their sessions)."""
+        if self.process is None:
+            return
+        for session in self.api("GET", "api/sessions") or []:
+            self.api("DELETE", f"api/sessions/{session['id']}")
+        for kernel in self.api("GET", "api/kernels") or []:
+            self.api("DELETE", f"api/kernels/{kernel['id']}")
+
+    def reset(self) -> None:
+        """As a fresh server would be for the next test: no store, no saved
+        workspace, no user settings but the one every lab here starts with."""
+        shutil.rmtree(self.store_path.parent, ignore_errors=True)
+        shutil.rmtree(self.home / "workspaces", ignore_errors=True)
+        shutil.rmtree(self.settings, ignore_errors=True)
+        _quiet(self)
+
     def stop(self) -> None:
         if self.process is None:
             return
@@ -113,6 +144,13 @@ def _wait_until_up(lab: Lab, process: subprocess.Popen[bytes], log: Path) -> Non
     raise RuntimeError(f"jupyter lab did not answer in 90 s:\n{log.read_text()}")
 
 
+def _quiet(lab: Lab) -> None:
+    """No "get notified about Jupyter news?" toast over the screenshots."""
+    lab.set_user_settings(
+        "@jupyterlab/apputils-extension:notification", '{"fetchNews": "false"}'
+    )
+
+
 @contextmanager
 def running_lab(
     store_path: Path,
@@ -128,10 +166,7 @@ def running_lab(
         f"http://127.0.0.1:{port}/", secrets.token_hex(16), folder / "lab",
         store_path, folder, app=app, env=env or {},
     )  # fmt: skip
-    # No "get notified about Jupyter news?" toast over the screenshots.
-    lab.set_user_settings(
-        "@jupyterlab/apputils-extension:notification", '{"fetchNews": "false"}'
-    )
+    _quiet(lab)
     try:
         lab.start()
         yield lab

@@ -19,9 +19,8 @@ import pytest
 from lab_server import Lab
 from playwright.sync_api import Frame, Page, expect
 
+from conftest import PANEL_TAB
 from dask_observe.store import Store
-
-PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="dask-observe-panel"]'
 
 #: The hostile page: it tries what the red team did, and writes what it got.
 HOSTILE = b"""<!doctype html><html><body><pre id="out">running</pre><script>

@@ -13,7 +13,8 @@ from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import dask_observe
-from conftest import ARTIFACTS, recording_notebook
+from conftest import ARTIFACTS, PANEL_TAB, recording_notebook
+from dask_observe.recorder import TOUCH_INTERVAL_S
 
 
 def write_notebook(folder: Path, scheduler: str) -> Path:
@@ -33,10 +34,10 @@ def write_notebook(folder: Path, scheduler: str) -> Path:
 
 
 def test_a_dask_record_cell_shows_progress_then_its_report(
-    client: Client, store_path: Path, lab: Lab, page: Page, tmp_path: Path
+    client: Client, store_path: Path, lab: Lab, page: Page
 ) -> None:
     assert client.scheduler is not None
-    write_notebook(tmp_path, str(client.scheduler.address))
+    write_notebook(lab.root, str(client.scheduler.address))
     page.goto(lab.page_url("lab/tree/record.ipynb"))
     expect(page.locator(".jp-Notebook")).to_be_visible(timeout=30_000)
     # JupyterLab may ask which kernel to start: the notebook's own, python3.
@@ -88,3 +89,22 @@ def test_a_dask_record_cell_shows_progress_then_its_report(
     expect(report).to_contain_text("No flag: nothing looked wrong.")
     report.scroll_into_view_if_needed()
     page.screenshot(path=ARTIFACTS / "notebook-report.png")
+
+    # Between cells, the cluster stays live while the kernel's client is
+    # connected: the kernel goes on telling the store so after the run ended
+    # (liveness followed recording: a cluster went grey 15 s after each cell,
+    # its dashboard buttons disabled, while the kernel still used it).
+    ended = time.time()
+    deadline = time.monotonic() + 3 * TOUCH_INTERVAL_S
+    with dask_observe.open_store() as store:
+        while store.clusters()[0]["last_seen"] <= ended + 1:
+            assert time.monotonic() < deadline, "the kernel stopped telling the store"
+            time.sleep(0.2)
+    page.locator(PANEL_TAB).click()
+    cluster = page.locator(".jp-DaskObserve-cluster").first
+    expect(cluster.locator(".jp-DaskObserve-cluster-seen")).to_have_text("live")
+    status = cluster.locator('.jp-DaskObserve-dashboard-button[data-page="status"]')
+    expect(status).to_be_enabled()
+    status.click()
+    frame = page.frame_locator(".jp-DaskObserve-tab iframe")
+    expect(frame.locator("canvas").first).to_be_visible(timeout=30_000)

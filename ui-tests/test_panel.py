@@ -14,9 +14,7 @@ from lab_server import Lab
 from playwright.sync_api import Dialog, Locator, Page, Request, WebSocket, expect
 
 import dask_observe
-from conftest import ARTIFACTS
-
-PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="dask-observe-panel"]'
+from conftest import ARTIFACTS, PANEL_TAB
 
 
 def open_live_logs(page: Page, lab: Lab) -> Locator:

@@ -19,9 +19,7 @@ from PIL import Image, ImageStat
 from playwright.sync_api import Page, expect
 
 import dask_observe
-from conftest import ARTIFACTS
-
-PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="dask-observe-panel"]'
+from conftest import ARTIFACTS, PANEL_TAB
 
 # Tasks are lambdas (shipped by value): see test_panel.py.
 say = lambda line: logging.getLogger("distributed.worker").warning(line)  # noqa: E731
