@@ -23,7 +23,9 @@ export function element<K extends keyof HTMLElementTagNameMap>(
 }
 
 /**
- * A button that calls `onClick`; `title` is its tooltip.
+ * A button that calls `onClick`; `title` is its tooltip. JupyterLab's own
+ * button (`jp-Button`, small), so that the panel's buttons look like the
+ * rest of the application's in every theme.
  */
 export function button(
   className: string,
@@ -31,7 +33,11 @@ export function button(
   onClick: () => void,
   title?: string
 ): HTMLButtonElement {
-  const node = element('button', className, text);
+  const node = element(
+    'button',
+    `jp-Button jp-mod-small jp-mod-minimal jp-DaskObserve-button ${className}`,
+    text
+  );
   if (title !== undefined) {
     node.title = title;
   }

@@ -19,11 +19,14 @@ const LEVELS: Record<string, number> = {
 export class LogsToolbar {
   constructor(level = 'DEBUG') {
     this.node = element('div', 'jp-DaskObserve-logs-bar');
-    this._filter = element('input', 'jp-DaskObserve-logs-filter');
+    this._filter = element('input', 'jp-mod-styled jp-DaskObserve-logs-filter');
     this._filter.type = 'search';
     this._filter.placeholder = 'filter';
     this._regex = Private.checkbox('regex', false);
-    this._level = element('select', 'jp-DaskObserve-logs-level');
+    this._level = element(
+      'select',
+      'jp-DaskObserve-select jp-DaskObserve-logs-level'
+    );
     for (const name of ['DEBUG', 'INFO', 'WARNING', 'ERROR']) {
       this._level.append(new Option(name.toLowerCase() + '+', name));
     }
@@ -180,7 +183,7 @@ namespace Private {
    * A checkbox inside its label (the label is its parent).
    */
   export function checkbox(label: string, checked: boolean): HTMLInputElement {
-    const box = document.createElement('input');
+    const box = element('input', 'jp-mod-styled');
     box.type = 'checkbox';
     box.checked = checked;
     const wrapper = element('label', `jp-DaskObserve-logs-${label}`);
@@ -192,7 +195,10 @@ namespace Private {
    * A choice of one value or all (the empty value).
    */
   export function select(name: string, values: string[]): HTMLSelectElement {
-    const choice = element('select', `jp-DaskObserve-logs-${name}`);
+    const choice = element(
+      'select',
+      `jp-DaskObserve-select jp-DaskObserve-logs-${name}`
+    );
     choice.title = `Show the lines of one ${name}`;
     choice.append(new Option(`all ${name}s`, ''));
     for (const value of values) {

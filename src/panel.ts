@@ -13,6 +13,7 @@ import { LOG_TAIL, LogsView } from './logs';
 import { MetricsView } from './metrics';
 import { ClusterModel, FlagsModel, HistoryModel, RunsModel } from './models';
 import { RunsView } from './runs';
+import { SectionSizer } from './sections';
 import { ITarget, StoreStream } from './stream';
 import { LogsTab } from './tabs';
 
@@ -135,6 +136,7 @@ export class ObservePanel extends SidePanel {
     this._accordion.expansionToggled.connect(() =>
       this._collapsedChanged.emit(this.collapsed)
     );
+    this._sizer = new SectionSizer(this._accordion, this.logs);
   }
 
   /**
@@ -268,6 +270,7 @@ export class ObservePanel extends SidePanel {
     this.metricsStream.dispose();
     this.flagsModel.dispose();
     this.historyModel.dispose();
+    this._sizer.dispose();
     super.dispose();
   }
 
@@ -478,6 +481,7 @@ export class ObservePanel extends SidePanel {
   private _replaying: number | null = null;
   private _runs: readonly IRun[] = [];
   private _settings: IPanelSettings = { ...DEFAULT_SETTINGS };
+  private _sizer: SectionSizer;
 }
 
 /**

@@ -309,3 +309,70 @@ def test_settings_apply_and_the_panel_reads_well_in_light_and_dark(
     light, dark = (Image.open(shots[t]).convert("L") for t in shots)
     assert light.size == dark.size
     assert ImageStat.Stat(dark).mean[0] < ImageStat.Stat(light).mean[0] - 100
+
+
+divide = lambda x: 1 / x  # noqa: E731
+
+#: Where each section's content is: what must show whole, not cut.
+SECTION_PARTS = {
+    "Clusters": ".jp-DaskObserve-dashboard-button",
+    "Workers": ".jp-DaskObserve-worker",
+    "Flags": ".jp-DaskObserve-flag",
+    "History": ".jp-DaskObserve-history-svg",
+    "Runs": ".jp-DaskObserve-run button",
+}
+
+
+def test_at_300_px_every_section_shows_its_content_whole(
+    client: Client, store_path: Path, lab: Lab, page: Page
+) -> None:
+    # The truth: a live cluster of two workers, a run with a flag, its lines,
+    # its history and its card: every section has something to show.
+    with dask_observe.record("narrow", client=client):
+        client.gather(client.map(abs, range(-20, 0)))
+        with pytest.raises(ZeroDivisionError):
+            client.submit(divide, 0).result()
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    open_panel(page, lab)
+    # The sidebar at 300 px, its divider dragged as a user would.
+    panel = page.locator("#dask-observe-panel")
+    box = panel.bounding_box()
+    assert box is not None
+    handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first
+    grip = handle.bounding_box()
+    assert grip is not None
+    page.mouse.move(grip["x"] + grip["width"] / 2, grip["y"] + 200)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 300 + grip["width"] / 2, grip["y"] + 200, steps=5)
+    page.mouse.up()
+    expect(panel.locator(".jp-DaskObserve-flag")).to_be_visible(timeout=20_000)
+    expect(panel.locator(".jp-DaskObserve-worker")).to_have_count(2)
+    expect(panel.locator(".jp-DaskObserve-history-svg")).to_be_visible()
+    width = panel.evaluate("node => node.getBoundingClientRect().width")
+    assert 290 <= width <= 310, width
+    page.wait_for_timeout(300)  # the sections sized to what they hold
+
+    # Measured boxes: each section holds its content, none of it cut, across
+    # (no horizontal overflow) or down (the part is inside the section's box).
+    measured = panel.evaluate(
+        """(node, parts) => Object.entries(parts).map(([title, selector]) => {
+          const label = [...node.querySelectorAll('.lm-AccordionPanel-title')]
+            .find(t => t.textContent.trim() === title);
+          const section = label.nextElementSibling;
+          const frame = section.getBoundingClientRect();
+          const cut = [...section.querySelectorAll(selector)].filter(part => {
+            const r = part.getBoundingClientRect();
+            return r.left < frame.left - 0.5 || r.right > frame.right + 0.5
+              || r.top < frame.top - 0.5 || r.bottom > frame.bottom + 0.5;
+          }).length;
+          return {title, cut, parts: section.querySelectorAll(selector).length,
+                  across: section.scrollWidth - section.clientWidth,
+                  down: section.scrollHeight - section.clientHeight};
+        })""",
+        SECTION_PARTS,
+    )
+    page.locator("#dask-observe-panel").screenshot(path=ARTIFACTS / "panel-300px.png")
+    for section in measured:
+        assert section["parts"] > 0, section
+        assert section["cut"] == 0 and section["across"] <= 0, section
+        assert section["down"] <= 1, section
