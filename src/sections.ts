@@ -1,24 +1,20 @@
 import { IDisposable } from '@lumino/disposable';
+import { MessageLoop } from '@lumino/messaging';
 import { AccordionPanel, Widget } from '@lumino/widgets';
 
 /**
  * Pixels the filler section keeps at least while the others take what they
- * hold (a few log lines under the filters).
+ * hold: its filters and a dozen log lines.
  */
-const FILLER_MIN = 170;
-
-/**
- * Pixels a section keeps at least when not everything fits: its first lines.
- */
-const SECTION_MIN = 48;
+const FILLER_MIN = 320;
 
 /**
  * Sizes an accordion's sections to what they hold: each open section as tall
- * as its content, as long as the panel has the room, and one section (the
- * logs, a list that scrolls by itself) takes what is left. Where everything
- * does not fit, each section gets a share in proportion to its content and
- * scrolls. (Equal shares of the panel cut a cluster's dashboard buttons, the
- * second worker and the history chart in half while the logs had room to
+ * as its content, and one section (the logs, a list that scrolls by itself)
+ * takes what is left, at least FILLER_MIN. Where that is more than the
+ * panel's height, the panel scrolls as one column. (Equal shares of the panel
+ * cut a cluster's dashboard buttons, the second worker, a flag and the history
+ * chart, each in a box of its own to scroll, while the logs had room to
  * spare.) Once the user drags a divider, their sizes stay.
  */
 export class SectionSizer implements IDisposable {
@@ -79,38 +75,43 @@ export class SectionSizer implements IDisposable {
    */
   fit(): void {
     const accordion = this._accordion;
-    const widgets = accordion.widgets;
-    const titles = accordion.titles.reduce((sum, t) => sum + t.offsetHeight, 0);
-    const available = accordion.node.clientHeight - titles - widgets.length;
-    if (available <= 0 || this._userSized) {
+    const node = accordion.node;
+    const container = node.parentElement;
+    if (this._userSized || container === null) {
       return;
+    }
+    const widgets = accordion.widgets;
+    // Titles and the dividers between sections (a pixel each).
+    const chrome =
+      accordion.titles.reduce((sum, t) => sum + t.offsetHeight, 0) +
+      widgets.length;
+    const beside = Array.from(container.children)
+      .filter(child => child !== node)
+      .reduce((sum, child) => sum + (child as HTMLElement).offsetHeight, 0);
+    const space = container.clientHeight - beside - chrome;
+    if (space <= 0) {
+      return; // not laid out yet
     }
     const wanted = widgets.map(w =>
       w.isHidden || w === this._filler ? 0 : Private.contentHeight(w.node)
     );
-    const fillerOpen = !this._filler.isHidden;
     const total = wanted.reduce((a, b) => a + b, 0);
-    let sizes: number[];
-    if (total + (fillerOpen ? FILLER_MIN : 0) <= available) {
-      sizes = widgets.map((w, i) =>
-        w === this._filler ? available - total : wanted[i]
-      );
-    } else {
-      // Not all fits: shares of what is left after the filler's minimum.
-      const room = available - (fillerOpen ? FILLER_MIN : 0);
-      sizes = widgets.map((w, i) =>
-        w === this._filler
-          ? FILLER_MIN
-          : w.isHidden
-            ? 0
-            : Math.max(SECTION_MIN, (wanted[i] * room) / total)
-      );
+    const filler = this._filler.isHidden ? 0 : FILLER_MIN;
+    // Where all does not fit, the panel grows and scrolls as one column:
+    // every section whole, the logs at their minimum.
+    const available = Math.max(space, total + filler);
+    const height = available > space ? `${available + chrome}px` : '';
+    const sizes = widgets.map((w, i) =>
+      w === this._filler ? available - total : wanted[i]
+    );
+    const key = `${height};${sizes.map(Math.round).join(',')}`;
+    if (key === this._applied) {
+      return;
     }
-    const key = sizes.map(Math.round).join(',');
-    if (key !== this._applied) {
-      this._applied = key;
-      accordion.setRelativeSizes(sizes);
-    }
+    this._applied = key;
+    node.style.minHeight = height;
+    accordion.setRelativeSizes(sizes);
+    MessageLoop.sendMessage(accordion, Widget.ResizeMessage.UnknownSize);
   }
 
   private _onPointerDown = (event: PointerEvent): void => {
@@ -149,6 +150,8 @@ namespace Private {
       bottom = Math.max(bottom, child.offsetTop + child.offsetHeight + margin);
     }
     const minimum = parseFloat(style.minHeight) || 0;
+    // (+2: borders and sub-pixel heights the offsets round away.)
+    bottom += 2;
     return Math.ceil(
       Math.max(bottom + parseFloat(style.paddingBottom), padding, minimum)
     );

@@ -347,7 +347,7 @@ def test_at_300_px_every_section_shows_its_content_whole(
     page.mouse.up()
     expect(panel.locator(".jp-DaskObserve-flag")).to_be_visible(timeout=20_000)
     expect(panel.locator(".jp-DaskObserve-worker")).to_have_count(2)
-    expect(panel.locator(".jp-DaskObserve-history-svg")).to_be_visible()
+    expect(panel.locator(".jp-DaskObserve-history-svg")).to_have_count(2)
     width = panel.evaluate("node => node.getBoundingClientRect().width")
     assert 290 <= width <= 310, width
     page.wait_for_timeout(300)  # the sections sized to what they hold
