@@ -57,15 +57,31 @@ def make_client() -> Iterator[Callable[..., Client]]:
         yield make
 
 
+#: The slow groups, marked by where their tests live, so that a quick run can
+#: leave them out (``-m "not browser and not remote and not packaging"``); the
+#: README's test command and CI run them all.
+GROUPS = {
+    "browser": "ui-tests/",
+    "remote": "tests/test_remote.py",
+    "packaging": "tests/test_packaging.py",
+}
+
+
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Refuse a run of the whole suite in which a suite collected no test.
+    """Mark the slow groups (GROUPS); refuse a run of the whole suite in which
+    a suite collected no test.
 
     pytest exits 5 only when nothing at all is collected; a suite that silently lost
     its tests (an import error hidden by a skip, a renamed folder) must fail too.
     """
     root = config.rootpath
+    for item in items:
+        where = item.path.relative_to(root).as_posix()
+        for marker, prefix in GROUPS.items():
+            if where.startswith(prefix):
+                item.add_marker(marker)
     invoked = {(root / arg).resolve() for arg in config.args}
     for suite in config.getini("testpaths"):
         folder = (root / suite).resolve()
