@@ -45,8 +45,8 @@ import pandas as pd
 from distributed import Client, LocalCluster, get_task_stream, get_worker, wait
 
 import dask_observe
+from dask_observe.analysis.figures import phase_totals, shuffle_disk, task_table
 from dask_observe.diagnose.host import HOST_ADVICE
-from dask_observe.figures import phase_totals, shuffle_disk, task_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

@@ -32,7 +32,7 @@ from distributed import Client, LocalCluster
 import dask_observe
 from dask_observe.diagnose import flag_list
 from dask_observe.server import routes
-from dask_observe.store import Store
+from dask_observe.store import BaseStore
 from dask_observe.store.retention import file_bytes
 
 
@@ -104,7 +104,7 @@ def main() -> None:
             timed("storing the verdict", lambda: run.keep_verdict(flags))
         print(f"    {[f.kind for f in flags]}")
     # The side panel's reads, as the server makes them (a read-only store).
-    with Store(path, readonly=True) as store:
+    with BaseStore(path, readonly=True) as store:
         timed("panel: the run list", store.run_records)
         timed("panel: the run (summary, flags)", lambda: routes.read_run(store, "last"))
         html = timed("panel: its report", lambda: routes.read_report(store, "last"))

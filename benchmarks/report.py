@@ -26,7 +26,7 @@ from distributed import Client, LocalCluster, performance_report
 
 import dask_observe
 from dask_observe.notebook.progress import LiveProgress, Snapshot, widget_values
-from dask_observe.recording import Recording
+from dask_observe.recording.lifecycle import Recording
 
 
 def inc(x: int) -> int:

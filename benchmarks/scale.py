@@ -56,7 +56,7 @@ from distributed import Client, LocalCluster
 
 import dask_observe
 from dask_observe.server import routes
-from dask_observe.store import Store
+from dask_observe.store import BaseStore
 from dask_observe.store.retention import file_bytes
 
 CLUSTERS: dict[str, dict[str, Any]] = {
@@ -206,7 +206,7 @@ def after_the_run(path: Path) -> None:
         report = timed("report (run.report().html)", lambda: run.report().html)
         print(f"    {len(report) / 2**20:.2f} MiB of HTML")
     # The side panel's reads, as the server makes them (a read-only store).
-    with Store(path, readonly=True) as store:
+    with BaseStore(path, readonly=True) as store:
         timed("panel: the run list", store.run_records)
         timed("panel: the run (summary, flags)", lambda: routes.read_run(store, "last"))
         timed("panel: the run's report", lambda: routes.read_report(store, "last"))

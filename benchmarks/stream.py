@@ -31,7 +31,7 @@ import psutil
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from dask_observe.store import Store
+from dask_observe.store import BaseStore
 
 CLUSTER = "tcp://bench:8786"
 
@@ -62,7 +62,7 @@ def start_server(store: Path, port: int, token: str) -> subprocess.Popen[bytes]:
 def write(store_path: Path, rate: int, seconds: float, stop: threading.Event) -> int:
     """Commit ``rate`` lines a second in 50 ms batches, each stamped at commit."""
     written = 0
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         instance, cursor = store.cursor(CLUSTER)
         instance = instance or "bench"
         end = time.monotonic() + seconds
@@ -89,7 +89,7 @@ async def follow(
     ws = await websocket_connect(
         HTTPRequest(url, headers={"Authorization": f"token {token}"})
     )
-    with Store(STORE) as store:
+    with BaseStore(STORE) as store:
         cluster_id = store.register_cluster(CLUSTER, None)
         after = store.last_seq()
     ws.write_message(json.dumps({"type": "subscribe", "cluster": cluster_id,
@@ -148,7 +148,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--subscribers", type=int, default=20)
     args = parser.parse_args()
-    with Store(STORE) as store:
+    with BaseStore(STORE) as store:
         store.register_cluster(CLUSTER, None)
     port, token = free_port(), secrets.token_hex(16)
     server = start_server(STORE, port, token)

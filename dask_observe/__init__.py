@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import config  # noqa: F401  (registers observe.* defaults)
-from dask_observe.run import Run, Store
+from dask_observe.api import Run, Store
 from dask_observe.store import RunNotFound, StoreError
 
 try:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from distributed import Client
     from IPython.core.interactiveshell import InteractiveShell
 
-    from dask_observe.comparison import Comparison
+    from dask_observe.analysis.compare import Comparison
 
 __all__ = [
     "Run",
@@ -58,9 +58,9 @@ def record(
 ) -> AbstractContextManager[Run]:
     """Record a block as one run: ``with dask_observe.record("etl") as run: ...``.
 
-    See :func:`dask_observe.recording.record`.
+    See :func:`dask_observe.recording.block.record`.
     """
-    from dask_observe.recording import record as _record
+    from dask_observe.recording.block import record as _record
 
     return _record(name, client=client, store=store)
 
@@ -75,9 +75,9 @@ def compare(
     """Compare run ``b`` against run ``a``: headline figures and per-prefix times
     side by side with ratios ``b / a``, regressions and improvements marked.
 
-    See :func:`dask_observe.comparison.compare`.
+    See :func:`dask_observe.analysis.compare.compare`.
     """
-    from dask_observe.comparison import compare as _compare
+    from dask_observe.analysis.compare import compare as _compare
 
     if store is None and not (isinstance(a, Run) and isinstance(b, Run)):
         store = open_store(create=False)

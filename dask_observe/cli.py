@@ -10,9 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dask_observe.run import Run, Store
+from dask_observe import commands
+from dask_observe.api import Run, Store
+from dask_observe.commands import add_reading
+from dask_observe.plaintext import flag_lines, log_lines, stack_lines, visible
 from dask_observe.store import StoreError, StoreMissing
-from dask_observe.text import flag_lines, log_lines, stack_lines, visible
 
 FORCE_HELP = "overwrite files that exist (a symbolic link is never followed)"
 
@@ -76,15 +78,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if args.follow:
             _follow(run, args)
             return 0
-        logs = run.logs(
-            contains=args.filter,
-            regex=args.regex,
-            level=args.level,
-            worker=args.worker,
-            source=args.source,
-            since=args.since,
-            own=args.own,
-        )
+        logs = commands.logs(run, args, since=args.since)
     for line in log_lines(logs):
         print(line)
     return 0
@@ -96,12 +90,9 @@ def _follow(run: Run, args: argparse.Namespace) -> None:
     out (or Ctrl-C). Paging by sequence number prints every line exactly once."""
     import pandas as pd
 
-    from dask_observe.store.run import epoch
+    from dask_observe.store.rundata import epoch
 
-    filters = {
-        "contains": args.filter, "regex": args.regex, "level": args.level,
-        "worker": args.worker, "source": args.source, "own": args.own,
-    }  # fmt: skip
+    filters = commands.log_filters(args)
     since = epoch(args.since) if args.since else None
     after = 0
     try:
@@ -173,7 +164,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     from distributed import Client
 
-    from dask_observe.recording import Recording
+    from dask_observe.recording.lifecycle import Recording
 
     try:
         client = Client(args.scheduler, timeout=args.timeout, security=_security(args))
@@ -208,7 +199,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from dask_observe.comparison import compare
+    from dask_observe.analysis.compare import compare
 
     with _open(args) as store:
         comparison = compare(args.a, args.b, threshold=args.threshold, store=store)
@@ -331,60 +322,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="the store file (default: dask config observe.store, "
         "else ~/.local/share/dask-observe/observe.sqlite)",
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    runs = commands.add_parser("runs", help="list recorded runs, newest first")
-    runs.set_defaults(func=cmd_runs)
-    logs = commands.add_parser("logs", help="log lines of a run, oldest first")
-    logs.add_argument("run", help="a run id, or last")
-    logs.add_argument(
-        "--filter", metavar="TEXT", help="lines containing TEXT (any case)"
+    subcommands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True
     )
-    logs.add_argument("--regex", action="store_true", help="--filter is a regex")
-    logs.add_argument("--worker", metavar="ADDRESS", help="lines about this worker")
-    logs.add_argument("--level", help="lowest level: debug, info, warning, error")
-    logs.add_argument("--source", choices=["scheduler", "worker", "nanny"])
+    reading = add_reading(subcommands, run_optional=False)
+    reading["runs"].set_defaults(func=cmd_runs)
+    logs = reading["logs"]
     logs.add_argument("--since", metavar="TIME", help="from this time (UTC)")
-    logs.add_argument(
-        "--own", action="store_true", help="also lines about dask-observe's plugins"
-    )
     logs.add_argument(
         "--follow", action="store_true",
         help="keep printing new lines until the run ends (or Ctrl-C)",
     )  # fmt: skip
     logs.set_defaults(func=cmd_logs)
-    flags = commands.add_parser("flags", help="what went wrong in a run, and why")
-    flags.add_argument("run", help="a run id, or last")
-    flags.set_defaults(func=cmd_flags)
-    stacks = commands.add_parser(
-        "stacks", help="where tasks that ran far beyond their peers waited"
-    )
-    stacks.add_argument("run", help="a run id, or last")
-    stacks.set_defaults(func=cmd_stacks)
-    report = commands.add_parser(
-        "report", help="write a run's report: one offline HTML file"
-    )
-    report.add_argument("run", help="a run id, or last")
+    reading["flags"].set_defaults(func=cmd_flags)
+    reading["stacks"].set_defaults(func=cmd_stacks)
+    report = reading["report"]
     report.add_argument("--force", action="store_true", help=FORCE_HELP)
     report.add_argument(
         "-o", "--output", metavar="FILE", help="where (default: run-ID.html here)"
     )
     report.set_defaults(func=cmd_report)
-    compare = commands.add_parser(
-        "compare", help="two runs side by side: b against a, with ratios"
-    )
-    compare.add_argument("a", help="the earlier run: an id, or last")
-    compare.add_argument("b", help="the run compared against it")
-    compare.add_argument(
-        "--threshold", type=float, default=None,
-        help="relative change marked as regression (default 0.1)",
-    )  # fmt: skip
-    compare.set_defaults(func=cmd_compare)
-    hist = commands.add_parser(
-        "history", help="the runs of one name, each judged against the ones before"
-    )
-    hist.add_argument("name", help="the runs' name (e.g. of a nightly recording)")
-    hist.set_defaults(func=cmd_history)
-    rec = commands.add_parser(
+    reading["compare"].set_defaults(func=cmd_compare)
+    reading["history"].set_defaults(func=cmd_history)
+    rec = subcommands.add_parser(
         "record", help="record a running cluster that no notebook watches"
     )
     rec.add_argument("--scheduler", required=True, metavar="ADDRESS")
@@ -400,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
             "(default: dask config distributed.comm.tls)",
         )  # fmt: skip
     rec.set_defaults(func=cmd_record)
-    export = commands.add_parser(
+    export = subcommands.add_parser(
         "export", help="a run for other tools: OpenTelemetry, Perfetto, Parquet"
     )
     export.add_argument("run", help="a run id, or last")
@@ -417,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     export.add_argument("-o", "--output", metavar="PATH", help="the file or directory")
     export.set_defaults(func=cmd_export)
-    prune = commands.add_parser(
+    prune = subcommands.add_parser(
         "prune", help="remove old runs and give the space back (never a running one)"
     )
     prune.add_argument("--keep-last", type=int, metavar="N", help="keep the newest N")
@@ -431,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="say what would go; change nothing"
     )
     prune.set_defaults(func=cmd_prune)
-    redact = commands.add_parser(
+    redact = subcommands.add_parser(
         "redact",
         help="apply observe.redact to everything the store holds (runs recorded "
         "before this version, or before a pattern was added)",
@@ -440,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="count what would change; change nothing"
     )
     redact.set_defaults(func=cmd_redact)
-    demo = commands.add_parser(
+    demo = subcommands.add_parser(
         "demo",
         help="record runs that go wrong (spilling, a memory death, a hang) and "
         "one that does not, on an embedded LocalCluster",

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dask_observe.run import Run, Store
+from dask_observe.api import Run, Store
 
 #: Each worker's memory limit: small, so that spilling and a memory death
 #: come within seconds.
@@ -110,7 +110,7 @@ def run_demo(store: Store, n_workers: int = 2) -> list[Run]:
     import dask.config
     from distributed import Client, LocalCluster
 
-    from dask_observe.recording import record
+    from dask_observe.recording.block import record
 
     print(
         f"Starting a LocalCluster with {n_workers} workers of {MEMORY_LIMIT} ...",

@@ -2,7 +2,7 @@ import { Widget } from '@lumino/widgets';
 
 import { element, heading } from './dom';
 import { FlagsModel } from './models';
-import { IFlag } from './stream';
+import { IFlag } from './api';
 
 /**
  * The flags of the newest run, newest first: severity, kind, message and advice;

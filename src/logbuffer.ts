@@ -1,7 +1,7 @@
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { ILogLine } from './stream';
+import { ILogLine } from './api';
 
 /**
  * Which lines a view shows.

@@ -1,7 +1,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { element } from './dom';
-import { ILogLine } from './stream';
+import { ILogLine } from './api';
 
 /**
  * Pixel height of one line; the list is virtualized on it.

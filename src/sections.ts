@@ -4,9 +4,10 @@ import { AccordionPanel, Widget } from '@lumino/widgets';
 
 /**
  * Pixels the filler section keeps at least while the others take what they
- * hold: its filters and a dozen log lines.
+ * hold: its filters and a few log lines (more would push the runs below the
+ * fold of a 900 px window).
  */
-const FILLER_MIN = 320;
+const FILLER_MIN = 220;
 
 /**
  * Sizes an accordion's sections to what they hold: each open section as tall

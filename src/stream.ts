@@ -2,56 +2,9 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { requestAPI } from './api';
+import { IEvent, IFlag, ILogLine, IMetric, requestAPI } from './api';
 
-/**
- * A log line as the stream sends it.
- */
-export interface ILogLine {
-  seq: number;
-  time: number;
-  level: string;
-  source: string;
-  worker: string | null;
-  logger: string;
-  message: string;
-}
-
-/**
- * A flag as the stream sends it.
- */
-export interface IFlag {
-  time: number;
-  kind: string;
-  severity: 'info' | 'warning' | 'error';
-  worker: string | null;
-  message: string;
-  advice: string;
-  evidence: { time: number; worker: string | null; text: string }[];
-}
-
-/**
- * A metric sample as the stream sends it: one value of one worker (or of the
- * whole cluster when `worker` is null).
- */
-export interface IMetric {
-  seq: number;
-  time: number;
-  worker: string | null;
-  name: string;
-  value: number;
-}
-
-/**
- * A lifecycle event as the stream sends it (worker-added, worker-removed, ...).
- */
-export interface IEvent {
-  seq: number;
-  time: number;
-  kind: string;
-  worker: string | null;
-  data: Record<string, unknown>;
-}
+export type { IEvent, IFlag, ILogLine, IMetric };
 
 export type StreamKind = 'logs' | 'flags' | 'metrics' | 'events';
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from distributed import Client
 
 import dask_observe
-from dask_observe.store import Store
+from dask_observe.store import BaseStore
 
 from .conftest import DASK_OBSERVE, stored_lines, subprocess_env, wait_until
 
@@ -63,7 +63,7 @@ def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
 
 
 def test_runs_lists_the_recorded_runs(store_path: Path) -> None:
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         run_id = store.create_run("nightly etl", cluster="tcp://10.0.0.1:8786")
         store.end_run(run_id, "failed", n_tasks=42, n_failed=2)
     done = dask_observe_cli(store_path, "runs")
@@ -78,7 +78,7 @@ def test_runs_lists_a_store_whose_every_run_is_still_running(store_path: Path) -
     # Read while the first runs of a store record (the held-out check of
     # concurrent recorders and readers): no run has ended, so no duration.
     # The listing failed ("NoneType doesn't define __round__").
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         store.create_run("first")
         store.create_run("second")
     done = dask_observe_cli(store_path, "runs")
@@ -176,7 +176,7 @@ def test_logs_prints_a_runs_lines_filtered(client: Client, store_path: Path) -> 
 
 
 def test_logs_of_an_unknown_run_lists_the_latest(store_path: Path) -> None:
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         store.create_run("only one")
     done = dask_observe_cli(store_path, "logs", "42")
     assert done.returncode == 1
@@ -216,7 +216,7 @@ def test_record_headless_until_interrupted(client: Client, store_path: Path) -> 
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 0
     assert "Recorded run 1" in out
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         run = store.run("last")
         assert (run.name, run.status) == ("nightly", "finished")
         assert set(run.tasks()["key"]) >= {f"shout-{i}" for i in range(5)}
@@ -257,7 +257,7 @@ def test_logs_follow_prints_lines_as_they_come_and_stops_with_the_run(
 def test_terminal_escapes_in_names_and_lines_are_printed_visibly(
     store_path: Path,
 ) -> None:
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         run_id = store.create_run(
             "\x1b]0;pwned\x07nightly\nfake row", cluster="tcp://x:1"
         )

@@ -14,7 +14,7 @@ import pytest
 from distributed import Client
 
 import dask_observe
-from dask_observe.comparison import NothingToCompare
+from dask_observe.analysis.compare import NothingToCompare
 
 from .conftest import DASK_OBSERVE, subprocess_env
 

@@ -19,10 +19,10 @@ from distributed import Client
 
 import dask_observe
 from dask_observe import Run, Store
+from dask_observe.analysis.figures import phase_totals, task_table
 from dask_observe.diagnose import FLAG_KINDS
 from dask_observe.diagnose.base import RULES
 from dask_observe.diagnose.host import HOST_ADVICE
-from dask_observe.figures import phase_totals, task_table
 from dask_observe.report.model import collect
 
 from .synthetic import A, B, SyntheticRun, workers

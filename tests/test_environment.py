@@ -16,7 +16,7 @@ import dask.config
 from distributed import Client
 
 import dask_observe
-from dask_observe.environment import change_text, code_diff, differences
+from dask_observe.analysis.changes import change_text, code_diff, differences
 
 from .conftest import wait_until
 from .synthetic import SyntheticRun

@@ -33,8 +33,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 import dask_observe
-from dask_observe.run import Run
-from dask_observe.store import Store
+from dask_observe.api import Run
+from dask_observe.store import BaseStore
 
 from .conftest import DASK_OBSERVE, subprocess_env, wait_until
 from .test_cli import dask_observe_cli
@@ -149,7 +149,7 @@ def test_a_finished_run_goes_to_a_collector_as_logs_metrics_and_task_spans(
     assert set(lines) <= set(ours)
     resource, record = ours[lines[0]]
     assert resource["service.name"] == "dask"
-    assert resource["dask_observe.run.name"] == "to-otel"
+    assert resource["dask_observe.api.name"] == "to-otel"
     assert record.severity_text == "WARNING" and record.severity_number == 13
     attributes = _attributes(record.attributes)
     assert attributes["dask.process.kind"] == "worker"
@@ -209,7 +209,7 @@ def test_live_export_delivers_a_workers_line_while_the_run_goes_on(
             break
         time.sleep(0.1)
     (root,) = roots
-    assert _attributes(root.attributes)["dask_observe.run.id"] == run.id
+    assert _attributes(root.attributes)["dask_observe.api.id"] == run.id
     assert any(s.name == "say" and s.parent_span_id == root.span_id for s in spans)
 
 
@@ -399,7 +399,7 @@ def test_exports_never_follow_a_link_nor_overwrite_without_force(
 ) -> None:
     """A link planted where an export goes (logs.parquet -> a victim file) was
     written through, and a second export replaced the first silently."""
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         run_id = store.create_run("exported", cluster="tcp://x:1")
         store.end_run(run_id, "finished")
     victim = tmp_path / "victim.txt"
@@ -496,7 +496,7 @@ def test_a_collector_that_redirects_or_drips_takes_nothing_and_holds_nothing(
     """A redirect (the old code followed it and counted the run as sent) is
     not followed and counts as not taken; an answer dripped a byte a second
     (which held the export for 100 s) is given up at the timeout (2 s here)."""
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         run_id = store.create_run("sent", cluster="tcp://x:1")
         store.append("tcp://x:1", [
             ("log", time.time(), 30, "worker", "w", "u", "a line to send"),

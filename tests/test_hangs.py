@@ -25,7 +25,7 @@ from distributed import Client, get_client
 from nbclient import NotebookClient
 
 import dask_observe
-from dask_observe.run import Run
+from dask_observe.api import Run
 from tests.conftest import wait_until
 
 FAST = {

@@ -1,9 +1,9 @@
 """The package's layers point one way: each module imports only from its own
 layer or the ones below, whether at the top of the file or inside a function.
 
-    capture  <  units, text, config  <  store  <  figures
-             <  diagnose, report, comparison, export
-             <  run (the public Run and Store), shipping, recording...
+    capture  <  units, plaintext, config, redact, analysis.noise  <  store
+             <  analysis.figures  <  diagnose, report, analysis, export
+             <  api (the public Run and Store)  <  recording
              <  notebook, server, cli, demo
 
 (An import-linter contract, read from the source with ``ast``: no dependency.)
@@ -22,18 +22,18 @@ PACKAGE = Path(__file__).parent.parent / "dask_observe"
 #: Lowest first. A module is in the layer of its longest matching name.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("dask_observe.capture",),
-    ("dask_observe._version", "dask_observe.units", "dask_observe.text",
-     "dask_observe.config", "dask_observe.noise", "dask_observe.redact"),
+    ("dask_observe._version", "dask_observe.units", "dask_observe.plaintext",
+     "dask_observe.config", "dask_observe.analysis.noise", "dask_observe.redact"),
     ("dask_observe.store",),
-    ("dask_observe.figures",),
-    ("dask_observe.diagnose", "dask_observe.report", "dask_observe.comparison",
-     "dask_observe.profiles", "dask_observe.environment", "dask_observe.export"),
-    ("dask_observe.run", "dask_observe.shipping", "dask_observe.fallback",
-     "dask_observe.recorder", "dask_observe.recording"),
+    ("dask_observe.analysis.figures",),
+    ("dask_observe.diagnose", "dask_observe.report", "dask_observe.analysis",
+     "dask_observe.export"),
+    ("dask_observe.api",),
+    ("dask_observe.recording",),
     # The package's own entry points (the API, %load_ext, the server
     # extension) sit on top, with what they load.
     ("dask_observe", "dask_observe.notebook", "dask_observe.server",
-     "dask_observe.cli", "dask_observe.demo"),
+     "dask_observe.cli", "dask_observe.commands", "dask_observe.demo"),
 )  # fmt: skip
 
 #: What the capture may import besides the standard library and itself: it
@@ -114,12 +114,14 @@ def test_every_import_points_down_the_layers() -> None:
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        ("dask_observe.store.run", "from dask_observe.report import Report"),
-        ("dask_observe.store.run", "def f():\n    from dask_observe import run\n"),
-        ("dask_observe.figures", "from .diagnose import flag_list"),
-        ("dask_observe.diagnose.base", "from dask_observe.run import Run"),
+        ("dask_observe.store.rundata", "from dask_observe.report import Report"),
+        ("dask_observe.store.rundata", "def f():\n    from dask_observe import api\n"),
+        ("dask_observe.analysis.figures", "from ..diagnose import flag_list"),
+        ("dask_observe.analysis.noise", "from dask_observe.store import BaseStore"),
+        ("dask_observe.api", "from dask_observe.recording import block"),
+        ("dask_observe.diagnose.base", "from dask_observe.api import Run"),
         ("dask_observe.capture.worker", "import pandas"),
-        ("dask_observe.capture.worker", "from dask_observe.store import Store"),
+        ("dask_observe.capture.worker", "from dask_observe.store import BaseStore"),
     ],
 )
 def test_a_reversed_import_is_caught(module: str, source: str) -> None:

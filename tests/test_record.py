@@ -14,8 +14,8 @@ import pytest
 from distributed import Client, LocalCluster, SchedulerPlugin, span
 
 import dask_observe
-from dask_observe.recorder import CaptureUnavailableWarning
-from dask_observe.recording import NoClientError
+from dask_observe.recording.install import CaptureUnavailableWarning
+from dask_observe.recording.span import NoClientError
 
 from .conftest import subprocess_env, wait_until
 from .test_report import spin
@@ -162,7 +162,7 @@ def test_two_recorders_on_one_cluster_and_store_write_each_record_once(
 ) -> None:
     import threading
 
-    from dask_observe.recorder import Recorder
+    from dask_observe.recording.recorder import Recorder
 
     with dask_observe.record("source"):
         client.gather(
@@ -190,7 +190,7 @@ def test_a_scheduler_in_this_process_is_pulled_directly_with_the_rpcs_answer(
 ) -> None:
     import json
 
-    from dask_observe.recorder import Recorder
+    from dask_observe.recording.recorder import Recorder
 
     with dask_observe.record("local", client=client) as run:
         client.gather(client.map(inc, range(40)))
@@ -217,7 +217,7 @@ def test_a_scheduler_in_this_process_is_pulled_directly_with_the_rpcs_answer(
 
 
 def test_a_client_of_a_remote_scheduler_pulls_over_rpc(store_path: Path) -> None:
-    from dask_observe.recorder import Recorder
+    from dask_observe.recording.recorder import Recorder
 
     with (
         LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster,
@@ -240,7 +240,7 @@ def test_a_spec_cluster_whose_scheduler_runs_elsewhere_is_recorded(
     # ("'SubprocessScheduler' object has no attribute 'handlers'").
     from distributed.deploy.subprocess import SubprocessCluster
 
-    from dask_observe.recorder import Recorder
+    from dask_observe.recording.recorder import Recorder
 
     with (
         SubprocessCluster(
@@ -372,7 +372,7 @@ def test_a_finished_run_is_judged_once_and_every_reader_shows_that_verdict(
 
     from dask_observe import __version__
     from dask_observe.server import routes
-    from dask_observe.store import Store
+    from dask_observe.store import BaseStore
 
     with pytest.raises(ValueError), dask_observe.record("judged") as run:
         client.submit(fail, 2).result()
@@ -380,7 +380,7 @@ def test_a_finished_run_is_judged_once_and_every_reader_shows_that_verdict(
     assert "task-errors" in kinds
 
     def shown() -> list[tuple[str, str]]:  # as the side panel reads it
-        with Store(store_path, readonly=True) as server_side:
+        with BaseStore(store_path, readonly=True) as server_side:
             found = routes.read_run(server_side, str(run.id))["flags"]
         return [(f["kind"], f["message"]) for f in found]
 
@@ -407,16 +407,16 @@ def test_a_finished_run_is_judged_once_and_every_reader_shows_that_verdict(
 def test_runs_after_the_first_reuse_the_recorder_without_asking_the_cluster(
     client: Client, store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dask_observe import shipping
+    from dask_observe.recording import plugins
 
     asked: list[str] = []
-    ask = shipping.hello
+    ask = plugins.hello
 
     def counted(c: Client) -> dict[str, object] | None:
         asked.append(str(c.scheduler))
         return ask(c)
 
-    monkeypatch.setattr(shipping, "hello", counted)
+    monkeypatch.setattr(plugins, "hello", counted)
     for i in range(3):
         with dask_observe.record(f"again {i}") as run:
             assert client.submit(inc, i, key=f"again-{i}").result() == i + 1
@@ -430,7 +430,7 @@ def test_a_lingering_recorder_leaves_after_its_linger_and_stops_with_its_client(
 ) -> None:
     import dask
 
-    from dask_observe import recorder as recorders
+    from dask_observe.recording import recorder as recorders
 
     monkeypatch.setattr(recorders, "TOUCH_INTERVAL_S", 0.1)
 
@@ -519,7 +519,7 @@ def test_disk_time_in_tasks_is_only_disk_and_stalls_are_said_apart(
 ) -> None:
     from dask.sizeof import sizeof
 
-    from dask_observe.store.run import RunData
+    from dask_observe.store.rundata import RunData
 
     def slowly(value: SlowToSize) -> int:
         time.sleep(0.03)

@@ -17,7 +17,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import dask_observe
 from dask_observe.redact import MARKER, Redactor, configured
-from dask_observe.store import Store
+from dask_observe.store import BaseStore
 
 from .conftest import wait_until
 from .test_cli import dask_observe_cli
@@ -260,7 +260,7 @@ def test_redact_applies_the_rules_to_runs_stored_before(tmp_path: Path) -> None:
 
     path = tmp_path / "observe.sqlite"
     secret = SECRETS["password="]
-    with Store(path) as store:
+    with BaseStore(path) as store:
         run_id = store.create_run("old", cluster="tcp://s:1")
         store.append("tcp://s:1", [
             LogRecord("log", 1.0, 30, "worker", "w", "user", f"password={secret} x"),
@@ -278,7 +278,7 @@ def test_redact_applies_the_rules_to_runs_stored_before(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Redacted 3 rows" in done.stdout
     assert store_bytes(path) == []
-    with Store(path) as store:
+    with BaseStore(path) as store:
         messages = store.frame("SELECT message FROM logs", (), ("message",))
         assert sorted(messages["message"]) == [CLEAN, "password=[redacted] x"]
     again = dask_observe_cli(path, "redact")

@@ -25,7 +25,7 @@ import pytest
 from distributed import Client, KilledWorker
 
 import dask_observe
-from dask_observe.recorder import CaptureUnavailableWarning
+from dask_observe.recording.install import CaptureUnavailableWarning
 
 from .conftest import DASK_OBSERVE, stored_lines, subprocess_env, wait_until
 from .remote import (

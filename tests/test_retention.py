@@ -12,8 +12,8 @@ import dask.config
 from distributed import Client
 
 import dask_observe
-from dask_observe.recording import Recording
-from dask_observe.run import Run, Store
+from dask_observe.api import Run, Store
+from dask_observe.recording.lifecycle import Recording
 from dask_observe.store.retention import Policy, file_bytes
 
 from .test_cli import dask_observe_cli

@@ -18,7 +18,7 @@ from tornado.websocket import websocket_connect
 from dask_observe.server.manager import StoreManager
 from dask_observe.server.proxy import Capabilities
 from dask_observe.server.routes import route_table
-from dask_observe.store import Store
+from dask_observe.store import BaseStore
 
 
 def sample_paths() -> list[str]:
@@ -49,7 +49,7 @@ ROUTES = sample_paths()
 async def test_runs_route_lists_the_stores_runs(
     jp_fetch: Any, store_path: Path
 ) -> None:
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         first = store.create_run("<script>alert(1)</script>", cluster="tcp://x:1")
         store.end_run(first, "finished", n_tasks=7)
         store.create_run("second")
@@ -157,7 +157,7 @@ IOLoop.current().run_sync(subscribe, timeout=60)
 def test_a_server_without_dask_streams_a_run(tmp_path: Path) -> None:
     """The claim of server/__init__.py, through a real server and websocket."""
     path = tmp_path / "s.sqlite"
-    with Store(path) as store:
+    with BaseStore(path) as store:
         store.create_run("from a kernel elsewhere")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -174,7 +174,7 @@ def test_a_server_without_dask_streams_a_run(tmp_path: Path) -> None:
 
 def test_the_server_side_reads_the_store_without_dask(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
-    with Store(path) as store:
+    with BaseStore(path) as store:
         store.create_run("from a kernel elsewhere")
     # A server environment without dask: importing it fails outright.
     code = (
@@ -184,8 +184,8 @@ def test_the_server_side_reads_the_store_without_dask(tmp_path: Path) -> None:
         "from dask_observe.server.routes import read_run, read_report\n"
         "from dask_observe.server.stream import Subscription, judge_flags\n"
         "import dask_observe.server.proxy\n"
-        "from dask_observe.store import Store\n"
-        "with Store(Path(sys.argv[1]), readonly=True) as store:\n"
+        "from dask_observe.store import BaseStore\n"
+        "with BaseStore(Path(sys.argv[1]), readonly=True) as store:\n"
         "    print(store.run_records()[0]['name'])\n"
         "    assert read_run(store, 'last')['flags'] == []\n"
         "    assert 'dobs-report' in read_report(store, 'last')\n"

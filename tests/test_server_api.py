@@ -23,7 +23,8 @@ from distributed import Client
 from tornado.httpclient import HTTPClientError
 
 import dask_observe
-from dask_observe.store import Store
+from dask_observe.server import payloads
+from dask_observe.store import BaseStore
 
 from .synthetic import SyntheticRun
 
@@ -97,6 +98,36 @@ async def test_a_runs_detail_logs_report_and_cluster(
     assert cluster["alive"] is True
     assert cluster["dashboard"] == client.dashboard_link.removesuffix("/status")
 
+    # Each route sends its payload's fields, no more (the run listing sent
+    # every run's environment and settings, kilobytes a run, every 5 s).
+    (run,) = (await get_json(jp_fetch, "runs"))["runs"]
+    assert list(run) == list(payloads.RunPayload.__annotations__)
+    assert list(cluster) == list(payloads.ClusterPayload.__annotations__)
+    assert list(detail["flags"][0]) == list(payloads.FlagPayload.__annotations__)
+    history = await get_json(jp_fetch, "runs", str(recorded.id), "history")
+    assert list(history) == list(payloads.HistoryPayload.__annotations__)
+    assert list(history["runs"][0]) == list(payloads.HistoryRunPayload.__annotations__)
+
+
+#: The server's payloads and the panel's interfaces that mirror them.
+MIRRORED = {
+    "RunPayload": "IRun", "ClusterPayload": "ICluster",
+    "HistoryRunPayload": "IHistoryRun", "HistoryPayload": "IHistory",
+    "FlagPayload": "IFlag", "LogLinePayload": "ILogLine",
+    "MetricPayload": "IMetric", "EventPayload": "IEvent",
+}  # fmt: skip
+
+
+def test_the_panels_interfaces_mirror_the_servers_payloads_field_for_field() -> None:
+    source = (Path(__file__).parent.parent / "src" / "api.ts").read_text()
+    for payload, interface in MIRRORED.items():
+        body = re.search(rf"export interface {interface} {{(.*?)\n}}", source, re.S)
+        assert body, f"src/api.ts has no interface {interface}"
+        # Field names at the interface's top level (not a nested type's).
+        fields = re.findall(r"^  (\w+)\??:", body[1], re.M)
+        typed = list(getattr(payloads, payload).__annotations__)
+        assert fields == typed, (interface, payload)
+
 
 async def test_two_runs_compared_as_a_page_that_runs_no_script(
     jp_fetch: Any, client: Client, store_path: Path
@@ -116,7 +147,7 @@ async def test_two_runs_compared_as_a_page_that_runs_no_script(
     row = re.search(r'<tr data-verdict="\w*"><td>tasks</td>.*?</tr>', html)
     assert row is not None and "5.00x" in row.group(0)
 
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         empty = store.create_run("no tasks")
         store.end_run(empty, "finished")
     with pytest.raises(HTTPClientError) as info:
@@ -333,7 +364,7 @@ async def test_a_finished_runs_flags_are_its_verdict_sent_once(
     assert [(f["kind"], f["message"]) for f in sent["flags"]] == [
         ("task-errors", "STORED")
     ]
-    assert set(sent["flags"][0]) == set(stream.FLAG_FIELDS)
+    assert set(sent["flags"][0]) == set(payloads.FLAG_FIELDS)
     # A finished run's verdict cannot change: it is not read (nor judged)
     # again, so a change in the file now is never sent.
     mark("CHANGED")
@@ -376,7 +407,7 @@ async def test_a_client_that_stops_reading_gets_a_gap_it_can_fill_over_rest(
     server_config = dask.config.config["observe"]["server"]
     monkeypatch.setitem(server_config, "stream-max-pending", "256kiB")
     n = 200_000
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         run_id = store.create_run("flood", cluster="tcp://flood:1")
         records = [
             (i + 1, ("log", time.time(), 30, "worker", "w", "flood", f"line {i:06d}"))

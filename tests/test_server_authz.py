@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from jupyter_server.auth.authorizer import Authorizer
 
-from dask_observe.store import Store
+from dask_observe.store import BaseStore
 
 from .test_server import ROUTES
 
@@ -35,7 +35,7 @@ async def test_every_route_asks_the_authorizer(
     route: str, http_server_client: Any, jp_base_url: str, jp_auth_header: Any,
     store_path: Path,
 ) -> None:  # fmt: skip
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         store.create_run("secret-run-name", cluster="tcp://10.0.0.1:8786")
         store.register_cluster("tcp://10.0.0.1:8786", "http://127.0.0.1:9")
     response = await http_server_client.fetch(

@@ -16,14 +16,14 @@ from tornado.httpclient import HTTPClientError
 
 from dask_observe.server import MANAGER_SETTING
 from dask_observe.server.manager import CAPS, StoreManager
-from dask_observe.store import Store
+from dask_observe.store import BaseStore
 
 CLUSTER = "tcp://10.9.8.7:8786"
 
 
 def store_lines(path: Path, lines: list[str]) -> int:
     """A finished run whose workers logged ``lines``; its id."""
-    with Store(path) as store:
+    with BaseStore(path) as store:
         run_id = store.create_run("hostile", cluster=CLUSTER)
         now = time.time()
         store.append(
@@ -104,7 +104,7 @@ async def test_ids_beyond_64_bits_and_damaged_rows_are_never_a_500(
     jp_fetch: Any, store_path: Path
 ) -> None:
     run_id = store_lines(store_path, ["a line"])
-    with Store(store_path) as store:  # a row no recorder would write
+    with BaseStore(store_path) as store:  # a row no recorder would write
         store.create_run("damaged")
         store._conn.execute("UPDATE runs SET pid = ? WHERE name = 'damaged'", (2**62,))
     missing: list[tuple[str, ...]] = [
@@ -252,7 +252,7 @@ async def test_server_reads_write_nothing_and_show_a_dead_processs_run_interrupt
     jp_fetch: Any, store_path: Path
 ) -> None:
     run_id = store_lines(store_path, ["a line"])
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         ghost = store.create_run("recorded by a process that died")
         store._conn.execute("UPDATE runs SET pid = 999999999 WHERE id = ?", (ghost,))
         store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -272,10 +272,10 @@ async def test_server_reads_write_nothing_and_show_a_dead_processs_run_interrupt
     # judging it as running); the next writer stores it.
     response = await fetch(jp_fetch, "runs", str(ghost))
     assert json.loads(response.body)["run"]["status"] == "interrupted"
-    with Store(store_path, readonly=True) as store:
+    with BaseStore(store_path, readonly=True) as store:
         assert store.run_record(ghost)["status"] == "interrupted"
     assert store_path.read_bytes() == before
-    with Store(store_path) as store:  # a writer marks it in the file
+    with BaseStore(store_path) as store:  # a writer marks it in the file
         stored = store.rows("SELECT status FROM runs WHERE id = ?", (ghost,))
         assert stored[0]["status"] == "interrupted"
 
@@ -300,13 +300,13 @@ async def test_the_stream_follows_a_store_whose_writers_come_and_go(
 ) -> None:
     # Each writer closing last deletes the WAL and its index: a reader that
     # kept its connection would read the deleted index and see nothing new.
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         store.create_run("followed", cluster=CLUSTER)
     ws = await jp_ws_fetch("dask-observe", "api", "stream")
     await ws.write_message(json.dumps({"type": "subscribe", "run": "last"}))
     assert json.loads(await ws.read_message())["type"] == "subscribed"
     for n in range(3):
-        with Store(store_path) as store:  # a recorder that starts and stops
+        with BaseStore(store_path) as store:  # a recorder that starts and stops
             store.append(
                 CLUSTER, [("log", time.time(), 30, "worker", None, "u", f"writer {n}")]
             )

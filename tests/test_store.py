@@ -13,7 +13,7 @@ import dask.config
 import pytest
 
 import dask_observe
-from dask_observe.store import RunNotFound, Store, StoreError
+from dask_observe.store import BaseStore, RunNotFound, StoreError
 from dask_observe.store.schema import SCHEMA_VERSION
 
 
@@ -51,7 +51,7 @@ def test_the_environment_variable_sets_the_path_in_a_new_process(
 
 def test_store_file_is_owner_only_and_in_wal_mode(tmp_path: Path) -> None:
     path = tmp_path / "new" / "observe.sqlite"
-    with Store(path):
+    with BaseStore(path):
         pass
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     with sqlite3.connect(path) as conn:
@@ -62,7 +62,7 @@ def test_store_file_is_owner_only_and_in_wal_mode(tmp_path: Path) -> None:
 def test_runs_are_listed_newest_first_with_the_documented_columns(
     tmp_path: Path,
 ) -> None:
-    with Store(tmp_path / "s.sqlite") as store:
+    with BaseStore(tmp_path / "s.sqlite") as store:
         first = store.create_run("first", cluster="tcp://a:1")
         second = store.create_run("second")
         store.end_run(first, "finished", n_tasks=10, n_failed=1)
@@ -89,7 +89,7 @@ def test_runs_are_listed_newest_first_with_the_documented_columns(
 
 
 def test_run_last_and_by_id(tmp_path: Path) -> None:
-    with Store(tmp_path / "s.sqlite") as store:
+    with BaseStore(tmp_path / "s.sqlite") as store:
         a = store.create_run("a")
         b = store.create_run("b")
         assert store.run("last").id == b
@@ -98,7 +98,7 @@ def test_run_last_and_by_id(tmp_path: Path) -> None:
 
 
 def test_unknown_run_id_names_the_latest_runs(tmp_path: Path) -> None:
-    with Store(tmp_path / "s.sqlite") as store:
+    with BaseStore(tmp_path / "s.sqlite") as store:
         store.create_run("etl")
         with pytest.raises(
             RunNotFound, match=r"no run 99 .* latest runs are 1 \(etl\)"
@@ -110,7 +110,7 @@ def test_unknown_run_id_names_the_latest_runs(tmp_path: Path) -> None:
 
 def test_last_in_an_empty_store_says_so(tmp_path: Path) -> None:
     with (
-        Store(tmp_path / "s.sqlite") as store,
+        BaseStore(tmp_path / "s.sqlite") as store,
         pytest.raises(RunNotFound, match="holds no runs yet"),
     ):
         store.run("last")
@@ -121,21 +121,21 @@ def test_a_path_that_cannot_be_created_names_the_path_and_why(tmp_path: Path) ->
     blocker.write_text("not a directory")
     path = blocker / "observe.sqlite"
     with pytest.raises(StoreError) as info:
-        Store(path)
+        BaseStore(path)
     assert str(path) in str(info.value)
     assert f"{blocker} is a file, not a directory" in str(info.value)
 
 
 def test_a_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="it is a directory"):
-        Store(tmp_path)
+        BaseStore(tmp_path)
 
 
 def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("my precious notes\n" * 100)
     with pytest.raises(StoreError, match="not a dask-observe store") as info:
-        Store(path)
+        BaseStore(path)
     assert str(path) in str(info.value)
     assert path.read_text() == "my precious notes\n" * 100
 
@@ -147,7 +147,7 @@ def test_another_applications_sqlite_file_is_refused_and_left_alone(
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE photos (id INTEGER)")
     with pytest.raises(StoreError, match="another application"):
-        Store(path)
+        BaseStore(path)
     with sqlite3.connect(path) as conn:
         tables = conn.execute("SELECT name FROM sqlite_master").fetchall()
     assert tables == [("photos",)]
@@ -155,20 +155,20 @@ def test_another_applications_sqlite_file_is_refused_and_left_alone(
 
 def test_a_store_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "future.sqlite"
-    with Store(path):
+    with BaseStore(path):
         pass
     with sqlite3.connect(path) as conn:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(StoreError, match="newer than this dask-observe understands"):
-        Store(path)
+        BaseStore(path)
 
 
 def test_a_missing_store_is_not_created_when_creation_is_off(tmp_path: Path) -> None:
     path = tmp_path / "absent.sqlite"
     with pytest.raises(StoreError, match="no dask-observe store at"):
-        Store(path, create=False)
+        BaseStore(path, create=False)
     with pytest.raises(StoreError, match="no dask-observe store at"):
-        Store(path, readonly=True)
+        BaseStore(path, readonly=True)
     assert not path.exists()
 
 
@@ -176,18 +176,18 @@ def test_a_run_whose_recording_process_died_is_interrupted(tmp_path: Path) -> No
     path = tmp_path / "s.sqlite"
     # A real process creates a run and dies without ending it.
     code = (
-        "import os, sys; from dask_observe.store import Store; "
-        "Store(sys.argv[1]).create_run('doomed'); os._exit(0)"
+        "import os, sys; from dask_observe.store import BaseStore; "
+        "BaseStore(sys.argv[1]).create_run('doomed'); os._exit(0)"
     )
     subprocess.run([sys.executable, "-c", code, str(path)], check=True)
-    with Store(path) as store:
+    with BaseStore(path) as store:
         assert store.run("last").status == "interrupted"
 
 
 def test_a_running_run_of_a_live_process_stays_running(tmp_path: Path) -> None:
-    with Store(tmp_path / "s.sqlite") as store:
+    with BaseStore(tmp_path / "s.sqlite") as store:
         store.create_run("alive")
-    with Store(tmp_path / "s.sqlite") as store:
+    with BaseStore(tmp_path / "s.sqlite") as store:
         assert store.run("last").status == "running"
 
 
@@ -214,7 +214,7 @@ def test_a_store_of_every_earlier_schema_is_migrated_and_its_runs_stay_readable(
         conn.execute("PRAGMA journal_mode = WAL")
     conn.close()
     os.chmod(path, 0o600)
-    with Store(path) as store:
+    with BaseStore(path) as store:
         run = store.run("last")
         assert (run.name, run.summary()["n_tasks"]) == (f"from v{version}", 7)
         assert run.logs().empty and run.tasks().empty

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dask_observe.store import Store, StoreError
+from dask_observe.store import BaseStore, StoreError
 
 from .test_cli import dask_observe_cli
 
@@ -44,7 +44,7 @@ def test_another_applications_database_is_left_byte_identical(foreign: Path) -> 
     before = snapshot(foreign.parent)
     for readonly in (False, True):
         with pytest.raises(StoreError, match="SQLite database of another application"):
-            Store(foreign, readonly=readonly)
+            BaseStore(foreign, readonly=readonly)
     for command in READING:
         done = dask_observe_cli(foreign, *command)
         assert done.returncode == 1, command
@@ -56,23 +56,23 @@ def test_a_store_others_may_write_is_refused_with_the_chmod_to_run(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "observe.sqlite"
-    with Store(path) as store:
+    with BaseStore(path) as store:
         store.create_run("mine")
     os.chmod(path, 0o666)
     before = snapshot(tmp_path)
     with pytest.raises(StoreError, match=re.escape(f"chmod 600 {path}")):
-        Store(path)
+        BaseStore(path)
     done = dask_observe_cli(path, "runs")
     assert done.returncode == 1 and f"chmod 600 {path}" in done.stderr
     assert snapshot(tmp_path) == before
     os.chmod(path, 0o600)
-    with Store(path) as store:
+    with BaseStore(path) as store:
         assert [r["name"] for r in store.run_records()] == ["mine"]
 
 
 def test_a_new_store_is_owner_only(tmp_path: Path) -> None:
     path = tmp_path / "new" / "observe.sqlite"
-    with Store(path) as store:
+    with BaseStore(path) as store:
         store.create_run("first")
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert os.stat(path.parent).st_mode & 0o777 == 0o700
@@ -83,7 +83,7 @@ def test_a_link_is_never_followed_nor_its_target_created(tmp_path: Path) -> None
     link = tmp_path / "observe.sqlite"
     link.symlink_to(target)  # dangling
     with pytest.raises(StoreError, match="symbolic link"):
-        Store(link)
+        BaseStore(link)
     assert not target.exists() and not target.parent.exists()
 
 
@@ -93,13 +93,13 @@ def test_a_device_is_not_a_store_and_gets_no_journal() -> None:
         journal.unlink()
     for readonly in (False, True):
         with pytest.raises(StoreError, match="not a regular file"):
-            Store("/dev/null", create=False, readonly=readonly)
+            BaseStore("/dev/null", create=False, readonly=readonly)
     assert not journal.exists()
 
 
 def test_a_readonly_store_reads_while_a_writer_writes(tmp_path: Path) -> None:
     path = tmp_path / "observe.sqlite"
-    with Store(path) as writer, Store(path, readonly=True) as reader:
+    with BaseStore(path) as writer, BaseStore(path, readonly=True) as reader:
         writer.create_run("one")
         assert [r["name"] for r in reader.run_records()] == ["one"]
         writer.create_run("two")
@@ -110,7 +110,7 @@ def test_a_readonly_store_reads_while_a_writer_writes(tmp_path: Path) -> None:
 
 def test_a_slow_read_stops_at_its_deadline(tmp_path: Path) -> None:
     path = tmp_path / "observe.sqlite"
-    with Store(path) as store:
+    with BaseStore(path) as store:
         run_id = store.create_run("many lines", cluster="tcp://x:1")
         now = time.time()
         store.append(
@@ -133,10 +133,10 @@ def test_a_slow_read_stops_at_its_deadline(tmp_path: Path) -> None:
 
 WRITER = """
 import sys, time
-from dask_observe.store import Store
+from dask_observe.store import BaseStore
 
 # A recording holds two connections to the store: the session's and its recorder's.
-session, recorder = Store(sys.argv[1]), Store(sys.argv[1])
+session, recorder = BaseStore(sys.argv[1]), BaseStore(sys.argv[1])
 for i in range(100_000):
     recorder.create_run(f"run {i}")
     print(i, flush=True)
@@ -160,14 +160,14 @@ def test_a_second_connection_in_a_writer_keeps_its_wal_safe_from_other_readers(
     try:
         committed = int(writer.stdout.readline())
         for _ in range(5):
-            with Store(path) as reader:
+            with BaseStore(path) as reader:
                 reader.run_records()
             for _ in range(20):
                 committed = int(writer.stdout.readline())
     finally:
         writer.kill()
         writer.wait()
-    with Store(path) as store:
+    with BaseStore(path) as store:
         names = {run["name"] for run in store.run_records()}
         assert {f"run {i}" for i in range(committed + 1)} <= names
         (check,) = store.frame("PRAGMA integrity_check", (), ("result",))["result"]
@@ -186,24 +186,24 @@ def _close_in_another_process(path: Path) -> None:
 def test_opening_a_store_never_releases_another_connections_locks(
     tmp_path: Path,
 ) -> None:
-    """A connection of this process that no Store knows of (one a dropped store
+    """A connection of this process that no BaseStore knows of (one a dropped store
     left to the garbage collector did exactly that) keeps its write-ahead log
-    while a Store opens and closes beside it and another process closes the
+    while a BaseStore opens and closes beside it and another process closes the
     last connection it knows of: the old header read (open() and close() of
     the file) dropped every lock of the process, and the other process then
     checkpointed and deleted the log under the live connection."""
     path = tmp_path / "observe.sqlite"
-    Store(path).close()
+    BaseStore(path).close()
     unseen = sqlite3.connect(path, isolation_level=None)
     unseen.execute("INSERT INTO runs (name, status, started, host, pid)"
                    " VALUES ('kept', 'finished', 0, 'h', 1)")  # fmt: skip
-    Store(path).close()
+    BaseStore(path).close()
     _close_in_another_process(path)
     assert Path(f"{path}-wal").exists()  # the old code: deleted under `unseen`
     unseen.execute("INSERT INTO runs (name, status, started, host, pid)"
                    " VALUES ('after', 'finished', 0, 'h', 1)")  # fmt: skip
     unseen.close()
-    with Store(path) as store:
+    with BaseStore(path) as store:
         assert [r["name"] for r in store.run_records()] == ["after", "kept"]
         (check,) = store.frame("PRAGMA integrity_check", (), ("result",))["result"]
         assert check == "ok"
@@ -224,7 +224,7 @@ def test_a_store_dropped_without_close_lets_its_connection_go(tmp_path: Path) ->
 
     gc.disable()  # as between two of the collector's passes
     try:
-        Store(path).run_records()
+        BaseStore(path).run_records()
         assert descriptors() == []
     finally:
         gc.enable()
@@ -237,19 +237,19 @@ def test_a_store_in_a_directory_others_may_write_is_refused(tmp_path: Path) -> N
     shared = tmp_path / "shared"
     shared.mkdir()
     path = shared / "observe.sqlite"
-    with Store(path) as store:
+    with BaseStore(path) as store:
         store.create_run("mine")
     shared.chmod(0o1777)
     for readonly in (False, True):
         with pytest.raises(StoreError, match="others may write to its directory"):
-            Store(path, readonly=readonly)
+            BaseStore(path, readonly=readonly)
     done = dask_observe_cli(path, "runs")
     assert done.returncode == 1 and "chmod 700" in done.stderr
 
 
 def test_a_planted_sidecar_is_refused_before_sqlite_reads_it(tmp_path: Path) -> None:
     path = tmp_path / "observe.sqlite"
-    with Store(path) as store:
+    with BaseStore(path) as store:
         store.create_run("mine")
     wal = Path(f"{path}-wal")
     wal.write_bytes(b"planted")
@@ -258,10 +258,10 @@ def test_a_planted_sidecar_is_refused_before_sqlite_reads_it(tmp_path: Path) -> 
         with pytest.raises(
             StoreError, match=r"others may write to its observe\.sqlite-wal"
         ):
-            Store(path, readonly=readonly)
+            BaseStore(path, readonly=readonly)
     assert wal.read_bytes() == b"planted"  # nothing of it was read as the store
     wal.unlink()
-    with Store(path) as store:
+    with BaseStore(path) as store:
         assert [r["name"] for r in store.run_records()] == ["mine"]
 
 
@@ -277,10 +277,10 @@ def test_reading_commands_never_make_an_empty_file_a_store(tmp_path: Path) -> No
 CREATE_STORES = """
 import sys
 from pathlib import Path
-from dask_observe.store import Store
+from dask_observe.store import BaseStore
 
 for i in range(int(sys.argv[2])):
-    Store(Path(sys.argv[1]) / f"s{i}" / "observe.sqlite").close()
+    BaseStore(Path(sys.argv[1]) / f"s{i}" / "observe.sqlite").close()
 """
 
 
@@ -299,7 +299,7 @@ def test_a_reader_never_sees_a_store_half_made(tmp_path: Path) -> None:
             path = tmp_path / f"s{i}" / "observe.sqlite"
             while True:  # as fast as a reader can: every moment of its birth
                 try:
-                    Store(path, readonly=True).close()
+                    BaseStore(path, readonly=True).close()
                     break
                 except StoreMissing:
                     assert maker.poll() in (None, 0), "the maker failed"

@@ -16,8 +16,8 @@ import pytest
 from distributed import Client
 
 import dask_observe
-from dask_observe.recording import NotRecorded
-from dask_observe.store import Store, StoreError
+from dask_observe.recording.block import NotRecorded
+from dask_observe.store import BaseStore, StoreError
 
 from . import torture
 
@@ -66,7 +66,7 @@ def test_blocks_recorded_in_turn_with_a_reader_between_all_run(
         ):
             assert client.submit(sum, [i, 1]).result() == i + 1
         subprocess.run([sys.executable, "-c", READ_BETWEEN, str(path)], check=True)
-    with Store(path) as store:
+    with BaseStore(path) as store:
         assert [r["name"] for r in store.run_records()] == [
             "block 2", "block 1", "block 0",
         ]  # fmt: skip
@@ -155,7 +155,9 @@ def _on_a_small_disk(tmp_path: Path, readonly: bool) -> dict[str, object]:
     mount = tmp_path / "disk"
     mount.mkdir()
     path = mount / "observe.sqlite"
-    make = "from dask_observe.store import Store; import sys; Store(sys.argv[1])"
+    make = (
+        "from dask_observe.store import BaseStore; import sys; BaseStore(sys.argv[1])"
+    )
     mode = "readonly" if readonly else "rw"
     shell = (
         f"mount -t tmpfs -o size=1200k,mode=700 tmpfs {mount}"
@@ -208,8 +210,8 @@ def test_reading_commands_read_a_store_on_a_read_only_file_system(
     mount.mkdir()
     path = mount / "observe.sqlite"
     make = (
-        "from dask_observe.store import Store; import sys; "
-        "s = Store(sys.argv[1]); r = s.create_run('kept'); s.end_run(r, 'finished')"
+        "from dask_observe.store import BaseStore; import sys; "
+        "s = BaseStore(sys.argv[1]); r = s.create_run('kept'); s.end_run(r, 'finished')"
     )
     cli = f"{sys.executable} -m dask_observe.cli --store {path}"
     shell = (

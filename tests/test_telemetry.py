@@ -177,9 +177,9 @@ def test_the_store_bounds_texts_whatever_wrote_them(tmp_path: Path) -> None:
     distributed at a run's end, is bounded at the store's door too."""
     from dask_observe.capture.logs import MAX_TEXT_BYTES
     from dask_observe.capture.wire import LogRecord
-    from dask_observe.store import Store
+    from dask_observe.store import BaseStore
 
-    with Store(tmp_path / "s.sqlite") as store:
+    with BaseStore(tmp_path / "s.sqlite") as store:
         store.append("tcp://x:1", [
             LogRecord("log", 1.0, 30, "worker", "w", "u", "☃" * 1_000_000),
             LogRecord("log", 1.0, 30, "worker", "w", "u", "small"),

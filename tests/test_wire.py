@@ -11,7 +11,7 @@ from distributed import Client
 
 import dask_observe
 from dask_observe.capture import wire
-from dask_observe.store import Store
+from dask_observe.store import BaseStore
 
 
 def test_a_record_travels_as_an_array_and_is_read_back_by_name() -> None:
@@ -50,7 +50,7 @@ def test_the_stores_columns_are_the_records_fields(
     # a field added to one end only would land in the wrong column.
     with dask_observe.record("named", client=client) as run:
         client.submit(abs, -1).result()
-    with Store(str(store_path)) as store:
+    with BaseStore(str(store_path)) as store:
         columns = {
             table: [r["name"] for r in store.rows(f"PRAGMA table_info({table})", [])]
             for table in ("logs", "tasks")

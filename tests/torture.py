@@ -83,8 +83,8 @@ store.close()
 """,
     "server": """
 import sys
-from dask_observe.store import Store
-with Store(sys.argv[1], create=False, readonly=True) as store:
+from dask_observe.store import BaseStore
+with BaseStore(sys.argv[1], create=False, readonly=True) as store:
     store.run_records()
     top = store.last_seq()
     store.rows("SELECT seq FROM logs WHERE seq > ? ORDER BY seq LIMIT 500",
@@ -216,7 +216,7 @@ def run(
 
 def check(path: Path, outcome: dict[str, Any], blocks: int) -> list[str]:
     """What did not hold, as sentences (empty: everything held)."""
-    from dask_observe.store import Store
+    from dask_observe.store import BaseStore
 
     wrong = []
     for n, recorder in enumerate(outcome["recorders"]):
@@ -240,7 +240,7 @@ def check(path: Path, outcome: dict[str, Any], blocks: int) -> list[str]:
                 f"reader {reader['command']} exited {reader['code']}: "
                 f"{reader['stderr']}"
             )
-    with Store(path, create=False, readonly=True) as store:
+    with BaseStore(path, create=False, readonly=True) as store:
         (check,) = store.frame("PRAGMA integrity_check", (), ("r",))["r"]
         if check != "ok":
             wrong.append(f"integrity_check: {check}")

@@ -20,7 +20,7 @@ from lab_server import Lab
 from playwright.sync_api import Frame, Page, expect
 
 from conftest import PANEL_TAB
-from dask_observe.store import Store
+from dask_observe.store import BaseStore
 
 #: The hostile page: it tries what the red team did, and writes what it got.
 HOSTILE = b"""<!doctype html><html><body><pre id="out">running</pre><script>
@@ -78,7 +78,7 @@ def _outcome(frame: Frame | Page) -> str:
 def test_a_hostile_dashboard_page_cannot_act_as_the_user(
     lab: Lab, page: Page, hostile: str, store_path: Path
 ) -> None:
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         cluster_id = store.register_cluster("tcp://127.0.0.1:1", hostile)
 
     # Opened by its address in the browser, as a bookmark or a link would.
@@ -110,7 +110,7 @@ def test_a_dead_clusters_dashboard_is_not_proxied(
 ) -> None:
     """On a shared login node, another user may bind a dead cluster's old
     dashboard port: a cluster no recorder reported lately is not proxied."""
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         cluster_id = store.register_cluster("tcp://127.0.0.1:1", hostile)
         store.rows(
             "UPDATE clusters SET last_seen = last_seen - 3600 WHERE id = ?",

@@ -296,7 +296,7 @@ def test_a_partially_recorded_run_says_so_and_why(
     import pytest
     from distributed import LocalCluster
 
-    from dask_observe.recorder import CaptureUnavailableWarning
+    from dask_observe.recording.recorder import CaptureUnavailableWarning
 
     with (
         LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,
@@ -331,13 +331,13 @@ def test_a_view_that_falls_behind_still_shows_every_line(
     lines over REST and shows them in their place: none missing, none twice."""
     from lab_server import running_lab
 
-    from dask_observe.store import Store
+    from dask_observe.store import BaseStore
 
     # 60 MB of lines: more than the sockets' buffers between the server and
     # the page hold, so that the server must skip while the page is busy.
     n = 60_000
     padding = "x" * 1000
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         run_id = store.create_run("flood", cluster="tcp://flood:1")
         now = time.time()
         records = [
@@ -387,9 +387,9 @@ def test_a_view_that_falls_behind_still_shows_every_line(
 def test_with_no_live_cluster_the_logs_show_the_newest_run(
     store_path: Path, lab: Lab, page: Page
 ) -> None:
-    from dask_observe.store import Store
+    from dask_observe.store import BaseStore
 
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         for number, name in enumerate(("older", "newest"), start=1):
             run_id = store.create_run(name, cluster="tcp://gone:1")
             line = ("log", time.time(), 30, "worker", "w", "user", f"said in {name}")
@@ -416,10 +416,10 @@ def test_with_no_live_cluster_the_logs_show_the_newest_run(
 def test_the_lists_are_polled_only_while_the_panel_shows(
     store_path: Path, lab: Lab, page: Page
 ) -> None:
-    from dask_observe.store import Store
+    from dask_observe.store import BaseStore
 
     lab.set_user_settings("dask-observe:plugin", '{"refreshInterval": 400}')
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         store.end_run(store.create_run("listed"), "finished")
     reads: list[str] = []
 
@@ -458,9 +458,9 @@ def test_the_lists_are_polled_only_while_the_panel_shows(
 def test_sections_fold_and_stay_folded_in_the_next_session(
     store_path: Path, lab: Lab, page: Page
 ) -> None:
-    from dask_observe.store import Store
+    from dask_observe.store import BaseStore
 
-    with Store(store_path) as store:
+    with BaseStore(store_path) as store:
         store.end_run(store.create_run("in view"), "finished")
     page.goto(lab.page_url())
     page.locator(PANEL_TAB).click()

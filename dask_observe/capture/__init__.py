@@ -1,7 +1,7 @@
 """Plugins that run inside the cluster's own processes.
 
 Nothing here may block: hooks append or count, and the recorder pulls. This
-package is shipped to the cluster as source (``dask_observe.shipping``) and
+package is shipped to the cluster as source (``dask_observe.recording.plugins``) and
 imported there under a name of its own: it imports only distributed, tornado
 and the standard library, and its modules import each other relatively.
 """

@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import config
-from dask_observe.figures import fast_memory
+from dask_observe.analysis.figures import fast_memory
 from dask_observe.units import format_bytes, parse_bytes, parse_seconds, text_or_none
 
 if TYPE_CHECKING:

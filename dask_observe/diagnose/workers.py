@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
+from dask_observe.analysis.changes import mismatches
+from dask_observe.analysis.figures import killed_task_story
 from dask_observe.diagnose.base import Context, Flag, evidence, rule
-from dask_observe.environment import mismatches
-from dask_observe.figures import killed_task_story
 
 
 @rule("killed-worker")

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from dask_observe.analysis.figures import PHASE_COLUMNS, fast_memory, task_table
 from dask_observe.capture.wire import BOOKKEEPING_EVENTS
-from dask_observe.figures import PHASE_COLUMNS, fast_memory, task_table
 
 if TYPE_CHECKING:
     from dask_observe.diagnose import Flag

@@ -355,7 +355,7 @@ class Sender:
                     root.add_event(str(event_kind), attributes, nanoseconds(t))
             elif kind == "begin":
                 _, run_id, name, span_id, started = record
-                attributes = {"dask_observe.run.id": run_id}
+                attributes = {"dask_observe.api.id": run_id}
                 self._roots[run_id] = (
                     otlp.root_span(f"run {name}", started, attributes),
                     span_id,
@@ -367,7 +367,7 @@ class Sender:
                 ended_root = self._roots.pop(run_id, None)
                 if ended_root is not None:
                     root = ended_root[0]
-                    root.set_attribute("dask_observe.run.status", status)
+                    root.set_attribute("dask_observe.api.status", status)
                     for event in events:
                         root.add_event(*event)
                     root.end(end_time=nanoseconds(ended))
@@ -377,9 +377,9 @@ class Sender:
 
     def _task(self, record: Sequence[Any]) -> None:
         from dask_observe.export.otlp import finite, task_attributes, task_seconds
-        from dask_observe.store import telemetry
+        from dask_observe.store import queries
 
-        task = dict(zip(telemetry.RECORD_FIELDS["tasks"], record[1:], strict=False))
+        task = dict(zip(queries.RECORD_FIELDS["tasks"], record[1:], strict=False))
         start, stop = finite(task.get("start")), finite(task.get("stop"))
         if start is None or stop is None:
             return

@@ -26,9 +26,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from dask_observe.analysis.figures import PHASE_COLUMNS, task_table
 from dask_observe.capture.wire import BOOKKEEPING_EVENTS
-from dask_observe.figures import PHASE_COLUMNS, task_table
-from dask_observe.store import telemetry
+from dask_observe.store import queries
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Span
@@ -408,8 +408,8 @@ def _batches(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
 def run_resource(run: RunData) -> dict[str, Any]:
     """The resource attributes of a run's telemetry."""
     found: dict[str, Any] = {
-        "dask_observe.run.id": run.id,
-        "dask_observe.run.name": run.name,
+        "dask_observe.api.id": run.id,
+        "dask_observe.api.name": run.name,
     }
     cluster = run.summary().get("cluster")
     if cluster:
@@ -493,12 +493,12 @@ def task_seconds(task: dict[str, Any]) -> dict[str, float]:
 def _run_attributes(run: RunData) -> dict[str, Any]:
     summary = run.summary()
     attributes: dict[str, Any] = {
-        "dask_observe.run.id": run.id,
-        "dask_observe.run.status": run.status,
+        "dask_observe.api.id": run.id,
+        "dask_observe.api.status": run.status,
     }
     for key in ("n_tasks", "n_failed", "n_flags", "dropped"):
         if isinstance(summary.get(key), int):
-            attributes[f"dask_observe.run.{key}"] = summary[key]
+            attributes[f"dask_observe.api.{key}"] = summary[key]
     return attributes
 
 
@@ -530,7 +530,7 @@ def export_run(
     try:
         logs = run.logs(epoch=True)
         for at, level, source, worker, name, message in zip(
-            *(logs[c] for c in telemetry.LOG_COLUMNS), strict=True
+            *(logs[c] for c in queries.LOG_COLUMNS), strict=True
         ):
             where = worker if isinstance(worker, str) else None
             otlp.log(float(at), str(level), str(source), where, str(name), str(message))
@@ -554,7 +554,7 @@ def export_run(
         points = [
             (float(t), w if isinstance(w, str) else None, str(n), float(v))
             for t, w, n, v in zip(
-                *(metrics[c] for c in telemetry.METRIC_COLUMNS), strict=True
+                *(metrics[c] for c in queries.METRIC_COLUMNS), strict=True
             )
         ]
         return otlp.send(points)

@@ -20,24 +20,20 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
+from dask_observe import commands
+from dask_observe.api import Run, Store
+from dask_observe.commands import add_reading
 from dask_observe.notebook.progress import (
     LiveProgress,
     TextView,
     WidgetView,
     has_widget_frontend,
 )
-from dask_observe.recording import (
-    STORE_ERRORS,
-    NoClientError,
-    NotRecorded,
-    Recording,
-    begin,
-    end,
-    resolve_client,
-)
-from dask_observe.run import Run, Store
+from dask_observe.plaintext import flag_lines, log_lines, stack_lines
+from dask_observe.recording.block import STORE_ERRORS, NotRecorded, begin, end
+from dask_observe.recording.lifecycle import Recording
+from dask_observe.recording.span import NoClientError, resolve_client
 from dask_observe.store import StoreError
-from dask_observe.text import flag_lines, log_lines, stack_lines
 
 
 def _open_store(path: str | None, create: bool = True) -> Store:
@@ -94,56 +90,31 @@ def _record_parser() -> _Parser:
     return parser
 
 
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", default=None, help="store path")
+
+
 def _observe_parser() -> _Parser:
     parser = _Parser(
         prog="%dask_observe",
         description="Control recording and read what dask-observe recorded.",
     )
-    commands = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
-    commands.required = True
-    start = commands.add_parser("start", help="start recording a run")
+    subcommands = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
+    subcommands.required = True
+    start = subcommands.add_parser("start", help="start recording a run")
     start.add_argument("name", nargs="?", default="run", help="the run's name")
     start.add_argument("--store", default=None, help="store path")
-    stop = commands.add_parser(
+    stop = subcommands.add_parser(
         "stop", help="stop the run that start began, and show its report"
     )
     stop.add_argument("--no-report", action="store_true", help="only the summary line")
-    status = commands.add_parser("status", help="what is being recorded, and where")
+    status = subcommands.add_parser("status", help="what is being recorded, and where")
     status.add_argument("--store", default=None, help="store path")
-    runs = commands.add_parser("runs", help="list recorded runs, newest first")
-    runs.add_argument("--store", default=None, help="store path")
-    logs = commands.add_parser("logs", help="log lines of a run, oldest first")
-    logs.add_argument("run", nargs="?", default="last", help="run id or last")
-    logs.add_argument("--filter", metavar="TEXT", help="lines containing TEXT")
-    logs.add_argument("--regex", action="store_true", help="--filter is a regex")
-    logs.add_argument("--worker", metavar="ADDRESS", help="lines about this worker")
-    logs.add_argument("--level", help="lowest level: debug, info, warning, error")
-    logs.add_argument(
-        "--own", action="store_true", help="also lines about dask-observe's plugins"
+    reading = add_reading(subcommands, run_optional=True, extra=_store_option)
+    reading["report"].add_argument(
+        "-o", "--output", metavar="FILE", help="write it to FILE"
     )
-    logs.add_argument("--source", choices=["scheduler", "worker", "nanny"])
-    logs.add_argument("--store", default=None, help="store path")
-    flags = commands.add_parser("flags", help="what went wrong in a run, and why")
-    flags.add_argument("run", nargs="?", default="last", help="run id or last")
-    flags.add_argument("--store", default=None, help="store path")
-    stacks = commands.add_parser(
-        "stacks", help="where tasks that ran far beyond their peers waited"
-    )
-    stacks.add_argument("run", nargs="?", default="last", help="run id or last")
-    stacks.add_argument("--store", default=None, help="store path")
-    report = commands.add_parser("report", help="a run's report, inline or to a file")
-    report.add_argument("run", nargs="?", default="last", help="run id or last")
-    report.add_argument("-o", "--output", metavar="FILE", help="write it to FILE")
-    report.add_argument("--store", default=None, help="store path")
-    compare = commands.add_parser("compare", help="two runs side by side")
-    compare.add_argument("a", help="the earlier run: id or last")
-    compare.add_argument("b", help="the run compared against it")
-    compare.add_argument("--threshold", type=float, default=None)
-    compare.add_argument("--store", default=None, help="store path")
-    history = commands.add_parser("history", help="the runs of one name, judged")
-    history.add_argument("name", help="the runs' name")
-    history.add_argument("--store", default=None, help="store path")
-    dashboard = commands.add_parser("dashboard", help="the scheduler's dashboard")
+    dashboard = subcommands.add_parser("dashboard", help="the scheduler's dashboard")
     dashboard.add_argument("page", nargs="?", default="status", help="e.g. workers")
     return parser
 
@@ -317,14 +288,7 @@ class ObserveMagics(Magics):
 
     def _observe_logs(self, args: argparse.Namespace) -> None:
         with _reading(args) as store:
-            logs = store.run(args.run).logs(
-                contains=args.filter,
-                regex=args.regex,
-                level=args.level,
-                worker=args.worker,
-                source=args.source,
-                own=args.own,
-            )
+            logs = commands.logs(store.run(args.run), args)
         if logs.empty:
             print("No log lines match.")
         for line in log_lines(logs):
@@ -356,7 +320,7 @@ class ObserveMagics(Magics):
         return report
 
     def _observe_compare(self, args: argparse.Namespace) -> Any:
-        from dask_observe.comparison import compare
+        from dask_observe.analysis.compare import compare
 
         with _reading(args) as store:
             return compare(args.a, args.b, threshold=args.threshold, store=store)

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dask_observe.units import format_bytes, format_seconds, text_or_none
 
 if TYPE_CHECKING:
-    from dask_observe.recording import Recording
-    from dask_observe.run import Run, Store
+    from dask_observe.api import Run, Store
+    from dask_observe.recording.lifecycle import Recording
 
 logger = logging.getLogger(__name__)
 
@@ -319,7 +319,7 @@ class LiveProgress:
     def _reader(self) -> Store:
         """A connection of this thread's own: the recorder's writes hold the
         shared one, and a WAL reader need not wait for them."""
-        from dask_observe.run import Store
+        from dask_observe.api import Store
 
         return Store(self.recording.store.path, create=False)
 
@@ -359,7 +359,7 @@ class LiveProgress:
         self._rates.append((now, done + erred))
         t0, n0 = self._rates[0]
         s.rate = (done + erred - n0) / (now - t0) if now > t0 else 0.0
-        from dask_observe.figures import is_routine
+        from dask_observe.analysis.figures import is_routine
 
         for line in run.log_page(self._log_seq, limit=5000, level="warning"):
             self._log_seq = line["seq"]

@@ -12,8 +12,8 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from dask_observe.plaintext import short_path
 from dask_observe.report.svg import FRAME, SVG_ROOT, TEXT, WIDTH, escape
-from dask_observe.text import short_path
 from dask_observe.units import format_seconds
 
 ROW = 15

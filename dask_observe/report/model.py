@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dask_observe import figures
+from dask_observe.analysis import figures
 from dask_observe.report import standing
 from dask_observe.units import text_or_none
 

@@ -11,10 +11,10 @@ import re
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.plaintext import short_path
 from dask_observe.report import standing, svg
 from dask_observe.report.icicle import icicle
 from dask_observe.report.matrix import transfer_matrix
-from dask_observe.text import short_path
 from dask_observe.units import format_bytes, format_seconds, text_or_none
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.store.run import format_frames
+from dask_observe.store.rundata import format_frames
 from dask_observe.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:

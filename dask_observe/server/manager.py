@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dask_observe.store import Store, StoreError
+from dask_observe.store import BaseStore, StoreError
 
 T = TypeVar("T")
 
@@ -48,7 +48,10 @@ def _call(
     thread: when the last writer closes, SQLite deletes the WAL and its index,
     and a connection kept open meanwhile reads the old index for ever (seen: a
     stream received nothing once the recorder had closed and opened again)."""
-    with Store(path, create=False, readonly=True) as store, store.deadline(deadline_s):
+    with (
+        BaseStore(path, create=False, readonly=True) as store,
+        store.deadline(deadline_s),
+    ):
         return reader(store, *args)
 
 

@@ -56,8 +56,8 @@ from jupyter_server.utils import url_path_join
 from tornado import httpclient, httputil, web, websocket
 
 from dask_observe.server.manager import StoreManager
-from dask_observe.store import Store, StoreError
-from dask_observe.store.store import CLUSTER_ALIVE_S
+from dask_observe.store import BaseStore, StoreError
+from dask_observe.store.clusters import CLUSTER_ALIVE_S
 
 #: Request headers forwarded upstream (all else stays here: cookies, tokens,
 #: Referer, X-XSRFToken, whatever a Connection header names).
@@ -122,7 +122,7 @@ def redirect_target(location: str, prefix: str) -> str | None:
     return path + (f"?{parts.query}" if parts.query else "")
 
 
-def _lookup(store: Store, cluster_id: str) -> str | None:
+def _lookup(store: BaseStore, cluster_id: str) -> str | None:
     """The dashboard of a cluster a recorder reported lately, or None."""
     cluster = store.cluster(cluster_id)
     if cluster is None or time.time() - cluster["last_seen"] >= CLUSTER_ALIVE_S:

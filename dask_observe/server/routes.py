@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import asdict
 from html import escape
 from typing import Any, TypeVar
 
@@ -18,12 +19,21 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from dask_observe.run import Run
+from dask_observe.api import Run
 from dask_observe.server.manager import StoreManager, TooBusy
+from dask_observe.server.payloads import (
+    ClusterPayload,
+    HistoryPayload,
+    HistoryRunPayload,
+    RunPayload,
+    cluster_payload,
+    flag_payload,
+    run_payload,
+)
 from dask_observe.store import (
+    BaseStore,
     QueryTooLong,
     RunNotFound,
-    Store,
     StoreError,
     StoreMissing,
 )
@@ -48,19 +58,25 @@ REPORT_POLICY = (
 T = TypeVar("T")
 
 
-def read_run(store: Store, run_id: str) -> dict[str, Any]:
+def read_runs(store: BaseStore) -> list[RunPayload]:
+    return [run_payload(record) for record in store.run_records()]
+
+
+def read_clusters(store: BaseStore) -> list[ClusterPayload]:
+    return [cluster_payload(record) for record in store.clusters()]
+
+
+def read_run(store: BaseStore, run_id: str) -> dict[str, Any]:
     """A run's record, summary and flags."""
     run = Run.of(store, run_id)
-    flags = run.flags()
-    flags["time"] = flags["time"].map(lambda t: t.timestamp())
     return {
         "run": store.run_record(run.id),
         "summary": run.summary(),
-        "flags": flags.to_dict("records"),
+        "flags": [flag_payload(asdict(f)) for f in run.flag_list()],
     }
 
 
-def read_logs(store: Store, run_id: str, query: dict[str, Any]) -> dict[str, Any]:
+def read_logs(store: BaseStore, run_id: str, query: dict[str, Any]) -> dict[str, Any]:
     """One page of a run's log lines in store order: those numbered above
     ``after`` (and at most ``upto``), filtered as the Python API filters."""
     from dask_observe.server.stream import within_text
@@ -84,37 +100,37 @@ def _number(value: Any) -> float | None:
     return None if value is None or value != value else float(value)
 
 
-def read_history(store: Store, run_id: str) -> dict[str, Any]:
+def read_history(store: BaseStore, run_id: str) -> HistoryPayload:
     """The history of the run's name: its newest runs, oldest first, with
     their wall time, peak memory, verdict, prefix verdicts and what changed (see
-    :func:`dask_observe.comparison.history`)."""
-    from dask_observe.comparison import history
+    :func:`dask_observe.analysis.compare.history`)."""
+    from dask_observe.analysis.compare import history
 
     name = str(store.run_record(run_id)["name"])
     frame = history(store, name, last=HISTORY_POINTS)
     runs = [
-        {
-            "id": int(row["id"]),
-            "started": row["started"].timestamp(),
-            "status": row["status"],
-            "duration_s": _number(row["duration_s"]),
-            "peak_memory": _number(row["peak_memory"]),
+        HistoryRunPayload(
+            id=int(row["id"]),
+            started=row["started"].timestamp(),
+            status=str(row["status"]),
+            duration_s=_number(row["duration_s"]),
+            peak_memory=_number(row["peak_memory"]),
             # (NaN where pandas filled a missing verdict)
-            "verdict": row["verdict"] if isinstance(row["verdict"], str) else "",
-            "changed": list(row["changed"]),
-            "prefixes": dict(row["prefixes"]),
-        }
+            verdict=row["verdict"] if isinstance(row["verdict"], str) else "",
+            changed=list(row["changed"]),
+            prefixes=dict(row["prefixes"]),
+        )
         for row in frame.to_dict("records")
-    ]  # fmt: skip
-    return {"name": name, "runs": runs}
+    ]
+    return HistoryPayload(name=name, runs=runs)
 
 
-def read_report(store: Store, run_id: str) -> str:
+def read_report(store: BaseStore, run_id: str) -> str:
     return Run.of(store, run_id).report().html
 
 
-def read_comparison(store: Store, a: str, b: str) -> str:
-    from dask_observe.comparison import compare
+def read_comparison(store: BaseStore, a: str, b: str) -> str:
+    from dask_observe.analysis.compare import compare
     from dask_observe.report.render import page
 
     body = compare(a, b, store=store)._repr_html_()
@@ -203,7 +219,7 @@ class RunsHandler(StoreHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        runs = await self.read(Store.run_records, empty=[])
+        runs = await self.read(read_runs, empty=[])
         self.finish(json.dumps({"runs": runs}))
 
 
@@ -317,7 +333,7 @@ class ClustersHandler(StoreHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        clusters = await self.read(Store.clusters, empty=[])
+        clusters = await self.read(read_clusters, empty=[])
         self.finish(json.dumps({"clusters": clusters}))
 
 

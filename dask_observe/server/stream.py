@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import asdict
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized, ws_authenticated
@@ -35,7 +36,8 @@ from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web, websocket
 
 from dask_observe.server.manager import StoreManager, TooBusy
-from dask_observe.store import Store, StoreError, telemetry
+from dask_observe.server.payloads import FlagPayload, flag_payload
+from dask_observe.store import BaseStore, StoreError, queries
 
 #: How often a subscription looks for new rows (latency is at most about this).
 POLL_INTERVAL_S = 0.2
@@ -98,9 +100,9 @@ def _filters(raw: Any) -> dict[str, Any]:
     if raw.get("level") is not None:
         if not isinstance(raw["level"], str | int) or isinstance(raw["level"], bool):
             raise SubscriptionError("filter 'level' must be a level name or number")
-        telemetry.level_number(raw["level"])
+        queries.level_number(raw["level"])
     if raw.get("contains"):
-        telemetry.log_filters(raw["contains"], bool(raw.get("regex")), None)
+        queries.log_filters(raw["contains"], bool(raw.get("regex")), None)
     return dict(raw)
 
 
@@ -119,7 +121,7 @@ class Subscription:
     """What one client follows, read from the store on each poll (through
     whichever read-only connection the reading thread has: none is kept)."""
 
-    def __init__(self, store: Store, message: dict[str, Any]) -> None:
+    def __init__(self, store: BaseStore, message: dict[str, Any]) -> None:
         kinds = message.get("kinds") or list(ROW_KINDS)
         if not isinstance(kinds, list) or len(kinds) > MAX_KINDS:
             raise SubscriptionError(f"'kinds' must be a list of some of {KINDS}")
@@ -165,7 +167,7 @@ class Subscription:
                 raise SubscriptionError("'run' must be a run id or \"last\"")
             record = store.run_record(run)
             self.run_id = int(record["id"])
-            self.window = telemetry.Window(
+            self.window = queries.Window(
                 record["cluster"], record["started"], None, record["seq_start"], None
             )
         elif cluster is not None:
@@ -174,7 +176,7 @@ class Subscription:
             found = store.cluster(cluster)
             if found is None:
                 raise SubscriptionError("no such cluster")
-            self.window = telemetry.Window(found["address"])
+            self.window = queries.Window(found["address"])
         else:
             raise SubscriptionError("subscribe to a 'run' or a 'cluster'")
         if oldest is not None:
@@ -184,23 +186,23 @@ class Subscription:
             self.window = self.window._replace(
                 since=max(self.window.since or oldest, oldest)
             )
-        self._flags: list[dict[str, Any]] | None = None
+        self._flags: list[FlagPayload] | None = None
         self._flags_at = 0.0
         #: The run's flags sent can no longer change: no more judging.
         self._flags_final = False
         self._progress: dict[str, list[int]] = {}
         self._progress_cursor = self.window.seq_after or 0
 
-    def _first_seq_since(self, store: Store, oldest: float) -> int:
+    def _first_seq_since(self, store: BaseStore, oldest: float) -> int:
         firsts = [
-            store.rows(f"SELECT min(seq) AS seq FROM {kind} WHERE time >= ?",
-                            [oldest])[0]["seq"]
-            for kind in self.kinds if kind in ROW_KINDS
-        ]  # fmt: skip
+            store.rows(queries.first_seq_since(kind), [oldest])[0]["seq"]
+            for kind in self.kinds
+            if kind in ROW_KINDS
+        ]
         found = [f for f in firsts if f is not None]
         return min(found) if found else store.last_seq() + 1
 
-    def describe(self, store: Store) -> dict[str, Any]:
+    def describe(self, store: BaseStore) -> dict[str, Any]:
         return {
             "type": "subscribed",
             "run": self.run_id,
@@ -209,7 +211,7 @@ class Subscription:
             "last": store.last_seq(),
         }
 
-    def _run_window(self, store: Store) -> telemetry.Window:
+    def _run_window(self, store: BaseStore) -> queries.Window:
         """The window, closed once the run has ended."""
         if self.run_id is None:
             return self.window
@@ -217,7 +219,7 @@ class Subscription:
         return self.window._replace(seq_upto=record["seq_end"])
 
     def rows_after(
-        self, store: Store, cursor: int, upto: int | None = None
+        self, store: BaseStore, cursor: int, upto: int | None = None
     ) -> tuple[int, dict[str, list[dict[str, Any]]], bool]:
         """The next batch: rows of each kind above ``cursor`` (and at most
         ``upto``), all up to one bound, so that the bound is an exact resume
@@ -232,7 +234,7 @@ class Subscription:
         for kind in self.kinds:
             if kind not in ROW_KINDS:
                 continue
-            sql, params = telemetry.stream_query(
+            sql, params = queries.stream_query(
                 kind, window, cursor, BATCH_ROWS,
                 logs=self.filters if kind == "logs" else None,
             )  # fmt: skip
@@ -246,7 +248,7 @@ class Subscription:
             found[kind] = rows
         batch = {k: [r for r in rows if r["seq"] <= bound] for k, rows in found.items()}
         for row in batch.get("logs", ()):
-            row["level"] = telemetry.level_names([row["level"]])[0]
+            row["level"] = queries.level_names([row["level"]])[0]
         for row in batch.get("events", ()):
             row["data"] = json.loads(row["data"])
         backlog = bound < upto
@@ -259,9 +261,7 @@ class Subscription:
             return False
         return self._flags is None or now - self._flags_at >= FLAGS_INTERVAL_S
 
-    def flags_changed(
-        self, now: float, flags: list[dict[str, Any]], final: bool
-    ) -> bool:
+    def flags_changed(self, now: float, flags: list[FlagPayload], final: bool) -> bool:
         """Note a judgement (``final``: the run's last); whether it differs
         from the last one sent."""
         self._flags_at = now
@@ -271,18 +271,18 @@ class Subscription:
         self._flags = flags
         return True
 
-    def progress(self, store: Store) -> dict[str, list[int]] | None:
+    def progress(self, store: BaseStore) -> dict[str, list[int]] | None:
         """Tasks done and erred by prefix in the run, when they changed."""
         if self.run_id is None or "progress" not in self.kinds:
             return None
         record = store.run_record(self.run_id)
         window = self.window._replace(seq_upto=record["seq_end"])
-        sql, params, _ = telemetry.task_query(
-            window._replace(seq_after=self._progress_cursor), record["span_id"]
+        sql, params, _ = queries.task_query(
+            window._replace(seq_after=self._progress_cursor),
+            record["span_id"],
+            ("seq", "prefix", "status"),  # the numbers: each task counted once
         )
-        rows = store.rows(
-            sql.replace("SELECT ", "SELECT seq, ", 1), params
-        )  # the numbers, to count each task once
+        rows = store.rows(sql, params)
         if not rows:
             return None
         for row in rows:
@@ -292,7 +292,7 @@ class Subscription:
         return {k: list(v) for k, v in self._progress.items()}
 
 
-def read_rows(store: Store, message: dict[str, Any], upto: int) -> dict[str, Any]:
+def read_rows(store: BaseStore, message: dict[str, Any], upto: int) -> dict[str, Any]:
     """One batch of what ``message`` (a subscribe message) follows, numbered
     above its ``after`` and at most ``upto``, as the stream sends it: the rows
     a ``gap`` skipped. ``last`` is where the next batch starts."""
@@ -301,34 +301,27 @@ def read_rows(store: Store, message: dict[str, Any], upto: int) -> dict[str, Any
     return {"last": last, **batch}
 
 
-#: What the stream says of a flag.
-FLAG_FIELDS = ("time", "kind", "severity", "worker", "message", "advice", "evidence")
-
-
-def judge_flags(store: Store, run_id: int) -> list[dict[str, Any]]:
+def judge_flags(store: BaseStore, run_id: int) -> list[FlagPayload]:
     """A run's flags as the stream sends them (in a reading process: pandas):
     a running run's judged from what is recorded so far, a finished run's
     verdict as judged at its end."""
-    from dask_observe.run import Run
+    from dask_observe.api import Run
 
-    return [
-        {name: getattr(f, name) for name in FLAG_FIELDS}
-        for f in Run.of(store, run_id).flag_list()
-    ]
+    return [flag_payload(asdict(f)) for f in Run.of(store, run_id).flag_list()]
 
 
-def final_flags(store: Store, run_id: int) -> tuple[bool, list[dict[str, Any]] | None]:
+def final_flags(store: BaseStore, run_id: int) -> tuple[bool, list[FlagPayload] | None]:
     """Whether a run's flags can no longer change, and its verdict if this
     version stored one: JSON read as it is, no judging (and no pandas), so
     that a finished run's flags are read once, not judged again every poll."""
-    from dask_observe.run import stored_verdict
+    from dask_observe.api import stored_verdict
 
     record = store.run_record(run_id)
     if record["status"] == "running":
         return False, None
     stored = stored_verdict(store, run_id)
     if stored is not None:
-        return True, [{name: f.get(name) for name in FLAG_FIELDS} for f in stored]
+        return True, [flag_payload(f) for f in stored]
     # No verdict yet: its run's end is still judging it (the settings it is
     # judged with come first), or never will (its process died).
     ended = record["ended"] if record["ended"] is not None else record["started"]
@@ -445,7 +438,7 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
         while self.ws_connection is not None:
             if self._pending > self.max_pending:
                 # Too slow: skip to the newest row and let REST fill the gap.
-                upto = await read(Store.last_seq)
+                upto = await read(BaseStore.last_seq)
                 if upto > sub.cursor:
                     self._send({"type": "gap", "after": sub.cursor, "upto": upto})
                     sub.cursor = upto

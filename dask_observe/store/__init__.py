@@ -1,19 +1,19 @@
 """The durable store that every part of dask-observe reads and the recorder writes."""
 
-from dask_observe.store.run import RunData
-from dask_observe.store.store import (
+from dask_observe.store.connection import (
     QueryTooLong,
     RunNotFound,
-    Store,
     StoreError,
     StoreMissing,
 )
+from dask_observe.store.rundata import RunData
+from dask_observe.store.store import BaseStore
 
 __all__ = [
+    "BaseStore",
     "QueryTooLong",
     "RunData",
     "RunNotFound",
-    "Store",
     "StoreError",
     "StoreMissing",
 ]

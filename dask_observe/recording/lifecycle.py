@@ -1,33 +1,28 @@
 """Records a run: a span on the cluster, a row in the store, and the recorder
-copying the cluster's telemetry while the run lasts.
+copying the cluster's telemetry while the run lasts; at its end, what it
+measured, and what is made of it (settings, environment, verdict, export,
+retention) by a thread of its own after the block returned.
 
 The same machinery serves ``%%dask_record``, ``%dask_observe start/stop``,
-``dask_observe.record()`` and ``dask-observe demo``.
+``dask_observe.record()`` (:mod:`.block`) and ``dask-observe demo``.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import copy
-import functools
-import json
 import logging
-import os
 import sqlite3
 import threading
 import time
-import warnings
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from dask.base import annotate, get_annotations
-
 from dask_observe import redact
-from dask_observe.capture.wire import RUN_ANNOTATION, EventRecord
-from dask_observe.recorder import Recorder
-from dask_observe.run import Ending, Run, Store, begin_ending
-from dask_observe.store import StoreError
+from dask_observe.api import Ending, Run, Store, begin_ending
+from dask_observe.capture.wire import EventRecord
+from dask_observe.recording.ending import StartedIn, client_environment, run_settings
+from dask_observe.recording.measures import FineRow, fine_map, fine_rows, profiles
+from dask_observe.recording.recorder import Recorder
+from dask_observe.recording.span import hide_span_annotation_warning, run_span
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -38,41 +33,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-
-def _hide_span_annotation_warning() -> None:
-    """dask-expr warns that annotations are ignored when a DataFrame is made
-    inside a span; the run's annotations still reach the scheduler (the client
-    adds them when it submits), so the warning would only mislead. Hidden when
-    the run's own are the only annotations; any other still warns. Set at each
-    start: code that resets warning filters (pytest does) drops it."""
-    warnings.filterwarnings(
-        "ignore",
-        message=r"Dask annotations \{'span': \{[^{}]*\}"
-        rf"(, '{RUN_ANNOTATION}': \([^(){{}}]*\))?\}} detected",
-        category=UserWarning,
-    )
-
-
-@contextlib.contextmanager
-def _run_span(name: str) -> Iterator[str]:
-    """A span for the run, and the run's own annotation naming it (with the
-    runs it is nested in). distributed puts a task whose group already has a
-    span into that span: after a block that kept futures of ``inc``, the next
-    run's ``inc`` tasks joined the old run's span and the run recorded none.
-    The annotation is the client's, so it stays with every task submitted in
-    the block."""
-    from distributed import span
-
-    with span(name) as span_id:
-        runs = tuple(get_annotations().get(RUN_ANNOTATION, ()))
-        with annotate(**{RUN_ANNOTATION: (*runs, span_id)}):
-            yield span_id
-
-
-#: Compute seconds a run needs for its profile to be read (10 ms samples).
-PROFILE_S = 0.5
-#: Task prefixes (those with the most compute) whose own profiles are read.
-PROFILE_PREFIXES = 10
 #: A run still going after this long has the environment it started in stored
 #: (for a crash to leave): a short cell's block does not share its process
 #: with that work (4 ms a run when done at once, measured), its end does it.
@@ -80,35 +40,6 @@ START_DELAY_S = 0.5
 #: How long a run's end waits for its start's environment to be assembled
 #: (asking the workers): after that the end's own view is stored alone.
 START_WAIT_S = 30.0
-
-NO_CLIENT_HELP = (
-    "No Dask client found. Create one first, e.g. "
-    "`from distributed import Client; client = Client()` for a local cluster, "
-    "or `Client('tcp://scheduler-address:8786')` for a running one."
-)
-
-
-def _fine_map(rows: Any) -> dict[tuple[str, str, str, str], float]:
-    """(context, prefix, activity, unit) -> value, from the scheduler plugin's
-    fine metrics rows."""
-    return {(str(c), str(p), str(a), str(u)): float(v) for c, p, a, u, v in rows}
-
-
-class NoClientError(ValueError):
-    """Recording needs a Dask client, and none was given or found."""
-
-
-def resolve_client(client: Client | None) -> Client:
-    """The given client, else the current default one."""
-    if client is not None:
-        return client
-    from distributed import default_client
-
-    try:
-        found: Client = default_client()
-    except ValueError:
-        raise NoClientError(NO_CLIENT_HELP) from None
-    return found
 
 
 class Recording:
@@ -151,7 +82,7 @@ class Recording:
         #: monitor's spilling) is their difference at the end.
         self._fine_before: dict[tuple[str, str, str, str], float] = {}
         #: The environment the run started in, stored as it starts.
-        self._started_in: _StartedIn | None = None
+        self._started_in: StartedIn | None = None
 
     def scheduler_call(self, op: str, **kwargs: Any) -> Any:
         """Call one of the capture plugin's handlers on the scheduler (directly
@@ -170,7 +101,7 @@ class Recording:
     ) -> dict[tuple[str, str, str, str], float]:
         """(context, prefix, activity, unit) -> value: a span's fine performance
         metrics, or (span_id None) the whole cluster's."""
-        return _fine_map(
+        return fine_map(
             self.scheduler_call("dask_observe_fine_metrics", span_id=span_id)
         )
 
@@ -187,38 +118,28 @@ class Recording:
             logger.warning("dask-observe: cannot read the fine metrics: %s", e)
             return {}
 
-    def _fine_rows(
-        self, ended: dict[str, Any] | None
-    ) -> list[tuple[str, str, str, str, float]]:
-        """The run's fine metrics: its span's, and the cluster's meanwhile in the
-        contexts that no span holds (all of them without a span). ``ended``:
-        the scheduler's reply to ``dask_observe_end``, which holds both."""
+    def _fine_rows(self, ended: dict[str, Any] | None) -> list[FineRow]:
+        """The run's fine metrics (``measures.fine_rows``). ``ended``: the
+        scheduler's reply to ``dask_observe_end``, which holds both the
+        cluster's totals and the span's."""
         if ended is not None:
-            totals, of_span = _fine_map(ended["fine"]), _fine_map(ended["span_fine"])
+            totals, of_span = fine_map(ended["fine"]), fine_map(ended["span_fine"])
         else:
             totals = self._fine_totals(None)
             of_span = {} if self._span_id is None else self._fine_totals(self._span_id)
-        before = self._fine_before
-        if any(totals.get(k, 0.0) < v for k, v in before.items()):
-            before = {}  # a new scheduler counts from zero
-        rows = [
-            (c, p, a, u, value - before.get((c, p, a, u), 0.0))
-            for (c, p, a, u), value in totals.items()
-        ]
-        # A run whose tasks went (some of them) to an older span has no span
-        # of its own to read: it takes the cluster's, as a whole-cluster run.
-        adopted = ended is not None and ended.get("adopted", False)
-        if self._span_id is not None and not adopted:
-            spanned = ("execute", "p2p")  # distributed.spans.CONTEXTS_WITH_SPAN_ID
-            rows = [r for r in rows if r[0] not in spanned]
-            rows += [(*k, v) for k, v in of_span.items()]
-        return [r for r in rows if r[-1]]
+        return fine_rows(
+            totals,
+            of_span,
+            self._fine_before,
+            span_id=self._span_id,
+            adopted=ended is not None and bool(ended.get("adopted", False)),
+        )
 
     def start(self) -> Run:
-        _hide_span_annotation_warning()
+        hide_span_annotation_warning()
         self._recorder = Recorder.acquire(self.client, self.store)
         self._span = (
-            contextlib.nullcontext(None) if self.whole_cluster else _run_span(self.name)
+            contextlib.nullcontext(None) if self.whole_cluster else run_span(self.name)
         )
         self._span_id = self._span.__enter__()
         run_id = None
@@ -238,7 +159,7 @@ class Recording:
                 # worker dead within the first sampling interval has its
                 # memory limit recorded.
                 if self._span_id is not None:  # one round trip for both
-                    self._fine_before = _fine_map(
+                    self._fine_before = fine_map(
                         self.scheduler_call("dask_observe_begin", span_id=self._span_id)
                     )
                 else:
@@ -263,10 +184,10 @@ class Recording:
         change it (0.4 ms); the rest (the workers asked, a script's git
         commit, the write) by a thread of its own once the block has run for
         ``START_DELAY_S``."""
-        from dask_observe import environment
+        from dask_observe.recording import environment
 
         assert self._recorder is not None
-        started = _StartedIn(environment.config_changes())
+        started = StartedIn(environment.config_changes())
         self._started_in = started
         recorder, path = self._recorder, self.store.path
         code = self.code
@@ -298,7 +219,7 @@ class Recording:
     def _begin_partial(self) -> None:
         """A run whose cluster has no capture plugins: have distributed keep
         its task stream, to read at the end with the rest it holds."""
-        from dask_observe import fallback
+        from dask_observe.recording import fallback
 
         try:
             fallback.begin(self.client)
@@ -354,59 +275,16 @@ class Recording:
             logger.warning("dask-observe: cannot read the run's fine metrics: %s", e)
         try:
             # Profiles hold source lines: a secret assigned in a task's code.
-            self.store.set_profiles(self.run.id, self.redact.data(self._profiles(fine)))
+            self.store.set_profiles(
+                self.run.id,
+                self.redact.data(profiles(self.client, self.run.started, fine)),
+            )
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's profile: %s", e)
         self._recorder.release()
         if self._span_id is None:  # whole cluster: count what was stored
             counts = self._stored_counts()
         return self._end(status, counts, ended, workers, not_kept=not_kept)
-
-    def _profiles(self, fine: list[tuple[str, str, str, str, float]]) -> dict[str, Any]:
-        """distributed's statistical profile of the run's time window: the whole
-        cluster's (prefix "") and each task prefix's (the PROFILE_PREFIXES with
-        the most compute). A run with less compute than PROFILE_S has too few
-        samples to say anything, and pays nothing for it.
-
-        The window starts at the first profile cycle (1 s) that ended after the
-        run's start: up to a second before it (idle threads are not sampled,
-        so that adds only what else ran just before).
-        """
-        import dask.config
-        from dask.utils import parse_timedelta
-
-        from dask_observe import shipping
-        from dask_observe.figures import merge_profiles, prune_profile, subtract_profile
-
-        assert self.run is not None
-        compute: dict[str, float] = {}
-        for context, prefix, activity, unit, value in fine:
-            busy = activity != "idle or other spans"
-            if context == "execute" and unit == "seconds" and prefix and busy:
-                compute[prefix] = compute.get(prefix, 0.0) + value
-        if sum(compute.values()) < PROFILE_S:
-            return {}
-        prefixes = sorted(compute, key=lambda p: -compute[p])[:PROFILE_PREFIXES]
-        trees = shipping.profiles(self.client, self.run.started, prefixes)
-        interval = float(
-            parse_timedelta(
-                dask.config.get("distributed.worker.profile.interval"), default="ms"
-            )
-        )
-        whole = trees.pop("")
-        counted = {p: tree for p, tree in trees.items() if tree.get("count")}
-        by_prefix = {p: prune_profile(tree, interval) for p, tree in counted.items()}
-        # A prefix's tree tells which function its task threads were in even
-        # at the innermost frame, which the whole tree cannot where one caller
-        # (dask's ``__call__``) runs several task functions. So the whole run
-        # is the sum of its prefixes' trees and of what is left of the whole
-        # without them (other prefixes; work beside the run on a shared
-        # cluster, or just before it in the window's first second).
-        rest = subtract_profile(whole, list(counted.values()))
-        parts = list(by_prefix.values())
-        if rest.get("count") or not parts:
-            parts.append(prune_profile(rest, interval, of=whole.get("count", 0)))
-        return {"": merge_profiles(parts, interval), **by_prefix}
 
     def _stored_counts(self) -> dict[str, int]:
         """The run's tasks as stored, by ``memory`` / ``erred``."""
@@ -453,7 +331,7 @@ class Recording:
     def _stop_partial(self, status: str, ended: float) -> Run:
         """End a run whose cluster has no capture plugins with what distributed
         still holds of it (``fallback``)."""
-        from dask_observe import fallback
+        from dask_observe.recording import fallback
 
         assert self._recorder is not None and self.run is not None
         try:
@@ -479,7 +357,7 @@ class Recording:
         in, its flags judged once, the live export's end, retention) is
         written by a thread of its own after the block returned (``_after``);
         readers in this process wait for that (``run.Ending``)."""
-        from dask_observe import environment
+        from dask_observe.recording import environment
 
         assert self.run is not None
         from dask_observe.store.retention import Policy
@@ -564,7 +442,7 @@ class Recording:
         with what its end saw: workers that joined (their versions), config
         keys set meanwhile. Its shape stays the start's, unless no worker had
         joined yet (an adaptive cluster scaling up)."""
-        from dask_observe import environment
+        from dask_observe.recording import environment
 
         assert self._recorder is not None
         started = self._started_in
@@ -609,170 +487,3 @@ class Recording:
             store.prune(policy, keep=[run_id])
         except Exception as e:  # the run is recorded; pruning waits for the next
             logger.warning("dask-observe: cannot prune the store: %s", e)
-
-
-class _StartedIn:
-    """The environment a run started in, as its start's thread assembles it."""
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.config = config
-        self.workers: dict[str, dict[str, Any]] = {}
-        self.code: dict[str, Any] | None = None
-        self.thread: threading.Thread | None = None
-        #: Set when the run ended: its end assembles all of it then.
-        self.ended = threading.Event()
-
-
-@functools.cache
-def client_environment() -> dict[str, Any]:
-    """This process's Python, OS and packages (``shipping.process_environment``),
-    read once."""
-    from dask_observe import shipping
-
-    return shipping.process_environment()
-
-
-def run_settings(thresholds: dict[str, dict[str, float | bool]]) -> dict[str, Any]:
-    """The settings a run is judged under (``Run.settings``): the memory
-    thresholds its workers reported (``thresholds``, by worker; the most common
-    as ``memory``, all of them where they differ), else this process's dask
-    config; and this process's ``observe.flags``."""
-    from dask_observe import config, shipping
-
-    # A copy: dask.config.set restores the config's own dicts in place when
-    # its block ends, and the run's end is written after that.
-    settings: dict[str, Any] = {"flags": copy.deepcopy(config.get("flags") or {})}
-    if not thresholds:
-        return {**settings, "memory": shipping.memory_thresholds(), "source": "client"}
-    kinds = collections.Counter(
-        json.dumps(t, sort_keys=True) for t in thresholds.values()
-    )
-    settings["memory"] = json.loads(kinds.most_common(1)[0][0])
-    if len(kinds) > 1:
-        settings["memory_by_worker"] = thresholds
-    return {**settings, "source": "workers"}
-
-
-@contextlib.contextmanager
-def record(
-    name: str = "run",
-    client: Client | None = None,
-    store: Store | str | os.PathLike[str] | None = None,
-) -> Iterator[Run]:
-    """Record the block as one run; the same as ``%%dask_record`` in a notebook.
-
-    Parameters
-    ----------
-    name
-        The run's name, shown in listings.
-    client
-        The Dask client whose cluster to record; default: the current client.
-    store
-        A :class:`Store`, a path, or None for the configured default store.
-
-    Yields
-    ------
-    Run
-        The run; after the block it is refreshed with the final status and counts.
-
-    Raises
-    ------
-    NoClientError
-        When no client was given and none exists.
-
-    A store that cannot be opened or written never stops the block: it runs,
-    one warning says why, and a :class:`NotRecorded` is yielded instead.
-    """
-    the_client = resolve_client(client)
-    unrecorded: NotRecorded | None
-    try:
-        recording = begin(name, the_client, store)
-    except STORE_ERRORS as e:
-        unrecorded = NotRecorded(name, str(e))
-        logger.warning("dask-observe: %s", unrecorded.why_line())
-    else:
-        unrecorded = None
-    if unrecorded is not None:  # outside the except: the block's errors are its own
-        yield unrecorded  # type: ignore[misc]  # a Run that says why it is not one
-        return
-    assert recording.run is not None
-    status = "failed"
-    try:
-        yield recording.run
-        status = "finished"
-    finally:
-        end(recording, status)
-
-
-#: What a store that cannot be used raises: it never stops the user's block.
-STORE_ERRORS = (StoreError, sqlite3.Error)
-
-
-def begin(
-    name: str,
-    client: Client,
-    store: Store | str | os.PathLike[str] | None,
-    **options: Any,
-) -> Recording:
-    """A started recording into ``store`` (a Store, a path, or None for the
-    default), for ``record()`` and ``%%dask_record``. A store opened here
-    stays open: the yielded Run reads through it afterwards.
-
-    Raises
-    ------
-    StoreError, sqlite3.Error
-        When the store cannot be opened or written (see :data:`STORE_ERRORS`).
-    """
-    from dask_observe.config import default_store_path
-
-    opened = None
-    if not isinstance(store, Store):
-        store = opened = Store(default_store_path() if store is None else store)
-    recording = Recording(name, client, store, **options)
-    try:
-        recording.start()
-    except BaseException:
-        if opened is not None:
-            opened.close()
-        raise
-    return recording
-
-
-def end(recording: Recording, status: str) -> Run | None:
-    """Stop ``recording`` as ``status``; a store that fails now is one
-    warning, never an error in the user's block (which may be raising its
-    own). The run, or None when its end could not be stored."""
-    try:
-        return recording.stop(status)
-    except STORE_ERRORS as e:
-        logger.warning(
-            "dask-observe: the end of run %r could not be stored (%s); the "
-            "block ran, and what was stored before is kept",
-            recording.name,
-            e,
-        )
-        return None
-
-
-class NotRecorded:
-    """What ``record()`` yields when the store could not be used: the block
-    ran, and nothing of it was kept. Anything asked of it says why."""
-
-    id = None
-    status = "not recorded"
-
-    def __init__(self, name: str, why: str) -> None:
-        self.name = name
-        self.why = why
-
-    def why_line(self) -> str:
-        """One line for a warning: which run, and why."""
-        return f"run {self.name!r} was not recorded (the block ran): {self.why}"
-
-    def __getattr__(self, attribute: str) -> Any:
-        if attribute.startswith("__"):
-            raise AttributeError(attribute)
-        raise StoreError(self.why_line())
-
-    def __repr__(self) -> str:
-        return f"<dask_observe.NotRecorded {self.name!r}: {self.why}>"

@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any, cast
 from dask_observe import redact
 from dask_observe.capture import wire
 from dask_observe.capture.wire import VERSION as WIRE_VERSION
-from dask_observe.store import Store
+from dask_observe.recording.install import (
+    CaptureUnavailable,
+    CaptureUnavailableWarning,
+    dashboard_address,
+    install_capture,
+)
+from dask_observe.store import BaseStore
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -42,82 +48,6 @@ CALL_TIMEOUT_S = 30.0
 
 _registry_lock = threading.Lock()
 _recorders: dict[tuple[str, str], Recorder] = {}
-
-
-class CaptureUnavailable(Exception):
-    """dask-observe's plugins cannot run on this cluster; the message says why."""
-
-
-class CaptureUnavailableWarning(UserWarning):
-    """A run is recorded partially: the capture plugins do not run on the cluster."""
-
-
-def install_capture(client: Client) -> dict[str, Any]:
-    """Make sure the capture plugins run on the client's cluster, shipping them
-    if need be; return what the scheduler plugin says of itself (its ``hello``).
-
-    Raises
-    ------
-    CaptureUnavailable
-        When the plugins cannot be installed (a scheduler that refuses plugins,
-        a worker whose setup failed, ...) or the cluster runs a capture of
-        another wire version, which this recorder will not misread.
-    """
-    from dask_observe import shipping
-
-    try:
-        hello = shipping.hello(client)
-        if hello is None:
-            shipping.register(client, shipping.capture_settings(since=time.time()))
-            hello = shipping.hello(client)
-    except Exception as e:
-        raise CaptureUnavailable(
-            f"the cluster did not take dask-observe's capture plugins ({e})"
-        ) from e
-    if hello is None:
-        raise CaptureUnavailable(
-            "the cluster did not take dask-observe's capture plugins (they were "
-            "registered, but the scheduler does not run them)"
-        )
-    if hello.get("wire") != WIRE_VERSION:
-        raise CaptureUnavailable(
-            f"the cluster runs the capture of another dask-observe (wire version "
-            f"{hello.get('wire')}; this one reads version {WIRE_VERSION}), registered "
-            "by another client; restart the scheduler to record it fully"
-        )
-    return hello
-
-
-def dashboard_address(client: Client, hello: dict[str, Any] | None) -> str | None:
-    """``http(s)://host:port`` of the scheduler's dashboard, or None without one.
-
-    The capture plugin says where the dashboard's HTTP server listens; when that
-    is every interface (or the plugin is not there to say) the host is the one
-    this client reaches the scheduler at, and for a scheduler in this very
-    process (``inproc://``) the loopback address.
-    """
-    from urllib.parse import urlsplit
-
-    shown = (hello or {}).get("dashboard") or {}
-    port = shown.get("port")
-    if port is None and hello is None:
-        try:
-            port = client.scheduler_info().get("services", {}).get("dashboard")
-        except Exception:  # a scheduler that cannot say: no dashboard to offer
-            return None
-    scheduler = client.scheduler
-    if not port or scheduler is None:
-        return None
-    address = urlsplit(str(scheduler.address))
-    host = shown.get("host") or (
-        "127.0.0.1" if address.scheme == "inproc" else address.hostname
-    )
-    if not host:
-        return None
-    if ":" in host:  # an IPv6 address goes in brackets
-        host = f"[{host}]"
-    scheme = "https" if shown.get("tls") else "http"
-    return f"{scheme}://{host}:{int(port)}"
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -153,7 +83,7 @@ class Recorder:
     def __init__(
         self,
         client: Client,
-        store: Store,
+        store: BaseStore,
         interval_s: float = 0.2,
         flush_interval_s: float = 0.1,
         linger_s: float = 0.0,
@@ -180,7 +110,7 @@ class Recorder:
         self._pull_lock = threading.Lock()
         #: Why the capture plugins do not run on the cluster, or None when they
         #: do. Then there is nothing to pull: runs keep what distributed itself
-        #: holds (``dask_observe.fallback``) and are marked partial.
+        #: holds (``dask_observe.recording.fallback``) and are marked partial.
         self.partial: str | None = None
         #: Whether the last pull failed to reach the scheduler (it may be gone).
         self.failing = False
@@ -195,7 +125,7 @@ class Recorder:
 
     # -- shared use --------------------------------------------------------------
     @classmethod
-    def acquire(cls, client: Client, store: Store) -> Recorder:
+    def acquire(cls, client: Client, store: BaseStore) -> Recorder:
         """The running recorder of this cluster and store, started if need be.
 
         A recorder that lingers after its last run (``recorder.linger``) is
@@ -220,7 +150,7 @@ class Recorder:
                 # the run that started it was closed (a cell's, say).
                 recorder = _recorders[key] = cls(
                     client,
-                    Store(store.path),
+                    BaseStore(store.path),
                     interval_s=parse_timedelta(get("recorder.pull-interval")),
                     flush_interval_s=parse_timedelta(get("capture.flush-interval")),
                     linger_s=parse_timedelta(get("recorder.linger") or 0),
@@ -430,13 +360,13 @@ class Recorder:
         """Have every worker and nanny ship what it holds, without waiting for
         their next flush or heartbeat: a run's last lines and fine performance
         metrics are then on the scheduler. Returns what each worker says of
-        itself (``shipping.flush_shipped``): memory thresholds, threads and
+        itself (``plugins.flush_shipped``): memory thresholds, threads and
         limits, its environment."""
-        from dask_observe import shipping
+        from dask_observe.recording import plugins
 
         if self.partial is not None:
             return {}
-        found = shipping.flush(self.client)
+        found = plugins.flush(self.client)
         self._described.update(found)
         return found
 
@@ -444,11 +374,11 @@ class Recorder:
         """What these workers say of themselves (see ``flush_cluster``). Asked
         once a worker while this recorder runs: it does not change while the
         worker lives, and a run's end should not wait for it each time."""
-        from dask_observe import shipping
+        from dask_observe.recording import plugins
 
         unknown = [a for a in addresses if a not in self._described]
         if unknown and self.partial is None:
-            self._described.update(shipping.flush(self.client, unknown, ship=False))
+            self._described.update(plugins.flush(self.client, unknown, ship=False))
         return {a: self._described[a] for a in addresses if a in self._described}
 
     def describe_cluster(self) -> dict[str, dict[str, Any]]:
@@ -518,9 +448,9 @@ class Recorder:
         """The scheduler's plugin object, if that scheduler runs in this process.
 
         Recognised by what it does, not by its class: it comes from the shipped
-        bundle (``dask_observe.shipping``), not from this package.
+        bundle (``dask_observe.recording.plugins``), not from this package.
         """
-        from dask_observe.shipping import SCHEDULER_PLUGIN
+        from dask_observe.recording.plugins import SCHEDULER_PLUGIN
 
         scheduler = self._local_scheduler()
         plugin = getattr(scheduler, "plugins", {}).get(SCHEDULER_PLUGIN)

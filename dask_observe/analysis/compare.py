@@ -17,16 +17,17 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from dask_observe import config, noise
-from dask_observe.environment import change_text, code_diff, differences
+from dask_observe import config
+from dask_observe.analysis import noise
+from dask_observe.analysis.changes import change_text, code_diff, differences
+from dask_observe.plaintext import short_path
 from dask_observe.report.svg import image
-from dask_observe.text import short_path
 from dask_observe.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dask_observe.store import RunData, Store
+    from dask_observe.store import BaseStore, RunData
 
 #: Columns of ``Comparison.table``.
 COMPARISON_COLUMNS = ("figure", "unit", "a", "b", "ratio", "verdict")
@@ -69,11 +70,11 @@ class Comparison:
         against a (columns ``profiles.PROFILE_CHANGE_COLUMNS``: function,
         filename, lineno, prefix, a_s, b_s, ratio, verdict), largest changes
         first; judged beyond sampling noise and per task where a prefix ran
-        a different number of tasks (see :mod:`dask_observe.profiles`)."""
+        a different number of tasks (see :mod:`dask_observe.analysis.profiles`)."""
         if self.code is None:
             import pandas as pd
 
-            from dask_observe.profiles import PROFILE_CHANGE_COLUMNS
+            from dask_observe.analysis.profiles import PROFILE_CHANGE_COLUMNS
 
             return pd.DataFrame(columns=list(PROFILE_CHANGE_COLUMNS))
         return self.code
@@ -158,7 +159,7 @@ def _shown(value: float | None, unit: str) -> str:
 def figures(run: RunData) -> dict[str, Any]:
     """The figures a comparison reads of one run: (unit, value) by name, and the
     total compute seconds of each prefix."""
-    from dask_observe.figures import (
+    from dask_observe.analysis.figures import (
         cluster_max,
         peak_memory,
         phase_totals,
@@ -331,7 +332,7 @@ def compare(
     b: RunData | int | str,
     *,
     threshold: float | None = None,
-    store: Store | None = None,
+    store: BaseStore | None = None,
     profiles: bool = True,
 ) -> Comparison:
     """Compare run ``b`` against run ``a`` (ratios are ``b / a``).
@@ -414,7 +415,7 @@ def compare(
         fa["summary"], fb["summary"], table, threshold, changed, work=work_changes
     )
     if profiles:  # read now: a comparison outlives the store it was read from
-        from dask_observe.profiles import differential_icicle, profile_changes
+        from dask_observe.analysis.profiles import differential_icicle, profile_changes
 
         comparison.code = profile_changes(run_a, run_b, threshold)
         comparison.code_chart = differential_icicle(run_a, run_b)
@@ -440,7 +441,7 @@ def ratio_text(ratio: float) -> str:
     return "gone" if ratio == 0 else f"{ratio:.2f}x"
 
 
-def _resolve(run: RunData | int | str, store: Store | None) -> RunData:
+def _resolve(run: RunData | int | str, store: BaseStore | None) -> RunData:
     from dask_observe.store import RunData
 
     if isinstance(run, RunData):
@@ -580,7 +581,11 @@ def _prefix_verdicts(
 
 
 def history(
-    store: Store, name: str, *, threshold: float | None = None, last: int | None = None
+    store: BaseStore,
+    name: str,
+    *,
+    threshold: float | None = None,
+    last: int | None = None,
 ) -> pd.DataFrame:
     """The runs named ``name``, oldest first, each judged against the ones
     before it: ``verdict`` is the wall time's (against the spread of five or
@@ -593,7 +598,7 @@ def history(
     the spread their verdicts are judged against)."""
     import pandas as pd
 
-    from dask_observe.figures import peak_memory
+    from dask_observe.analysis.figures import peak_memory
 
     floor = (
         float(config.get("compare.threshold") or 0.1)

@@ -33,7 +33,7 @@ def _version() -> str:
     return str(__version__)
 
 
-def stored_verdict(source: store.Store, run_id: int) -> list[dict[str, Any]] | None:
+def stored_verdict(source: store.BaseStore, run_id: int) -> list[dict[str, Any]] | None:
     """The flags a run raised as judged at its end (dicts of ``Flag``'s
     fields), if this version judged them (another's rules may differ). Reads
     JSON only: no pandas, no judging."""
@@ -73,7 +73,7 @@ _endings: dict[tuple[str, int], Ending] = {}
 _endings_lock = threading.Lock()
 
 
-def begin_ending(source: store.Store, run_id: int) -> Ending:
+def begin_ending(source: store.BaseStore, run_id: int) -> Ending:
     """Register the end of ``run_id`` as being written (see :class:`Ending`)."""
     ending = Ending((str(source.path), run_id))
     with _endings_lock:
@@ -81,7 +81,7 @@ def begin_ending(source: store.Store, run_id: int) -> Ending:
     return ending
 
 
-def _wait_endings(source: store.Store) -> None:
+def _wait_endings(source: store.BaseStore) -> None:
     """Wait for every run end of this store still being written here."""
     with _endings_lock:
         pending = [e for e in _endings.values() if e.key[0] == str(source.path)]
@@ -100,7 +100,7 @@ class Run(store.RunData):
 
     _flags: list[Flag] | None = None
 
-    def __init__(self, source: store.Store, record: dict[str, Any]) -> None:
+    def __init__(self, source: store.BaseStore, record: dict[str, Any]) -> None:
         super().__init__(source, record)
         with _endings_lock:
             self._ending = _endings.get((str(source.path), self.id))
@@ -136,7 +136,7 @@ class Run(store.RunData):
     summary.__doc__ = store.RunData.summary.__doc__
 
     @classmethod
-    def of(cls, source: store.Store, run: int | str = "last") -> Run:
+    def of(cls, source: store.BaseStore, run: int | str = "last") -> Run:
         """The run of that id (or ``"last"``) in any store."""
         return cls(source, source.run_record(run))
 
@@ -162,7 +162,7 @@ class Run(store.RunData):
         exception and traceback for failed tasks; ``ended``, when the
         scheduler learnt that the task ended.
         """
-        from dask_observe.figures import stalls_apart
+        from dask_observe.analysis.figures import stalls_apart
 
         tasks = super().tasks(epoch=epoch)
         stalls_apart(self, tasks)
@@ -173,7 +173,7 @@ class Run(store.RunData):
         distributed's statistical profile of the run's time window (read when
         it ends; a run with under half a second of compute has none): prefix
         ("" for the whole run), function, filename, lineno, self_s, total_s."""
-        from dask_observe.figures import profile_table
+        from dask_observe.analysis.figures import profile_table
 
         return profile_table(self.profile_trees())
 
@@ -265,7 +265,7 @@ class Run(store.RunData):
         )
 
 
-class Store(store.Store):
+class Store(store.BaseStore):
     """The store, whose runs are :class:`Run` s (see ``dask_observe.open_store``)."""
 
     def run(self, run: int | str = "last") -> Run:
@@ -277,13 +277,13 @@ class Store(store.Store):
         _wait_endings(self)
         return super().run_records(limit)
 
-    run_records.__doc__ = store.Store.run_records.__doc__
+    run_records.__doc__ = store.BaseStore.run_records.__doc__
 
     def history(self, name: str, last: int | None = None) -> pd.DataFrame:
         """The runs of that name, oldest first (``last``: the newest that
         many): id, started, status, duration_s, n_tasks, n_failed, n_flags,
         verdict (the wall time's against the runs before), changed (what
         differs from the previous run's environment), peak_memory (bytes)."""
-        from dask_observe.comparison import history
+        from dask_observe.analysis.compare import history
 
         return history(self, name, last=last)

@@ -7,14 +7,14 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self
 
-from dask_observe.store import telemetry
+from dask_observe.store import queries
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dask_observe.store.store import Store
+    from dask_observe.store.store import BaseStore
 
-#: The columns of ``Store.runs()``; ``Run.summary()`` has these keys and more.
+#: The columns of ``BaseStore.runs()``; ``Run.summary()`` has these keys and more.
 RUN_COLUMNS = (
     "id",
     "name",
@@ -81,7 +81,7 @@ class RunData:
     public ``dask_observe.Run`` is this with ``flags()`` and ``report()``.
     """
 
-    def __init__(self, store: Store, record: dict[str, Any]) -> None:
+    def __init__(self, store: BaseStore, record: dict[str, Any]) -> None:
         self.store = store
         self._record = record
 
@@ -149,7 +149,7 @@ class RunData:
 
     def _window(
         self, since: TimeLike | None = None, until: TimeLike | None = None
-    ) -> telemetry.Window:
+    ) -> queries.Window:
         start = self.started
         # A finished run holds what was recorded while it ran: its slice of the
         # store ends at seq_end, and also holds lines stamped just after its end
@@ -160,7 +160,7 @@ class RunData:
             start = max(start, epoch(since))
         if until is not None:
             end = epoch(until) if end is None else min(end, epoch(until))
-        return telemetry.Window(
+        return queries.Window(
             self._record["cluster"],
             start,
             end,
@@ -191,7 +191,7 @@ class RunData:
         Columns: time, level, source, worker, logger, message. Times are UTC
         timestamps, or seconds since the epoch with ``epoch=True``.
         """
-        sql, params = telemetry.log_query(
+        sql, params = queries.log_query(
             self._window(since, until),
             contains=contains,
             regex=regex,
@@ -200,8 +200,8 @@ class RunData:
             source=source,
             own=own,
         )
-        frame = self.store.frame(sql, params, ("seq", *telemetry.LOG_COLUMNS))
-        frame["level"] = telemetry.level_names(frame["level"])
+        frame = self.store.frame(sql, params, ("seq", *queries.LOG_COLUMNS))
+        frame["level"] = queries.level_names(frame["level"])
         return _to_datetimes(frame.drop(columns="seq"), "time", epoch=epoch)
 
     def log_page(
@@ -220,9 +220,9 @@ class RunData:
         if upto is not None:
             end = window.seq_upto
             window = window._replace(seq_upto=upto if end is None else min(end, upto))
-        sql, params = telemetry.stream_query("logs", window, after, limit, logs=filters)
+        sql, params = queries.stream_query("logs", window, after, limit, logs=filters)
         rows = [dict(r) for r in self.store.rows(sql, params)]
-        names = telemetry.level_names(r["level"] for r in rows)
+        names = queries.level_names(r["level"] for r in rows)
         for row, name in zip(rows, names, strict=True):
             row["level"] = name
         return rows
@@ -235,7 +235,7 @@ class RunData:
         exception and traceback for failed tasks; ``ended``, when the scheduler
         learnt that the task ended.
         """
-        sql, params, columns = telemetry.task_query(
+        sql, params, columns = queries.task_query(
             self._window(), self._record.get("span_id")
         )
         frame = self.store.frame(sql, params, columns)
@@ -250,15 +250,15 @@ class RunData:
         Rows whose worker is None are cluster-wide (workers, threads, memory, tasks
         by state).
         """
-        sql, params = telemetry.metric_query(self._window(), name, worker)
+        sql, params = queries.metric_query(self._window(), name, worker)
         return _to_datetimes(
-            self.store.frame(sql, params, telemetry.METRIC_COLUMNS), "time", epoch=epoch
+            self.store.frame(sql, params, queries.METRIC_COLUMNS), "time", epoch=epoch
         )
 
     def events(self, kind: str | None = None, *, epoch: bool = False) -> pd.DataFrame:
         """Lifecycle events: workers added and removed, restarts, drops, topics."""
-        sql, params = telemetry.event_query(self._window(), kind)
-        frame = self.store.frame(sql, params, telemetry.EVENT_COLUMNS)
+        sql, params = queries.event_query(self._window(), kind)
+        frame = self.store.frame(sql, params, queries.EVENT_COLUMNS)
         frame["data"] = [json.loads(d) for d in frame["data"]]
         return _to_datetimes(frame, "time", epoch=epoch)
 

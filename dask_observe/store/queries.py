@@ -294,11 +294,16 @@ def event_query(window: Window, kind: str | None) -> tuple[str, list[Any]]:
     return _select("events", EVENT_COLUMNS, window, kind=kind)
 
 
-def task_query(window: Window, span_id: str | None) -> tuple[str, list[Any], list[str]]:
+def task_query(
+    window: Window, span_id: str | None, columns: Sequence[str] | None = None
+) -> tuple[str, list[Any], list[str]]:
     """Tasks of a run, in the order they ended: those of its span (and of spans
     opened inside it, whenever they ended), or, for a run without a span, all that
-    ended in its window."""
-    columns = [c for c in TASK_COLUMNS if c != "duration_s"]  # derived on reading
+    ended in its window. ``columns``: only these (default: TASK_COLUMNS but the
+    derived ``duration_s``)."""
+    if columns is None:
+        columns = [c for c in TASK_COLUMNS if c != "duration_s"]  # derived on reading
+    columns = list(columns)
     selected = ["time AS ended" if c == "ended" else c for c in columns]
     if not span_id:
         sql, params = _select("tasks", selected, window, order="seq")
@@ -311,6 +316,14 @@ def task_query(window: Window, span_id: str | None) -> tuple[str, list[Any], lis
         order="seq",
     )
     return sql, params, columns
+
+
+def first_seq_since(kind: str) -> str:
+    """SQL for the first row of ``kind`` (logs, metrics, events) written at or
+    after a time (its one parameter)."""
+    if kind not in ("logs", "metrics", "events"):
+        raise ValueError(f"no rows of kind {kind!r}")
+    return f"SELECT min(seq) AS seq FROM {kind} WHERE time >= ?"
 
 
 def level_names(levels: Iterable[int]) -> list[str]:

@@ -1,0 +1,110 @@
+"""The reading subcommands that ``dask-observe`` and ``%dask_observe`` share,
+defined once: their arguments (same names, same meaning, same help) and the
+queries behind them. Each front end adds what is its own (the CLI's
+``--follow`` and ``--force``, the magics' ``--store`` on each subcommand,
+``start`` and ``stop``) and prints in its own way.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dask_observe.api import Run
+
+#: Helps of the reading subcommands, by name.
+HELP = {
+    "runs": "list recorded runs, newest first",
+    "logs": "log lines of a run, oldest first",
+    "flags": "what went wrong in a run, and why",
+    "stacks": "where tasks that ran far beyond their peers waited",
+    "report": "a run's report, as one offline HTML page",
+    "compare": "two runs side by side: b against a, with ratios",
+    "history": "the runs of one name, each judged against the ones before",
+}
+
+#: Where the log lines come from.
+SOURCES = ("scheduler", "worker", "nanny")
+
+
+def add_run(parser: argparse.ArgumentParser, *, optional: bool) -> None:
+    """The run a subcommand reads: an id, or ``last`` (the default where
+    ``optional``: a notebook's newest run is the one just recorded)."""
+    if optional:
+        parser.add_argument("run", nargs="?", default="last", help="a run id, or last")
+    else:
+        parser.add_argument("run", help="a run id, or last")
+
+
+def add_log_filters(parser: argparse.ArgumentParser) -> None:
+    """What ``logs`` shows: each filter narrows the lines (they combine)."""
+    parser.add_argument(
+        "--filter", metavar="TEXT", help="lines containing TEXT (any case)"
+    )
+    parser.add_argument("--regex", action="store_true", help="--filter is a regex")
+    parser.add_argument("--worker", metavar="ADDRESS", help="lines about this worker")
+    parser.add_argument("--level", help="lowest level: debug, info, warning, error")
+    parser.add_argument("--source", choices=SOURCES)
+    parser.add_argument(
+        "--own", action="store_true", help="also lines about dask-observe's plugins"
+    )
+
+
+def log_filters(args: argparse.Namespace) -> dict[str, Any]:
+    """The filters of ``add_log_filters`` as ``Run.logs`` and ``Run.log_page``
+    take them."""
+    return {
+        "contains": args.filter,
+        "regex": args.regex,
+        "level": args.level,
+        "worker": args.worker,
+        "source": args.source,
+        "own": args.own,
+    }
+
+
+def add_compare(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", help="the earlier run: an id, or last")
+    parser.add_argument("b", help="the run compared against it")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="relative change marked as regression (default 0.1)",
+    )
+
+
+def add_history(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="the runs' name (e.g. of a nightly recording)")
+
+
+def add_reading(
+    commands: Any,
+    *,
+    run_optional: bool,
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> dict[str, argparse.ArgumentParser]:
+    """Add the reading subcommands to ``commands`` (an argparse subparsers
+    action) and return their parsers by name; ``extra`` adds a front end's
+    own arguments to each (the magics' ``--store``)."""
+    parsers = {
+        name: commands.add_parser(name, help=text) for name, text in HELP.items()
+    }
+    for name in ("logs", "flags", "stacks", "report"):
+        add_run(parsers[name], optional=run_optional)
+    add_log_filters(parsers["logs"])
+    add_compare(parsers["compare"])
+    add_history(parsers["history"])
+    if extra is not None:
+        for parser in parsers.values():
+            extra(parser)
+    return parsers
+
+
+def logs(run: Run, args: argparse.Namespace, **more: Any) -> pd.DataFrame:
+    """The lines ``logs`` shows of ``run``."""
+    return run.logs(**log_filters(args), **more)

@@ -1,0 +1,88 @@
+"""Putting the capture on a cluster (its plugins, shipped as source, so that
+a cluster needs nothing of ours installed), and finding its dashboard."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from dask_observe.capture.wire import VERSION as WIRE_VERSION
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+
+class CaptureUnavailable(Exception):
+    """dask-observe's plugins cannot run on this cluster; the message says why."""
+
+
+class CaptureUnavailableWarning(UserWarning):
+    """A run is recorded partially: the capture plugins do not run on the cluster."""
+
+
+def install_capture(client: Client) -> dict[str, Any]:
+    """Make sure the capture plugins run on the client's cluster, shipping them
+    if need be; return what the scheduler plugin says of itself (its ``hello``).
+
+    Raises
+    ------
+    CaptureUnavailable
+        When the plugins cannot be installed (a scheduler that refuses plugins,
+        a worker whose setup failed, ...) or the cluster runs a capture of
+        another wire version, which this recorder will not misread.
+    """
+    from dask_observe.recording import plugins
+
+    try:
+        hello = plugins.hello(client)
+        if hello is None:
+            plugins.register(client, plugins.capture_settings(since=time.time()))
+            hello = plugins.hello(client)
+    except Exception as e:
+        raise CaptureUnavailable(
+            f"the cluster did not take dask-observe's capture plugins ({e})"
+        ) from e
+    if hello is None:
+        raise CaptureUnavailable(
+            "the cluster did not take dask-observe's capture plugins (they were "
+            "registered, but the scheduler does not run them)"
+        )
+    if hello.get("wire") != WIRE_VERSION:
+        raise CaptureUnavailable(
+            f"the cluster runs the capture of another dask-observe (wire version "
+            f"{hello.get('wire')}; this one reads version {WIRE_VERSION}), registered "
+            "by another client; restart the scheduler to record it fully"
+        )
+    return hello
+
+
+def dashboard_address(client: Client, hello: dict[str, Any] | None) -> str | None:
+    """``http(s)://host:port`` of the scheduler's dashboard, or None without one.
+
+    The capture plugin says where the dashboard's HTTP server listens; when that
+    is every interface (or the plugin is not there to say) the host is the one
+    this client reaches the scheduler at, and for a scheduler in this very
+    process (``inproc://``) the loopback address.
+    """
+    from urllib.parse import urlsplit
+
+    shown = (hello or {}).get("dashboard") or {}
+    port = shown.get("port")
+    if port is None and hello is None:
+        try:
+            port = client.scheduler_info().get("services", {}).get("dashboard")
+        except Exception:  # a scheduler that cannot say: no dashboard to offer
+            return None
+    scheduler = client.scheduler
+    if not port or scheduler is None:
+        return None
+    address = urlsplit(str(scheduler.address))
+    host = shown.get("host") or (
+        "127.0.0.1" if address.scheme == "inproc" else address.hostname
+    )
+    if not host:
+        return None
+    if ":" in host:  # an IPv6 address goes in brackets
+        host = f"[{host}]"
+    scheme = "https" if shown.get("tls") else "http"
+    return f"{scheme}://{host}:{int(port)}"

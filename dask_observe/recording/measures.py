@@ -1,0 +1,102 @@
+"""What a run measured besides its telemetry: distributed's fine performance
+metrics (the span's, and the cluster's meanwhile) and its statistical profile."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+#: (context, prefix, activity, unit) -> value.
+FineTotals = dict[tuple[str, str, str, str], float]
+#: (context, prefix, activity, unit, value).
+FineRow = tuple[str, str, str, str, float]
+
+#: Compute seconds a run needs for its profile to be read (10 ms samples).
+PROFILE_S = 0.5
+#: Task prefixes (those with the most compute) whose own profiles are read.
+PROFILE_PREFIXES = 10
+
+
+def fine_map(rows: Any) -> dict[tuple[str, str, str, str], float]:
+    """(context, prefix, activity, unit) -> value, from the scheduler plugin's
+    fine metrics rows."""
+    return {(str(c), str(p), str(a), str(u)): float(v) for c, p, a, u, v in rows}
+
+
+def fine_rows(
+    totals: FineTotals,
+    of_span: FineTotals,
+    before: FineTotals,
+    *,
+    span_id: str | None,
+    adopted: bool,
+) -> list[FineRow]:
+    """The run's fine metrics: its span's (``of_span``), and the cluster's
+    meanwhile (``totals`` less ``before``, the totals as it started) in the
+    contexts that no span holds (all of them without a span). A run whose
+    tasks went (some of them) to an older span (``adopted``) has no span of
+    its own to read: it takes the cluster's, as a whole-cluster run."""
+    if any(totals.get(k, 0.0) < v for k, v in before.items()):
+        before = {}  # a new scheduler counts from zero
+    rows = [
+        (c, p, a, u, value - before.get((c, p, a, u), 0.0))
+        for (c, p, a, u), value in totals.items()
+    ]
+    if span_id is not None and not adopted:
+        spanned = ("execute", "p2p")  # distributed.spans.CONTEXTS_WITH_SPAN_ID
+        rows = [r for r in rows if r[0] not in spanned]
+        rows += [(*k, v) for k, v in of_span.items()]
+    return [r for r in rows if r[-1]]
+
+
+def profiles(client: Client, started: float, fine: list[FineRow]) -> dict[str, Any]:
+    """distributed's statistical profile of a run's time window (it began at
+    ``started``, and measured ``fine``): the whole
+    cluster's (prefix "") and each task prefix's (the PROFILE_PREFIXES with
+    the most compute). A run with less compute than PROFILE_S has too few
+    samples to say anything, and pays nothing for it.
+
+    The window starts at the first profile cycle (1 s) that ended after the
+    run's start: up to a second before it (idle threads are not sampled,
+    so that adds only what else ran just before).
+    """
+    import dask.config
+    from dask.utils import parse_timedelta
+
+    from dask_observe.analysis.figures import (
+        merge_profiles,
+        prune_profile,
+        subtract_profile,
+    )
+    from dask_observe.recording import plugins
+
+    compute: dict[str, float] = {}
+    for context, prefix, activity, unit, value in fine:
+        busy = activity != "idle or other spans"
+        if context == "execute" and unit == "seconds" and prefix and busy:
+            compute[prefix] = compute.get(prefix, 0.0) + value
+    if sum(compute.values()) < PROFILE_S:
+        return {}
+    prefixes = sorted(compute, key=lambda p: -compute[p])[:PROFILE_PREFIXES]
+    trees = plugins.profiles(client, started, prefixes)
+    interval = float(
+        parse_timedelta(
+            dask.config.get("distributed.worker.profile.interval"), default="ms"
+        )
+    )
+    whole = trees.pop("")
+    counted = {p: tree for p, tree in trees.items() if tree.get("count")}
+    by_prefix = {p: prune_profile(tree, interval) for p, tree in counted.items()}
+    # A prefix's tree tells which function its task threads were in even
+    # at the innermost frame, which the whole tree cannot where one caller
+    # (dask's ``__call__``) runs several task functions. So the whole run
+    # is the sum of its prefixes' trees and of what is left of the whole
+    # without them (other prefixes; work beside the run on a shared
+    # cluster, or just before it in the window's first second).
+    rest = subtract_profile(whole, list(counted.values()))
+    parts = list(by_prefix.values())
+    if rest.get("count") or not parts:
+        parts.append(prune_profile(rest, interval, of=whole.get("count", 0)))
+    return {"": merge_profiles(parts, interval), **by_prefix}

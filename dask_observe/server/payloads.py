@@ -1,0 +1,159 @@
+"""What the server's routes and stream send, one type per record kind, and
+the one function that makes each from what the store holds. ``src/api.ts``
+mirrors these types field for field (``tests/test_server_api.py`` holds them
+to it). Times are seconds since the epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, TypedDict
+
+
+class RunPayload(TypedDict):
+    """A run, as ``runs`` lists it (``IRun``)."""
+
+    id: int
+    name: str
+    status: Literal["running", "finished", "failed", "interrupted"]
+    started: float
+    ended: float | None
+    duration_s: float | None
+    n_tasks: int
+    n_failed: int
+    n_flags: int
+    cluster: str | None
+    partial: str | None
+
+
+class ClusterPayload(TypedDict):
+    """A cluster a recorder watched (``ICluster``)."""
+
+    id: str
+    address: str
+    dashboard: str | None
+    first_seen: float
+    last_seen: float
+    alive: bool
+
+
+class HistoryRunPayload(TypedDict):
+    """A run in the history of its name (``IHistoryRun``)."""
+
+    id: int
+    started: float
+    status: str
+    duration_s: float | None
+    peak_memory: float | None
+    verdict: str
+    changed: list[str]
+    prefixes: dict[str, str]
+
+
+class HistoryPayload(TypedDict):
+    """The runs sharing a name, oldest first (``IHistory``)."""
+
+    name: str
+    runs: list[HistoryRunPayload]
+
+
+class EvidencePayload(TypedDict):
+    """A line of a flag's evidence."""
+
+    time: float
+    worker: str | None
+    text: str
+
+
+class FlagPayload(TypedDict):
+    """A flag (``IFlag``): what a rule raised, why, and what to do."""
+
+    time: float
+    kind: str
+    severity: Literal["info", "warning", "error"]
+    worker: str | None
+    message: str
+    advice: str
+    evidence: list[EvidencePayload]
+
+
+class LogLinePayload(TypedDict):
+    """A log line (``ILogLine``)."""
+
+    seq: int
+    time: float
+    level: str
+    source: str
+    worker: str | None
+    logger: str
+    message: str
+
+
+class MetricPayload(TypedDict):
+    """One value of one worker, or of the cluster (``IMetric``)."""
+
+    seq: int
+    time: float
+    worker: str | None
+    name: str
+    value: float
+
+
+class EventPayload(TypedDict):
+    """A lifecycle event: worker-added, worker-removed, ... (``IEvent``)."""
+
+    seq: int
+    time: float
+    kind: str
+    worker: str | None
+    data: dict[str, Any]
+
+
+#: The fields of a flag, in the order sent.
+FLAG_FIELDS = tuple(FlagPayload.__annotations__)
+
+
+def flag_payload(flag: Mapping[str, Any]) -> FlagPayload:
+    """A flag as sent, from its fields (a verdict's stored JSON, or
+    ``dataclasses.asdict`` of a judged ``Flag``): the only serialiser of
+    flags, for the REST routes and the stream alike."""
+    return FlagPayload(
+        time=float(flag["time"]),
+        kind=str(flag["kind"]),
+        severity=flag["severity"],
+        worker=flag.get("worker"),
+        message=str(flag["message"]),
+        advice=str(flag["advice"]),
+        evidence=list(flag.get("evidence") or []),
+    )
+
+
+def run_payload(record: Mapping[str, Any]) -> RunPayload:
+    """A run of the listing, from its record (``BaseStore.run_records``):
+    the fields the panel shows, not the settings and environment each run
+    keeps (a worker's packages, config: kilobytes a run, every poll)."""
+    return RunPayload(
+        id=int(record["id"]),
+        name=str(record["name"]),
+        status=record["status"],
+        started=float(record["started"]),
+        ended=record["ended"],
+        duration_s=record["duration_s"],
+        n_tasks=int(record["n_tasks"] or 0),
+        n_failed=int(record["n_failed"] or 0),
+        n_flags=int(record["n_flags"] or 0),
+        cluster=record["cluster"],
+        partial=record.get("partial"),
+    )
+
+
+def cluster_payload(record: Mapping[str, Any]) -> ClusterPayload:
+    """A cluster, from its record (``BaseStore.clusters``)."""
+    return ClusterPayload(
+        id=str(record["id"]),
+        address=str(record["address"]),
+        dashboard=record["dashboard"],
+        first_seen=float(record["first_seen"]),
+        last_seen=float(record["last_seen"]),
+        alive=bool(record["alive"]),
+    )

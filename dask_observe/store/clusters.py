@@ -1,0 +1,140 @@
+"""The store's clusters (which recorders watch, which are live) and the
+telemetry pulled from them: ingested in batches with their cursor, read back
+as DataFrames."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from dask_observe.store import queries
+from dask_observe.store.connection import StoreConnection
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+#: How recently a recorder must have reported a cluster for it to count as alive
+#: (recorders report every few seconds while they run).
+CLUSTER_ALIVE_S = 15.0
+
+
+def cluster_id_of(address: str) -> str:
+    """A short, stable, URL-safe name for a scheduler address."""
+    return hashlib.sha256(address.encode()).hexdigest()[:12]
+
+
+class Telemetry(StoreConnection):
+    """The clusters and telemetry of a store (see :class:`BaseStore`)."""
+
+    # -- clusters ----------------------------------------------------------------
+    def register_cluster(self, address: str, dashboard: str | None) -> str:
+        """Record that a recorder watches the scheduler at ``address`` (whose
+        dashboard, if any, is served at ``dashboard``); return the cluster's id."""
+        cluster_id = cluster_id_of(address)
+        now = time.time()
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT INTO clusters (id, address, dashboard, first_seen, last_seen)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (address) DO UPDATE"
+                " SET dashboard = excluded.dashboard, last_seen = excluded.last_seen",
+                (cluster_id, address, dashboard, now, now),
+            )
+        return cluster_id
+
+    def touch_cluster(self, address: str) -> None:
+        """A recorder still watches this cluster."""
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE clusters SET last_seen = ? WHERE address = ?",
+                (time.time(), address),
+            )
+
+    def clusters(self) -> list[dict[str, Any]]:
+        """Every cluster recorders have watched, most recently seen first, with
+        ``alive``: whether a recorder reported it within CLUSTER_ALIVE_S."""
+        now = time.time()
+        return [
+            {**dict(row), "alive": now - row["last_seen"] < CLUSTER_ALIVE_S}
+            for row in self._query("SELECT * FROM clusters ORDER BY last_seen DESC")
+        ]
+
+    def cluster(self, cluster_id: str) -> dict[str, Any] | None:
+        """One cluster by its id, or None."""
+        rows = self._query("SELECT * FROM clusters WHERE id = ?", (cluster_id,))
+        return dict(rows[0]) if rows else None
+
+    # -- telemetry ---------------------------------------------------------------
+    def cursor(self, cluster: str) -> tuple[str | None, int]:
+        """The scheduler plugin instance and record number the store holds up to."""
+        rows = self._query(
+            "SELECT instance, seq FROM cursors WHERE cluster = ?", (cluster,)
+        )
+        return (rows[0]["instance"], rows[0]["seq"]) if rows else (None, 0)
+
+    def ingest(
+        self,
+        cluster: str,
+        records: Sequence[tuple[int, Sequence[Any]]],
+        *,
+        read_at: tuple[str | None, int],
+        instance: str,
+        last: int,
+        dropped: dict[str, int] | None = None,
+    ) -> int | None:
+        """Write a pulled batch and move the cursor to ``last``, atomically.
+
+        ``read_at`` is the cursor the batch was pulled from. When another writer
+        (a thread or process recording the same cluster) has moved the cursor
+        since, nothing is written and None is returned: no record is stored twice.
+        ``dropped`` is the plugin's running totals of records dropped unread, by
+        kind; the store records what is new since the last batch.
+        """
+        dropped = dropped or {}
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT instance, seq, dropped FROM cursors WHERE cluster = ?",
+                (cluster,),
+            ).fetchone()
+            current = (row["instance"], row["seq"]) if row else (None, 0)
+            if current != read_at:
+                return None
+            before = (
+                json.loads(row["dropped"])
+                if row and row["instance"] == instance
+                else {}
+            )
+            lost = {kind: n - before.get(kind, 0) for kind, n in dropped.items()}
+            written = queries.ingest(conn, cluster, records, lost)
+            conn.execute(
+                "INSERT INTO cursors (cluster, instance, seq, dropped)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (cluster) DO UPDATE"
+                " SET instance = excluded.instance, seq = excluded.seq,"
+                " dropped = excluded.dropped",
+                (cluster, instance, last, json.dumps(dropped)),
+            )
+        return written
+
+    def append(self, cluster: str, records: Sequence[Sequence[Any]]) -> int:
+        """Write records that came by another way than a pull (what a partial
+        run read from distributed at its end), numbered after everything
+        stored; the cursor of the cluster's pulls is left alone."""
+        with self._transaction() as conn:
+            return queries.ingest(conn, cluster, list(enumerate(records)), {})
+
+    def frame(
+        self, sql: str, params: Sequence[Any], columns: Sequence[str]
+    ) -> pd.DataFrame:
+        """The rows of a query as a DataFrame with these column names."""
+        import pandas as pd
+
+        with self._lock:
+            # Plain tuples: sqlite3.Row objects cost a third more to fetch and
+            # convert (a million tasks: 4.4 s against 3.2 s, and 0.6 s more).
+            cursor = self._conn.cursor()
+            cursor.row_factory = None
+            rows = cursor.execute(sql, tuple(params)).fetchall()
+        return pd.DataFrame(rows, columns=list(columns))

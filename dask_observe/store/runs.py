@@ -1,0 +1,281 @@
+"""The store's runs: written as they start and end (with their settings,
+environment, verdict, fine metrics and profiles), read as records."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dask_observe.store import redaction, retention
+from dask_observe.store.connection import (
+    HOST,
+    RunNotFound,
+    StoreConnection,
+    StoreError,
+    pid_alive,
+)
+from dask_observe.store.redaction import Redacted
+from dask_observe.store.rundata import RUN_COLUMNS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from dask_observe.redact import Redactor
+
+RUN_STATUSES = ("running", "finished", "failed", "interrupted")
+
+
+def _json_scalar(value: Any) -> Any:
+    """JSON for numpy's scalars (a flag's evidence may hold them); text for
+    anything else JSON cannot say (a verdict is kept, whatever a rule put in)."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def _run_row(row: sqlite3.Row) -> dict[str, Any]:
+    record = dict(zip(row.keys(), row, strict=True))
+    if (
+        record["status"] == "running"
+        and record["host"] == HOST
+        and not pid_alive(record["pid"])
+    ):
+        # Its recording process is gone (killed, crashed): every reader says
+        # so at once, the read-only ones too (a writer's next open stores it).
+        record["status"] = "interrupted"
+    for column in ("settings", "environment"):  # JSON
+        value = record.get(column)
+        record[column] = json.loads(value) if value else None
+    ended = record["ended"]
+    record["duration_s"] = None if ended is None else ended - record["started"]
+    return record
+
+
+class Runs(StoreConnection):
+    """The runs of a store (see :class:`BaseStore`)."""
+
+    # -- runs: writing -----------------------------------------------------------
+    def create_run(
+        self, name: str, *, cluster: str | None = None, span_id: str | None = None
+    ) -> int:
+        """Insert a new ``running`` run and return its id."""
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO runs"
+                " (name, status, started, cluster, span_id, host, pid, seq_start)"
+                " VALUES (?, 'running', ?, ?, ?, ?, ?, (SELECT value FROM sequence))",
+                (
+                    name,
+                    time.time(),
+                    cluster,
+                    span_id,
+                    HOST,
+                    os.getpid(),
+                ),
+            )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def end_run(
+        self,
+        run_id: int,
+        status: str,
+        *,
+        n_tasks: int = 0,
+        n_failed: int = 0,
+        ended: float | None = None,
+        partial: str | None = None,
+    ) -> None:
+        """Close a run with its final status and counts; ``partial`` says why
+        it was not kept whole (kept with the end: a store short of room may
+        take one write and not two)."""
+        if status not in RUN_STATUSES or status == "running":
+            raise ValueError(f"a run cannot end as {status!r}")
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET status = ?, ended = ?, n_tasks = ?, n_failed = ?,"
+                " seq_end = (SELECT value FROM sequence),"
+                " partial = coalesce(?, partial) WHERE id = ?",
+                (status, ended or time.time(), n_tasks, n_failed, partial, run_id),
+            )
+
+    def set_partial(self, run_id: int, why: str) -> None:
+        """Mark a run as recorded partially, and say why."""
+        with self._transaction() as conn:
+            conn.execute("UPDATE runs SET partial = ? WHERE id = ?", (why, run_id))
+
+    def set_settings(
+        self, run_id: int, settings: dict[str, Any], environment: dict[str, Any]
+    ) -> None:
+        """The settings a run is judged under (see ``Run.settings``) and the
+        environment it ran in (``Run.environment``)."""
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET settings = ?, environment = ? WHERE id = ?",
+                (json.dumps(settings), json.dumps(environment), run_id),
+            )
+
+    def set_environment(self, run_id: int, environment: dict[str, Any]) -> None:
+        """The environment a run started in, kept until its end completes it
+        (``set_settings``)."""
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET environment = ? WHERE id = ?",
+                (json.dumps(environment), run_id),
+            )
+
+    def set_verdict(
+        self, run_id: int, flags: Sequence[dict[str, Any]], version: str
+    ) -> None:
+        """The flags a finished run raised (JSON-able dicts), judged by that
+        version of dask-observe; their count goes in the run's row, for
+        listings."""
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET n_flags = ? WHERE id = ?", (len(flags), run_id)
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO verdicts (run_id, version, flags)"
+                " VALUES (?, ?, ?)",
+                (run_id, version, json.dumps(list(flags), default=_json_scalar)),
+            )
+
+    def verdict(self, run_id: int) -> tuple[str, list[dict[str, Any]]] | None:
+        """The version that judged a run and the flags it raised (see
+        :meth:`set_verdict`); None for a run never judged at its end."""
+        rows = self._query(
+            "SELECT version, flags FROM verdicts WHERE run_id = ?", (run_id,)
+        )
+        return (rows[0]["version"], json.loads(rows[0]["flags"])) if rows else None
+
+    def set_fine_metrics(
+        self, run_id: int, rows: Sequence[tuple[str, str, str, str, float]]
+    ) -> None:
+        """A run's fine performance metrics: (context, prefix, activity, unit,
+        value) rows, replacing any stored before."""
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM fine_metrics WHERE run_id = ?", (run_id,))
+            conn.executemany(
+                "INSERT INTO fine_metrics"
+                " (run_id, context, prefix, activity, unit, value)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [(run_id, *row) for row in rows],
+            )
+
+    def set_profiles(self, run_id: int, trees: dict[str, Any]) -> None:
+        """A run's profile trees by prefix ("" for the whole run), as JSON."""
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM profiles WHERE run_id = ?", (run_id,))
+            conn.executemany(
+                "INSERT INTO profiles (run_id, prefix, tree) VALUES (?, ?, ?)",
+                [(run_id, p, json.dumps(tree)) for p, tree in trees.items()],
+            )
+
+    def profiles(self, run_id: int) -> dict[str, Any]:
+        """A run's profile trees by prefix (see :meth:`set_profiles`)."""
+        rows = self._query(
+            "SELECT prefix, tree FROM profiles WHERE run_id = ? ORDER BY prefix",
+            (run_id,),
+        )
+        return {row["prefix"]: json.loads(row["tree"]) for row in rows}
+
+    def prune(
+        self,
+        policy: retention.Policy,
+        *,
+        dry_run: bool = False,
+        keep: Collection[int] = (),
+    ) -> retention.Pruned:
+        """Remove the runs ``policy`` lets go, with their telemetry, and give
+        the space back (see :mod:`dask_observe.store.retention`); a running run
+        is never pruned, nor one in ``keep``. ``dry_run`` says what would go
+        and changes nothing."""
+        if self.readonly and not dry_run:
+            raise StoreError(f"the store {self.path} is open read-only")
+        with self._lock:
+            return retention.prune(
+                self._conn, self.path, self.run_records(), policy,
+                dry_run=dry_run, keep=keep,
+            )  # fmt: skip
+
+    def redact(self, redactor: Redactor, *, dry_run: bool = False) -> Redacted:
+        """Rewrite what the store holds through ``redactor`` (runs recorded
+        before its rules; see :mod:`dask_observe.store.redaction`);
+        ``dry_run`` counts what would change and changes nothing."""
+        if self.readonly and not dry_run:
+            raise StoreError(f"the store {self.path} is open read-only")
+        with self._lock:
+            return redaction.redact(
+                self._conn, self._transaction, redactor, dry_run=dry_run
+            )
+
+    # -- runs: reading -----------------------------------------------------------
+    def run_records(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """All runs, newest first, as dicts with the columns of :meth:`runs`.
+        A running run's ``n_tasks`` and ``n_failed`` count its tasks stored so
+        far (a run's end stores them: "running · 0 tasks" showed on the card
+        of a run whose cell had done hundreds)."""
+        sql = "SELECT * FROM runs ORDER BY id DESC"
+        params: tuple[Any, ...] = ()
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = (limit,)
+        records = [_run_row(row) for row in self._query(sql, params)]
+        for record in records:
+            if record["status"] == "running" and record["span_id"]:
+                record["n_tasks"], record["n_failed"] = self._tasks_so_far(record)
+        return records
+
+    def _tasks_so_far(self, record: dict[str, Any]) -> tuple[int, int]:
+        """Tasks of a running run's span stored since it began, and those erred."""
+        (row,) = self._query(
+            "SELECT count(*) AS n, coalesce(sum(status = 'erred'), 0) AS erred"
+            " FROM tasks WHERE seq > ? AND cluster = ? AND instr(span_ids, ?) > 0",
+            (record["seq_start"] or 0, record["cluster"], record["span_id"]),
+        )
+        return int(row["n"]), int(row["erred"])
+
+    def runs(self) -> pd.DataFrame:
+        """All runs, newest first.
+
+        Columns: id, name, status, started, ended, duration_s, n_tasks, n_failed,
+        n_flags, cluster. Times are timezone-aware UTC timestamps.
+        """
+        import pandas as pd
+
+        frame = pd.DataFrame(self.run_records(), columns=list(RUN_COLUMNS))
+        for column in ("started", "ended"):
+            frame[column] = pd.to_datetime(frame[column], unit="s", utc=True)
+        # Numbers, NaN while a run records: with every run still running the
+        # column held only None, an object column no arithmetic takes.
+        frame["duration_s"] = frame["duration_s"].astype("float64")
+        return frame
+
+    def run_record(self, run: int | str) -> dict[str, Any]:
+        """One run as a dict; ``run`` is an id or ``"last"``."""
+        if run == "last":
+            rows = self._query("SELECT * FROM runs ORDER BY id DESC LIMIT 1")
+            if not rows:
+                raise RunNotFound(f"the store {self.path} holds no runs yet")
+            return _run_row(rows[0])
+        try:
+            run_id = int(run)
+            if isinstance(run, bool) or not 0 <= run_id < 2**63:
+                raise ValueError(run)  # SQLite cannot even bind it
+        except (TypeError, ValueError):
+            raise RunNotFound(
+                f"{run!r} is not a run id (a number, or 'last'); {self._latest_hint()}"
+            ) from None
+        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if not rows:
+            raise RunNotFound(f"no run {run_id} in {self.path}; {self._latest_hint()}")
+        return _run_row(rows[0])
+
+    def _latest_hint(self) -> str:
+        latest = self.run_records(limit=5)
+        if not latest:
+            return "the store holds no runs yet"
+        listed = ", ".join(f"{r['id']} ({r['name']})" for r in latest)
+        return f"the latest runs are {listed}"
