@@ -4,10 +4,15 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 
-import { MainAreaWidget } from '@jupyterlab/apputils';
+import {
+  ICommandPalette,
+  MainAreaWidget,
+  WidgetTracker
+} from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
 import { find } from '@lumino/algorithm';
+import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { IPanelSettings, ObservePanel } from './panel';
 import { ITarget } from './stream';
@@ -31,39 +36,71 @@ const plugin: JupyterFrontEndPlugin<IDaskObserve> = {
   description: 'A side panel that shows what dask-observe recorded.',
   autoStart: true,
   provides: IDaskObserve,
-  optional: [ILayoutRestorer, ISettingRegistry, IStateDB],
+  optional: [ILayoutRestorer, ISettingRegistry, IStateDB, ICommandPalette],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     registry: ISettingRegistry | null,
-    state: IStateDB | null
+    state: IStateDB | null,
+    palette: ICommandPalette | null
   ): IDaskObserve => {
     const { commands, shell } = app;
+    // The main-area tabs (reports, comparisons, dashboards, logs), each with
+    // the command and arguments that opened it: the layout restorer opens
+    // them again after a reload.
+    const tracker = new WidgetTracker<MainAreaWidget>({
+      namespace: 'dask-observe'
+    });
+    const openedBy = new WeakMap<MainAreaWidget, ReadonlyPartialJSONObject>();
     // A tab already open for the same page is brought forward, not doubled.
-    const show = (widget: MainAreaWidget): void => {
+    const show = (
+      widget: MainAreaWidget,
+      command: string,
+      args: ReadonlyPartialJSONObject
+    ): void => {
       const open = find(shell.widgets('main'), w => w.id === widget.id);
       if (open) {
         widget.dispose();
         shell.activateById(open.id);
         return;
       }
+      openedBy.set(widget, { command, args });
       shell.add(widget, 'main');
+      void tracker.add(widget);
       shell.activateById(widget.id);
     };
 
     commands.addCommand(CommandIDs.openReport, {
       label: args => `Open the report of run ${args.run}`,
-      execute: args => show(reportTab(Number(args.run)))
+      execute: args =>
+        show(reportTab(Number(args.run)), CommandIDs.openReport, args)
     });
     commands.addCommand(CommandIDs.openDashboard, {
       label: args => `Open the Dask dashboard: ${args.page ?? 'status'}`,
       execute: args =>
-        show(dashboardTab(String(args.cluster), String(args.page ?? 'status')))
+        show(
+          dashboardTab(String(args.cluster), String(args.page ?? 'status')),
+          CommandIDs.openDashboard,
+          args
+        )
     });
 
     commands.addCommand(CommandIDs.openComparison, {
       label: args => `Compare run ${args.b} with run ${args.a}`,
-      execute: args => show(comparisonTab(Number(args.a), Number(args.b)))
+      execute: args =>
+        show(
+          comparisonTab(Number(args.a), Number(args.b)),
+          CommandIDs.openComparison,
+          args
+        )
+    });
+    commands.addCommand(CommandIDs.restoreTab, {
+      label: 'Open a Dask Observe tab again',
+      execute: args =>
+        commands.execute(
+          String(args.command),
+          (args.args ?? {}) as ReadonlyPartialJSONObject
+        )
     });
 
     const panel = new ObservePanel({
@@ -87,11 +124,20 @@ const plugin: JupyterFrontEndPlugin<IDaskObserve> = {
             ? { run: Number(args.run) }
             : { cluster: String(args.cluster) };
         const label = String(args.label ?? args.cluster ?? `run ${args.run}`);
-        show(new LogsTab(panel.logsTabOptions(target, label)));
+        show(
+          new LogsTab(panel.logsTabOptions(target, label)),
+          CommandIDs.openLogs,
+          args
+        );
       }
     });
     shell.add(panel, 'left', { rank: 900 });
     restorer?.add(panel, panel.id);
+    void restorer?.restore(tracker, {
+      command: CommandIDs.restoreTab,
+      args: widget => openedBy.get(widget) ?? {},
+      name: widget => widget.id
+    });
 
     if (state) {
       // The sections the user folded stay folded in the next session.
@@ -131,6 +177,32 @@ const plugin: JupyterFrontEndPlugin<IDaskObserve> = {
       label: 'Open the Dask Observe panel',
       execute: () => shell.activateById(panel.id)
     });
+    commands.addCommand(CommandIDs.openLiveLogs, {
+      label: 'Open the logs the panel follows in a tab',
+      execute: () => panel.openLogsTab()
+    });
+    commands.addCommand(CommandIDs.openNewestReport, {
+      label: 'Open the report of the newest run',
+      isEnabled: () => panel.runsModel.items.length > 0,
+      execute: () => {
+        const newest = panel.runsModel.items[0];
+        if (newest) {
+          void commands.execute(CommandIDs.openReport, { run: newest.id });
+        }
+      }
+    });
+    commands.addCommand(CommandIDs.backToLive, {
+      label: 'Follow the live cluster again (leave a replayed run)',
+      execute: () => panel.live()
+    });
+    for (const command of [
+      CommandIDs.openPanel,
+      CommandIDs.openLiveLogs,
+      CommandIDs.openNewestReport,
+      CommandIDs.backToLive
+    ]) {
+      palette?.addItem({ command, category: 'Dask Observe' });
+    }
     return {
       panel,
       replay: runId => panel.replay(runId),

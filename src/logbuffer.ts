@@ -97,10 +97,10 @@ export class LogBuffer implements IDisposable {
    * Add lines after the newest (dropping the oldest beyond `maxLines`).
    */
   append(lines: readonly ILogLine[]): void {
-    this._all.push(...lines);
+    Private.extend(this._all, lines);
     const job = this._refiltering;
     if (job === null) {
-      this._shown.push(...lines.filter(this._matches));
+      Private.extend(this._shown, lines.filter(this._matches));
     } // else the filter under way reaches them: they are in the buffer now
     const excess = this._all.length - this._maxLines;
     if (excess > 0) {
@@ -197,6 +197,18 @@ namespace Private {
    * Remove, in place, the leading lines numbered up to `seq` (they left the
    * buffer).
    */
+  /**
+   * Add `more` to the end of `lines`. Not `push(...more)`: an argument per
+   * line overflows the call stack past some 100,000 lines (the stream sends
+   * at most 2,000 a batch, but a buffer holds up to a million: nothing here
+   * should depend on who calls with how many).
+   */
+  export function extend(lines: ILogLine[], more: readonly ILogLine[]): void {
+    for (const line of more) {
+      lines.push(line);
+    }
+  }
+
   export function dropUpTo(lines: ILogLine[], seq: number): void {
     const keep = lines.findIndex(line => line.seq > seq);
     lines.splice(0, keep < 0 ? lines.length : keep);

@@ -98,7 +98,7 @@ export class ObservePanel extends SidePanel {
       stream: this.stream,
       maxLines: settings.logBufferSize,
       level: settings.defaultLevel,
-      openInTab: () => this._openLogs()
+      openInTab: () => this.openLogsTab()
     });
     this.metrics.goneChanged.connect((_, gone) => this.logs.setGone(gone));
     this.metrics.workerAdded.connect((_, worker) =>
@@ -306,7 +306,7 @@ export class ObservePanel extends SidePanel {
    * Open what the logs view follows (the live cluster, or the replayed run) in
    * a main-area tab.
    */
-  private _openLogs(): void {
+  openLogsTab(): void {
     const target = this.stream.target;
     if (target?.run !== undefined) {
       this._openLogsTab(target, `run ${target.run}`);

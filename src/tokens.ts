@@ -11,6 +11,14 @@ export namespace CommandIDs {
   export const openDashboard = 'dask-observe:open-dashboard';
   export const openComparison = 'dask-observe:open-comparison';
   export const openLogs = 'dask-observe:open-logs';
+  export const openLiveLogs = 'dask-observe:open-live-logs';
+  export const openNewestReport = 'dask-observe:open-newest-report';
+  export const backToLive = 'dask-observe:back-to-live';
+  /**
+   * Opens a main-area tab again after a reload, as the layout restorer
+   * saved it: `{ command, args }` of the command that first opened it.
+   */
+  export const restoreTab = 'dask-observe:restore-tab';
 }
 
 /**

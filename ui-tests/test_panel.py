@@ -84,6 +84,32 @@ def test_a_runs_report_opens_in_a_tab(
     assert font.startswith("system-ui"), font
     page.screenshot(path=ARTIFACTS / "panel-report-tab.png")
 
+    # A reload opens the tab again, as JupyterLab's own tabs are (once the
+    # workspace with it is saved: shortly after the change).
+    workspaces = lab.home / "workspaces"
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not any(
+        "dask-observe:dask-observe-report" in f.read_text()
+        for f in workspaces.glob("*")
+    ):
+        page.wait_for_timeout(250)
+    page.reload()
+    expect(tab).to_be_visible(timeout=30_000)
+    expect(report.locator('[data-figure="n_tasks"]')).to_have_text("5")
+
+    # The command palette offers the panel's commands.
+    tab.locator(".lm-TabBar-tabCloseIcon").click()
+    expect(tab).to_have_count(0)
+    page.keyboard.press("Control+Shift+C")
+    page.keyboard.type("report of the newest run")
+    item = page.locator(".lm-CommandPalette-item", has_text="newest run")
+    expect(item.locator(".lm-CommandPalette-itemLabel")).to_have_text(
+        "Open the report of the newest run"
+    )
+    page.keyboard.press("Enter")
+    expect(tab).to_be_visible()
+    expect(report.locator('[data-figure="n_tasks"]')).to_have_text("5")
+
 
 def test_the_dashboard_opens_through_the_proxy(
     make_client: Callable[..., Client], store_path: Path, lab: Lab, page: Page

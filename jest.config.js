@@ -1,0 +1,23 @@
+// TypeScript unit tests of the panel's data: the log buffer, the stream
+// client (over a fake socket) and the models. `npm test`; the suite runs them
+// too (tests/test_typescript.py). The browser tests cover the views.
+module.exports = {
+  testEnvironment: 'jsdom',
+  roots: ['<rootDir>/src'],
+  testMatch: ['**/__tests__/**/*.spec.ts'],
+  setupFiles: ['<rootDir>/jest.setup.js'],
+  transform: {
+    '^.+\\.ts$': [
+      'ts-jest',
+      {
+        tsconfig: {
+          module: 'commonjs',
+          target: 'ES2020',
+          esModuleInterop: true,
+          strict: true,
+          types: ['jest']
+        }
+      }
+    ]
+  }
+};

@@ -1,0 +1,213 @@
+import { ILogLine } from '../api';
+import { ConnectionState, StoreStream } from '../stream';
+
+/**
+ * A WebSocket that the test drives: it records what the client sends and
+ * delivers the frames the test makes the "server" send.
+ */
+class FakeSocket {
+  static made: FakeSocket[] = [];
+
+  constructor(readonly url: string) {
+    FakeSocket.made.push(this);
+  }
+
+  onopen: (() => void) | null = null;
+  onmessage: ((event: { data: string }) => void) | null = null;
+  onclose: (() => void) | null = null;
+  sent: Record<string, unknown>[] = [];
+  closed = false;
+
+  send(text: string): void {
+    this.sent.push(JSON.parse(text));
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  /** The server side: open, then say each message. */
+  open(): void {
+    this.onopen?.();
+  }
+
+  say(message: Record<string, unknown>): void {
+    this.onmessage?.({ data: JSON.stringify(message) });
+  }
+
+  /** The connection drops (the server restarted). */
+  drop(): void {
+    this.onclose?.();
+  }
+}
+
+jest.mock('@jupyterlab/services', () => ({
+  ServerConnection: {
+    makeSettings: () => ({
+      wsUrl: 'ws://lab/',
+      baseUrl: 'http://lab/',
+      appendToken: false,
+      WebSocket: FakeSocket
+    })
+  }
+}));
+jest.mock('@jupyterlab/coreutils', () => ({
+  URLExt: { join: (...parts: string[]) => parts.join('/') }
+}));
+const requestAPI = jest.fn();
+jest.mock('../api', () => ({
+  requestAPI: (...args: unknown[]) => requestAPI(...args)
+}));
+
+function line(seq: number): ILogLine {
+  return {
+    seq,
+    time: seq,
+    level: 'INFO',
+    source: 'worker',
+    worker: null,
+    logger: 'distributed.worker',
+    message: `line ${seq}`
+  };
+}
+
+function batch(...seqs: number[]): Record<string, unknown> {
+  return { type: 'batch', last: seqs[seqs.length - 1], logs: seqs.map(line) };
+}
+
+/** Until promises queued now (a gap's REST reads) have settled. */
+async function settled(): Promise<void> {
+  for (let i = 0; i < 10; i++) {
+    await Promise.resolve();
+  }
+}
+
+let stream: StoreStream;
+let received: number[];
+
+beforeEach(() => {
+  FakeSocket.made = [];
+  requestAPI.mockReset();
+  stream = new StoreStream();
+  received = [];
+  stream.lines.connect((_, lines) => received.push(...lines.map(l => l.seq)));
+});
+
+afterEach(() => {
+  stream.dispose();
+  jest.useRealTimers();
+});
+
+describe('StoreStream', () => {
+  it('subscribes to what it follows and delivers lines in store order', () => {
+    stream.follow({ run: 7 });
+    const socket = FakeSocket.made[0];
+    expect(socket.url).toBe('ws://lab//dask-observe/api/stream');
+    socket.open();
+    expect(socket.sent).toEqual([
+      { type: 'subscribe', kinds: ['logs'], after: 0, run: 7 }
+    ]);
+    socket.say({ type: 'subscribed', after: 0 });
+    expect(stream.state).toBe('open');
+    socket.say(batch(1, 2));
+    socket.say(batch(3));
+    expect(received).toEqual([1, 2, 3]);
+  });
+
+  it('reconnects after a dropped connection and resumes after the last row', () => {
+    jest.useFakeTimers();
+    const states: ConnectionState[] = [];
+    stream.stateChanged.connect((_, state) => states.push(state));
+    stream.follow({ cluster: 'abc' }, -500);
+    const first = FakeSocket.made[0];
+    first.open();
+    first.say({ type: 'subscribed' });
+    first.say(batch(10, 11, 12));
+    first.drop();
+    expect(stream.state).toBe('reconnecting');
+    jest.advanceTimersByTime(499);
+    expect(FakeSocket.made).toHaveLength(1); // 0.5 s before the first retry
+    jest.advanceTimersByTime(1);
+    const second = FakeSocket.made[1];
+    second.open();
+    // Not -500 again: exactly after what arrived.
+    expect(second.sent[0]).toMatchObject({ after: 12, cluster: 'abc' });
+    second.drop(); // again: twice the wait
+    jest.advanceTimersByTime(999);
+    expect(FakeSocket.made).toHaveLength(2);
+    jest.advanceTimersByTime(1);
+    const third = FakeSocket.made[2];
+    third.open();
+    third.say({ type: 'subscribed' });
+    third.say(batch(13));
+    expect(received).toEqual([10, 11, 12, 13]);
+    expect(states).toEqual(['connecting', 'open', 'reconnecting', 'open']);
+  });
+
+  it('fills a gap over REST in its place, before what came after it', async () => {
+    let answer: (rows: unknown) => void = () => undefined;
+    requestAPI.mockImplementationOnce(
+      () => new Promise(resolve => (answer = resolve))
+    );
+    const gaps: unknown[] = [];
+    stream.gaps.connect((_, gap) => gaps.push(gap));
+    stream.follow({ run: 1 });
+    const socket = FakeSocket.made[0];
+    socket.open();
+    socket.say({ type: 'subscribed' });
+    socket.say(batch(1, 2));
+    socket.say({ type: 'gap', after: 2, upto: 5 });
+    socket.say(batch(6, 7)); // arrives while the gap is being read
+    await settled();
+    expect(received).toEqual([1, 2]); // 6 and 7 wait for the gap's rows
+    const asked = String(requestAPI.mock.calls[0][0]);
+    expect(asked).toContain('stream/rows?');
+    expect(new URLSearchParams(asked.split('?')[1]).get('upto')).toBe('5');
+    answer({ last: 5, logs: [3, 4, 5].map(line) });
+    await settled();
+    expect(received).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(gaps).toEqual([{ after: 2, upto: 5, filled: true }]);
+  });
+
+  it('says a gap it could not fill, and goes on', async () => {
+    requestAPI.mockRejectedValueOnce(new Error('server gone'));
+    const warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation(() => undefined);
+    const gaps: unknown[] = [];
+    stream.gaps.connect((_, gap) => gaps.push(gap));
+    stream.follow({ run: 1 });
+    const socket = FakeSocket.made[0];
+    socket.open();
+    socket.say({ type: 'gap', after: 0, upto: 3 });
+    socket.say(batch(4));
+    await settled();
+    expect(gaps).toEqual([{ after: 0, upto: 3, filled: false }]);
+    expect(received).toEqual([4]);
+    warn.mockRestore();
+  });
+
+  it('ignores frames of a socket a new follow() replaced', () => {
+    stream.follow({ run: 1 });
+    const old = FakeSocket.made[0];
+    old.open();
+    stream.follow({ run: 2 });
+    const resets = received.length;
+    old.say(batch(1, 2, 3)); // still queued in the browser
+    expect(old.closed).toBe(true);
+    expect(received).toHaveLength(resets);
+    const current = FakeSocket.made[1];
+    current.open();
+    expect(current.sent[0]).toMatchObject({ run: 2, after: 0 });
+  });
+
+  it('tells why the server refused a subscription', () => {
+    const failures: string[] = [];
+    stream.failed.connect((_, why) => failures.push(why));
+    stream.follow({ run: 99 });
+    const socket = FakeSocket.made[0];
+    socket.open();
+    socket.say({ type: 'error', message: 'no such run' });
+    expect(failures).toEqual(['no such run']);
+  });
+});
