@@ -137,15 +137,27 @@ class ProcessCluster:
         return "".join(p.read_text() for p in sorted(self.workdir.glob("*.log")))
 
     def stop(self) -> None:
+        """Workers first, then the scheduler, as a cluster manager closes
+        down. Signalled all at once, a scheduler that closed at once (as it
+        does with no client left) left its workers' nannies waiting out a
+        reconnection: 20 s of a test's teardown, now and then."""
+        if not self.processes:
+            return
+        scheduler, workers = self.processes[0], self.processes[1:]
         # Workers whose scheduler is already gone cannot close cleanly: their
-        # nannies wait out a reconnection (20 s of a test's teardown) first.
-        gone = bool(self.processes) and self.processes[0].poll() is not None
-        for process in reversed(self.processes):
+        # nannies wait out a reconnection first.
+        gone = scheduler.poll() is not None
+        self._end(workers, 3 if gone else 20)
+        self._end([scheduler], 20)
+
+    @staticmethod
+    def _end(processes: list[subprocess.Popen[bytes]], timeout: float) -> None:
+        for process in processes:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
-        for process in self.processes:
+        for process in processes:
             try:
-                process.wait(timeout=3 if gone else 20)
+                process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
