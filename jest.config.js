@@ -1,6 +1,7 @@
 // TypeScript unit tests of the panel's data: the log buffer, the stream
-// client (over a fake socket) and the models. `npm test`; the suite runs them
-// too (tests/test_typescript.py). The browser tests cover the views.
+// client (over a fake socket), the polled models and the settings' defaults.
+// `npm test`; the suite runs them too (tests/test_typescript.py). The browser
+// tests cover the views.
 module.exports = {
   testEnvironment: 'jsdom',
   roots: ['<rootDir>/src'],
@@ -14,6 +15,7 @@ module.exports = {
           module: 'commonjs',
           target: 'ES2020',
           esModuleInterop: true,
+          resolveJsonModule: true,
           strict: true,
           types: ['jest']
         }

@@ -13,6 +13,7 @@ import { LOG_TAIL, LogsView } from './logs';
 import { MetricsView } from './metrics';
 import { ClusterModel, FlagsModel, HistoryModel, RunsModel } from './models';
 import { RunsView } from './runs';
+import { DEFAULT_SETTINGS, IPanelSettings } from './settings';
 import { SectionSizer } from './sections';
 import { ITarget, StoreStream } from './stream';
 import { LogsTab } from './tabs';
@@ -22,35 +23,7 @@ import { LogsTab } from './tabs';
  */
 export const PANEL_ID = 'dask-observe-panel';
 
-/**
- * The panel's settings (the `dask-observe:plugin` schema).
- */
-export interface IPanelSettings {
-  /**
-   * Milliseconds between refreshes of the clusters and runs lists, and at most
-   * one redraw of the metrics per such interval (capped at one second).
-   */
-  refreshInterval: number;
-  /**
-   * Log lines kept in the browser; the oldest go first.
-   */
-  logBufferSize: number;
-  /**
-   * The lowest log level shown when the panel opens.
-   */
-  defaultLevel: string;
-  /**
-   * Seconds of metrics the sparklines span.
-   */
-  metricsWindow: number;
-}
-
-export const DEFAULT_SETTINGS: IPanelSettings = {
-  refreshInterval: 5000,
-  logBufferSize: 100_000,
-  defaultLevel: 'DEBUG',
-  metricsWindow: 300
-};
+export { DEFAULT_SETTINGS, IPanelSettings } from './settings';
 
 /**
  * The Dask Observe side panel: one widget holding the views of the store.
