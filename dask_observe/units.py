@@ -14,6 +14,15 @@ _SECONDS = {
     "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0,
     "d": 86400.0, "w": 7 * 86400.0,
 }  # fmt: skip
+# The long forms dask's own parse_timedelta takes ("200 milliseconds"): the
+# observe.* durations are read with this one parser, and a value dask
+# config users write for distributed's settings must read here too.
+for _short, _words in {
+    "us": ("microsecond", "microseconds"), "ms": ("millisecond", "milliseconds"),
+    "s": ("sec", "secs", "second", "seconds"), "min": ("mins", "minute", "minutes"),
+    "h": ("hr", "hrs", "hour", "hours"), "d": ("day", "days"), "w": ("week", "weeks"),
+}.items():  # fmt: skip
+    _SECONDS.update(dict.fromkeys(_words, _SECONDS[_short]))
 
 
 def format_bytes(n: float | None) -> str:
@@ -52,12 +61,13 @@ def parse_seconds(value: str | float) -> float:
     otherwise."""
     if isinstance(value, int | float):
         return float(value)
-    found = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([a-z]*)\s*", value)
-    if not found or found[2] not in ("", *_SECONDS):
+    found = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*", value)
+    unit = found[2].lower() if found else ""
+    if not found or unit not in ("", *_SECONDS):
         raise ValueError(
             f"not a duration: {value!r} (e.g. '100ms', '2s', '1min', '30d')"
         )
-    return float(found[1]) * _SECONDS.get(found[2] or "s", 1.0)
+    return float(found[1]) * _SECONDS.get(unit or "s", 1.0)
 
 
 _BYTES = {

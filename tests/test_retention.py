@@ -115,6 +115,9 @@ def test_prune_says_what_it_needs(store_path: Path, client: Client) -> None:
     assert bad.returncode == 1 and "not a duration" in bad.stderr
     young = dask_observe_cli(store_path, "prune", "--older-than", "30d")
     assert young.returncode == 0 and "Nothing to prune" in young.stdout
+    # Durations as dask config writes them too (one parser for every one).
+    words = dask_observe_cli(store_path, "prune", "--older-than", "30 days")
+    assert words.returncode == 0 and "Nothing to prune" in words.stdout
 
 
 def test_max_size_lets_the_oldest_runs_go_first(

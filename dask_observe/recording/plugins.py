@@ -76,14 +76,13 @@ def bundle() -> Bundle:
 def capture_settings(since: float) -> CaptureSettings:
     """The plugins' settings from dask config (``observe.capture``), here on the
     client: its config rules the cluster's capture."""
-    from dask.utils import parse_timedelta
-
     from dask_observe.capture.logs import parse_levels
     from dask_observe.capture.settings import CaptureSettings
     from dask_observe.config import get
+    from dask_observe.units import parse_seconds
 
     def ms_of(name: str) -> float:
-        return 1000 * float(parse_timedelta(get(name), default="s"))
+        return 1000 * parse_seconds(get(name))
 
     def ms(name: str) -> float:
         return ms_of(f"capture.{name}")
@@ -381,12 +380,11 @@ def hello(client: Client) -> dict[str, Any] | None:
     :func:`capture_on_scheduler`). Asked with a function rather than by calling
     the plugin's handler: a scheduler without it would log a warning with a
     traceback into the user's logs."""
-    from dask.utils import parse_timedelta
-
     from dask_observe.config import get
+    from dask_observe.units import parse_seconds
 
     _pickle_this_module_by_value()
-    backlog = parse_timedelta(get("recorder.backlog") or 0)
+    backlog = parse_seconds(get("recorder.backlog") or 0)
     found: dict[str, Any] | None = client.run_on_scheduler(
         capture_on_scheduler, backlog_s=backlog
     )

@@ -132,9 +132,8 @@ class Recorder:
         taken up again by its own client: the cluster is not asked again for
         its capture, so a run after the first starts in a millisecond.
         """
-        from dask.utils import parse_timedelta
-
         from dask_observe.config import get
+        from dask_observe.units import parse_seconds
 
         scheduler = client.scheduler
         assert scheduler is not None
@@ -151,9 +150,9 @@ class Recorder:
                 recorder = _recorders[key] = cls(
                     client,
                     BaseStore(store.path),
-                    interval_s=parse_timedelta(get("recorder.pull-interval")),
-                    flush_interval_s=parse_timedelta(get("capture.flush-interval")),
-                    linger_s=parse_timedelta(get("recorder.linger") or 0),
+                    interval_s=parse_seconds(get("recorder.pull-interval")),
+                    flush_interval_s=parse_seconds(get("capture.flush-interval")),
+                    linger_s=parse_seconds(get("recorder.linger") or 0),
                     owns_store=True,
                 )
                 recorder.start()
