@@ -10,6 +10,7 @@ import {
   IHistory,
   IRun
 } from './api';
+import { StreamConnection } from './connection';
 import { IFlag, StoreStream } from './stream';
 
 /**
@@ -189,7 +190,11 @@ export class RunsModel extends PolledList<IRun> {
  * sends them whole each time they change).
  */
 export class FlagsModel implements IDisposable {
-  constructor() {
+  /**
+   * @param connection - the socket to share (the panel's), else one of its own.
+   */
+  constructor(connection?: StreamConnection) {
+    this._stream = new StoreStream(['flags'], connection);
     this._stream.flags.connect((_, flags) => {
       this._flags = flags;
       this._changed.emit();
@@ -242,7 +247,7 @@ export class FlagsModel implements IDisposable {
   private _changed = new Signal<this, void>(this);
   private _flags: readonly IFlag[] = [];
   private _runId: number | null = null;
-  private _stream = new StoreStream(['flags']);
+  private _stream: StoreStream;
 }
 
 /**

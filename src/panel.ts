@@ -5,6 +5,7 @@ import { AccordionPanel, SplitPanel, Widget } from '@lumino/widgets';
 
 import { ICluster, IRun } from './api';
 import { ClustersView } from './clusters';
+import { StreamConnection } from './connection';
 import { button, element } from './dom';
 import { FlagsView } from './flags';
 import { HistoryView } from './history';
@@ -40,8 +41,13 @@ export class ObservePanel extends SidePanel {
     this.title.icon = observeIcon;
     this.title.caption = 'Dask Observe';
     const settings = { ...DEFAULT_SETTINGS, ...options.settings };
-    this.stream = new StoreStream();
-    this.metricsStream = new StoreStream(['metrics', 'events']);
+    // One socket for the panel's subscriptions: its logs, metrics and flags.
+    this.connection = new StreamConnection();
+    this.stream = new StoreStream(['logs'], this.connection);
+    this.metricsStream = new StoreStream(
+      ['metrics', 'events'],
+      this.connection
+    );
     this._openLogsTab = options.openLogs;
     // Polled while the panel shows (see onAfterShow), not while it is hidden.
     this.clusterModel = new ClusterModel({
@@ -77,7 +83,7 @@ export class ObservePanel extends SidePanel {
     this.metrics.workerAdded.connect((_, worker) =>
       this.logs.addWorker(worker)
     );
-    this.flagsModel = new FlagsModel();
+    this.flagsModel = new FlagsModel(this.connection);
     this.flags = new FlagsView(this.flagsModel);
     this.runs = new RunsView({
       model: this.runsModel,
@@ -242,6 +248,7 @@ export class ObservePanel extends SidePanel {
     this.stream.dispose();
     this.metricsStream.dispose();
     this.flagsModel.dispose();
+    this.connection.dispose();
     this.historyModel.dispose();
     this._sizer.dispose();
     super.dispose();
@@ -417,7 +424,7 @@ export class ObservePanel extends SidePanel {
   readonly metrics: MetricsView;
 
   /**
-   * The websocket the metrics view reads.
+   * The metrics view's subscription.
    */
   readonly metricsStream: StoreStream;
 
@@ -437,9 +444,14 @@ export class ObservePanel extends SidePanel {
   readonly historyModel: HistoryModel;
 
   /**
-   * The websocket the logs view reads.
+   * The logs view's subscription.
    */
   readonly stream: StoreStream;
+
+  /**
+   * The one websocket of the panel's subscriptions.
+   */
+  readonly connection: StreamConnection;
 
   private _clusters: readonly ICluster[] = [];
   private _collapsedChanged = new Signal<this, string[]>(this);

@@ -1,8 +1,7 @@
-import { URLExt } from '@jupyterlab/coreutils';
-import { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { IEvent, IFlag, ILogLine, IMetric, requestAPI } from './api';
+import { IChannel, StreamConnection } from './connection';
 
 export type { IEvent, IFlag, ILogLine, IMetric };
 
@@ -48,22 +47,27 @@ export interface ITarget {
 export type ConnectionState = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
 /**
- * The `dask-observe/api/stream` websocket: subscribes to log lines, remembers
- * the last sequence number it received, and after a dropped connection (the
- * server restarted, the network blinked) reconnects by itself and resumes
- * exactly there.
+ * A subscription to the `dask-observe/api/stream` websocket: follows a run or
+ * a cluster, remembers the last sequence number it received, and after a
+ * dropped connection (the server restarted, the network blinked) subscribes
+ * again as the connection reconnects, and resumes exactly there. Several
+ * share one socket (a `StreamConnection`: the panel's), or one has its own.
  *
  * When the server skipped rows for a client that fell behind (a `gap`), they
  * are read over REST and delivered in their place before anything after
  * them, so a view misses no line; rows that cannot be read are told (`gaps`).
  */
-export class StoreStream {
+export class StoreStream implements IChannel {
   /**
    * @param kinds - what to subscribe to: log lines by default; flags are sent
    * for runs only, whole, each time they change.
    */
-  constructor(kinds: StreamKind[] = ['logs']) {
+  constructor(kinds: StreamKind[] = ['logs'], connection?: StreamConnection) {
     this._kinds = kinds;
+    // A connection of its own, unless it shares one (the panel's streams do).
+    this._ownsConnection = connection === undefined;
+    this._connection = connection ?? new StreamConnection();
+    this._name = Private.name(kinds);
   }
 
   /**
@@ -147,8 +151,12 @@ export class StoreStream {
     this._since = since;
     this._reset.emit(target);
     this._last = after;
-    this._retries = 0;
-    this._connect();
+    this._setState('connecting');
+    // A new id for each subscription: the old one's frames still on their
+    // way are then not taken for the new one's.
+    const previous = this._id;
+    this._id = `${this._name}.${this._generation}`;
+    this._connection.follow(this._id, this, previous ?? undefined);
   }
 
   get isDisposed(): boolean {
@@ -166,72 +174,56 @@ export class StoreStream {
     this._generation += 1;
     this._queue = [];
     this._target = null;
-    window.clearTimeout(this._timer);
-    this._socket?.close();
-    this._socket = null;
+    if (this._id !== null) {
+      this._connection.leave(this._id);
+    }
+    if (this._ownsConnection) {
+      this._connection.dispose();
+    }
     this._setState('closed');
     Signal.clearData(this);
   }
 
-  private _connect(): void {
-    window.clearTimeout(this._timer);
-    this._socket?.close();
-    const settings = ServerConnection.makeSettings();
-    let url = URLExt.join(settings.wsUrl, 'dask-observe', 'api', 'stream');
-    if (settings.appendToken && settings.token) {
-      url += `?token=${encodeURIComponent(settings.token)}`;
+  /**
+   * The subscribe message, from where it stands now (IChannel).
+   */
+  subscription(): Record<string, unknown> | null {
+    if (this._target === null) {
+      return null;
     }
-    const socket = new settings.WebSocket(url);
-    this._socket = socket;
-    this._setState(this._retries > 0 ? 'reconnecting' : 'connecting');
-    socket.onopen = () => {
-      socket.send(
-        JSON.stringify({
-          type: 'subscribe',
-          kinds: this._kinds,
-          after: this._last,
-          ...(this._since === undefined ? {} : { since: this._since }),
-          ...this._target
-        })
-      );
-    };
-    socket.onmessage = event => {
-      // A replaced socket's frames may still be queued in the browser: taken
-      // in, they moved the resume point past rows the new subscription would
-      // have sent again after follow() cleared the view (a likely way the
-      // first log line went missing when the panel switched to the live
-      // cluster, in full suites only).
-      if (this._socket === socket) {
-        this._receive(String(event.data));
-      }
-    };
-    socket.onclose = () => {
-      if (this._socket !== socket || this._target === null) {
-        return; // replaced or disposed: nothing to resume
-      }
-      // 0.5 s, 1 s, 2 s, ... at most 10 s between attempts.
-      const delay = Math.min(10_000, 500 * 2 ** this._retries);
-      this._retries += 1;
-      this._setState('reconnecting');
-      this._timer = window.setTimeout(() => this._connect(), delay);
+    return {
+      type: 'subscribe',
+      kinds: this._kinds,
+      after: this._last,
+      ...(this._since === undefined ? {} : { since: this._since }),
+      ...this._target
     };
   }
 
-  private _receive(text: string): void {
-    const message = JSON.parse(text);
+  /**
+   * The connection dropped: it reconnects and subscribes again (IChannel).
+   */
+  dropped(): void {
+    this._setState('reconnecting');
+  }
+
+  /**
+   * A message of its subscription (IChannel).
+   */
+  receive(message: Record<string, unknown>): void {
     if (message.type === 'subscribed') {
-      this._retries = 0;
+      this._connection.resetBackoff();
       this._setState('open');
     } else if (message.type === 'error') {
       this._failed.emit(String(message.message));
-    } else if (['batch', 'gap', 'flags'].includes(message.type)) {
+    } else if (['batch', 'gap', 'flags'].includes(String(message.type))) {
       // A reconnection resumes after what arrived, delivered or queued.
       if (message.type === 'batch') {
-        this._last = message.last;
+        this._last = Number(message.last);
       } else if (message.type === 'gap') {
-        this._last = message.upto;
+        this._last = Number(message.upto);
       }
-      this._queue.push(message as Queued);
+      this._queue.push(message as unknown as Queued);
       void this._pump();
     }
   }
@@ -337,11 +329,24 @@ export class StoreStream {
   private _lines = new Signal<this, ILogLine[]>(this);
   private _pumping = false;
   private _queue: Queued[] = [];
-  private _retries = 0;
+  private _connection: StreamConnection;
+  private _id: string | null = null;
+  private _name: string;
+  private _ownsConnection: boolean;
   private _since: number | undefined = undefined;
-  private _socket: WebSocket | null = null;
   private _state: ConnectionState = 'closed';
   private _stateChanged = new Signal<this, ConnectionState>(this);
   private _target: ITarget | null = null;
-  private _timer = 0;
+}
+
+namespace Private {
+  /**
+   * Streams made so far: each takes a name of its own on a shared connection.
+   */
+  let made = 0;
+
+  export function name(kinds: StreamKind[]): string {
+    made += 1;
+    return `${kinds.join('+')}-${made}`;
+  }
 }

@@ -555,3 +555,42 @@ async def test_lines_about_our_own_plugins_are_kept_but_shown_only_on_request(
     everything = await cluster_lines(own=True)
     assert "Starting Worker plugin dask-observe-worker" in everything
     assert len(everything) > len(shown)
+
+
+async def test_one_socket_carries_several_subscriptions_each_by_its_id(
+    jp_ws_fetch: Any, recorded: dask_observe.Run
+) -> None:
+    from dask_observe.server.stream import MAX_SUBSCRIPTIONS
+
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    ws.write_message(json.dumps(
+        {"type": "subscribe", "id": "lines", "run": recorded.id, "kinds": ["logs"],
+         "filters": {"contains": "line 0000"}}
+    ))  # fmt: skip
+    ws.write_message(json.dumps(
+        {"type": "subscribe", "id": "flags", "run": recorded.id, "kinds": ["flags"]}
+    ))  # fmt: skip
+    seen: dict[str, list[str]] = {"lines": [], "flags": []}
+    lines: list[str] = []
+    while len(lines) < 10 or "flags" not in seen["flags"]:
+        message = await receive(ws)
+        seen[message["id"]].append(message["type"])
+        lines += [row["message"] for row in message.get("logs", [])]
+    assert seen["lines"][0] == "subscribed" and seen["flags"][0] == "subscribed"
+    assert len(lines) == 10 and all(line.startswith("line 0000") for line in lines)
+    # Ended by its id: the other goes on; more than the cap is refused.
+    ws.write_message(json.dumps({"type": "unsubscribe", "id": "lines"}))
+    for i in range(MAX_SUBSCRIPTIONS):
+        ws.write_message(json.dumps(
+            {"type": "subscribe", "id": f"more-{i}", "run": recorded.id,
+             "kinds": ["events"]}
+        ))  # fmt: skip
+    refused = None
+    while refused is None:
+        message = await receive(ws)
+        assert message["id"] != "lines"
+        if message["type"] == "error":
+            refused = message
+    assert refused["id"] == f"more-{MAX_SUBSCRIPTIONS - 1}"
+    assert f"at most {MAX_SUBSCRIPTIONS} subscriptions" in refused["message"]
+    ws.close()

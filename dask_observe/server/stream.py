@@ -20,6 +20,12 @@ that fails is told with ``{"type": "error", "message": ...}``.
 ``flags`` come as ``{"type": "flags", "flags": [...]}`` whenever they change: a
 running run's judged again every FLAGS_INTERVAL_S, a finished run's once, as the
 verdict judged at its end.
+
+One socket carries up to MAX_SUBSCRIPTIONS subscriptions at once (a panel's
+logs, metrics and flags): each subscribe message may carry an ``id`` (text), and
+every message of that subscription carries it back; a subscribe with an ``id``
+in use replaces that subscription, ``{"type": "unsubscribe", "id": ...}`` ends
+it. Without an ``id`` a subscription is ``""``: one a socket, as before.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -65,6 +72,10 @@ class SubscriptionError(ValueError):
 MAX_KINDS = 20
 #: Characters of a worker or cluster name in a subscription.
 MAX_NAME = 500
+#: Subscriptions one socket may hold at once (the panel holds three).
+MAX_SUBSCRIPTIONS = 4
+#: Characters of a subscription's id.
+MAX_ID = 64
 
 
 def _whole(value: Any) -> bool:
@@ -104,6 +115,11 @@ def _filters(raw: Any) -> dict[str, Any]:
     if raw.get("contains"):
         queries.log_filters(raw["contains"], bool(raw.get("regex")), None)
     return dict(raw)
+
+
+def _tagged(message: dict[str, Any], ident: str) -> dict[str, Any]:
+    """A subscription's message with its id (none for the default one)."""
+    return {**message, "id": ident} if ident else message
 
 
 def within_text(rows: list[dict[str, Any]], budget: int = BATCH_TEXT) -> int:
@@ -344,7 +360,8 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
         self.manager = manager
         #: Unsent bytes this client may have before the server skips ahead.
         self.max_pending = int(parse_bytes(config.get("server.stream-max-pending")))
-        self._task: asyncio.Task[None] | None = None
+        #: The subscriptions followed, by their ids.
+        self._tasks: dict[str, asyncio.Task[None]] = {}
         self._pending = 0
         self._slot = False
 
@@ -368,23 +385,51 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
             self._slot = False
 
     def on_message(self, message: str | bytes) -> None:
+        ident: Any = ""
         try:
             parsed = json.loads(message)
-            if not isinstance(parsed, dict) or parsed.get("type") != "subscribe":
+            if not isinstance(parsed, dict) or parsed.get("type") not in (
+                "subscribe",
+                "unsubscribe",
+            ):
                 raise SubscriptionError("send {'type': 'subscribe', ...}")
+            ident = parsed.get("id", "")
+            if not isinstance(ident, str) or len(ident) > MAX_ID:
+                ident = ""
+                raise SubscriptionError(
+                    f"'id' must be text of at most {MAX_ID} characters"
+                )
+            self._end(ident)
+            if parsed["type"] == "unsubscribe":
+                return
+            if len(self._tasks) >= MAX_SUBSCRIPTIONS:
+                raise SubscriptionError(
+                    f"at most {MAX_SUBSCRIPTIONS} subscriptions a socket; "
+                    "unsubscribe one first"
+                )
         except RecursionError:  # JSON nested past Python's stack
             self._send({"type": "error", "message": "the message is nested too deeply"})
             return
         except (ValueError, SubscriptionError) as e:
-            self._send({"type": "error", "message": str(e)})
+            self._send(_tagged({"type": "error", "message": str(e)}, ident))
             return
-        if self._task is not None:
-            self._task.cancel()
-        self._task = asyncio.ensure_future(self._follow(parsed))
+        task = asyncio.ensure_future(self._follow(parsed, ident))
+        self._tasks[ident] = task
+        task.add_done_callback(lambda done: self._forget(ident, done))
+
+    def _end(self, ident: str) -> None:
+        task = self._tasks.pop(ident, None)
+        if task is not None:
+            task.cancel()
+
+    def _forget(self, ident: str, task: asyncio.Task[None]) -> None:
+        """A subscription that ended by itself (an error) frees its id."""
+        if self._tasks.get(ident) is task:
+            del self._tasks[ident]
 
     def on_close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for ident in list(self._tasks):
+            self._end(ident)
         self._release()
 
     def _send(self, message: dict[str, Any]) -> None:
@@ -400,20 +445,24 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
     def _sent(self, size: int) -> None:
         self._pending -= size
 
-    async def _follow(self, message: dict[str, Any]) -> None:
+    async def _follow(self, message: dict[str, Any], ident: str) -> None:
         """Follow one subscription until the socket closes or another replaces
         it; whatever stops it is told to the client (never a silent end)."""
+
+        def send(said: dict[str, Any]) -> None:
+            self._send(_tagged(said, ident))
+
         try:
             sub = await self.manager.read(Subscription, message)
-            self._send(await self.manager.read(sub.describe))
-            await self._poll(sub)
+            send(await self.manager.read(sub.describe))
+            await self._poll(sub, send)
         except asyncio.CancelledError:
             raise
         except (SubscriptionError, StoreError, ValueError) as e:
-            self._send({"type": "error", "message": str(e)})
+            send({"type": "error", "message": str(e)})
         except Exception as e:  # a bug of ours: said, and logged with its trace
             self.log.exception("dask-observe: a stream subscription failed")
-            self._send(
+            send(
                 {
                     "type": "error",
                     "message": f"the subscription failed: {type(e).__name__}",
@@ -432,7 +481,9 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
         with self.manager.slot("pattern"):
             return await read(sub.rows_after, sub.cursor, isolated=True)
 
-    async def _poll(self, sub: Subscription) -> None:
+    async def _poll(
+        self, sub: Subscription, send: Callable[[dict[str, Any]], None]
+    ) -> None:
         loop = asyncio.get_running_loop()
         read = self.manager.read
         while self.ws_connection is not None:
@@ -440,7 +491,7 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
                 # Too slow: skip to the newest row and let REST fill the gap.
                 upto = await read(BaseStore.last_seq)
                 if upto > sub.cursor:
-                    self._send({"type": "gap", "after": sub.cursor, "upto": upto})
+                    send({"type": "gap", "after": sub.cursor, "upto": upto})
                     sub.cursor = upto
             else:
                 try:
@@ -449,7 +500,7 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
                     await asyncio.sleep(POLL_INTERVAL_S)
                     continue
                 if batch:
-                    self._send({"type": "batch", "last": last, **batch})
+                    send({"type": "batch", "last": last, **batch})
                 sub.cursor = last
                 now = loop.time()
                 if sub.flags_due(now):
@@ -458,10 +509,10 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
                     if flags is None:
                         flags = await read(judge_flags, sub.run_id, isolated=True)
                     if sub.flags_changed(now, flags, final):
-                        self._send({"type": "flags", "flags": flags})
+                        send({"type": "flags", "flags": flags})
                 progress = await read(sub.progress)
                 if progress is not None:
-                    self._send({"type": "progress", "prefixes": progress})
+                    send({"type": "progress", "prefixes": progress})
                 if batch and backlog:
                     continue  # a backlog: read on at once
             await asyncio.sleep(POLL_INTERVAL_S)

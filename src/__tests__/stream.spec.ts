@@ -1,4 +1,5 @@
 import { ILogLine } from '../api';
+import { StreamConnection } from '../connection';
 import { ConnectionState, StoreStream } from '../stream';
 
 /**
@@ -31,8 +32,15 @@ class FakeSocket {
     this.onopen?.();
   }
 
-  say(message: Record<string, unknown>): void {
-    this.onmessage?.({ data: JSON.stringify(message) });
+  /** What the server says to a subscription: the newest one, by default. */
+  say(message: Record<string, unknown>, id = this.newest()): void {
+    this.onmessage?.({ data: JSON.stringify({ ...message, id }) });
+  }
+
+  /** The id of the newest subscription the client sent. */
+  newest(): string {
+    const subscribes = this.sent.filter(m => m.type === 'subscribe');
+    return String(subscribes[subscribes.length - 1]?.id);
   }
 
   /** The connection drops (the server restarted). */
@@ -105,7 +113,13 @@ describe('StoreStream', () => {
     expect(socket.url).toBe('ws://lab//dask-observe/api/stream');
     socket.open();
     expect(socket.sent).toEqual([
-      { type: 'subscribe', kinds: ['logs'], after: 0, run: 7 }
+      {
+        type: 'subscribe',
+        kinds: ['logs'],
+        after: 0,
+        run: 7,
+        id: expect.any(String)
+      }
     ]);
     socket.say({ type: 'subscribed', after: 0 });
     expect(stream.state).toBe('open');
@@ -187,18 +201,66 @@ describe('StoreStream', () => {
     warn.mockRestore();
   });
 
-  it('ignores frames of a socket a new follow() replaced', () => {
+  it('ignores frames of the subscription a new follow() replaced', () => {
     stream.follow({ run: 1 });
-    const old = FakeSocket.made[0];
-    old.open();
+    const socket = FakeSocket.made[0];
+    socket.open();
+    const old = socket.newest();
     stream.follow({ run: 2 });
-    const resets = received.length;
-    old.say(batch(1, 2, 3)); // still queued in the browser
-    expect(old.closed).toBe(true);
-    expect(received).toHaveLength(resets);
-    const current = FakeSocket.made[1];
-    current.open();
-    expect(current.sent[0]).toMatchObject({ run: 2, after: 0 });
+    // One socket: the old subscription ended, the new one began on it.
+    expect(FakeSocket.made).toHaveLength(1);
+    expect(socket.sent.slice(1)).toEqual([
+      { type: 'unsubscribe', id: old },
+      expect.objectContaining({ type: 'subscribe', run: 2, after: 0 })
+    ]);
+    socket.say(batch(1, 2, 3), old); // still on its way
+    expect(received).toEqual([]);
+    socket.say(batch(4));
+    expect(received).toEqual([4]);
+  });
+
+  it('shares one socket between streams, each with its own rows', () => {
+    jest.useFakeTimers();
+    const connection = new StreamConnection();
+    const logs = new StoreStream(['logs'], connection);
+    const metrics = new StoreStream(['metrics', 'events'], connection);
+    const lines: number[] = [];
+    const samples: number[] = [];
+    logs.lines.connect((_, got) => lines.push(...got.map(l => l.seq)));
+    metrics.metrics.connect((_, got) => samples.push(...got.map(m => m.seq)));
+    logs.follow({ cluster: 'c' }, -100);
+    metrics.follow({ cluster: 'c' }, 0, 300);
+    expect(FakeSocket.made).toHaveLength(1);
+    const socket = FakeSocket.made[0];
+    socket.open();
+    const [forLogs, forMetrics] = socket.sent.map(m => String(m.id));
+    expect(forLogs).not.toBe(forMetrics);
+    expect(socket.sent[1]).toMatchObject({
+      kinds: ['metrics', 'events'],
+      since: 300
+    });
+    socket.say(batch(5, 6), forLogs);
+    const sample = { seq: 7, time: 7, worker: null, name: 'cpu', value: 1 };
+    socket.say({ type: 'batch', last: 7, metrics: [sample] }, forMetrics);
+    expect(lines).toEqual([5, 6]);
+    expect(samples).toEqual([7]);
+    // A drop: one socket again, both subscriptions from where they were.
+    socket.drop();
+    expect(logs.state).toBe('reconnecting');
+    expect(metrics.state).toBe('reconnecting');
+    jest.advanceTimersByTime(500);
+    expect(FakeSocket.made).toHaveLength(2);
+    const again = FakeSocket.made[1];
+    again.open();
+    expect(again.sent).toEqual([
+      expect.objectContaining({ id: forLogs, after: 6 }),
+      expect.objectContaining({ id: forMetrics, after: 7 })
+    ]);
+    logs.dispose();
+    expect(again.sent[2]).toEqual({ type: 'unsubscribe', id: forLogs });
+    metrics.dispose();
+    connection.dispose();
+    expect(again.closed).toBe(true);
   });
 
   it('tells why the server refused a subscription', () => {
