@@ -2,6 +2,7 @@ import { Widget } from '@lumino/widgets';
 
 import { element, heading } from './dom';
 import { FlagsModel } from './models';
+import { StreamStatus } from './status';
 import { IFlag } from './api';
 
 /**
@@ -15,12 +16,18 @@ export class FlagsView extends Widget {
     this._model = model;
     const head = heading('Flags');
     this._run = element('span', 'jp-DaskObserve-flags-run');
-    head.append(' ', this._run);
+    this._status = new StreamStatus(model.stream);
+    head.append(' ', this._run, ' ', this._status.node);
     this._list = element('ul', 'jp-DaskObserve-flagList');
     this._empty = element('div', 'jp-DaskObserve-flags-empty', 'No flags.');
     this.node.append(head, this._empty, this._list);
     model.changed.connect(this._render, this);
     this._render();
+  }
+
+  dispose(): void {
+    this._status.dispose();
+    super.dispose();
   }
 
   /**
@@ -38,6 +45,7 @@ export class FlagsView extends Widget {
   private _list: HTMLUListElement;
   private _model: FlagsModel;
   private _run: HTMLSpanElement;
+  private _status: StreamStatus;
 }
 
 namespace Private {

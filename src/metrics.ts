@@ -4,6 +4,7 @@ import { Widget } from '@lumino/widgets';
 
 import { element, heading, svg } from './dom';
 import { formatBytes } from './format';
+import { StreamStatus } from './status';
 import { IEvent, IMetric, StoreStream } from './stream';
 
 /**
@@ -125,7 +126,8 @@ export class MetricsView extends Widget {
 
     const head = heading('Workers');
     this._summary = element('span', 'jp-DaskObserve-metrics-summary');
-    head.append(' ', this._summary);
+    this._status = new StreamStatus(options.stream);
+    head.append(' ', this._summary, ' ', this._status.node);
     this._workers = element('ul', 'jp-DaskObserve-workerList');
     this._chartsTitle = element('div', 'jp-DaskObserve-charts-title');
     this._charts = element('div', 'jp-DaskObserve-charts');
@@ -182,6 +184,7 @@ export class MetricsView extends Widget {
 
   dispose(): void {
     window.clearTimeout(this._timer);
+    this._status.dispose();
     super.dispose();
   }
 
@@ -383,6 +386,7 @@ export class MetricsView extends Widget {
   private _newest = 0;
   private _selected: string | null = null;
   private _series = new Map<string, Series>();
+  private _status: StreamStatus;
   private _stream: StoreStream;
   private _summary: HTMLSpanElement;
   private _timer = 0;

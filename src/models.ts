@@ -248,6 +248,13 @@ export class FlagsModel implements IDisposable {
   private _flags: readonly IFlag[] = [];
   private _runId: number | null = null;
   private _stream: StoreStream;
+
+  /**
+   * The subscription the flags come by (its state, why it failed).
+   */
+  get stream(): StoreStream {
+    return this._stream;
+  }
 }
 
 /**

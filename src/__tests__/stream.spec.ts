@@ -1,5 +1,6 @@
 import { ILogLine } from '../api';
 import { StreamConnection } from '../connection';
+import { StreamStatus } from '../status';
 import { ConnectionState, StoreStream } from '../stream';
 
 /**
@@ -271,5 +272,28 @@ describe('StoreStream', () => {
     socket.open();
     socket.say({ type: 'error', message: 'no such run' });
     expect(failures).toEqual(['no such run']);
+  });
+
+  it("says beside a view's heading when its rows stop or go missing", async () => {
+    requestAPI.mockRejectedValueOnce(new Error('server gone'));
+    const warn = jest
+      .spyOn(console, 'warn')
+      .mockImplementation(() => undefined);
+    const status = new StreamStatus(stream);
+    stream.follow({ run: 3 });
+    expect(status.node.textContent).toBe('(connecting)');
+    const socket = FakeSocket.made[0];
+    socket.open();
+    socket.say({ type: 'subscribed' });
+    expect(status.node.textContent).toBe('');
+    socket.say({ type: 'gap', after: 0, upto: 9 });
+    await settled();
+    expect(status.node.textContent).toBe('(some rows could not be read)');
+    socket.say({ type: 'error', message: 'the store is gone' });
+    expect(status.node.textContent).toBe('(the store is gone)');
+    stream.follow({ run: 4 }); // starts over: nothing missing yet
+    expect(status.node.textContent).toBe('(connecting)');
+    status.dispose();
+    warn.mockRestore();
   });
 });
