@@ -1,33 +1,10 @@
 import { Message } from '@lumino/messaging';
-import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { element, heading, svg } from './dom';
 import { formatBytes } from './format';
 import { StreamStatus } from './status';
-import { IEvent, IMetric, StoreStream } from './stream';
-
-/**
- * The samples a view keeps: names it draws, per worker and for the cluster.
- */
-const KEPT = new Set([
-  'memory_managed',
-  'memory_unmanaged',
-  'memory_spilled',
-  'memory_limit',
-  'nthreads',
-  'workers',
-  'cpu',
-  'tasks_processing',
-  'net_read_bps',
-  'net_write_bps',
-  'net_bps'
-]);
-
-/**
- * The key of the cluster-wide series (their rows have no worker).
- */
-const CLUSTER = '';
+import { MetricsModel, Sample, Series } from './metricsmodel';
 
 /**
  * One sparkline: what it plots from a worker's (or the cluster's) samples.
@@ -37,8 +14,6 @@ interface IChart {
   unit: 'bytes' | 'percent' | 'count' | 'bytes/s';
   value: (s: Sample, cluster: boolean) => number | undefined;
 }
-
-type Sample = Map<string, number>;
 
 const CHARTS: IChart[] = [
   {
@@ -67,108 +42,45 @@ function add(a?: number, b?: number): number | undefined {
 }
 
 /**
- * The samples of one worker (or of the cluster), oldest first.
- */
-class Series {
-  times: number[] = [];
-  samples: Sample[] = [];
-
-  /**
-   * The sample taken at `time`, created when it is the newest.
-   */
-  at(time: number): Sample {
-    const last = this.times.length - 1;
-    if (last >= 0 && this.times[last] === time) {
-      return this.samples[last];
-    }
-    const sample: Sample = new Map();
-    this.times.push(time);
-    this.samples.push(sample);
-    return sample;
-  }
-
-  latest(): Sample | undefined {
-    return this.samples[this.samples.length - 1];
-  }
-
-  /**
-   * Forget the samples before `oldest` (in one splice, once enough are stale).
-   */
-  trim(oldest: number): void {
-    let stale = 0;
-    while (stale < this.times.length && this.times[stale] < oldest) {
-      stale++;
-    }
-    if (stale > 32 || stale === this.times.length) {
-      this.times.splice(0, stale);
-      this.samples.splice(0, stale);
-    }
-  }
-}
-
-/**
  * Workers of the followed cluster, each with a memory bar (managed, unmanaged
  * and spilled against its limit), CPU and tasks processing; below them
  * sparklines of memory, CPU, tasks processing and network over the last
  * minutes, for the whole cluster or for the worker picked in the list.
  *
- * Fed by a stream of metrics and lifecycle events; workers that left the
- * cluster stay listed, greyed, and `gone` tells other views which they are.
- * Redraws at most once per `refreshInterval`, whatever the sample rate.
+ * It draws its model (samples and workers: `MetricsModel`); workers that
+ * left the cluster stay listed, greyed. Redraws at most once per
+ * `refreshInterval`, whatever the sample rate.
  */
 export class MetricsView extends Widget {
   constructor(options: MetricsView.IOptions) {
     super();
     this.addClass('jp-DaskObserve-metrics');
-    this._stream = options.stream;
-    this.windowSeconds = options.windowSeconds ?? 300;
+    this.model = options.model;
     this.refreshInterval = options.refreshInterval ?? 1000;
 
     const head = heading('Workers');
     this._summary = element('span', 'jp-DaskObserve-metrics-summary');
-    this._status = new StreamStatus(options.stream);
+    this._status = new StreamStatus(options.model.stream);
     head.append(' ', this._summary, ' ', this._status.node);
     this._workers = element('ul', 'jp-DaskObserve-workerList');
     this._chartsTitle = element('div', 'jp-DaskObserve-charts-title');
     this._charts = element('div', 'jp-DaskObserve-charts');
     this.node.append(head, this._workers, this._chartsTitle, this._charts);
 
-    this._stream.metrics.connect((_, rows) => this._addMetrics(rows));
-    this._stream.events.connect((_, rows) => this._addEvents(rows));
-    this._stream.reset.connect(() => this._clear());
+    this.model.changed.connect((_, now) => this._schedule(now), this);
+    this.model.stream.reset.connect(() => (this._selected = null), this);
     this._redraw();
   }
 
   /**
-   * Seconds of samples the sparklines show, back from the newest sample.
+   * What it draws.
    */
-  windowSeconds: number;
+  readonly model: MetricsModel;
 
   /**
    * Milliseconds between redraws at most.
    */
   refreshInterval: number;
-
-  /**
-   * Workers that have left the cluster, by address.
-   */
-  get gone(): ReadonlySet<string> {
-    return this._gone;
-  }
-
-  /**
-   * Told when a worker leaves (or comes back).
-   */
-  get goneChanged(): ISignal<this, ReadonlySet<string>> {
-    return this._goneChanged;
-  }
-
-  /**
-   * Told of each worker the first time a sample of it arrives.
-   */
-  get workerAdded(): ISignal<this, string> {
-    return this._workerAdded;
-  }
 
   /**
    * The worker whose charts show, or null for the whole cluster.
@@ -191,62 +103,6 @@ export class MetricsView extends Widget {
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
     this._schedule(true);
-  }
-
-  private _clear(): void {
-    this._series.clear();
-    this._gone.clear();
-    this._selected = null;
-    this._goneChanged.emit(this._gone);
-    this._schedule(true);
-  }
-
-  private _addMetrics(rows: IMetric[]): void {
-    for (const row of rows) {
-      if (!KEPT.has(row.name)) {
-        continue;
-      }
-      const key = row.worker ?? CLUSTER;
-      let series = this._series.get(key);
-      if (!series) {
-        series = new Series();
-        this._series.set(key, series);
-        if (row.worker) {
-          this._workerAdded.emit(row.worker);
-        }
-      }
-      series.at(row.time).set(row.name, row.value);
-      this._newest = Math.max(this._newest, row.time);
-    }
-    const oldest = this._newest - this.windowSeconds;
-    for (const [key, series] of this._series) {
-      series.trim(oldest);
-      if (series.times.length === 0 && key !== CLUSTER) {
-        // Left the window (a worker long gone): no longer listed.
-        this._series.delete(key);
-        this._gone.delete(key);
-      }
-    }
-    this._schedule(false);
-  }
-
-  private _addEvents(rows: IEvent[]): void {
-    let changed = false;
-    for (const event of rows) {
-      if (!event.worker) {
-        continue;
-      }
-      if (event.kind === 'worker-removed') {
-        changed = !this._gone.has(event.worker) || changed;
-        this._gone.add(event.worker);
-      } else if (event.kind === 'worker-added') {
-        changed = this._gone.delete(event.worker) || changed;
-      }
-    }
-    if (changed) {
-      this._goneChanged.emit(this._gone);
-      this._schedule(true);
-    }
   }
 
   /**
@@ -272,8 +128,9 @@ export class MetricsView extends Widget {
     if (!this.isVisible && this._drawn !== 0) {
       return; // drawn again when shown
     }
-    const cluster = this._series.get(CLUSTER)?.latest();
-    const workers = [...this._series.keys()].filter(k => k !== CLUSTER).sort();
+    const model = this.model;
+    const cluster = model.series(null)?.latest();
+    const workers = model.workers();
     if (cluster) {
       const used = add(
         cluster.get('memory_managed'),
@@ -287,36 +144,35 @@ export class MetricsView extends Widget {
     } else {
       this._summary.textContent = workers.length ? '' : 'no samples yet';
     }
-    if (this._selected !== null && !this._series.has(this._selected)) {
+    if (this._selected !== null && !model.series(this._selected)) {
       this._selected = null;
     }
     this._workers.replaceChildren(
       ...workers.map(worker => this._workerRow(worker))
     );
-    const key = this._selected ?? CLUSTER;
     this._chartsTitle.textContent =
       this._selected === null
-        ? `Whole cluster, last ${Math.round(this.windowSeconds / 60)} min`
+        ? `Whole cluster, last ${Math.round(model.windowSeconds / 60)} min`
         : `Worker ${this._selected}`;
-    const series = this._series.get(key);
+    const series = model.series(this._selected);
     this._charts.replaceChildren(
       ...CHARTS.map(chart =>
         Private.sparkline(
           chart,
           series,
           this._selected === null,
-          this._newest,
-          this.windowSeconds
+          model.newest,
+          model.windowSeconds
         )
       )
     );
   }
 
   private _workerRow(worker: string): HTMLLIElement {
-    const sample = this._series.get(worker)!.latest() ?? new Map();
+    const sample = this.model.series(worker)!.latest() ?? new Map();
     const item = element('li', 'jp-DaskObserve-worker');
     item.dataset.worker = worker;
-    const gone = this._gone.has(worker);
+    const gone = this.model.gone.has(worker);
     item.classList.toggle('jp-mod-gone', gone);
     item.classList.toggle('jp-mod-selected', worker === this._selected);
     item.title = gone
@@ -332,25 +188,27 @@ export class MetricsView extends Widget {
       worker.replace(/^\w+:\/\//, '')
     );
     const limit = sample.get('memory_limit') ?? 0;
+    const spilled = sample.get('memory_spilled') ?? 0;
+    // Process memory against the limit; data spilled to disk is not in
+    // memory, and is said apart, never added to the bar.
     const parts: [string, number][] = [
       ['managed', sample.get('memory_managed') ?? 0],
-      ['unmanaged', sample.get('memory_unmanaged') ?? 0],
-      ['spilled', sample.get('memory_spilled') ?? 0]
+      ['unmanaged', sample.get('memory_unmanaged') ?? 0]
     ];
+    const used = parts[0][1] + parts[1][1];
     const bar = element('div', 'jp-DaskObserve-membar');
-    const total = parts.reduce((sum, [, v]) => sum + v, 0);
     // Against the limit; a worker without one is drawn against what it holds.
-    const scale = limit > 0 ? Math.max(limit, total) : total || 1;
+    const scale = limit > 0 ? Math.max(limit, used) : used || 1;
     for (const [part, bytes] of parts) {
       const segment = element('div', `jp-DaskObserve-membar-${part}`);
       segment.dataset.bytes = String(bytes);
       segment.style.width = `${((100 * bytes) / scale).toFixed(2)}%`;
       bar.append(segment);
     }
-    const used = parts[0][1] + parts[1][1];
     bar.title =
       parts.map(([p, v]) => `${p} ${formatBytes(v)}`).join(', ') +
-      (limit > 0 ? ` of a ${formatBytes(limit)} limit` : ' (no limit)');
+      (limit > 0 ? ` of a ${formatBytes(limit)} limit` : ' (no limit)') +
+      (spilled > 0 ? `; ${formatBytes(spilled)} spilled to disk` : '');
     const numbers = element('div', 'jp-DaskObserve-worker-numbers');
     numbers.append(
       element(
@@ -371,6 +229,15 @@ export class MetricsView extends Widget {
         `${sample.get('tasks_processing') ?? 0} processing`
       )
     );
+    if (spilled > 0) {
+      numbers.append(
+        element(
+          'span',
+          'jp-DaskObserve-worker-spilled',
+          `${formatBytes(spilled)} spilled`
+        )
+      );
+    }
     if (gone) {
       numbers.append(element('span', 'jp-DaskObserve-worker-gone', 'gone'));
     }
@@ -381,16 +248,10 @@ export class MetricsView extends Widget {
   private _charts: HTMLDivElement;
   private _chartsTitle: HTMLDivElement;
   private _drawn = 0;
-  private _gone = new Set<string>();
-  private _goneChanged = new Signal<this, ReadonlySet<string>>(this);
-  private _newest = 0;
   private _selected: string | null = null;
-  private _series = new Map<string, Series>();
   private _status: StreamStatus;
-  private _stream: StoreStream;
   private _summary: HTMLSpanElement;
   private _timer = 0;
-  private _workerAdded = new Signal<this, string>(this);
   private _workers: HTMLUListElement;
 }
 
@@ -400,13 +261,9 @@ export class MetricsView extends Widget {
 export namespace MetricsView {
   export interface IOptions {
     /**
-     * A stream subscribed to metrics and events.
+     * The samples and workers to draw.
      */
-    stream: StoreStream;
-    /**
-     * Seconds the sparklines span (default 300).
-     */
-    windowSeconds?: number;
+    model: MetricsModel;
     /**
      * Milliseconds between redraws at most (default 1000).
      */

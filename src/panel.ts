@@ -12,6 +12,7 @@ import { HistoryView } from './history';
 import { observeIcon } from './icon';
 import { LOG_TAIL, LogsView } from './logs';
 import { MetricsView } from './metrics';
+import { MetricsModel } from './metricsmodel';
 import { ClusterModel, FlagsModel, HistoryModel, RunsModel } from './models';
 import { RunsView } from './runs';
 import { DEFAULT_SETTINGS, IPanelSettings } from './settings';
@@ -69,18 +70,19 @@ export class ObservePanel extends SidePanel {
     this._replayBar = new Widget();
     this._replayBar.addClass('jp-DaskObserve-replay');
     this._replayBar.hide();
-    this.metrics = new MetricsView({
+    this.metricsModel = new MetricsModel({
       stream: this.metricsStream,
       windowSeconds: settings.metricsWindow
     });
+    this.metrics = new MetricsView({ model: this.metricsModel });
     this.logs = new LogsView({
       stream: this.stream,
       maxLines: settings.logBufferSize,
       level: settings.defaultLevel,
       openInTab: () => this.openLogsTab()
     });
-    this.metrics.goneChanged.connect((_, gone) => this.logs.setGone(gone));
-    this.metrics.workerAdded.connect((_, worker) =>
+    this.metricsModel.goneChanged.connect((_, gone) => this.logs.setGone(gone));
+    this.metricsModel.workerAdded.connect((_, worker) =>
       this.logs.addWorker(worker)
     );
     this.flagsModel = new FlagsModel(this.connection);
@@ -159,7 +161,7 @@ export class ObservePanel extends SidePanel {
     this.clusterModel.interval = s.refreshInterval;
     this.runsModel.interval = s.refreshInterval;
     this.metrics.refreshInterval = Math.min(1000, s.refreshInterval);
-    this.metrics.windowSeconds = s.metricsWindow;
+    this.metricsModel.windowSeconds = s.metricsWindow;
     this.logs.maxLines = s.logBufferSize;
     if (settings.defaultLevel !== undefined) {
       this.logs.level = s.defaultLevel;
@@ -213,7 +215,7 @@ export class ObservePanel extends SidePanel {
    * cluster or run, the same workers marked as gone.
    */
   logsTabOptions(target: ITarget, label: string): LogsTab.IOptions {
-    const metrics = this.metrics;
+    const metrics = this.metricsModel;
     const same =
       JSON.stringify(this.metricsStream.target) === JSON.stringify(target);
     return {
@@ -248,6 +250,7 @@ export class ObservePanel extends SidePanel {
     this.stream.dispose();
     this.metricsStream.dispose();
     this.flagsModel.dispose();
+    this.metricsModel.dispose();
     this.connection.dispose();
     this.historyModel.dispose();
     this._sizer.dispose();
@@ -422,6 +425,11 @@ export class ObservePanel extends SidePanel {
    * Workers with their memory, CPU and tasks, and sparklines.
    */
   readonly metrics: MetricsView;
+
+  /**
+   * The samples and workers the metrics view draws.
+   */
+  readonly metricsModel: MetricsModel;
 
   /**
    * The metrics view's subscription.
