@@ -22,6 +22,11 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
+# The npm packages as package-lock.json pins them (the panel's build, its
+# linters and unit tests): the editable install below builds the panel only
+# where no build is there yet, and would not see new ones after a pull.
+echo "setup: npm packages"
+npm install --no-audit --no-fund --loglevel=error
 echo "setup: installing dask-observe (editable) with its test and dev tools"
 # The link a previous run made (below) goes first: the install would write its
 # install.json through it into labextension/, and the wheel would then hold it
