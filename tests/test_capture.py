@@ -336,3 +336,40 @@ def test_a_climb_to_the_memory_limit_between_heartbeats_is_in_the_timeline(
     assert story, flag["message"]
     assert float(story[1]) >= 1.0 and float(story[2]) >= 0.8 * 600
     assert "It ran " in report.inline_html.split("Failed tasks")[1]
+
+
+def test_a_transfer_logged_after_another_but_stamped_earlier_is_still_counted() -> None:
+    """A worker's ``transfer_incoming_log`` stamps each entry with its
+    scheduler delay as it was then: an entry logged after another may carry an
+    earlier time. Seen as a run of 4 keys moved that recorded 3. (The log and
+    the worker's task states are distributed's shapes; no cluster can be made
+    to log in that order on demand.)"""
+    from collections import deque
+    from types import SimpleNamespace
+
+    from dask_observe.capture.worker import Transfers
+
+    tasks = {k: SimpleNamespace(type=bytes) for k in "abcd"}
+    worker = SimpleNamespace(
+        transfer_incoming_log=deque(), state=SimpleNamespace(tasks=tasks)
+    )
+    transfers = Transfers(worker)  # type: ignore[arg-type]
+    now = time.time()
+
+    def logged(key: str, stop: float) -> None:
+        transfers.fetched(key)
+        worker.transfer_incoming_log.append(
+            {"stop": stop, "duration": 0.01, "keys": {key: 10}, "total": 10,
+             "who": "tcp://peer:1"}
+        )  # fmt: skip
+
+    logged("a", now + 1.0)
+    logged("b", now + 1.2)
+    transfers.collect()
+    logged("c", now + 1.1)  # after b, stamped before it
+    transfers.collect()
+    logged("d", now + 1.3)
+    transfers.collect()
+    transfers.collect()  # nothing new: nothing counted twice
+    (bucket,) = transfers.pending.values()
+    assert bucket["keys"] == 4 and bucket["count"] == 4 and bucket["bytes"] == 40
