@@ -322,7 +322,7 @@ def test_a_partially_recorded_run_says_so_and_why(
     import pytest
     from distributed import LocalCluster
 
-    from dask_observe.recording.recorder import CaptureUnavailableWarning
+    from dask_observe.recording.install import CaptureUnavailableWarning
 
     with (
         LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,
