@@ -17,13 +17,13 @@ for requirement in project["dependencies"]:
     found = re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*>=\s*([^,;\s]+)", requirement)
     if found:
         print(f"{found[1]}=={found[3]}")
-# numpy 2 changed its ABI: the oldest pandas claimed was built for numpy 1.
-print("numpy<2")
 PY
 echo "min-deps: $(tr '\n' ' ' < "$venv/constraints.txt")"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 # The package itself from this checkout (its panel is built already: setup.sh).
 "$venv/bin/python" -m pip install --quiet -c "$venv/constraints.txt" --editable ".[test]"
 "$venv/bin/python" -m pip check
+# As an activated environment: tests start `dask scheduler` processes by name.
+export PATH="$PWD/$venv/bin:$PATH"
 "$venv/bin/python" -m pytest -p no:cacheprovider -q tests \
   -m "not browser and not remote and not packaging"
