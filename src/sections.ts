@@ -3,16 +3,18 @@ import { MessageLoop } from '@lumino/messaging';
 import { AccordionPanel, Widget } from '@lumino/widgets';
 
 /**
- * Pixels the filler section keeps at least while the others take what they
- * hold: its filters and a few log lines (more would push the runs below the
- * fold of a 900 px window).
+ * Pixels the filler section keeps while the others take what they hold: its
+ * filters and a few log lines; down to FILLER_TIGHT (its filters and a line,
+ * "Open in a tab" for more) before the panel would scroll and push the runs
+ * below the fold.
  */
 const FILLER_MIN = 220;
+const FILLER_TIGHT = 140;
 
 /**
  * Sizes an accordion's sections to what they hold: each open section as tall
  * as its content, and one section (the logs, a list that scrolls by itself)
- * takes what is left, at least FILLER_MIN. Where that is more than the
+ * takes what is left (FILLER_MIN, or down to FILLER_TIGHT). Where that is more than the
  * panel's height, the panel scrolls as one column. (Equal shares of the panel
  * cut a cluster's dashboard buttons, the second worker, a flag and the history
  * chart, each in a box of its own to scroll, while the logs had room to
@@ -97,7 +99,9 @@ export class SectionSizer implements IDisposable {
       w.isHidden || w === this._filler ? 0 : Private.contentHeight(w.node)
     );
     const total = wanted.reduce((a, b) => a + b, 0);
-    const filler = this._filler.isHidden ? 0 : FILLER_MIN;
+    const filler = this._filler.isHidden
+      ? 0
+      : Math.max(FILLER_TIGHT, Math.min(FILLER_MIN, space - total));
     // Where all does not fit, the panel grows and scrolls as one column:
     // every section whole, the logs at their minimum.
     const available = Math.max(space, total + filler);
