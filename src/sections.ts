@@ -14,8 +14,8 @@ const FILLER_TIGHT = 140;
 /**
  * Sizes an accordion's sections to what they hold: each open section as tall
  * as its content, and one section (the logs, a list that scrolls by itself)
- * takes what is left (FILLER_MIN, or down to FILLER_TIGHT). Where that is more than the
- * panel's height, the panel scrolls as one column. (Equal shares of the panel
+ * takes what is left (FILLER_MIN, or down to FILLER_TIGHT). Where that is
+ * more than the panel's height, the panel scrolls as one column. (Equal shares of the panel
  * cut a cluster's dashboard buttons, the second worker, a flag and the history
  * chart, each in a box of its own to scroll, while the logs had room to
  * spare.) Once the user drags a divider, their sizes stay.
