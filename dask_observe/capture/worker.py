@@ -66,10 +66,6 @@ class LongTasks:
 
 #: Seconds of incoming transfers summed into one "transfer" event per peer and type.
 TRANSFER_BUCKET_S = 1.0
-#: How far back in the log's times a collect looks again for entries it has
-#: not seen: an entry's ``stop`` carries the worker's scheduler delay as it
-#: was then, so an entry logged after another may say an earlier time.
-TRANSFER_SLACK_S = 5.0
 
 
 class Transfers:
@@ -82,12 +78,14 @@ class Transfers:
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
-        self.seen = time.time()  # the log's times are worker wall-clock times
-        #: Entries before the plugin began are not its to report.
-        self.began = self.seen
-        #: The entries collected in the last TRANSFER_SLACK_S of the log's
-        #: times: id -> stop (an id alone could be a newer entry's).
-        self.collected: dict[int, float] = {}
+        #: Entries before the plugin began are not its to report (the log's
+        #: times are worker wall-clock times).
+        self.began = time.time()
+        #: The newest entry collected: a collect takes what was logged after
+        #: it, whatever time that says (an entry's ``stop`` carries the
+        #: worker's scheduler delay as it was then, so a later entry may say
+        #: an earlier time: read by time, "4 keys moved" was recorded as 3).
+        self.newest: dict[str, Any] | None = None
         self.pending: dict[tuple[str, str], dict[str, Any]] = {}
         self.since = time.monotonic()
         #: The type of each key fetched since the last collect, noted as it
@@ -105,23 +103,14 @@ class Transfers:
     def collect(self, defer: bool = True) -> None:
         log = self.worker.transfer_incoming_log
         fresh = []
-        # Newest first, back to a little before the newest time seen: not
-        # just to it, which lost an entry logged after another but stamped
-        # earlier (a transfer of 4 keys was recorded as 3, now and then).
-        horizon = max(self.seen - TRANSFER_SLACK_S, self.began)
-        collected = self.collected
+        # Newest first, back to the newest already taken. (Were it dropped
+        # from the bounded log, all before it went too: all there is new.)
         for entry in reversed(log):
-            stop = entry["stop"]
-            if stop <= horizon:
+            if entry is self.newest or entry["stop"] <= self.began:
                 break
-            if collected.get(id(entry)) != stop:
-                fresh.append(entry)
-        for entry in fresh:
-            collected[id(entry)] = entry["stop"]
-            self.seen = max(self.seen, entry["stop"])
-        horizon = self.seen - TRANSFER_SLACK_S
-        if len(collected) > 64:  # forget what the next collect will not reach
-            self.collected = {k: t for k, t in collected.items() if t > horizon}
+            fresh.append(entry)
+        if fresh:
+            self.newest = fresh[0]
         # The log can hold a transfer before its keys' transition to memory
         # (which notes their type) has run: such an entry waits one collect.
         waiting, self.waiting = self.waiting, []

@@ -197,11 +197,13 @@ def _chart(chart: str, limits: Limits) -> str:
 
 def _task_stream(data: ReportData, limits: Limits) -> str:
     prefixes = [str(p) for p in data.prefixes["prefix"]]
+    # One assignment for the stream and its legend: colours depend on each other.
+    colors = svg.prefix_colors(prefixes)
     return (
         f"<h4{_s('h4')}>Task stream</h4>"
-        + _chart(svg.task_stream(data.tasks, data.duration), limits)
+        + _chart(svg.task_stream(data.tasks, data.duration, colors), limits)
         + "<br>"
-        + _chart(svg.legend(prefixes, limits.legend), limits)
+        + _chart(svg.legend(prefixes, limits.legend, colors), limits)
     )
 
 

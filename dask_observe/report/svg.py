@@ -171,14 +171,13 @@ def _lanes(tasks: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return tasks, lanes
 
 
-def task_stream(tasks: pd.DataFrame, duration: float) -> str:
+def task_stream(tasks: pd.DataFrame, duration: float, colors: dict[str, str]) -> str:
     """The task stream: a lane per worker thread, a colour per prefix, Dask's
     phase colours for transfer, disk and deserialisation."""
     if tasks.empty:
         return "<p>No task ran in this run.</p>"
     tasks, lanes = _lanes(tasks)
     segments = _segments(tasks)
-    colors = prefix_colors(tasks["prefix"].dropna().astype(str))
     lane_h = max(3, min(16, 360 // len(lanes)))
     plot_w = WIDTH - LABEL_WIDTH
     height = lane_h * len(lanes) + 24
@@ -366,10 +365,9 @@ def _swatches(items: list[tuple[str, str]], dashed: bool = False) -> str:
     )
 
 
-def legend(prefixes: list[str], shown: int) -> str:
-    """Colour swatches for the first ``shown`` of a run's ``prefixes`` (all of
-    them: their colours depend on each other) and for the phases."""
-    colors = prefix_colors(prefixes)
+def legend(prefixes: list[str], shown: int, colors: dict[str, str]) -> str:
+    """Colour swatches for the first ``shown`` of a run's ``prefixes`` (in
+    ``colors``, from :func:`prefix_colors` of them all) and for the phases."""
     more = max(len(prefixes) - shown, 0)
     items = [(p, colors[p]) for p in prefixes[:shown]] + [
         ("transfer", PHASE_COLORS["transfer"]),
