@@ -510,6 +510,22 @@ def test_a_scheduler_stall_is_judged_by_the_schedulers_own_host_samples(
     assert "oversubscribed" in message(recorded, "event-loop-blocked")
 
 
+def test_a_worker_on_the_schedulers_host_is_judged_by_its_samples_too(
+    run: SyntheticRun,
+) -> None:
+    # A worker's own sampler has its first sample a second into the run; the
+    # scheduler's, on the same machine (here 10.0.0.1), cover that second.
+    beside = "tcp://10.0.0.1:40002"
+    busy_host(run, 4.0, None)
+    run.event(1.2, "event-loop-stall", beside, seconds=1.1, since=run.start, cpu=0.2)
+    run.event(1.2, "event-loop-stall", B, seconds=1.1, since=run.start, cpu=0.2)
+    recorded = run.end(5.0)
+    text = message(recorded, "event-loop-blocked")
+    # B's host (10.0.0.3) was not sampled busy: its stall is the code's.
+    assert f"The event loop of {B} stalled 1 time(s)" in text
+    assert "1 more came while the host was oversubscribed" in text
+
+
 # -- work ------------------------------------------------------------------------
 
 

@@ -30,7 +30,7 @@ from dask_observe.report.svg import short_address
 from dask_observe.units import format_bytes, parse_bytes
 
 from .conftest import wait_until
-from .load import burners
+from .load import burners, spin
 
 
 def hold_memory(fraction: float, seconds: float) -> int:
@@ -313,13 +313,6 @@ def test_a_p2p_merge_writes_shards_to_disk_without_spilling(
     assert len(run.logs(contains="initialized by task")) >= 1
     assert not data.alerts["message"].str.contains("initialized by task").any()
     assert data.n_warnings == len(data.alerts[data.alerts["level"] == "WARNING"])
-
-
-def spin(seconds: float) -> None:
-    """Pure Python: holds the GIL but for the interpreter's switches."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
 
 
 def test_python_threads_fighting_for_the_gil_raise_gil_contention(

@@ -59,10 +59,21 @@ class Busy:
 
 
 class BusyHosts:
-    """The run's seconds of busy hosts, by host, read once for every flag."""
+    """The run's seconds of busy hosts, by host, read once for every flag.
+
+    The scheduler's samples are filed under its address's host: a worker on
+    the scheduler's machine (a LocalCluster's, all of them) is judged by them
+    too, which matters in a worker's first second, before its own sampler has
+    a sample (it begins with the recording; a stall there went unexplained)."""
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        cluster = ctx.run.cluster
+        self.scheduler = address_host(cluster) if cluster else SCHEDULER
+
+    def host(self, worker: str | None) -> str:
+        """The host of ``worker``'s samples and stalls (None: the scheduler)."""
+        return address_host(worker) if worker else self.scheduler
 
     @cached_property
     def busy(self) -> dict[str, list[Busy]]:
@@ -84,7 +95,7 @@ class BusyHosts:
                 oversubscribed = runnable is not None and runnable > per_core * cores
             if not oversubscribed:
                 continue
-            host = address_host(named)
+            host = self.host(named)
             start = float(t) - (_number(data.get("seconds")) or 1.0)
             found.setdefault(host, []).append(
                 Busy(start, float(t), host, named, waiting, runnable, cores)
@@ -96,7 +107,7 @@ class BusyHosts:
         that overlaps ``since`` to ``until``, if its host was busy then."""
         seconds = [
             b
-            for b in self.busy.get(address_host(worker), ())
+            for b in self.busy.get(self.host(worker), ())
             if b.start < until and b.end > since
         ]
         return max(seconds, key=lambda b: b.waiting or 0.0, default=None)

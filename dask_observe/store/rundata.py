@@ -105,6 +105,11 @@ class RunData:
         return str(found) if found else None
 
     @property
+    def cluster(self) -> str:
+        """The address of the scheduler the run was recorded on."""
+        return str(self._record["cluster"])
+
+    @property
     def partial(self) -> str | None:
         """Why the run was recorded only partially (its cluster did not take
         the capture plugins), or None for a run recorded fully."""
