@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
     from dask_observe.analysis.compare import Comparison
+    from dask_observe.archive import Archive
 
 __all__ = [
     "Run",
@@ -32,6 +33,7 @@ __all__ = [
     "StoreError",
     "__version__",
     "compare",
+    "open_archive",
     "open_store",
     "record",
 ]
@@ -49,6 +51,18 @@ def open_store(
     from dask_observe.config import default_store_path
 
     return Store(default_store_path() if path is None else path, create=create)
+
+
+def open_archive(
+    url: str | None = None, *, storage_options: dict[str, Any] | None = None
+) -> Archive:
+    """The runs published to the archive at ``url`` (an fsspec URL; default
+    ``observe.archive``), from any machine: ``runs()`` (with host and user),
+    ``run(id)``, ``history(name)``; ``compare(a, b, store=archive)``.
+    See :mod:`dask_observe.archive`."""
+    from dask_observe.archive import open_archive as _open_archive
+
+    return _open_archive(url, storage_options=storage_options)
 
 
 def record(
@@ -70,7 +84,7 @@ def compare(
     b: Run | int | str,
     *,
     threshold: float | None = None,
-    store: Store | None = None,
+    store: Store | Archive | None = None,
 ) -> Comparison:
     """Compare run ``b`` against run ``a``: headline figures and per-prefix times
     side by side with ratios ``b / a``, regressions and improvements marked.

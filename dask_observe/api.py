@@ -99,6 +99,8 @@ class Run(store.RunData):
     """
 
     _flags: list[Flag] | None = None
+    #: The run's id in the archive it was read from (None: a local store's).
+    archive_uid: str | None = None
 
     def __init__(self, source: store.BaseStore, record: dict[str, Any]) -> None:
         super().__init__(source, record)
@@ -232,6 +234,26 @@ class Run(store.RunData):
         flags = self.flag_list()
         return write_parquet(self, flags, directory, overwrite=overwrite)
 
+    def publish(self, url: str | None = None) -> str:
+        """Publish this run (ended) to the archive at ``url`` (default
+        ``observe.archive``) for the team to read from any machine; its id
+        there. Publishing it again writes the same folder."""
+        from dask_observe.archive import ArchiveError, configured_location, publish
+
+        location = configured_location(url)
+        if location is None:
+            raise ArchiveError(
+                "no archive: give its URL, or set observe.archive "
+                "(DASK_OBSERVE__ARCHIVE=s3://bucket/runs)"
+            )
+        done = publish(self.store, [self.id], location)  # type: ignore[arg-type]
+        if self.id in done.failed:
+            raise ArchiveError(
+                f"cannot publish run {self.id} to {location.url}: "
+                f"{done.failed[self.id]}"
+            )
+        return done.uids[self.id]
+
     def to_chrome_trace(
         self, path: str | os.PathLike[str], *, overwrite: bool = True
     ) -> Path:
@@ -284,6 +306,6 @@ class Store(store.BaseStore):
         many): id, started, status, duration_s, n_tasks, n_failed, n_flags,
         verdict (the wall time's against the runs before), changed (what
         differs from the previous run's environment), peak_memory (bytes)."""
-        from dask_observe.analysis.compare import history
+        from dask_observe.analysis.history import history
 
         return history(self, name, last=last)

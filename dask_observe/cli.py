@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dask_observe import commands
 from dask_observe.api import Run, Store
@@ -16,11 +16,19 @@ from dask_observe.commands import add_reading
 from dask_observe.plaintext import flag_lines, log_lines, stack_lines, visible
 from dask_observe.store import StoreError, StoreMissing
 
+if TYPE_CHECKING:
+    from dask_observe.archive import Archive
+
 FORCE_HELP = "overwrite files that exist (a symbolic link is never followed)"
 
 #: How often ``logs --follow`` looks for new lines, and how many it reads at once.
 FOLLOW_INTERVAL_S = 0.5
 FOLLOW_PAGE = 5000
+
+
+def _read(args: argparse.Namespace) -> Store | Archive:
+    """What a reading command reads: ``--archive``, else the store."""
+    return commands.open_reading(args, lambda: _open(args))
 
 
 def _open(
@@ -51,7 +59,7 @@ def _writable(path: Path) -> bool:
 def cmd_runs(args: argparse.Namespace) -> int:
     hint = "Record one with `dask-observe demo`, or with %%dask_record in a notebook."
     try:
-        store = _open(args)
+        store = _read(args)
     except StoreMissing as e:
         print(visible(f"No dask-observe store at {e.path} yet. {hint}"))
         return 0
@@ -73,7 +81,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with _read(args) as store:
         run = store.run(args.run)
         if args.follow:
             _follow(run, args)
@@ -117,7 +125,7 @@ def _follow(run: Run, args: argparse.Namespace) -> None:
 
 
 def cmd_flags(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with _read(args) as store:
         flags = store.run(args.run).flags()
     for line in flag_lines(flags):
         print(line)
@@ -125,7 +133,7 @@ def cmd_flags(args: argparse.Namespace) -> int:
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with _read(args) as store:
         stacks = store.run(args.run).stacks()
     for line in stack_lines(stacks):
         print(line)
@@ -133,11 +141,12 @@ def cmd_stacks(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with _read(args) as store:
         run = store.run(args.run)
-        output = args.output or f"run-{run.id}.html"
+        label = run.archive_uid or run.id
+        output = args.output or f"run-{label}.html"
         path = run.report().save(output, overwrite=args.force)
-    print(visible(f"Report of run {run.id} {run.name!r} written to {path}"))
+    print(visible(f"Report of run {label} {run.name!r} written to {path}"))
     return 0
 
 
@@ -201,14 +210,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from dask_observe.analysis.compare import compare
 
-    with _open(args) as store:
+    with _read(args) as store:
         comparison = compare(args.a, args.b, threshold=args.threshold, store=store)
     print(visible(comparison.text()))
     return 0
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with _read(args) as store:
         runs = store.history(args.name)
     if runs.empty:
         print(visible(f"No runs named {args.name!r} in {store.path}."))
@@ -275,6 +284,50 @@ def cmd_redact(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_publish(args: argparse.Namespace) -> int:
+    from dask_observe.archive import ArchiveError, configured_location, publish
+    from dask_observe.units import format_bytes
+
+    if (args.run is None) == (not args.all):
+        raise ValueError("publish needs a run id (or last), or --all")
+    location = configured_location(args.archive)
+    if location is None:
+        raise ArchiveError(
+            "no archive: give --archive URL, or set observe.archive "
+            "(DASK_OBSERVE__ARCHIVE=s3://bucket/runs)"
+        )
+    with _open(args) as store:
+        if args.all:
+            records = reversed(store.run_records())  # oldest first
+            ids = [r["id"] for r in records if r["status"] != "running"]
+        else:
+            ids = [store.run(args.run).id]
+        total = len(ids)
+        done = publish(store, ids, location, progress=_progress(total))
+    for run_id, uid in done.uids.items():
+        print(visible(f"run {run_id} -> {location.url} as {uid}"))
+    print(
+        visible(f"Published {len(done.uids)} of {total} run(s) to {location.url} "
+                f"({format_bytes(done.nbytes)}).")
+    )  # fmt: skip
+    for run_id, why in done.failed.items():
+        print(visible(f"dask-observe: error: run {run_id}: {why}"), file=sys.stderr)
+    return 1 if done.failed else 0
+
+
+def _progress(total: int) -> Any:
+    """A line a run on a terminal, for publishing many."""
+    if total < 2 or not sys.stderr.isatty():
+        return None
+
+    def say(done: int) -> None:
+        print(f"\rpublishing {done}/{total}", end="", file=sys.stderr, flush=True)
+        if done == total:
+            print(file=sys.stderr)
+
+    return say
+
+
 def cmd_prune(args: argparse.Namespace) -> int:
     from dask_observe.store.retention import Policy
     from dask_observe.units import format_bytes, parse_bytes, parse_seconds
@@ -291,6 +344,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
             "say what to keep: --keep-last N, --older-than AGE (e.g. 30d) or "
             "--max-size SIZE (e.g. 2GiB), or set observe.retention"
         )
+    if args.archive:
+        return _prune_archive(args, policy)
     with _open(args, readonly=args.dry_run) as store:
         pruned = store.prune(policy, dry_run=args.dry_run)
     if not pruned.runs:
@@ -307,6 +362,25 @@ def cmd_prune(args: argparse.Namespace) -> int:
         )
         print(f"Pruned {runs}: {pruned.rows:,} rows; the store went from {before}")
         print(f"to {after}.")
+    return 0
+
+
+def _prune_archive(args: argparse.Namespace, policy: Any) -> int:
+    from dask_observe.archive import open_archive
+    from dask_observe.units import format_bytes
+
+    with open_archive(args.archive) as archive:
+        pruned = archive.prune(policy, dry_run=args.dry_run)
+    if not pruned.runs and not pruned.orphans:
+        print(visible(f"Nothing to prune in {archive.url}."))
+        return 0
+    ids = ", ".join(str(r["uid"]) for r in pruned.runs)
+    what = f"{len(pruned.runs)} run(s) ({ids}; {format_bytes(pruned.nbytes)})"
+    if pruned.orphans:
+        what += f" and {len(pruned.orphans)} unfinished publish(es)"
+    verb = "Would prune" if pruned.dry_run else "Pruned"
+    tail = " Nothing changed (--dry-run)." if pruned.dry_run else ""
+    print(visible(f"{verb} {what} from {archive.url}.{tail}"))
     return 0
 
 
@@ -390,7 +464,23 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument(
         "--dry-run", action="store_true", help="say what would go; change nothing"
     )
+    prune.add_argument(
+        "--archive", metavar="URL",
+        help="prune the runs published to this archive, not the local store",
+    )  # fmt: skip
     prune.set_defaults(func=cmd_prune)
+    publish = subcommands.add_parser(
+        "publish", help="publish runs to the team's archive (observe.archive)"
+    )
+    publish.add_argument("run", nargs="?", help="a run id, or last")
+    publish.add_argument(
+        "--all", action="store_true", help="every ended run of the store"
+    )
+    publish.add_argument(
+        "--archive", metavar="URL",
+        help="where (an fsspec URL; default: dask config observe.archive)",
+    )  # fmt: skip
+    publish.set_defaults(func=cmd_publish)
     redact = subcommands.add_parser(
         "redact",
         help="apply observe.redact to everything the store holds (runs recorded "

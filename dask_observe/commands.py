@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dask_observe.api import Run
+    from dask_observe.api import Run, Store
+    from dask_observe.archive import Archive
 
 #: Helps of the reading subcommands, by name.
 HELP = {
@@ -82,6 +83,27 @@ def add_history(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help="the runs' name (e.g. of a nightly recording)")
 
 
+def add_archive(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--archive",
+        metavar="URL",
+        help="read the runs published to this archive (an fsspec URL: a shared "
+        "directory, s3://bucket/path) rather than the local store",
+    )
+
+
+def open_reading(
+    args: argparse.Namespace, local: Callable[[], Store]
+) -> Store | Archive:
+    """What a reading subcommand reads: the archive of ``--archive``, else
+    the local store that ``local`` opens."""
+    if getattr(args, "archive", None):
+        from dask_observe.archive import open_archive
+
+        return open_archive(args.archive)
+    return local()
+
+
 def add_reading(
     commands: Any,
     *,
@@ -99,6 +121,8 @@ def add_reading(
     add_log_filters(parsers["logs"])
     add_compare(parsers["compare"])
     add_history(parsers["history"])
+    for parser in parsers.values():
+        add_archive(parser)
     if extra is not None:
         for parser in parsers.values():
             extra(parser)

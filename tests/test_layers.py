@@ -3,7 +3,7 @@ layer or the ones below, whether at the top of the file or inside a function.
 
     capture  <  units, plaintext, config, redact, analysis.noise  <  store
              <  analysis.figures  <  diagnose, report, analysis, export
-             <  api (the public Run and Store)  <  recording
+             <  api (the public Run and Store), archive  <  recording
              <  notebook, server, cli, demo
 
 (An import-linter contract, read from the source with ``ast``: no dependency.)
@@ -28,7 +28,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dask_observe.analysis.figures",),
     ("dask_observe.diagnose", "dask_observe.report", "dask_observe.analysis",
      "dask_observe.export"),
-    ("dask_observe.api",),
+    # The public Run and Store, and the archive (whose runs are Runs, read
+    # into a Store; a Run publishes itself).
+    ("dask_observe.api", "dask_observe.archive"),
     ("dask_observe.recording",),
     # The package's own entry points (the API, %load_ext, the server
     # extension) sit on top, with what they load.

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dask_observe import config
 from dask_observe.analysis import noise
-from dask_observe.analysis.changes import change_text, code_diff, differences
+from dask_observe.analysis.changes import code_diff, differences
 from dask_observe.plaintext import short_path
 from dask_observe.report.svg import image
 from dask_observe.units import format_bytes, format_seconds
@@ -27,7 +27,14 @@ from dask_observe.units import format_bytes, format_seconds
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dask_observe.store import BaseStore, RunData
+    from dask_observe.store import RunData
+
+
+class RunSource(Protocol):
+    """What holds runs by id: a store, or an archive."""
+
+    def run(self, run: int | str = "last") -> RunData: ...
+
 
 #: Columns of ``Comparison.table``.
 COMPARISON_COLUMNS = ("figure", "unit", "a", "b", "ratio", "verdict")
@@ -332,7 +339,7 @@ def compare(
     b: RunData | int | str,
     *,
     threshold: float | None = None,
-    store: BaseStore | None = None,
+    store: RunSource | None = None,
     profiles: bool = True,
 ) -> Comparison:
     """Compare run ``b`` against run ``a`` (ratios are ``b / a``).
@@ -441,7 +448,7 @@ def ratio_text(ratio: float) -> str:
     return "gone" if ratio == 0 else f"{ratio:.2f}x"
 
 
-def _resolve(run: RunData | int | str, store: BaseStore | None) -> RunData:
+def _resolve(run: RunData | int | str, store: RunSource | None) -> RunData:
     from dask_observe.store import RunData
 
     if isinstance(run, RunData):
@@ -544,118 +551,3 @@ def _code_html(c: Comparison) -> str:
         f"<th></th></tr>{rows}</table>"
         + (f'<p data-figure="profile-diff">{image(chart)}</p>' if chart else "")
     )
-
-
-#: The columns of ``store.history(name)``.
-HISTORY_COLUMNS = (
-    "id", "started", "status", "duration_s", "n_tasks", "n_failed", "n_flags",
-    "verdict", "changed", "peak_memory", "prefixes",
-)  # fmt: skip
-
-
-#: Earlier runs a history's bands are drawn from (the newest).
-_BAND_RUNS = 10
-
-
-def _per_task(run: RunData) -> dict[str, float]:
-    """Each prefix's mean compute seconds a task: its pace whatever the
-    number of tasks (more work is not slower work)."""
-    tasks = run.tasks()
-    means = tasks.groupby("prefix")["compute_s"].mean()
-    return {str(prefix): float(mean) for prefix, mean in means.items()}
-
-
-def _prefix_verdicts(
-    paces: dict[str, float], earlier: list[dict[str, float]], floor: float
-) -> dict[str, str]:
-    """The prefixes whose time a task lies outside their own spread over the
-    earlier runs (five or more that ran them): a prefix that is always noisy
-    has a wide band, a steady one that doubles leaves its narrow one."""
-    found = {}
-    for prefix, pace in paces.items():
-        before = [p[prefix] for p in earlier if prefix in p]
-        band = noise.outside(before[-_BAND_RUNS:], pace, floor)
-        if band:
-            found[prefix] = "regression" if band > 0 else "improvement"
-    return found
-
-
-def history(
-    store: BaseStore,
-    name: str,
-    *,
-    threshold: float | None = None,
-    last: int | None = None,
-) -> pd.DataFrame:
-    """The runs named ``name``, oldest first, each judged against the ones
-    before it: ``verdict`` is the wall time's (against the spread of five or
-    more earlier finished runs, else in a comparison with the previous one),
-    ``changed`` what differs from the previous run's environment,
-    ``peak_memory`` the most bytes its workers held together (NaN unknown),
-    ``prefixes`` the task prefixes whose time a task left their own spread
-    over the earlier runs ({prefix: verdict}; five or more earlier runs).
-    ``last``: only the newest that many runs (the older ones still count in
-    the spread their verdicts are judged against)."""
-    import pandas as pd
-
-    from dask_observe.analysis.figures import peak_memory
-
-    floor = (
-        float(config.get("compare.threshold") or 0.1)
-        if threshold is None
-        else threshold
-    )
-    records = [r for r in reversed(store.run_records()) if r["name"] == name]
-    shown = len(records) - (len(records) if last is None else last)
-    rows = []
-    walls: list[float] = []
-    paces: list[dict[str, float]] = []  # per prefix, of each finished run read
-    previous: RunData | int | None = None  # the last finished run (its id: unread)
-    for i, record in enumerate(records):
-        finished = record["status"] == "finished" and record["duration_s"] is not None
-        # Runs further back than the bands look are not read at all.
-        read = i >= shown - _BAND_RUNS
-        run = store.run(record["id"]) if read else None
-        pace = _per_task(run) if run is not None and finished else {}
-        if run is not None and i >= shown:
-            if isinstance(previous, int):
-                previous = store.run(previous)
-            verdict = _history_verdict(run, previous, walls, floor) if finished else ""
-            prefixes = _prefix_verdicts(pace, paces, floor)
-            changed: list[str] = []
-            if previous is not None:
-                changed = [
-                    change_text(*change)
-                    for change in differences(previous.environment(), run.environment())
-                ]
-            peak = peak_memory(run)
-            rows.append(
-                (*(record[c] for c in HISTORY_COLUMNS[:7]), verdict or None, changed,
-                 float("nan") if peak is None else peak, prefixes)
-            )  # fmt: skip
-        if finished:
-            walls.append(float(record["duration_s"]))
-            if run is not None:
-                paces.append(pace)
-            previous = run if run is not None else int(record["id"])
-    frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
-    frame["started"] = pd.to_datetime(frame["started"], unit="s", utc=True)
-    return frame
-
-
-def _history_verdict(
-    run: RunData, previous: RunData | None, walls: list[float], floor: float
-) -> str:
-    """The wall time's verdict of ``run`` in its history (see :func:`history`)."""
-    wall = float(run.summary()["duration_s"])
-    band = noise.outside(walls[-_BAND_RUNS:], wall, floor)
-    if band is not None:
-        return {1: "regression", -1: "improvement"}.get(band, "")
-    if previous is None:
-        return ""
-    try:
-        table = compare(previous, run, threshold=floor, profiles=False).table
-        table = table.set_index("figure")
-    except NothingToCompare:
-        return ""
-    return str(table.loc["wall time", "verdict"])

@@ -13,7 +13,7 @@ import shlex
 import sys
 from collections.abc import Iterator
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -34,6 +34,9 @@ from dask_observe.recording.block import STORE_ERRORS, NotRecorded, begin, end
 from dask_observe.recording.lifecycle import Recording
 from dask_observe.recording.span import NoClientError, resolve_client
 from dask_observe.store import StoreError
+
+if TYPE_CHECKING:
+    from dask_observe.archive import Archive
 
 
 def _open_store(path: str | None, create: bool = True) -> Store:
@@ -280,11 +283,8 @@ class ObserveMagics(Magics):
             store.close()
 
     def _observe_runs(self, args: argparse.Namespace) -> Any:
-        store = _open_store(args.store, create=False)
-        try:
+        with _reading(args) as store:
             return store.runs()
-        finally:
-            store.close()
 
     def _observe_logs(self, args: argparse.Namespace) -> None:
         with _reading(args) as store:
@@ -345,10 +345,16 @@ class ObserveMagics(Magics):
 
 
 @contextlib.contextmanager
-def _reading(args: argparse.Namespace) -> Iterator[Store]:
-    """The store named by ``--store``; unknown runs and bad filters become
-    UsageError, as every bad argument of a magic."""
-    store = _open_store(args.store, create=False)
+def _reading(args: argparse.Namespace) -> Iterator[Store | Archive]:
+    """The archive of ``--archive``, else the store named by ``--store``;
+    unknown runs and bad filters become UsageError, as every bad argument of
+    a magic."""
+    try:
+        store = commands.open_reading(
+            args, lambda: _open_store(args.store, create=False)
+        )
+    except StoreError as e:  # no archive there, no driver for its protocol
+        raise UsageError(str(e)) from None
     try:
         yield store
     except (StoreError, ValueError) as e:

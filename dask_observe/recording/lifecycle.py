@@ -360,11 +360,13 @@ class Recording:
         from dask_observe.recording import environment
 
         assert self.run is not None
+        from dask_observe import config as observe
         from dask_observe.store.retention import Policy
 
         # Read the config now: the block's own ``dask.config.set`` ends as soon
         # as this returns.
         workers = workers or {}
+        archive = observe.get("archive"), dict(observe.get("archive-options") or {})
         config = environment.config_changes()
         settings = run_settings({w: a["memory"] for w, a in workers.items()})
         try:
@@ -385,10 +387,14 @@ class Recording:
         # Not a daemon: a script that ends with its block still writes the run's end.
         ending.thread = threading.Thread(
             target=self._after,
-            args=(ending, status, ended, workers, config, settings, retention),
+            args=(ending, status, ended, workers, config, settings, retention, archive),
             name="dask-observe-run-end",
         )
         ending.thread.start()
+        if archive[0]:
+            from dask_observe.archive.publish import hold_exit_for
+
+            hold_exit_for(ending.thread)
         run = self.run.refresh()
         run._ending = ending
         return run
@@ -402,8 +408,11 @@ class Recording:
         config: dict[str, Any],
         settings: dict[str, Any],
         retention: Policy | None,
+        archive: tuple[str | None, dict[str, Any]],
     ) -> None:
-        """The end of a run that nobody waits for (see ``_end``)."""
+        """The end of a run that nobody waits for (see ``_end``); then, with
+        ``observe.archive`` set (``archive``: its URL and options), its
+        publishing, after the run's readers stopped waiting for its end."""
         assert self.run is not None and self._recorder is not None
         run_id = self.run.id
         store: Store | None = None
@@ -434,6 +443,14 @@ class Recording:
             if store is not None:
                 store.close()
             ending.finish()
+        url, options = archive
+        if url:
+            from dask_observe.archive.publish import publish_at_end
+
+            try:
+                publish_at_end(str(self.store.path), run_id, str(url), options)
+            except Exception as e:  # the run is recorded; publishing retries
+                logger.warning("dask-observe: cannot publish run %s: %s", run_id, e)
 
     def _environment(
         self, workers: dict[str, dict[str, Any]], config: dict[str, Any]

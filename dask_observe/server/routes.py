@@ -103,8 +103,8 @@ def _number(value: Any) -> float | None:
 def read_history(store: BaseStore, run_id: str) -> HistoryPayload:
     """The history of the run's name: its newest runs, oldest first, with
     their wall time, peak memory, verdict, prefix verdicts and what changed (see
-    :func:`dask_observe.analysis.compare.history`)."""
-    from dask_observe.analysis.compare import history
+    :func:`dask_observe.analysis.history.history`)."""
+    from dask_observe.analysis.history import history
 
     name = str(store.run_record(run_id)["name"])
     frame = history(store, name, last=HISTORY_POINTS)

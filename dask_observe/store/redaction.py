@@ -47,7 +47,7 @@ def _json_column(redactor: Redactor) -> Callable[[Any], Any]:
     return redact
 
 
-def _columns(redactor: Redactor) -> dict[str, dict[str, Callable[[Any], Any]]]:
+def columns(redactor: Redactor) -> dict[str, dict[str, Callable[[Any], Any]]]:
     """Every stored column that holds text from the cluster or the user."""
     text, data = redactor.maybe, _json_column(redactor)
     return {
@@ -73,8 +73,8 @@ def redact(
     done = Redacted(dry_run=dry_run)
     if not dry_run:
         conn.execute("PRAGMA secure_delete = ON")
-    for table, columns in _columns(redactor).items():
-        names = list(columns)
+    for table, rewrite in columns(redactor).items():
+        names = list(rewrite)
         changed = 0
         last = 0
         while True:
@@ -89,7 +89,7 @@ def redact(
             updates = []
             for row in rows:
                 old = tuple(row[1:])
-                new = tuple(columns[n](v) for n, v in zip(names, old, strict=True))
+                new = tuple(rewrite[n](v) for n, v in zip(names, old, strict=True))
                 # JSON that only changed its spacing is no change.
                 if any(
                     o != n and not _same_json(o, n)

@@ -166,6 +166,19 @@ MIGRATIONS: tuple[str, ...] = (
         flags     TEXT    NOT NULL
     );
     """,
+    # 9 -> 10: runs published to an archive (``observe.archive``): the run's id
+    # there (unique across machines, chosen at the first try, so that a retry
+    # writes the same folder) and when it was published (NULL: tried, not yet
+    # done; the next run's end tries again).
+    """
+    CREATE TABLE published (
+        run_id    INTEGER NOT NULL REFERENCES runs (id),
+        archive   TEXT    NOT NULL,
+        uid       TEXT    NOT NULL,
+        published REAL,
+        PRIMARY KEY (run_id, archive)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,192 @@
+"""The runs of one name, each judged against the ones before it
+(``store.history(name)``, ``archive.history(name)``).
+
+What a run's judgement reads of it is a handful of figures (its wall time,
+each prefix's pace, its environment, its peak memory) and, for a run with
+few before it, a comparison with the previous one. A run is an
+:class:`Entry`: a local store's reads them from the run when asked; an
+archive's has them in the run's manifest, so that a history of thousands of
+runs reads no run's tables.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Protocol
+
+from dask_observe import config
+from dask_observe.analysis import noise
+from dask_observe.analysis.changes import change_text, differences
+from dask_observe.analysis.compare import NothingToCompare, compare
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import pandas as pd
+
+    from dask_observe.store import BaseStore, RunData
+
+#: The columns of ``store.history(name)``.
+HISTORY_COLUMNS = (
+    "id", "started", "status", "duration_s", "n_tasks", "n_failed", "n_flags",
+    "verdict", "changed", "peak_memory", "prefixes",
+)  # fmt: skip
+
+#: Earlier runs a history's bands are drawn from (the newest).
+BAND_RUNS = 10
+
+
+class Entry(Protocol):
+    """A run as its history reads it."""
+
+    #: Its listing's record: id, started, status, duration_s, n_tasks, ...
+    record: dict[str, Any]
+
+    def pace(self) -> dict[str, float]: ...
+
+    def environment(self) -> dict[str, Any]: ...
+
+    def peak(self) -> float | None: ...
+
+    def data(self) -> RunData: ...
+
+
+def per_task(run: RunData) -> dict[str, float]:
+    """Each prefix's mean compute seconds a task: its pace whatever the
+    number of tasks (more work is not slower work)."""
+    tasks = run.tasks()
+    means = tasks.groupby("prefix")["compute_s"].mean()
+    return {str(prefix): float(mean) for prefix, mean in means.items()}
+
+
+class StoredEntry:
+    """A run of a store, read when (and if) its history needs it."""
+
+    def __init__(self, store: BaseStore, record: dict[str, Any]) -> None:
+        self.store = store
+        self.record = record
+
+    @cached_property
+    def _data(self) -> RunData:
+        return self.store.run(self.record["id"])
+
+    def data(self) -> RunData:
+        return self._data
+
+    def pace(self) -> dict[str, float]:
+        return per_task(self._data)
+
+    def environment(self) -> dict[str, Any]:
+        return self._data.environment()
+
+    def peak(self) -> float | None:
+        from dask_observe.analysis.figures import peak_memory
+
+        return peak_memory(self._data)
+
+
+def history(
+    store: BaseStore,
+    name: str,
+    *,
+    threshold: float | None = None,
+    last: int | None = None,
+) -> pd.DataFrame:
+    """The runs named ``name`` in ``store``: see :func:`judge`."""
+    records = [r for r in reversed(store.run_records()) if r["name"] == name]
+    entries = [StoredEntry(store, record) for record in records]
+    return judge(entries, threshold=threshold, last=last)
+
+
+def judge(
+    entries: Sequence[Entry],
+    *,
+    threshold: float | None = None,
+    last: int | None = None,
+) -> pd.DataFrame:
+    """The runs ``entries`` (oldest first), each judged against the ones
+    before it: ``verdict`` is the wall time's (against the spread of five or
+    more earlier finished runs, else in a comparison with the previous one),
+    ``changed`` what differs from the previous run's environment,
+    ``peak_memory`` the most bytes its workers held together (NaN unknown),
+    ``prefixes`` the task prefixes whose time a task left their own spread
+    over the earlier runs ({prefix: verdict}; five or more earlier runs).
+    ``last``: only the newest that many runs (the older ones still count in
+    the spread their verdicts are judged against)."""
+    import pandas as pd
+
+    floor = (
+        float(config.get("compare.threshold") or 0.1)
+        if threshold is None
+        else threshold
+    )
+    shown = len(entries) - (len(entries) if last is None else last)
+    rows = []
+    walls: list[float] = []
+    paces: list[dict[str, float]] = []  # per prefix, of each finished run read
+    previous: Entry | None = None  # the last finished run
+    for i, entry in enumerate(entries):
+        record = entry.record
+        finished = record["status"] == "finished" and record["duration_s"] is not None
+        # Runs further back than the bands look are not read at all.
+        read = i >= shown - BAND_RUNS
+        pace = entry.pace() if read and finished else {}
+        if i >= shown:
+            verdict = _wall_verdict(entry, previous, walls, floor) if finished else ""
+            changed: list[str] = []
+            if previous is not None:
+                changed = [
+                    change_text(*change)
+                    for change in differences(
+                        previous.environment(), entry.environment()
+                    )
+                ]
+            peak = entry.peak()
+            rows.append(
+                (*(record[c] for c in HISTORY_COLUMNS[:7]), verdict or None, changed,
+                 float("nan") if peak is None else peak,
+                 _prefix_verdicts(pace, paces, floor))
+            )  # fmt: skip
+        if finished:
+            walls.append(float(record["duration_s"]))
+            if read:
+                paces.append(pace)
+            previous = entry
+    frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+    frame["started"] = pd.to_datetime(frame["started"], unit="s", utc=True)
+    return frame
+
+
+def _prefix_verdicts(
+    paces: dict[str, float], earlier: list[dict[str, float]], floor: float
+) -> dict[str, str]:
+    """The prefixes whose time a task lies outside their own spread over the
+    earlier runs (five or more that ran them): a prefix that is always noisy
+    has a wide band, a steady one that doubles leaves its narrow one."""
+    found = {}
+    for prefix, pace in paces.items():
+        before = [p[prefix] for p in earlier if prefix in p]
+        band = noise.outside(before[-BAND_RUNS:], pace, floor)
+        if band:
+            found[prefix] = "regression" if band > 0 else "improvement"
+    return found
+
+
+def _wall_verdict(
+    entry: Entry, previous: Entry | None, walls: list[float], floor: float
+) -> str:
+    """The wall time's verdict of ``entry`` in its history (see :func:`judge`)."""
+    wall = float(entry.record["duration_s"])
+    band = noise.outside(walls[-BAND_RUNS:], wall, floor)
+    if band is not None:
+        return {1: "regression", -1: "improvement"}.get(band, "")
+    if previous is None:
+        return ""
+    try:
+        table = compare(
+            previous.data(), entry.data(), threshold=floor, profiles=False
+        ).table
+        table = table.set_index("figure")
+    except NothingToCompare:
+        return ""
+    return str(table.loc["wall time", "verdict"])

@@ -1,0 +1,115 @@
+"""Where an archive lives: an fsspec URL (a shared directory, ``s3://``,
+``gs://``, ``abfs://``), its layout, and the few operations the archive needs
+of it, each safe without locks:
+
+    <url>/runs/<uid>/...          a run's files (tables, run.json, ...)
+    <url>/manifests/<uid>.json    written last: the run is in the archive
+    <url>/listing/part-*.parquet  manifests compacted (a cache of them)
+
+An object store writes each object whole; a local or network directory gets a
+temporary name and a rename. Credentials are fsspec's business (its config,
+the environment, ``observe.archive-options``); none is written anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from dask_observe.store import StoreError
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
+
+RUNS = "runs"
+MANIFESTS = "manifests"
+LISTING = "listing"
+#: The archive's own format: a reader refuses what a newer writer made.
+FORMAT = 1
+
+
+class ArchiveError(StoreError):
+    """The archive cannot be reached, written or read."""
+
+
+def display(url: str) -> str:
+    """``url`` without any user or password in it: how it is named in the
+    store (which runs went where) and in messages."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url.rstrip("/")
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=host)).rstrip("/")
+
+
+def new_uid(started: float) -> str:
+    """A run id no other machine picks: when it started (so that names sort
+    in time) and 48 random bits."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
+    return f"{stamp}-{uuid.uuid4().hex[:12]}"
+
+
+class Location:
+    """The archive at ``url`` (``storage_options`` for fsspec)."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+        try:
+            from fsspec.core import url_to_fs
+        except ImportError:
+            raise ArchiveError("an archive needs fsspec: pip install fsspec") from None
+        self.url = display(url)
+        try:
+            self.fs, root = url_to_fs(url, **(storage_options or {}))
+        except (ImportError, ValueError) as e:  # no driver for the protocol
+            raise ArchiveError(f"cannot open the archive {self.url}: {e}") from e
+        self.root = root.rstrip("/")
+        protocols = self.fs.protocol
+        protocols = (protocols,) if isinstance(protocols, str) else protocols
+        self.local = "file" in protocols or "local" in protocols
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def run_path(self, uid: str, name: str = "") -> str:
+        return self.path(RUNS, uid, name) if name else self.path(RUNS, uid)
+
+    def manifest_path(self, uid: str) -> str:
+        return self.path(MANIFESTS, f"{uid}.json")
+
+    # -- operations ------------------------------------------------------------
+    def write(self, path: str, data: bytes) -> None:
+        """Write ``data`` at ``path`` whole: readers see all of it or nothing."""
+        fs: AbstractFileSystem = self.fs
+        parent = path.rsplit("/", 1)[0]
+        if self.local:
+            fs.makedirs(parent, exist_ok=True)
+            temporary = f"{path}.{uuid.uuid4().hex[:8]}.partial"
+            with fs.open(temporary, "wb") as f:
+                f.write(data)
+            os.replace(temporary, path)
+        else:
+            fs.pipe_file(path, data)
+
+    def read(self, path: str) -> bytes:
+        data: bytes = self.fs.cat_file(path)
+        return data
+
+    def names(self, folder: str, suffix: str) -> list[str]:
+        """The names in ``folder`` (one of this layout's) ending with ``suffix``;
+        none where there is no folder yet."""
+        try:
+            found = self.fs.ls(self.path(folder), detail=False, refresh=True)
+        except FileNotFoundError:
+            return []
+        names = (str(p).rstrip("/").rsplit("/", 1)[-1] for p in found)
+        return sorted(n for n in names if n.endswith(suffix))
+
+    def remove(self, path: str, recursive: bool = False) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(path, recursive=recursive)

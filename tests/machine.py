@@ -1,0 +1,55 @@
+"""One "machine" of a team: a process with a store of its own that records
+runs on an in-process LocalCluster, each published to the archive by
+``observe.archive`` when it ends (set in the environment by the test).
+
+    python -m tests.machine NAME N_RUNS SECONDS [--slow-last-after FILE]
+
+Each run maps 8 tasks of ``SECONDS``; with ``--slow-last-after``, the last run
+waits for FILE to exist, then takes 5 times as long a task (a regression
+that the team's history must mark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import dask_observe
+
+
+def nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("name")
+    parser.add_argument("runs", type=int)
+    parser.add_argument("seconds", type=float)
+    parser.add_argument("--slow-last-after", default=None)
+    parser.add_argument("--done", default=None, help="a file made when all ended")
+    args = parser.parse_args()
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        for i in range(args.runs):
+            seconds = args.seconds
+            if args.slow_last_after and i == args.runs - 1:
+                while not os.path.exists(args.slow_last_after):
+                    time.sleep(0.05)
+                seconds *= 5
+            with dask_observe.record(args.name, client=client):
+                client.gather(client.map(nap, [seconds] * 8, pure=False))
+    if args.done:
+        open(args.done, "w").close()
+
+
+if __name__ == "__main__":
+    main()
