@@ -79,7 +79,7 @@ def s3_server() -> Iterator[str]:
 
         def up() -> bool:
             try:
-                urllib.request.urlopen(endpoint, timeout=1)  # noqa: S310 (loopback)
+                urllib.request.urlopen(endpoint, timeout=1)
             except OSError as e:
                 return "HTTP Error" in str(e)
             return True
@@ -213,9 +213,11 @@ def test_the_archive_holds_no_secret_even_from_a_store_that_kept_one(
         )
         return 1
 
-    with dask.config.set({"observe.redact.enabled": False}):
-        with dask_observe.record("leaky", client=client) as run:
-            client.submit(leak, pure=False).result()
+    with (
+        dask.config.set({"observe.redact.enabled": False}),
+        dask_observe.record("leaky", client=client) as run,
+    ):
+        client.submit(leak, pure=False).result()
     assert len(run.logs(contains=secret)) == 1  # the store has it
     uid = run.publish(backend.url) if not backend.options else None
     if uid is None:  # the S3 endpoint is an option of the archive
@@ -225,9 +227,11 @@ def test_the_archive_holds_no_secret_even_from_a_store_that_kept_one(
     assert "connecting with password=[redacted]" in text
     assert secret not in text and key_id not in text
     archived = backend.open().run(uid)
-    assert archived.logs(contains="connecting")["message"].str.contains(
-        r"\[redacted\]"
-    ).all()
+    assert (
+        archived.logs(contains="connecting")["message"]
+        .str.contains(r"\[redacted\]")
+        .all()
+    )
 
 
 def test_a_publisher_killed_before_its_manifest_leaves_no_visible_run(
