@@ -50,6 +50,38 @@ export async function fetchRuns(): Promise<IRun[]> {
 }
 
 /**
+ * A run of the team's archive (`observe.archive`), as
+ * `dask-observe/api/archive/runs` lists it: its id is the archive's.
+ */
+export interface IArchiveRun {
+  id: string;
+  name: string;
+  status: 'running' | 'finished' | 'failed' | 'interrupted';
+  started: number;
+  ended: number | null;
+  duration_s: number | null;
+  n_tasks: number;
+  n_failed: number;
+  n_flags: number;
+  cluster: string | null;
+  partial: string | null;
+  /** The machine that recorded it, and who. */
+  host: string | null;
+  user: string | null;
+}
+
+/**
+ * The team's archive: where it is (null: none is set where Jupyter runs) and
+ * its runs, newest first.
+ */
+export async function fetchArchive(): Promise<{
+  archive: string | null;
+  runs: IArchiveRun[];
+}> {
+  return requestAPI('archive/runs');
+}
+
+/**
  * A cluster a recorder watched, as `dask-observe/api/clusters` returns it.
  */
 export interface ICluster {

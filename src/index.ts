@@ -16,7 +16,14 @@ import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { IPanelSettings, ObservePanel } from './panel';
 import { ITarget } from './stream';
-import { LogsTab, comparisonTab, dashboardTab, reportTab } from './tabs';
+import {
+  LogsTab,
+  archiveComparisonTab,
+  archiveReportTab,
+  comparisonTab,
+  dashboardTab,
+  reportTab
+} from './tabs';
 import { CommandIDs, IDaskObserve } from './tokens';
 
 export { CommandIDs, IDaskObserve, IGoneWorkers } from './tokens';
@@ -94,6 +101,24 @@ const plugin: JupyterFrontEndPlugin<IDaskObserve> = {
           args
         )
     });
+    commands.addCommand(CommandIDs.openArchiveReport, {
+      label: args => `Open the report of team run ${args.run}`,
+      execute: args =>
+        show(
+          archiveReportTab(String(args.run)),
+          CommandIDs.openArchiveReport,
+          args
+        )
+    });
+    commands.addCommand(CommandIDs.openArchiveComparison, {
+      label: args => `Compare team run ${args.b} with ${args.a}`,
+      execute: args =>
+        show(
+          archiveComparisonTab(String(args.a), String(args.b)),
+          CommandIDs.openArchiveComparison,
+          args
+        )
+    });
     commands.addCommand(CommandIDs.restoreTab, {
       label: 'Open a Dask Observe tab again',
       execute: args =>
@@ -107,6 +132,10 @@ const plugin: JupyterFrontEndPlugin<IDaskObserve> = {
       openReport: run => void commands.execute(CommandIDs.openReport, { run }),
       openComparison: (a, b) =>
         void commands.execute(CommandIDs.openComparison, { a, b }),
+      openArchiveReport: run =>
+        void commands.execute(CommandIDs.openArchiveReport, { run }),
+      openArchiveComparison: (a, b) =>
+        void commands.execute(CommandIDs.openArchiveComparison, { a, b }),
       openDashboard: (cluster, page) =>
         void commands.execute(CommandIDs.openDashboard, { cluster, page }),
       openLogs: (target, label) =>

@@ -3,9 +3,11 @@ import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import {
+  fetchArchive,
   fetchClusters,
   fetchHistory,
   fetchRuns,
+  IArchiveRun,
   ICluster,
   IHistory,
   IRun
@@ -183,6 +185,30 @@ export class RunsModel extends PolledList<IRun> {
   constructor(options: Partial<PolledList.IOptions<IRun>> = {}) {
     super({ fetch: fetchRuns, name: 'dask-observe:runs', ...options });
   }
+}
+
+/**
+ * The runs of the team's archive, newest first: listed from object storage,
+ * so polled less often than the local runs.
+ */
+export class TeamModel extends PolledList<IArchiveRun> {
+  constructor(options: Partial<PolledList.IOptions<IArchiveRun>> = {}) {
+    super({
+      fetch: async () => {
+        const { archive, runs } = await fetchArchive();
+        this.archive = archive;
+        return runs;
+      },
+      name: 'dask-observe:team',
+      interval: 30 * 1000,
+      ...options
+    });
+  }
+
+  /**
+   * Where the archive is; null where none is set (or not fetched yet).
+   */
+  archive: string | null = null;
 }
 
 /**

@@ -13,8 +13,15 @@ import { observeIcon } from './icon';
 import { LOG_TAIL, LogsView } from './logs';
 import { MetricsView } from './metrics';
 import { MetricsModel } from './metricsmodel';
-import { ClusterModel, FlagsModel, HistoryModel, RunsModel } from './models';
+import {
+  ClusterModel,
+  FlagsModel,
+  HistoryModel,
+  RunsModel,
+  TeamModel
+} from './models';
 import { RunsView } from './runs';
+import { TeamView } from './team';
 import { DEFAULT_SETTINGS, IPanelSettings } from './settings';
 import { SectionSizer } from './sections';
 import { ITarget, StoreStream } from './stream';
@@ -94,6 +101,12 @@ export class ObservePanel extends SidePanel {
       replay: run => this.replay(run),
       showHistory: run => this.showHistory(run)
     });
+    this.teamModel = new TeamModel({ active: false });
+    this.team = new TeamView({
+      model: this.teamModel,
+      openReport: options.openArchiveReport,
+      openComparison: options.openArchiveComparison
+    });
     this.historyModel = new HistoryModel();
     this.history = new HistoryView(this.historyModel);
     this.configure(settings);
@@ -106,7 +119,8 @@ export class ObservePanel extends SidePanel {
       [this.flags, 'Flags', 1],
       [this.logs, 'Logs', 3],
       [this.history, 'History', 1],
-      [this.runs, 'Runs', 2]
+      [this.runs, 'Runs', 2],
+      [this.team, 'Team', 1]
     ];
     for (const [view, label, stretch] of sections) {
       view.title.label = label;
@@ -247,6 +261,7 @@ export class ObservePanel extends SidePanel {
     }
     this.clusterModel.dispose();
     this.runsModel.dispose();
+    this.teamModel.dispose();
     this.stream.dispose();
     this.metricsStream.dispose();
     this.flagsModel.dispose();
@@ -283,6 +298,7 @@ export class ObservePanel extends SidePanel {
   private _poll(active: boolean): void {
     this.clusterModel.active = active;
     this.runsModel.active = active;
+    this.teamModel.active = active;
   }
 
   /**
@@ -442,6 +458,16 @@ export class ObservePanel extends SidePanel {
   readonly runs: RunsView;
 
   /**
+   * The runs of the team's archive, from every machine.
+   */
+  readonly team: TeamView;
+
+  /**
+   * The team's runs, polled while the panel shows.
+   */
+  readonly teamModel: TeamModel;
+
+  /**
    * Wall time and peak memory of the runs sharing the selected run's name.
    */
   readonly history: HistoryView;
@@ -490,6 +516,14 @@ export namespace ObservePanel {
      * Open the comparison of run `b` against run `a` in the main area.
      */
     openComparison: (a: number, b: number) => void;
+    /**
+     * Open the report of a run of the team's archive in the main area.
+     */
+    openArchiveReport: (uid: string) => void;
+    /**
+     * Open two runs of the team's archive compared (b against a).
+     */
+    openArchiveComparison: (a: string, b: string) => void;
     /**
      * Open a page of a cluster's dashboard in the main area.
      */

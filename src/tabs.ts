@@ -86,6 +86,34 @@ export function comparisonTab(a: number, b: number): MainAreaWidget<IFrame> {
 }
 
 /**
+ * The report of a run of the team's archive: static HTML like a local one.
+ */
+export function archiveReportTab(uid: string): MainAreaWidget<IFrame> {
+  return frameTab(
+    `dask-observe/api/archive/runs/${encodeURIComponent(uid)}/report`,
+    `Team run ${uid.slice(0, 15)} report`,
+    `dask-observe-archive-report-${uid}`,
+    []
+  );
+}
+
+/**
+ * Two runs of the team's archive compared (b against a), maybe recorded on
+ * different machines.
+ */
+export function archiveComparisonTab(
+  a: string,
+  b: string
+): MainAreaWidget<IFrame> {
+  return frameTab(
+    `dask-observe/api/archive/runs/${encodeURIComponent(a)}/compare/${encodeURIComponent(b)}`,
+    `Team runs ${a.slice(0, 15)} ↔ ${b.slice(0, 15)}`,
+    `dask-observe-archive-compare-${a}-${b}`,
+    []
+  );
+}
+
+/**
  * A cluster's live logs, or a run's, in a main-area tab: the side panel's logs
  * view with room for long lines, on a websocket of its own (opened when the tab
  * shows, closed with it).

@@ -10,6 +10,8 @@ export namespace CommandIDs {
   export const openReport = 'dask-observe:open-report';
   export const openDashboard = 'dask-observe:open-dashboard';
   export const openComparison = 'dask-observe:open-comparison';
+  export const openArchiveReport = 'dask-observe:open-archive-report';
+  export const openArchiveComparison = 'dask-observe:open-archive-comparison';
   export const openLogs = 'dask-observe:open-logs';
   export const openLiveLogs = 'dask-observe:open-live-logs';
   export const openNewestReport = 'dask-observe:open-newest-report';

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from distributed import Client
+from IPython.core.error import UsageError
 from IPython.core.getipython import get_ipython
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing.globalipapp import start_ipython
@@ -167,6 +168,21 @@ def test_start_stop_status_and_runs(
     assert 'data-run-id="1"' in report._repr_html_()  # type: ignore[attr-defined]
     runs = run(ip, "%dask_observe runs")
     assert list(runs["name"]) == ["across-cells"]  # type: ignore[index]
+
+
+def test_reading_magics_read_the_teams_archive(
+    ip: InteractiveShell, client: Client, store_path: Path, tmp_path: Path
+) -> None:
+    url = tmp_path / "team"
+    with dask_observe.record("nightly", client=client) as recorded:
+        client.submit(abs, -1).result()
+    uid = recorded.publish(str(url))
+    runs = run(ip, f"%dask_observe runs --archive {url}")
+    assert list(runs["id"]) == [uid] and list(runs["name"]) == ["nightly"]  # type: ignore[index]
+    history = run(ip, f"%dask_observe history nightly --archive {url}")
+    assert list(history["id"]) == [uid]  # type: ignore[index]
+    with pytest.raises(UsageError, match="no run of"):
+        ip.run_line_magic("dask_observe", f"flags nothing-like-it --archive {url}")
 
 
 def test_stop_without_start_and_double_start_are_usage_errors(

@@ -15,6 +15,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 from tornado.websocket import websocket_connect
 
+from dask_observe.server.archive import UID
 from dask_observe.server.manager import StoreManager
 from dask_observe.server.proxy import Capabilities
 from dask_observe.server.routes import route_table
@@ -31,6 +32,7 @@ def sample_paths() -> list[str]:
         # A forged capability: a sandboxed dashboard page's only credential.
         f"({Capabilities.PATTERN})": "~7fffffff." + "A" * 32,
         "(.*)": "status",
+        UID: "20261126T000000Z-0123456789ab",
     }
     paths = []
     for pattern, _, _ in route_table("/", manager):

@@ -111,7 +111,8 @@ async def test_a_runs_detail_logs_report_and_cluster(
 
 #: The server's payloads and the panel's interfaces that mirror them.
 MIRRORED = {
-    "RunPayload": "IRun", "ClusterPayload": "ICluster",
+    "RunPayload": "IRun", "ArchiveRunPayload": "IArchiveRun",
+    "ClusterPayload": "ICluster",
     "HistoryRunPayload": "IHistoryRun", "HistoryPayload": "IHistory",
     "FlagPayload": "IFlag", "LogLinePayload": "ILogLine",
     "MetricPayload": "IMetric", "EventPayload": "IEvent",

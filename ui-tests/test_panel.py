@@ -518,3 +518,48 @@ def test_sections_fold_and_stay_folded_in_the_next_session(
     expect(panel.locator(".jp-DaskObserve-logs")).to_be_hidden()
     titles.filter(has_text="Logs").click()
     expect(panel.locator(".jp-DaskObserve-logs")).to_be_visible()
+
+
+def test_the_team_section_lists_the_archives_runs_and_opens_them(
+    client: Client, store_path: Path, tmp_path: Path, page: Page
+) -> None:
+    """Runs published to the team's archive (observe.archive, where Jupyter
+    runs) are listed beside this machine's, and open as reports and a
+    comparison in tabs."""
+    from lab_server import running_lab
+
+    archive = tmp_path / "team-archive"
+    uids = []
+    for n in (4, 8):
+        with dask_observe.record("nightly") as run:
+            client.gather(client.map(lambda x: x + 1, range(n)))
+        uids.append(run.publish(str(archive)))
+    with running_lab(
+        store_path, tmp_path, env={"DASK_OBSERVE__ARCHIVE": str(archive)}
+    ) as lab:
+        page.goto(lab.page_url())
+        page.locator(PANEL_TAB).click()
+        team = page.locator(".jp-DaskObserve-team")
+        expect(team.locator(".jp-DaskObserve-team-status")).to_have_text(
+            f"2 runs in {archive}", timeout=20_000
+        )
+        cards = team.locator(".jp-DaskObserve-run")
+        expect(cards).to_have_count(2)
+        expect(cards.first).to_have_attribute("data-run-id", uids[1])
+        expect(cards.first.locator(".jp-DaskObserve-team-where")).not_to_be_empty()
+        cards.first.locator(".jp-DaskObserve-run-report").click()
+        frame = page.frame_locator(".jp-DaskObserve-tab iframe").first
+        report = frame.locator(".dobs-report")
+        expect(report).to_be_visible(timeout=20_000)
+        expect(report.locator('[data-figure="n_tasks"]')).to_have_text("8")
+
+        for card in (cards.nth(0), cards.nth(1)):
+            card.locator(".jp-DaskObserve-run-pick").check()
+        compare = team.locator(".jp-DaskObserve-team-compare")
+        expect(compare).to_be_enabled()
+        compare.click()
+        tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Team runs")
+        expect(tab).to_be_visible()
+        compared = page.frame_locator(".jp-DaskObserve-tab:visible iframe")
+        expect(compared.locator("body")).to_contain_text("wall time", timeout=20_000)
+        page.screenshot(path=ARTIFACTS / "panel-team.png")

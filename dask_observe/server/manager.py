@@ -99,6 +99,23 @@ class StoreManager:
             _processes = None
             raise StoreError("the process reading the store died; try again") from None
 
+    async def call(
+        self, function: Callable[..., T], *args: Any, isolated: bool = False
+    ) -> T:
+        """``function(*args)`` for work that is not the store's (the team's
+        archive): on the manager's threads, or, ``isolated``, its processes."""
+        global _processes
+        loop = asyncio.get_running_loop()
+        if not isolated:
+            return await loop.run_in_executor(self._pool, function, *args)
+        try:
+            return await loop.run_in_executor(_process_pool(), function, *args)
+        except BrokenProcessPool:
+            _processes = None
+            raise StoreError(
+                "the process reading the archive died; try again"
+            ) from None
+
     # Slots are taken and given back on the event loop only: no lock.
     def acquire(self, kind: str) -> None:
         """Take one of the CAPS[kind] slots, or raise TooBusy."""

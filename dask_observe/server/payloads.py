@@ -26,6 +26,25 @@ class RunPayload(TypedDict):
     partial: str | None
 
 
+class ArchiveRunPayload(TypedDict):
+    """A run of the team's archive, as ``archive/runs`` lists it
+    (``IArchiveRun``): its id is the archive's, and it says where it ran."""
+
+    id: str
+    name: str
+    status: Literal["running", "finished", "failed", "interrupted"]
+    started: float
+    ended: float | None
+    duration_s: float | None
+    n_tasks: int
+    n_failed: int
+    n_flags: int
+    cluster: str | None
+    partial: str | None
+    host: str | None
+    user: str | None
+
+
 class ClusterPayload(TypedDict):
     """A cluster a recorder watched (``ICluster``)."""
 
@@ -144,6 +163,16 @@ def run_payload(record: Mapping[str, Any]) -> RunPayload:
         n_flags=int(record["n_flags"] or 0),
         cluster=record["cluster"],
         partial=record.get("partial"),
+    )
+
+
+def archive_run_payload(record: Mapping[str, Any]) -> ArchiveRunPayload:
+    """A run of the archive's listing, from its manifest (``Archive.run_records``)."""
+    fields = run_payload({**record, "id": 0})
+    return ArchiveRunPayload(
+        **{**fields, "id": str(record["uid"])},  # type: ignore[typeddict-item]
+        host=record.get("host"),
+        user=record.get("user"),
     )
 
 

@@ -352,7 +352,10 @@ def route_table(base_url: str, manager: StoreManager) -> list[tuple[str, Any, An
     run = url_path_join(api, "runs", r"(last|\d{1,18})")
     dashboard = url_path_join(base_url, "dask-observe", "dashboard", r"([0-9a-f]{12})")
     proxy = {**kwargs, "capabilities": Capabilities()}
+    from dask_observe.server.archive import archive_routes
+
     return [
+        *archive_routes(api, kwargs),
         (url_path_join(api, "runs"), RunsHandler, kwargs),
         (run, RunHandler, kwargs),
         (url_path_join(run, "logs"), RunLogsHandler, kwargs),

@@ -1,0 +1,171 @@
+import { Widget } from '@lumino/widgets';
+
+import { IArchiveRun } from './api';
+import { button, element, heading } from './dom';
+import { formatSeconds } from './format';
+import { TeamModel } from './models';
+
+/**
+ * The team's runs: those published to the archive (`observe.archive`) from
+ * any machine, newest first, beside this machine's runs. Each opens its
+ * report; two ticked open their comparison.
+ *
+ * Names, hosts and users are others' text: written with `textContent` only.
+ */
+export class TeamView extends Widget {
+  constructor(options: TeamView.IOptions) {
+    super();
+    this.addClass('jp-DaskObserve-team');
+    this._options = options;
+    this._status = element('div', 'jp-DaskObserve-team-status');
+    this._compare = button('jp-DaskObserve-team-compare', '', () => {
+      // Oldest first: the comparison is the newer against the older.
+      const [b, a] = this._model.items
+        .filter(run => this._picked.has(run.id))
+        .map(run => run.id);
+      if (a !== undefined && b !== undefined) {
+        options.openComparison(a, b);
+      }
+    });
+    this._list = element('ul', 'jp-DaskObserve-runList');
+    this.node.append(heading('Team'), this._status, this._compare, this._list);
+    this._model = options.model;
+    this._model.changed.connect((_, runs) => this._render(runs), this);
+    this._model.failed.connect((_, reason) => {
+      this._status.textContent = `Cannot list the team's runs: ${String(reason)}`;
+    }, this);
+    this._showPicked();
+    this._status.textContent = 'Reading the team’s runs…';
+  }
+
+  private _render(runs: readonly IArchiveRun[]): void {
+    const archive = this._model.archive;
+    this._status.textContent =
+      archive === null
+        ? 'No team archive. Set observe.archive where Jupyter runs (e.g. DASK_OBSERVE__ARCHIVE=s3://bucket/runs) to see every machine’s runs here.'
+        : runs.length === 0
+          ? `No runs published to ${archive} yet.`
+          : `${runs.length} run${runs.length === 1 ? '' : 's'} in ${archive}`;
+    const ids = new Set(runs.map(run => run.id));
+    for (const id of [...this._picked]) {
+      if (!ids.has(id)) {
+        this._picked.delete(id); // pruned meanwhile
+      }
+    }
+    this._showPicked();
+    this._list.replaceChildren(...runs.map(run => this._card(run)));
+  }
+
+  private _card(run: IArchiveRun): HTMLLIElement {
+    const item = element(
+      'li',
+      `jp-DaskObserve-run jp-DaskObserve-run-${run.status}`
+    );
+    item.dataset.runId = run.id;
+    const head = element('div', 'jp-DaskObserve-run-head');
+    const pick = element('input', 'jp-DaskObserve-run-pick');
+    pick.type = 'checkbox';
+    pick.title = 'Pick for a comparison';
+    pick.checked = this._picked.has(run.id);
+    pick.addEventListener('change', () => this._pick(run.id, pick.checked));
+    head.append(
+      pick,
+      element('span', 'jp-DaskObserve-run-name', run.name),
+      element('span', 'jp-DaskObserve-run-status', run.status)
+    );
+    const meta = element('div', 'jp-DaskObserve-run-meta');
+    meta.append(
+      element(
+        'span',
+        'jp-DaskObserve-run-tasks',
+        `${run.n_tasks} task${run.n_tasks === 1 ? '' : 's'}`
+      )
+    );
+    if (run.duration_s !== null) {
+      meta.append(
+        element(
+          'span',
+          'jp-DaskObserve-run-time',
+          formatSeconds(run.duration_s)
+        )
+      );
+    }
+    const where = [run.user, run.host].filter(Boolean).join('@');
+    meta.append(
+      element(
+        'span',
+        'jp-DaskObserve-run-started',
+        new Date(run.started * 1000).toLocaleString()
+      ),
+      element('span', 'jp-DaskObserve-team-where', where)
+    );
+    if (run.status !== 'running') {
+      meta.append(
+        button(
+          'jp-DaskObserve-run-report',
+          'Report',
+          () => this._options.openReport(run.id),
+          `Open the report of ${run.id}`
+        )
+      );
+    }
+    item.append(head, meta);
+    item.title = `${run.id}${run.cluster ? ` · recorded on ${run.cluster}` : ''}`;
+    return item;
+  }
+
+  private _pick(id: string, picked: boolean): void {
+    if (picked) {
+      this._picked.add(id);
+      if (this._picked.size > 2) {
+        const [oldest] = this._picked;
+        this._picked.delete(oldest);
+        const box = [
+          ...this._list.querySelectorAll<HTMLLIElement>('li[data-run-id]')
+        ].find(li => li.dataset.runId === oldest);
+        const input = box?.querySelector<HTMLInputElement>('input');
+        if (input) {
+          input.checked = false;
+        }
+      }
+    } else {
+      this._picked.delete(id);
+    }
+    this._showPicked();
+  }
+
+  private _showPicked(): void {
+    this._compare.disabled = this._picked.size !== 2;
+    this._compare.textContent =
+      this._picked.size === 2
+        ? 'Compare the two runs'
+        : 'Tick two runs to compare them';
+  }
+
+  private _compare: HTMLButtonElement;
+  private _list: HTMLUListElement;
+  private _model: TeamModel;
+  private _options: TeamView.IOptions;
+  private _picked = new Set<string>();
+  private _status: HTMLDivElement;
+}
+
+/**
+ * The namespace for `TeamView` statics.
+ */
+export namespace TeamView {
+  export interface IOptions {
+    /**
+     * The team's runs (polled while the panel shows).
+     */
+    model: TeamModel;
+    /**
+     * Open the report of a run of the archive in the main area.
+     */
+    openReport: (uid: string) => void;
+    /**
+     * Open run `b` compared against run `a` (a the older).
+     */
+    openComparison: (a: string, b: string) => void;
+  }
+}
