@@ -308,6 +308,8 @@ def test_many_runs_are_listed_from_a_compacted_listing_that_races_cannot_corrupt
     archive = dask_observe.open_archive(url)
     with pytest.raises(dask_observe.RunNotFound):
         archive.run("no-such-run")
+    with pytest.raises(dask_observe.RunNotFound, match="not a run id"):
+        archive.run(f"../{MANIFESTS}/{uid}")  # a name is never a path
     (Path(url) / MANIFESTS / f"{uid}.json").unlink()
     assert uid not in set(archive.runs()["id"])
     assert len(archive.runs()) == 2 * listing.COMPACT_AT

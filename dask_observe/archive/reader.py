@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import tempfile
 import threading
@@ -93,7 +94,11 @@ class Archive:
         """The archive id of ``run``: ``"last"``, an id, or its unique beginning."""
         text = str(run)
         location = self.location
-        if run != "last" and location.fs.exists(location.manifest_path(text)):
+        # Only a name of ours is a path (nothing like "../" reaches the store).
+        if not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z-]*", text):
+            if run != "last":
+                raise RunNotFound(f"{text!r} is not a run id of {self.url}")
+        elif location.fs.exists(location.manifest_path(text)):
             return text  # a whole id: no listing needed
         records = self.run_records()
         if not records:
