@@ -73,7 +73,8 @@ def _user() -> str | None:
 def publish_run(run: Run, location: Location) -> tuple[str, int]:
     """Write ``run`` (ended) to ``location``; its archive id and the bytes
     written."""
-    from dask_observe import __version__, redact
+    from dask_observe import redact
+    from dask_observe.api import _version
     from dask_observe.analysis.history import per_task
     from dask_observe.diagnose import flags_frame
     from dask_observe.export.parquet import _json_column
@@ -87,7 +88,7 @@ def publish_run(run: Run, location: Location) -> tuple[str, int]:
     record, tables = slices.take(store, run.id)
     flags = run.flag_list()
     stored = store.verdict(run.id)
-    version, verdict = stored if stored is not None else (__version__, None)
+    version, verdict = stored if stored is not None else (_version(), None)
     if verdict is None:  # judged now: an older run, or one whose end failed
         from dataclasses import asdict
 
@@ -113,7 +114,7 @@ def publish_run(run: Run, location: Location) -> tuple[str, int]:
         "duration_s": None if ended is None else ended - record["started"],
         "user": _user(),
         "published": time.time(),
-        "version": __version__,
+        "version": _version(),
     }
     # The run's bounds in its store's sequence, which its rows' ``seq`` count in.
     bounds = {k: record[k] for k in ("seq_start", "seq_end")}
