@@ -99,8 +99,10 @@ class Run(store.RunData):
     """
 
     _flags: list[Flag] | None = None
-    #: The run's id in the archive it was read from (None: a local store's).
+    #: The run's id in the archive it was read from, and that archive's URL
+    #: (None: a run of a local store).
     archive_uid: str | None = None
+    archive_url: str | None = None
 
     def __init__(self, source: store.BaseStore, record: dict[str, Any]) -> None:
         super().__init__(source, record)
@@ -133,7 +135,10 @@ class Run(store.RunData):
 
     def summary(self) -> dict[str, Any]:
         self._settle()
-        return super().summary()
+        summary = super().summary()
+        if self.archive_uid is not None:  # named as its archive names it
+            summary.update(id=self.archive_uid, archive=self.archive_url)
+        return summary
 
     summary.__doc__ = store.RunData.summary.__doc__
 

@@ -86,12 +86,22 @@ export function comparisonTab(a: number, b: number): MainAreaWidget<IFrame> {
 }
 
 /**
+ * A short name for an archive run id (`20261126T021703Z-f57ede01d07b`):
+ * its time of day and the start of its random part (`021703-f57e`), which
+ * tell apart runs started in the same second.
+ */
+function shortUid(uid: string): string {
+  const [stamp, random] = uid.split('-');
+  return `${(stamp ?? '').slice(9, 15)}-${(random ?? '').slice(0, 4)}`;
+}
+
+/**
  * The report of a run of the team's archive: static HTML like a local one.
  */
 export function archiveReportTab(uid: string): MainAreaWidget<IFrame> {
   return frameTab(
     `dask-observe/api/archive/runs/${encodeURIComponent(uid)}/report`,
-    `Team run ${uid.slice(0, 15)} report`,
+    `Team run ${shortUid(uid)} report`,
     `dask-observe-archive-report-${uid}`,
     []
   );
@@ -107,7 +117,7 @@ export function archiveComparisonTab(
 ): MainAreaWidget<IFrame> {
   return frameTab(
     `dask-observe/api/archive/runs/${encodeURIComponent(a)}/compare/${encodeURIComponent(b)}`,
-    `Team runs ${a.slice(0, 15)} ↔ ${b.slice(0, 15)}`,
+    `Team runs ${shortUid(a)} ↔ ${shortUid(b)}`,
     `dask-observe-archive-compare-${a}-${b}`,
     []
   );

@@ -171,6 +171,7 @@ def test_two_machines_publish_and_a_third_reads_the_teams_history(
     assert compared.returncode == 0, compared.stderr
     wall = next(line for line in compared.stdout.splitlines() if "wall time" in line)
     assert "regression" in wall
+    assert f"run {slow}" in compared.stdout  # named as the archive names them
     report = subprocess.run(
         [DASK_OBSERVE, "report", slow, "--archive", backend.url],
         env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
@@ -178,6 +179,7 @@ def test_two_machines_publish_and_a_third_reads_the_teams_history(
     assert report.returncode == 0, report.stderr
     html = (tmp_path / f"run-{slow}.html").read_text()
     assert 'class="dobs-report"' in html and "nightly" in html
+    assert f"dask-observe logs {slow} --archive {backend.url}" in html
     run = archive.run(slow)
     assert run.archive_uid == slow and len(run.tasks()) == 8
     assert run.tasks()["compute_s"].min() >= 1.0  # 5 x 0.2 s, as recorded

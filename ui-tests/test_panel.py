@@ -562,4 +562,5 @@ def test_the_team_section_lists_the_archives_runs_and_opens_them(
         expect(tab).to_be_visible()
         compared = page.frame_locator(".jp-DaskObserve-tab:visible iframe")
         expect(compared.locator("body")).to_contain_text("wall time", timeout=20_000)
+        expect(compared.locator("body")).to_contain_text(f"Run {uids[0]}")
         page.screenshot(path=ARTIFACTS / "panel-team.png")

@@ -74,8 +74,8 @@ def publish_run(run: Run, location: Location) -> tuple[str, int]:
     """Write ``run`` (ended) to ``location``; its archive id and the bytes
     written."""
     from dask_observe import redact
-    from dask_observe.api import _version
     from dask_observe.analysis.history import per_task
+    from dask_observe.api import _version
     from dask_observe.diagnose import flags_frame
     from dask_observe.export.parquet import _json_column
     from dask_observe.store import slices

@@ -123,7 +123,7 @@ class Archive:
             if uid not in self._imported:
                 self._imported[uid] = self._import(cache, uid)
             found = cache.run(self._imported[uid])
-        found.archive_uid = uid
+        found.archive_uid, found.archive_url = uid, self.url
         return found
 
     def _store(self) -> Store:

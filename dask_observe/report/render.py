@@ -488,6 +488,17 @@ def _alerts(data: ReportData, limits: Limits) -> str:
 
 
 def _footer(data: ReportData, full: bool) -> str:
+    archive = data.summary.get("archive")
+    if archive is not None:  # a run of the team's archive: read from there
+        uid, url = escape(str(data.summary["id"])), escape(str(archive))
+        lines = [
+            f"<code>dask-observe logs {uid} --archive {url}</code>: every log line "
+            "of the run",
+            f"<code>dask_observe.open_archive({url!r}).run({uid!r}).tasks()</code>: "
+            "the data as DataFrames",
+        ]
+        items = "".join(f"<li>{line}</li>" for line in lines)
+        return f"<footer{_s('footer')}>Look further:<ul>{items}</ul></footer>"
     run_id = int(data.summary["id"])
     lines = [
         f"<code>%dask_observe logs {run_id}</code> or "
@@ -525,11 +536,11 @@ def render(data: ReportData, *, full: bool = False) -> str:
     limits = Limits(full)
     s = data.summary
     title = (
-        f"dask-observe run {int(s['id'])} {escape(repr(str(s['name'])))}: "
+        f"dask-observe run {escape(str(s['id']))} {escape(repr(str(s['name'])))}: "
         f"{escape(str(s['status']))}"
     )
     body = (
-        f'<div class="dobs-report"{_s("report")} data-run-id="{int(s["id"])}">'
+        f'<div class="dobs-report"{_s("report")} data-run-id="{escape(str(s["id"]))}">'
         f"<h3{_s('h3')}>{title}</h3>"
         + _partial(data)
         + _summary(data)
