@@ -215,18 +215,26 @@ def test_the_archive_holds_no_secret_even_from_a_store_that_kept_one(
         )
         return 1
 
+    def fail() -> None:
+        raise RuntimeError(f"login failed: token={secret}")
+
     with (
         dask.config.set({"observe.redact.enabled": False}),
+        pytest.raises(RuntimeError),
         dask_observe.record("leaky", client=client) as run,
     ):
         client.submit(leak, pure=False).result()
-    assert len(run.logs(contains=secret)) == 1  # the store has it
+        client.submit(fail, pure=False).result()
+    assert len(run.logs(contains=secret)) == 2  # the store has it (and the error)
+    # ...and so does the flag that quotes the exception.
+    assert secret in str(run.flags().to_dict("records"))
     uid = run.publish(backend.url) if not backend.options else None
     if uid is None:  # the S3 endpoint is an option of the archive
         with dask.config.set({"observe.archive-options": backend.options}):
             uid = run.publish(backend.url)
     text = _texts(backend)
     assert "connecting with password=[redacted]" in text
+    assert "token=[redacted]" in text  # the exception, in the tasks and the flag
     assert secret not in text and key_id not in text
     archived = backend.open().run(uid)
     assert (

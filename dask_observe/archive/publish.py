@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.archive.location import FORMAT, ArchiveError, Location, new_uid
@@ -76,7 +76,7 @@ def publish_run(run: Run, location: Location) -> tuple[str, int]:
     from dask_observe import redact
     from dask_observe.analysis.history import per_task
     from dask_observe.api import _version
-    from dask_observe.diagnose import flags_frame
+    from dask_observe.diagnose import Flag, flags_frame
     from dask_observe.export.parquet import _json_column
     from dask_observe.store import slices
 
@@ -88,17 +88,17 @@ def publish_run(run: Run, location: Location) -> tuple[str, int]:
     record, tables = slices.take(store, run.id)
     flags = run.flag_list()
     stored = store.verdict(run.id)
-    version, verdict = stored if stored is not None else (_version(), None)
-    if verdict is None:  # judged now: an older run, or one whose end failed
-        from dataclasses import asdict
-
-        verdict = [asdict(f) for f in flags]
+    version = stored[0] if stored is not None else _version()
     tables.pop("verdict", None)
-    record, tables = slices.redacted(record, tables, redact.configured())
+    redactor = redact.configured()
+    record, tables = slices.redacted(record, tables, redactor)
     environment = record.pop("environment", None) or {}
+    # What is made of the rows (flags quote log lines and exceptions in their
+    # evidence; transfers name keys) is redacted as they are.
+    verdict = redactor.data([asdict(f) for f in flags])
     derived = {
-        "flags": _json_column(flags_frame(flags), "evidence"),
-        "transfers": run.transfers(),
+        "flags": _json_column(flags_frame([Flag(**f) for f in verdict]), "evidence"),
+        "transfers": slices.redacted_frame(run.transfers(), redactor),
     }
     # Each row says its run: the archive read as one dataset (Dask, DuckDB,
     # Spark over runs/*/tasks.parquet) groups by it.

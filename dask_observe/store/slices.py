@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from dask_observe.store.connection import StoreError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pandas as pd
 
     from dask_observe.redact import Redactor
@@ -151,18 +153,35 @@ def redacted(
     for column in ("name", "partial"):
         record[column] = redactor.maybe(record.get(column))
     record["environment"] = redactor.data(record.get("environment"))
-    out = dict(tables)
-    for table, frame in tables.items():
-        wanted = columns.get("verdicts" if table == "verdict" else table, {})
-        for column, redact in wanted.items():
-            if column not in frame or frame.empty:
-                continue
-            values = frame[column].tolist()
-            texts = ["" if v is None else str(v) for v in values]
-            suspects = redactor.suspects(texts)
-            if not suspects:
-                continue
+    out = {
+        table: redacted_frame(
+            frame, redactor, columns.get("verdicts" if table == "verdict" else table)
+        )
+        for table, frame in tables.items()
+    }
+    return record, out
+
+
+def redacted_frame(
+    frame: pd.DataFrame,
+    redactor: Redactor,
+    columns: dict[str, Callable[[Any], Any]] | None = None,
+) -> pd.DataFrame:
+    """``frame`` with the text of ``columns`` (each with how to redact it;
+    default: every text column, as text) through ``redactor``, looking only at
+    the texts it suspects."""
+    if not redactor.enabled or frame.empty:
+        return frame
+    if columns is None:
+        texts = frame.select_dtypes(include=["object", "string"]).columns
+        columns = {str(c): redactor.maybe for c in texts}
+    for column, redact in columns.items():
+        if column not in frame:
+            continue
+        values = frame[column].tolist()
+        suspects = redactor.suspects(["" if v is None else str(v) for v in values])
+        if suspects:
             for i in suspects:
                 values[i] = redact(values[i])
-            out[table] = frame = frame.assign(**{column: values})
-    return record, out
+            frame = frame.assign(**{column: values})
+    return frame
