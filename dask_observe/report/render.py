@@ -15,83 +15,20 @@ from dask_observe.plaintext import short_path
 from dask_observe.report import standing, svg
 from dask_observe.report.icicle import icicle
 from dask_observe.report.matrix import transfer_matrix
-from dask_observe.units import format_bytes, format_seconds, text_or_none
+from dask_observe.report.style import Limits, page
+from dask_observe.report.style import style as _s
+from dask_observe.report.style import table as _table
+from dask_observe.report.words import alerts, clock, failures, footer, partial
+from dask_observe.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from dask_observe.diagnose import Flag
-    from dask_observe.report.model import Failure, ReportData
-
-#: Inline styles, not a stylesheet: JupyterLab's sanitizer drops ``<style>`` in
-#: untrusted notebooks and keeps ``style`` attributes (without ``var()``). Where
-#: styles are stripped altogether (GitHub), the tables keep the layout.
-STYLES = {
-    "report": "font-size:13px;line-height:1.4;max-width:900px",
-    "h3": "font-size:15px;margin:4px 0 8px",
-    "h4": "font-size:13px;margin:14px 0 4px",
-    "table": "border-collapse:collapse;font-size:12px",
-    "th": "padding:2px 8px;text-align:right;border-bottom:1px solid "
-    "rgba(127,127,127,0.35)",
-    "cell": "padding:2px 8px;text-align:right;border-bottom:1px solid "
-    "rgba(127,127,127,0.2)",
-    "first": "padding:2px 8px;text-align:left;border-bottom:1px solid "
-    "rgba(127,127,127,0.2)",
-    "figure": "padding:3px 10px 3px 0;text-align:left;vertical-align:top",
-    "value": "font-size:14px;font-weight:bold",
-    "label": "font-size:11px;opacity:0.75",
-    "bad": "color:#d62728",
-    "flag": "border-left:4px solid #ff7f0e;padding:2px 8px;margin:4px 0",
-    "flag-error": "border-left:4px solid #d62728;padding:2px 8px;margin:4px 0",
-    "flag-info": "border-left:4px solid #2a7fb8;padding:2px 8px;margin:4px 0",
-    "p": "margin:2px 0",
-    "advice": "margin:2px 0;opacity:0.85;font-style:italic",
-    "log": "text-align:left;font-family:monospace;font-size:11px;"
-    "white-space:pre-wrap;vertical-align:top;padding:1px 6px",
-    "WARNING": "color:#c66a00",
-    "ERROR": "color:#d62728",
-    "CRITICAL": "color:#d62728",
-    "pre": "white-space:pre-wrap;font-size:11px;margin:2px 0;max-height:24em;"
-    "overflow-y:auto;background:rgba(127,127,127,0.08)",
-    "footer": "margin-top:10px;font-size:12px;opacity:0.85",
-    "partial": "border-left:4px solid #ff7f0e;padding:2px 8px",
-}
+    from dask_observe.report.model import ReportData
 
 #: Headline figures a row in the figures table.
 FIGURES_PER_ROW = 5
-
-
-def _s(*names: str) -> str:
-    """The style attribute of these named styles."""
-    return f' style="{";".join(STYLES[n] for n in names)}"'
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    """A table: first column left, the others right; cells are HTML already."""
-    head = "".join(
-        f"<th{_s('th') if i else _s('first')}>{h}</th>" for i, h in enumerate(header)
-    )
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f"<td{_s('cell') if i else _s('first')}>{c}</td>" for i, c in enumerate(row)
-        )
-        + "</tr>"
-        for row in rows
-    )
-    return f"<table{_s('table')}><tr>{head}</tr>{body}</table>"
-
-
-class Limits:
-    """How much of each list a report shows."""
-
-    def __init__(self, full: bool) -> None:
-        self.full = full
-        self.prefixes = 10_000 if full else 20
-        self.memory_charts = 10_000 if full else 8
-        self.log_lines = 5_000 if full else 20
-        self.legend = 40 if full else 12
-        self.functions = 40 if full else 10
 
 
 def _card(label: str, value: str, figure: str, raw: Any, bad: bool = False) -> str:
@@ -152,7 +89,7 @@ def _summary(data: ReportData) -> str:
 
 def _flag(flag: Flag) -> str:
     evidence = "".join(
-        f"<tr><td{_s('log')}>{_clock(e['time'])}</td>"
+        f"<tr><td{_s('log')}>{clock(e['time'])}</td>"
         f"<td{_s('log')}>{escape(e['worker'] or '')}</td>"
         f"<td{_s('log')}>{escape(str(e['text']))}</td></tr>"
         for e in flag.evidence
@@ -170,12 +107,6 @@ def _flag(flag: Flag) -> str:
         f"{escape(flag.message)}</p>"
         f"<p{_s('advice')}>{escape(flag.advice)}</p>{details}</div>"
     )
-
-
-def _clock(t: float) -> str:
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
 def _flags(data: ReportData) -> str:
@@ -414,123 +345,6 @@ def _prefixes(data: ReportData, limits: Limits) -> str:
     )
 
 
-def _log_rows(rows: list[tuple[float, str, str, str]]) -> str:
-    def row(t: float, level: str, who: str, message: str) -> str:
-        cell = _s("log", level) if level in STYLES else _s("log")
-        return (
-            f"<tr><td{_s('log')}>+{format_seconds(max(t, 0))}</td>"
-            f"<td{cell}>{escape(level)}</td><td{_s('log')}>{escape(who)}</td>"
-            f"<td{cell}>{escape(message)}</td></tr>"
-        )
-
-    return "".join(row(*r) for r in rows)
-
-
-def _failure(failure: Failure) -> str:
-    logs = _log_rows(failure.logs)
-    where = escape(failure.worker or "a worker that died")
-    return (
-        f'<div class="dobs-failure"><p{_s("p")}><b>{escape(failure.key)}</b> on '
-        f"{where}, at +{format_seconds(failure.time)}</p>"
-        + (f"<p{_s('p')}>{escape(failure.story)}</p>" if failure.story else "")
-        + f"<pre{_s('pre')}>{escape(failure.exception)}</pre>"
-        + (
-            f"<details><summary>traceback</summary><pre{_s('pre')}>"
-            f"{escape(failure.traceback)}</pre></details>"
-            if failure.traceback
-            else ""
-        )
-        + (
-            "<details open><summary>last log lines</summary>"
-            f"<table{_s('table')}>{logs}</table></details>"
-            if logs
-            else ""
-        )
-        + "</div>"
-    )
-
-
-def _failures(data: ReportData) -> str:
-    if not data.failures:
-        return ""
-    n_failed = int(data.summary["n_failed"] or 0)
-    more = n_failed - len(data.failures)
-    extra = f"<p>+{more} more failed tasks: run.tasks().</p>" if more > 0 else ""
-    return (
-        f"<h4{_s('h4')}>Failed tasks ({n_failed})</h4>"
-        + "".join(_failure(f) for f in data.failures)
-        + extra
-    )
-
-
-def _alerts(data: ReportData, limits: Limits) -> str:
-    alerts = data.alerts
-    if alerts.empty:
-        return ""
-    shown = alerts.tail(limits.log_lines)
-    rows = list(
-        zip(
-            shown["time"].astype(float),
-            shown["level"].astype(str),
-            [
-                text_or_none(w) or str(s)
-                for w, s in zip(shown["worker"], shown["source"], strict=True)
-            ],
-            shown["message"].astype(str),
-            strict=True,
-        )
-    )
-    which = "the newest " if len(shown) < len(alerts) else ""
-    return (
-        f"<h4{_s('h4')}>Warnings and errors ({len(alerts):,}; {which}"
-        f"{len(shown):,} shown)</h4><table{_s('table')}>{_log_rows(rows)}</table>"
-    )
-
-
-def _footer(data: ReportData, full: bool) -> str:
-    archive = data.summary.get("archive")
-    if archive is not None:  # a run of the team's archive: read from there
-        uid, url = escape(str(data.summary["id"])), escape(str(archive))
-        lines = [
-            f"<code>dask-observe logs {uid} --archive {url}</code>: every log line "
-            "of the run",
-            f"<code>dask_observe.open_archive({url!r}).run({uid!r}).tasks()</code>: "
-            "the data as DataFrames",
-        ]
-        items = "".join(f"<li>{line}</li>" for line in lines)
-        return f"<footer{_s('footer')}>Look further:<ul>{items}</ul></footer>"
-    run_id = int(data.summary["id"])
-    lines = [
-        f"<code>%dask_observe logs {run_id}</code> or "
-        f"<code>dask-observe logs {run_id}</code>: every log line of the run",
-        f"<code>store.run({run_id}).tasks()</code>, <code>.metrics()</code>, "
-        "<code>.flags()</code>: the data as DataFrames",
-    ]
-    if not full:
-        lines.insert(
-            0,
-            f"<code>%dask_observe report {run_id} -o run-{run_id}.html</code> or "
-            f"<code>dask-observe report {run_id} -o run-{run_id}.html</code>: "
-            "the full report",
-        )
-    items = "".join(f"<li>{line}</li>" for line in lines)
-    return f"<footer{_s('footer')}>Look further:<ul>{items}</ul></footer>"
-
-
-def _partial(data: ReportData) -> str:
-    """A run whose cluster did not take the capture plugins says so first."""
-    why = data.summary.get("partial")
-    if not why:
-        return ""
-    return (
-        f'<p class="dobs-partial"{_s("partial")} data-figure="partial">'
-        "<strong>Recorded partially:"
-        f"</strong> {escape(str(why))}. This report holds what distributed itself "
-        "kept: the task stream, events and the recent lines of processes still "
-        "alive at the end; no memory timeline, no lines of workers that died.</p>"
-    )
-
-
 def render(data: ReportData, *, full: bool = False) -> str:
     """The report of ``data`` as one HTML fragment (a full page with ``full``)."""
     limits = Limits(full)
@@ -542,7 +356,7 @@ def render(data: ReportData, *, full: bool = False) -> str:
     body = (
         f'<div class="dobs-report"{_s("report")} data-run-id="{escape(str(s["id"]))}">'
         f"<h3{_s('h3')}>{title}</h3>"
-        + _partial(data)
+        + partial(data)
         + _summary(data)
         + _flags(data)
         + standing.render(data.stopped, _s)
@@ -552,35 +366,9 @@ def render(data: ReportData, *, full: bool = False) -> str:
         + _profile(data, limits)
         + _transfers(data, limits)
         + _prefixes(data, limits)
-        + _failures(data)
-        + _alerts(data, limits)
-        + _footer(data, full)
+        + failures(data)
+        + alerts(data, limits)
+        + footer(data, full)
         + "</div>"
     )
     return page(title, body) if full else body
-
-
-#: A saved report's page: what JupyterLab gives the inline one (its font, a
-#: light or dark page as the reader's system is), so that a file opened in a
-#: browser reads the same, not in the browser's default serif. A stylesheet
-#: is safe here: a file, not a notebook's sanitized output.
-PAGE_STYLE = (
-    "body{margin:16px auto;padding:0 16px;max-width:940px;"
-    "font:13px/1.4 system-ui,-apple-system,'Segoe UI',Roboto,'Helvetica Neue',"
-    "Arial,sans-serif;color:#1f1f1f;background:#fff}"
-    "code,pre{font-family:ui-monospace,'SFMono-Regular',Menlo,Consolas,monospace}"
-    "summary{cursor:pointer}a{color:#1976d2}"
-    "@media (prefers-color-scheme:dark){body{color:#e0e0e0;background:#111}"
-    "a{color:#64b5f6}}"
-)
-
-
-def page(title: str, body: str) -> str:
-    """A whole HTML page of ``body`` (a report, a comparison), styled as a
-    notebook shows it; ``title`` is escaped already."""
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{title}</title><style>{PAGE_STYLE}</style></head>"
-        f"<body>{body}</body></html>"
-    )

@@ -64,7 +64,7 @@ def read_archive_report(url: str, options: dict[str, Any], uid: str) -> str:
 
 def read_archive_comparison(url: str, options: dict[str, Any], a: str, b: str) -> str:
     from dask_observe.analysis.compare import compare
-    from dask_observe.report.render import page
+    from dask_observe.report.style import page
 
     body = compare(a, b, store=_archive(url, options))._repr_html_()
     return page(f"Runs {escape(a)} and {escape(b)} compared", body)

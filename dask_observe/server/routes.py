@@ -131,7 +131,7 @@ def read_report(store: BaseStore, run_id: str) -> str:
 
 def read_comparison(store: BaseStore, a: str, b: str) -> str:
     from dask_observe.analysis.compare import compare
-    from dask_observe.report.render import page
+    from dask_observe.report.style import page
 
     body = compare(a, b, store=store)._repr_html_()
     return page(f"Runs {escape(a)} and {escape(b)} compared", body)
