@@ -1,5 +1,7 @@
-"""What a run's end is judged under and kept with: the environment it
-started in (assembled by a thread of its own), this process's, the settings."""
+"""A run's end after its block returned: the environment it started in
+(assembled by a thread of its own) completed with what its end saw, the
+settings it is judged under, its flags judged once, the live export's end,
+retention, and publishing to the team's archive (:class:`RunEnd`)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,24 @@ import collections
 import copy
 import functools
 import json
+import logging
 import threading
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dask_observe.api import Ending, Run, Store
+
+if TYPE_CHECKING:
+    from dask_observe.diagnose import Flag
+    from dask_observe.export.live import LiveExport
+    from dask_observe.redact import Redactor
+    from dask_observe.store.retention import Policy
+
+logger = logging.getLogger("dask_observe.recording.lifecycle")
+
+#: How long a run's end waits for its start's environment to be assembled
+#: (asking the workers): after that the end's own view is stored alone.
+START_WAIT_S = 30.0
 
 
 class StartedIn:
@@ -52,3 +70,103 @@ def run_settings(thresholds: dict[str, dict[str, float | bool]]) -> dict[str, An
     if len(kinds) > 1:
         settings["memory_by_worker"] = thresholds
     return {**settings, "source": "workers"}
+
+
+@dataclass
+class RunEnd:
+    """What is made of a run once its block returned, by a thread of its own
+    (``Recording._end`` starts it with the config as the block ended):
+    readers in this process wait for it (``api.Ending``), not the block."""
+
+    store_path: str
+    run_id: int
+    status: str
+    ended: float
+    #: Redaction as configured when the run started.
+    redact: Redactor
+    #: The scheduler's environment, as its capture said hello.
+    cluster_environment: dict[str, Any] | None
+    started_in: StartedIn | None
+    #: Where the run came from (None: the script that runs, if any).
+    code: dict[str, Any] | None
+    export: LiveExport | None
+    #: What each worker reported at the end (its versions, memory thresholds).
+    workers: dict[str, dict[str, Any]]
+    config: dict[str, Any]
+    settings: dict[str, Any]
+    retention: Policy | None
+    #: ``observe.archive`` and its options (None: no publishing).
+    archive: tuple[str | None, dict[str, Any]]
+
+    def write(self, ending: Ending) -> None:
+        """The settings and environment, the verdict, the export's end and
+        retention; then, once readers stopped waiting, the publishing."""
+        store: Store | None = None
+        try:
+            # A connection of its own: whoever opened the run's store may
+            # close it as soon as the block returned (a cell does).
+            store = Store(self.store_path)
+            try:
+                ran_in = self.redact.data(self.environment())
+                store.set_settings(self.run_id, self.settings, ran_in)
+            except Exception as e:  # readers then judge with the defaults
+                logger.warning("dask-observe: cannot record the run's settings: %s", e)
+            run = Run.of(store, self.run_id)
+            flags: list[Flag] = []
+            try:
+                flags = ending.flags = run.flag_list()
+                run.keep_verdict(flags)
+            except Exception as e:  # a rule's bug must not lose the run
+                logger.warning("dask-observe: cannot judge the run's flags: %s", e)
+            if self.export is not None:  # the run's trace ends, with its flags
+                self.export.end_run(self.run_id, self.ended, self.status, flags)
+            if self.retention is not None and not self.retention.empty:
+                _retain(store, self.run_id, self.retention)
+        except Exception as e:  # the run's data is stored; only this is lost
+            logger.warning("dask-observe: cannot write the run's end: %s", e)
+        finally:
+            if store is not None:
+                store.close()
+            ending.finish()
+        url, options = self.archive
+        if url:
+            from dask_observe.archive.publish import publish_at_end
+
+            try:
+                publish_at_end(self.store_path, self.run_id, str(url), options)
+            except Exception as e:  # the run is recorded; publishing retries
+                logger.warning(
+                    "dask-observe: cannot publish run %s: %s", self.run_id, e
+                )
+
+    def environment(self) -> dict[str, Any]:
+        """The environment the run started in (as stored then), completed
+        with what its end saw: workers that joined (their versions), config
+        keys set meanwhile. Its shape stays the start's, unless no worker had
+        joined yet (an adaptive cluster scaling up)."""
+        from dask_observe.recording import environment
+
+        started = self.started_in
+        if started is not None and started.thread is not None:
+            started.ended.set()
+            started.thread.join(START_WAIT_S)
+        before = started.workers if started is not None else {}
+        code = started.code if started is not None else None
+        if code is None:
+            code = self.code if self.code is not None else environment.script_code()
+        return environment.assemble(
+            client_environment(),
+            self.cluster_environment,
+            {**self.workers, **before},
+            {**self.config, **(started.config if started is not None else {})},
+            code,
+            shape=before or self.workers,
+        )
+
+
+def _retain(store: Store, run_id: int, policy: Policy) -> None:
+    """Prune the store as ``observe.retention`` said (never this run)."""
+    try:
+        store.prune(policy, keep=[run_id])
+    except Exception as e:  # the run is recorded; pruning waits for the next
+        logger.warning("dask-observe: cannot prune the store: %s", e)

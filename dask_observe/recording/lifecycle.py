@@ -17,9 +17,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import redact
-from dask_observe.api import Ending, Run, Store, begin_ending
+from dask_observe.api import Run, Store, begin_ending
 from dask_observe.capture.wire import EventRecord
-from dask_observe.recording.ending import StartedIn, client_environment, run_settings
+from dask_observe.recording.ending import (
+    RunEnd,
+    StartedIn,
+    client_environment,
+    run_settings,
+)
 from dask_observe.recording.measures import FineRow, fine_map, fine_rows, profiles
 from dask_observe.recording.recorder import Recorder
 from dask_observe.recording.span import hide_span_annotation_warning, run_span
@@ -27,7 +32,6 @@ from dask_observe.recording.span import hide_span_annotation_warning, run_span
 if TYPE_CHECKING:
     from distributed import Client
 
-    from dask_observe.diagnose import Flag
     from dask_observe.export.live import LiveExport
     from dask_observe.store.retention import Policy
 
@@ -37,9 +41,6 @@ logger = logging.getLogger(__name__)
 #: (for a crash to leave): a short cell's block does not share its process
 #: with that work (4 ms a run when done at once, measured), its end does it.
 START_DELAY_S = 0.5
-#: How long a run's end waits for its start's environment to be assembled
-#: (asking the workers): after that the end's own view is stored alone.
-START_WAIT_S = 30.0
 
 
 class Recording:
@@ -355,7 +356,7 @@ class Recording:
         ``not_kept``, the store's error, marked partial). What is
         made of it (the settings it is judged under, the environment it ran
         in, its flags judged once, the live export's end, retention) is
-        written by a thread of its own after the block returned (``_after``);
+        written by a thread of its own after the block returned (``RunEnd``);
         readers in this process wait for that (``run.Ending``)."""
         from dask_observe.recording import environment
 
@@ -383,12 +384,16 @@ class Recording:
             ended=ended,
             partial=None if not_kept is None else self._not_kept(not_kept, counts),
         )
+        assert self._recorder is not None
+        end = RunEnd(
+            str(self.store.path), self.run.id, status, ended, self.redact,
+            (self._recorder.hello or {}).get("environment"), self._started_in,
+            self.code, self._export, workers, config, settings, retention, archive,
+        )  # fmt: skip
         ending = begin_ending(self.store, self.run.id)
         # Not a daemon: a script that ends with its block still writes the run's end.
         ending.thread = threading.Thread(
-            target=self._after,
-            args=(ending, status, ended, workers, config, settings, retention, archive),
-            name="dask-observe-run-end",
+            target=end.write, args=(ending,), name="dask-observe-run-end"
         )
         ending.thread.start()
         if archive[0]:
@@ -398,86 +403,6 @@ class Recording:
         run = self.run.refresh()
         run._ending = ending
         return run
-
-    def _after(
-        self,
-        ending: Ending,
-        status: str,
-        ended: float,
-        workers: dict[str, dict[str, Any]],
-        config: dict[str, Any],
-        settings: dict[str, Any],
-        retention: Policy | None,
-        archive: tuple[str | None, dict[str, Any]],
-    ) -> None:
-        """The end of a run that nobody waits for (see ``_end``); then, with
-        ``observe.archive`` set (``archive``: its URL and options), its
-        publishing, after the run's readers stopped waiting for its end."""
-        assert self.run is not None and self._recorder is not None
-        run_id = self.run.id
-        store: Store | None = None
-        try:
-            # A connection of its own: whoever opened the run's store may
-            # close it as soon as the block returned (a cell does).
-            store = Store(self.store.path)
-            try:
-                ran_in = self.redact.data(self._environment(workers, config))
-                store.set_settings(run_id, settings, ran_in)
-            except Exception as e:  # readers then judge with the defaults
-                logger.warning("dask-observe: cannot record the run's settings: %s", e)
-            run = Run.of(store, run_id)
-            flags: list[Flag] = []
-            try:
-                flags = ending.flags = run.flag_list()
-                run.keep_verdict(flags)
-            except Exception as e:  # a rule's bug must not lose the run
-                logger.warning("dask-observe: cannot judge the run's flags: %s", e)
-            export = self._export
-            if export is not None:  # the run's trace ends, with its flags
-                export.end_run(run_id, ended, status, flags)
-            if retention is not None and not retention.empty:
-                self._retain(store, run_id, retention)
-        except Exception as e:  # the run's data is stored; only this is lost
-            logger.warning("dask-observe: cannot write the run's end: %s", e)
-        finally:
-            if store is not None:
-                store.close()
-            ending.finish()
-        url, options = archive
-        if url:
-            from dask_observe.archive.publish import publish_at_end
-
-            try:
-                publish_at_end(str(self.store.path), run_id, str(url), options)
-            except Exception as e:  # the run is recorded; publishing retries
-                logger.warning("dask-observe: cannot publish run %s: %s", run_id, e)
-
-    def _environment(
-        self, workers: dict[str, dict[str, Any]], config: dict[str, Any]
-    ) -> dict[str, Any]:
-        """The environment the run started in (as stored then), completed
-        with what its end saw: workers that joined (their versions), config
-        keys set meanwhile. Its shape stays the start's, unless no worker had
-        joined yet (an adaptive cluster scaling up)."""
-        from dask_observe.recording import environment
-
-        assert self._recorder is not None
-        started = self._started_in
-        if started is not None and started.thread is not None:
-            started.ended.set()
-            started.thread.join(START_WAIT_S)
-        before = started.workers if started is not None else {}
-        code = started.code if started is not None else None
-        if code is None:
-            code = self.code if self.code is not None else environment.script_code()
-        return environment.assemble(
-            client_environment(),
-            (self._recorder.hello or {}).get("environment"),
-            {**workers, **before},
-            {**config, **(started.config if started is not None else {})},
-            code,
-            shape=before or workers,
-        )
 
     def _export_drops(self) -> None:
         """Keep in the run (before its slice of the store closes) what the live
@@ -496,11 +421,3 @@ class Recording:
             self.run.refresh()
         if self._export is not None:
             self._export.close(timeout)
-
-    @staticmethod
-    def _retain(store: Store, run_id: int, policy: Policy) -> None:
-        """Prune the store as ``observe.retention`` said (never this run)."""
-        try:
-            store.prune(policy, keep=[run_id])
-        except Exception as e:  # the run is recorded; pruning waits for the next
-            logger.warning("dask-observe: cannot prune the store: %s", e)
