@@ -84,10 +84,13 @@ export class SectionSizer implements IDisposable {
       return;
     }
     const widgets = accordion.widgets;
-    // Titles and the dividers between sections (a pixel each).
+    // Titles and the dividers between the open sections: the layout's
+    // spacing each (4 px, not the 1 px once assumed here: the sections were
+    // given 3 px a divider too many, and a seventh section cut the workers').
+    const visible = widgets.filter(w => !w.isHidden).length;
     const chrome =
       accordion.titles.reduce((sum, t) => sum + t.offsetHeight, 0) +
-      widgets.length;
+      accordion.spacing * Math.max(0, visible - 1);
     const beside = Array.from(container.children)
       .filter(child => child !== node)
       .reduce((sum, child) => sum + (child as HTMLElement).offsetHeight, 0);

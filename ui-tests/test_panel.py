@@ -493,7 +493,7 @@ def test_sections_fold_and_stay_folded_in_the_next_session(
     panel = page.locator("#dask-observe-panel")
     titles = panel.locator(".lm-AccordionPanel-title")
     expect(titles).to_have_text(
-        ["Clusters", "Workers", "Flags", "Logs", "History", "Runs"]
+        ["Clusters", "Workers", "Flags", "Logs", "History", "Runs", "Team"]
     )
     # Every section has room: the runs are not below the fold.
     expect(panel.locator(".jp-DaskObserve-run")).to_be_in_viewport()

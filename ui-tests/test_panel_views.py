@@ -320,6 +320,7 @@ SECTION_PARTS = {
     "Flags": ".jp-DaskObserve-flag",
     "History": ".jp-DaskObserve-history-svg",
     "Runs": ".jp-DaskObserve-run button",
+    "Team": ".jp-DaskObserve-team-status",
 }
 
 
