@@ -4,6 +4,7 @@ import { IRun } from './api';
 import { button, element, heading } from './dom';
 import { formatSeconds } from './format';
 import { RunsModel } from './models';
+import { TwoPicks } from './picks';
 
 /**
  * The runs in the store, newest first, one compact card each, as its model
@@ -15,21 +16,22 @@ export class RunsView extends Widget {
   constructor(options: RunsView.IOptions) {
     super();
     this.addClass('jp-DaskObserve-runs');
+    const head = heading('Runs');
+    this._status = element('div', 'jp-DaskObserve-runs-status');
+    this._compare = button('jp-DaskObserve-runs-compare', '', () => {
+      const [a, b] = [...this._picks.picked].sort((x, y) => x - y);
+      options.openComparison?.(a, b);
+    });
+    this._list = element('ul', 'jp-DaskObserve-runList');
+    this._picks = new TwoPicks(this._list, () => this._showPicked());
     this._actions = {
       openReport: options.openReport ?? null,
       replay: options.replay ?? null,
       showHistory: options.showHistory ?? null,
-      pick: (runId, picked) => this._pick(runId, picked),
-      picked: this._picked
+      pick: (runId, picked) => this._picks.set(runId, picked),
+      picked: this._picks.picked
     };
-    const head = heading('Runs');
-    this._status = element('div', 'jp-DaskObserve-runs-status');
-    this._compare = button('jp-DaskObserve-runs-compare', '', () => {
-      const [a, b] = [...this._picked].sort((x, y) => x - y);
-      options.openComparison?.(a, b);
-    });
     this._showPicked();
-    this._list = element('ul', 'jp-DaskObserve-runList');
     this.node.append(head, this._status, this._compare, this._list);
     const model = options.model;
     model.changed.connect((_, runs) => this._render(runs), this);
@@ -49,53 +51,24 @@ export class RunsView extends Widget {
       : runs.length === 0
         ? 'No runs recorded yet. Record one with %%dask_record in a notebook, or run "dask-observe demo".'
         : `${runs.length} run${runs.length === 1 ? '' : 's'}`;
-    const ids = new Set(runs.map(run => run.id));
-    for (const id of this._picked) {
-      if (!ids.has(id)) {
-        this._picked.delete(id); // deleted from the store meanwhile
-      }
-    }
-    this._showPicked();
+    this._picks.keepOnly(new Set(runs.map(run => run.id))); // deleted meanwhile
     this._list.replaceChildren(
       ...runs.map(run => Private.runCard(run, this._actions))
     );
   }
 
-  /**
-   * Two runs picked (the two most recently, when a third is picked) open
-   * their comparison.
-   */
-  private _pick(runId: number, picked: boolean): void {
-    if (picked) {
-      this._picked.add(runId);
-      if (this._picked.size > 2) {
-        const [oldest] = this._picked;
-        this._picked.delete(oldest);
-        const box = this._list.querySelector<HTMLInputElement>(
-          `[data-run-id="${oldest}"] .jp-DaskObserve-run-pick`
-        );
-        if (box) {
-          box.checked = false;
-        }
-      }
-    } else {
-      this._picked.delete(runId);
-    }
-    this._showPicked();
-  }
-
   private _showPicked(): void {
-    const [a, b] = [...this._picked].sort((x, y) => x - y);
-    this._compare.disabled = this._picked.size !== 2;
-    this._compare.textContent =
-      this._picked.size === 2
-        ? `Compare #${a} with #${b}`
-        : 'Tick two runs to compare them';
+    const pair = this._picks.pair;
+    const [a, b] = pair ? [...pair].sort((x, y) => x - y) : [];
+    this._compare.disabled = pair === null;
+    this._compare.textContent = pair
+      ? `Compare #${a} with #${b}`
+      : 'Tick two runs to compare them';
   }
 
   private _actions: Private.IActions;
   private _compare: HTMLButtonElement;
-  private _picked = new Set<number>();
+  private _picks: TwoPicks<number>;
 
   private _list: HTMLUListElement;
   private _status: HTMLDivElement;

@@ -4,6 +4,7 @@ import { IArchiveRun } from './api';
 import { button, element, heading } from './dom';
 import { formatSeconds } from './format';
 import { TeamModel } from './models';
+import { TwoPicks } from './picks';
 
 /**
  * The team's runs: those published to the archive (`observe.archive`) from
@@ -19,15 +20,16 @@ export class TeamView extends Widget {
     this._options = options;
     this._status = element('div', 'jp-DaskObserve-team-status');
     this._compare = button('jp-DaskObserve-team-compare', '', () => {
-      // Oldest first: the comparison is the newer against the older.
+      // Listed newest first: the comparison is the newer against the older.
       const [b, a] = this._model.items
-        .filter(run => this._picked.has(run.id))
+        .filter(run => this._picks.picked.has(run.id))
         .map(run => run.id);
       if (a !== undefined && b !== undefined) {
         options.openComparison(a, b);
       }
     });
     this._list = element('ul', 'jp-DaskObserve-runList');
+    this._picks = new TwoPicks(this._list, () => this._showPicked());
     this.node.append(heading('Team'), this._status, this._compare, this._list);
     this._model = options.model;
     this._model.changed.connect((_, runs) => this._render(runs), this);
@@ -46,13 +48,7 @@ export class TeamView extends Widget {
         : runs.length === 0
           ? `No runs published to ${archive} yet.`
           : `${runs.length} run${runs.length === 1 ? '' : 's'} in ${archive}`;
-    const ids = new Set(runs.map(run => run.id));
-    for (const id of [...this._picked]) {
-      if (!ids.has(id)) {
-        this._picked.delete(id); // pruned meanwhile
-      }
-    }
-    this._showPicked();
+    this._picks.keepOnly(new Set(runs.map(run => run.id))); // pruned meanwhile
     this._list.replaceChildren(...runs.map(run => this._card(run)));
   }
 
@@ -66,8 +62,10 @@ export class TeamView extends Widget {
     const pick = element('input', 'jp-DaskObserve-run-pick');
     pick.type = 'checkbox';
     pick.title = 'Pick for a comparison';
-    pick.checked = this._picked.has(run.id);
-    pick.addEventListener('change', () => this._pick(run.id, pick.checked));
+    pick.checked = this._picks.picked.has(run.id);
+    pick.addEventListener('change', () =>
+      this._picks.set(run.id, pick.checked)
+    );
     head.append(
       pick,
       element('span', 'jp-DaskObserve-run-name', run.name),
@@ -114,39 +112,19 @@ export class TeamView extends Widget {
     return item;
   }
 
-  private _pick(id: string, picked: boolean): void {
-    if (picked) {
-      this._picked.add(id);
-      if (this._picked.size > 2) {
-        const [oldest] = this._picked;
-        this._picked.delete(oldest);
-        const box = [
-          ...this._list.querySelectorAll<HTMLLIElement>('li[data-run-id]')
-        ].find(li => li.dataset.runId === oldest);
-        const input = box?.querySelector<HTMLInputElement>('input');
-        if (input) {
-          input.checked = false;
-        }
-      }
-    } else {
-      this._picked.delete(id);
-    }
-    this._showPicked();
-  }
-
   private _showPicked(): void {
-    this._compare.disabled = this._picked.size !== 2;
-    this._compare.textContent =
-      this._picked.size === 2
-        ? 'Compare the two runs'
-        : 'Tick two runs to compare them';
+    const paired = this._picks.pair !== null;
+    this._compare.disabled = !paired;
+    this._compare.textContent = paired
+      ? 'Compare the two runs'
+      : 'Tick two runs to compare them';
   }
 
   private _compare: HTMLButtonElement;
   private _list: HTMLUListElement;
   private _model: TeamModel;
   private _options: TeamView.IOptions;
-  private _picked = new Set<string>();
+  private _picks: TwoPicks<string>;
   private _status: HTMLDivElement;
 }
 
