@@ -132,6 +132,23 @@ export class ObservePanel extends SidePanel {
       this._collapsedChanged.emit(this.collapsed)
     );
     this._sizer = new SectionSizer(this._accordion, this.logs);
+    this.teamModel.changed.connect(() => this._fitTeam());
+  }
+
+  /**
+   * The Team section folded where no archive is set (its one line of how to
+   * set one up is not worth the room the runs need at 900 px), opened the
+   * first time one is.
+   */
+  private _fitTeam(): void {
+    const index = this.widgets.indexOf(this.team);
+    const hasArchive = this.teamModel.archive !== null;
+    if (!hasArchive && !this.team.isHidden) {
+      this._accordion.collapse(index);
+    } else if (hasArchive && this.team.isHidden && !this._teamShown) {
+      this._accordion.expand(index);
+    }
+    this._teamShown ||= hasArchive;
   }
 
   /**
@@ -500,6 +517,7 @@ export class ObservePanel extends SidePanel {
   private _replaying: number | null = null;
   private _runs: readonly IRun[] = [];
   private _settings: IPanelSettings = { ...DEFAULT_SETTINGS };
+  private _teamShown = false;
   private _sizer: SectionSizer;
 }
 

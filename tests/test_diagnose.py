@@ -510,6 +510,41 @@ def test_a_scheduler_stall_is_judged_by_the_schedulers_own_host_samples(
     assert "oversubscribed" in message(recorded, "event-loop-blocked")
 
 
+def test_a_stall_while_modules_were_imported_names_them_and_the_remedy(
+    run: SyntheticRun,
+) -> None:
+    run.event(
+        2.0, "event-loop-stall", A, seconds=1.6, since=run.start + 0.4, cpu=1.5,
+        imported=312, packages=["pandas", "pyarrow"],
+    )  # fmt: skip
+    recorded = run.end(3.0)
+    assert flags(recorded) == [("event-loop-blocked", "warning")]
+    flag = recorded.flags().iloc[0]
+    assert "while it imported modules (312 in all: pandas, pyarrow)" in flag["message"]
+    assert "--preload" in flag["advice"]
+
+
+def test_stalls_of_the_code_and_of_imports_blame_the_code_and_count_the_others(
+    run: SyntheticRun,
+) -> None:
+    run.event(2.0, "event-loop-stall", A, seconds=1.6, since=run.start + 0.4,
+              cpu=1.5, imported=3, packages=["mylib"])  # fmt: skip
+    run.event(6.0, "event-loop-stall", A, seconds=1.2, since=run.start + 4.8, cpu=1.2)
+    recorded = run.end(7.0)
+    text = message(recorded, "event-loop-blocked")
+    assert "stalled 1 time(s), up to 1.20 s" in text
+    assert "1 more came while modules were imported" in text
+
+
+def test_an_import_on_a_busy_host_that_starved_the_process_is_the_hosts(
+    run: SyntheticRun,
+) -> None:
+    busy_host(run, 4.0)
+    run.event(3.0, "event-loop-stall", A, seconds=1.4, since=run.start + 1.6,
+              cpu=0.2, imported=2, packages=["tests"])  # fmt: skip
+    assert "oversubscribed" in message(run.end(5.0), "event-loop-blocked")
+
+
 def test_a_worker_on_the_schedulers_host_is_judged_by_its_samples_too(
     run: SyntheticRun,
 ) -> None:

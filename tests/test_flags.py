@@ -369,6 +369,24 @@ def test_on_a_host_busy_with_other_work_the_flag_names_the_host_not_the_code(
         assert any("threads waited for a core" in t for t in texts), texts
 
 
+def test_a_task_module_slow_to_import_is_named_as_what_blocked_the_loop(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    # The truth: the worker's loop is held 2 s importing the module of the
+    # task's function (its import sleeps, as a heavy library's import works),
+    # nothing else; the advice is to import it before the work.
+    from .slow_import import work
+
+    client = make_client(n_workers=1, processes=True, env={"SLOW_IMPORT_S": "2"})
+    with dask_observe.record("first use", client=client) as run:
+        assert client.gather(client.map(work, range(4))) == [1, 2, 3, 4]
+    assert kinds(run) == ["event-loop-blocked"]
+    flag = run.flags().iloc[0]
+    assert "while it imported modules" in flag["message"], flag["message"]
+    assert "tests" in flag["message"]  # the package imported
+    assert "--preload" in flag["advice"]
+
+
 def test_work_pinned_to_one_worker_raises_load_imbalance(
     client: Client, store_path: Path
 ) -> None:

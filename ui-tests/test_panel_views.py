@@ -320,7 +320,6 @@ SECTION_PARTS = {
     "Flags": ".jp-DaskObserve-flag",
     "History": ".jp-DaskObserve-history-svg",
     "Runs": ".jp-DaskObserve-run button",
-    "Team": ".jp-DaskObserve-team-status",
 }
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from typing import Any
 
 #: A tick this much later than due is an event-loop stall worth an event:
 #: below the flag's threshold (1 s by default), so that a lower one finds them.
 STALL_S = 0.5
+#: Top-level packages of the modules imported during a stall named at most.
+NAMED_PACKAGES = 5
 
 
 class StallWatch:
@@ -19,17 +23,37 @@ class StallWatch:
         self.interval_s = interval_s
         self.last = time.monotonic()
         self.cpu = time.process_time()
+        self.modules = len(sys.modules)
 
-    def tick(self, now: float) -> dict[str, float] | None:
+    def tick(self, now: float) -> dict[str, Any] | None:
         """``{"seconds", "since", "cpu"}`` of the stall that ended now, or None.
         ``cpu``: the seconds of CPU the process had meanwhile (all its threads).
         A loop held by the process's own work (a task holding the GIL) had
         about as much CPU as the stall lasted; one held by a host too busy to
-        run the process, far less."""
+        run the process, far less. ``imported`` and ``packages``: the modules
+        imported meanwhile and their top-level packages, where any were (a
+        worker unpickles a task on its event loop, importing the module of its
+        function on first use: a heavy one stalls the loop)."""
         mono, cpu = time.monotonic(), time.process_time()
+        # A count a tick (O(1)); the names only for a stall: sys.modules keeps
+        # insertion order, so the newest imports are its last entries.
+        modules = len(sys.modules)
         late = mono - self.last - self.interval_s
         used = cpu - self.cpu
-        self.last, self.cpu = mono, cpu
+        added = modules - self.modules
+        self.last, self.cpu, self.modules = mono, cpu, modules
         if late < STALL_S:
             return None
-        return {"seconds": round(late, 3), "since": now - late, "cpu": round(used, 3)}
+        stall: dict[str, Any] = {
+            "seconds": round(late, 3),
+            "since": now - late,
+            "cpu": round(used, 3),
+        }
+        if added > 0:
+            try:
+                names = list(sys.modules)[-added:]
+            except RuntimeError:  # another thread importing as we read
+                names = []
+            packages = list(dict.fromkeys(n.split(".", 1)[0] for n in names))
+            stall.update(imported=added, packages=packages[:NAMED_PACKAGES])
+        return stall

@@ -38,6 +38,18 @@ class Stalls(NamedTuple):
     #: While the process's host was oversubscribed, with its busiest second:
     #: the host's (2.6-5.3 s with two other processes busy on its two cores).
     host: list[tuple[Stall, Busy]]
+    #: While the process imported modules (how many, and their top-level
+    #: packages): a worker unpickles a task on its event loop, importing the
+    #: module of its function on first use (a test module importing pandas
+    #: and dask.dataframe held a worker's loop 1.7-2.3 s).
+    imports: list[tuple[Stall, Imported]]
+
+
+class Imported(NamedTuple):
+    """Modules a process imported during a stall of its event loop."""
+
+    modules: int
+    packages: list[str]
 
 
 def _stalls(ctx: Context) -> Stalls:
@@ -54,9 +66,14 @@ def _stalls(ctx: Context) -> Stalls:
     contended = _contention(ctx)
     contended_at_host = _by_worker(_contended_at_host(ctx)[0])
     hosts = host_load(ctx)
-    split = Stalls([], [], [])
+    split = Stalls([], [], [], [])
 
-    def file(stall: Stall, since: float, cpu: float | None = None) -> None:
+    def file(
+        stall: Stall,
+        since: float,
+        cpu: float | None = None,
+        imported: Imported | None = None,
+    ) -> None:
         t, worker = stall[0], stall[1]
         busy = hosts.during(worker, since, t)
         # A process that had as much CPU meanwhile as a stall takes to count
@@ -72,6 +89,8 @@ def _stalls(ctx: Context) -> Stalls:
             split.contended.append(stall)
         elif busy is not None and starved:
             split.host.append((stall, busy))
+        elif imported is not None:
+            split.imports.append((stall, imported))
         else:
             split.code.append(stall)
 
@@ -87,10 +106,15 @@ def _stalls(ctx: Context) -> Stalls:
             text = f"event loop of {who} stalled for {format_seconds(seconds)}"
             cpu = (data or {}).get("cpu")
             cpu = float(cpu) if isinstance(cpu, int | float) else None
-            file((float(t), named, seconds, text), since, cpu)
+            file((float(t), named, seconds, text), since, cpu, _imported(data))
     seen = {
         (w, round(t))
-        for t, w, _, _ in [*split.code, *split.contended, *(s for s, _ in split.host)]
+        for t, w, _, _ in [
+            *split.code,
+            *split.contended,
+            *(s for s, _ in split.host),
+            *(s for s, _ in split.imports),
+        ]
     }
     for t, worker, message in ctx.logs("Event loop was unresponsive"):
         took = re.search(r"for ([0-9.]+)s", message)
@@ -100,8 +124,20 @@ def _stalls(ctx: Context) -> Stalls:
     split.code.sort()
     split.contended.sort()
     split.host.sort(key=lambda pair: pair[0])
+    split.imports.sort(key=lambda pair: pair[0])
     ctx.derived["stalls"] = split
     return split
+
+
+def _imported(data: Any) -> Imported | None:
+    """The modules a stall's process imported meanwhile, if any (a capture
+    older than this says nothing: None)."""
+    count = (data or {}).get("imported") if isinstance(data, dict) else None
+    if not isinstance(count, int) or count <= 0:
+        return None
+    packages = data.get("packages")
+    names = [str(p) for p in packages] if isinstance(packages, list) else []
+    return Imported(count, names)
 
 
 def _contended(ctx: Context) -> pd.DataFrame:
@@ -236,16 +272,32 @@ def _busiest(seconds: list[Busy]) -> str:
     return top.describe()
 
 
+#: What event-loop-blocked advises for stalls while a worker imported modules.
+IMPORT_ADVICE = (
+    "Import what the tasks need once per worker, before the work: "
+    "`dask worker --preload yourmodule`, a WorkerPlugin whose setup imports it "
+    "(client.register_plugin), or client.run(importlib.import_module, "
+    "'pandas'); and keep task functions in modules that import little."
+)
+
+
 @rule("event-loop-blocked")
 def event_loop_blocked(ctx: Context) -> list[Flag]:
     """Stalls of a worker's event loop of ``event-loop-blocked.tick`` (1 s) or
     more, of the scheduler's of ``scheduler-tick`` (a big graph takes it a
     while to take in); an error when the longest, or all together, reach
-    ``error-time``. Stalls while the process's host was oversubscribed are the
-    host's: told as such (a warning, with advice about the host) when no
-    others are."""
+    ``error-time``. The flag names the cause of the stalls it counts, first
+    found of: the process's own work (the code's), modules imported meanwhile
+    (a task's module on first use), a host too busy to run the process (the
+    host's; told as such, with advice about the host). The others are said as
+    counted apart."""
     split = _stalls(ctx)
-    stalls = split.code or [stall for stall, _ in split.host]
+    causes = (
+        ("code", split.code),
+        ("imports", [stall for stall, _ in split.imports]),
+        ("host", [stall for stall, _ in split.host]),
+    )
+    cause, stalls = next(((c, s) for c, s in causes if s), ("", []))
     if not stalls:
         return []
     seconds = [s for _, _, s, _ in stalls if s > 0]
@@ -257,43 +309,66 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
         f"The event loop of {', '.join(who)} stalled {len(seconds)} time(s), "
         f"up to {format_seconds(longest)} ({format_seconds(total)} in all)"
     )
-    if not split.code:
+    severe = max(longest, total) >= ctx.seconds("event-loop-blocked.error-time")
+    if cause == "host":
         busy = [b for _, b in split.host]
         found = host_load(ctx).evidence(busy) + found
-        return [
-            Flag(
-                "event-loop-blocked",
-                "warning",
-                stalls[0][0],
-                workers(w for _, w, _, _ in stalls),
-                f"{stalled}, each while its host was oversubscribed "
-                f"({_busiest(busy)}): the host had more to run than cores, so "
-                "heartbeats and transfers waited. A busy host, not the tasks' "
-                "code, held it up.",
-                HOST_ADVICE,
-                found[:MAX_EVIDENCE],
-            )
-        ]
-    severe = max(longest, total) >= ctx.seconds("event-loop-blocked.error-time")
-    also = (
-        f" {len(split.host)} more came while the host was oversubscribed (not "
-        "counted: the host's)."
-        if split.host
-        else ""
+        message = (
+            f"{stalled}, each while its host was oversubscribed "
+            f"({_busiest(busy)}): the host had more to run than cores, so "
+            "heartbeats and transfers waited. A busy host, not the tasks' "
+            "code, held it up."
+        )
+        return [_loop_flag(stalls, "warning", message, HOST_ADVICE, found)]
+    also = "".join(
+        f" {len(others)} more came while {why} (not counted here)."
+        for name, others, why in (
+            ("imports", split.imports, "modules were imported"),
+            ("host", split.host, "the host was oversubscribed"),
+        )
+        if others and name != cause
+    )
+    if cause == "imports":
+        count = sum(i.modules for _, i in split.imports)
+        packages = list(dict.fromkeys(p for _, i in split.imports for p in i.packages))
+        named = f": {', '.join(packages[:5])}" if packages else ""
+        message = (
+            f"{stalled}, each while it imported modules ({count} in all{named}): "
+            "a worker unpickles a task on its event loop, importing the module "
+            "of its function or data on first use, so heartbeats and transfers "
+            f"waited.{also}"
+        )
+        level = "error" if severe else "warning"
+        return [_loop_flag(stalls, level, message, IMPORT_ADVICE, found)]
+    message = (
+        f"{stalled}: something held it (or the GIL), so heartbeats and "
+        f"transfers waited.{also}"
+    )
+    advice = (
+        "Release the GIL in long-running tasks (NumPy or Numba with nogil), "
+        "split them up, or avoid moving very large objects between workers."
     )
     return [
-        Flag(
-            "event-loop-blocked",
-            "error" if severe else "warning",
-            stalls[0][0],
-            workers(w for _, w, _, _ in stalls),
-            f"{stalled}: something held it (or the GIL), so heartbeats and "
-            f"transfers waited.{also}",
-            "Release the GIL in long-running tasks (NumPy or Numba with nogil), "
-            "split them up, or avoid moving very large objects between workers.",
-            found[:MAX_EVIDENCE],
-        )
+        _loop_flag(stalls, "error" if severe else "warning", message, advice, found)
     ]
+
+
+def _loop_flag(
+    stalls: list[Stall],
+    severity: str,
+    message: str,
+    advice: str,
+    found: list[dict[str, Any]],
+) -> Flag:
+    return Flag(
+        "event-loop-blocked",
+        severity,
+        stalls[0][0],
+        workers(w for _, w, _, _ in stalls),
+        message,
+        advice,
+        found[:MAX_EVIDENCE],
+    )
 
 
 @rule("gil-contention")
