@@ -279,7 +279,7 @@ class Run(store.RunData):
         log records, metric gauges and a trace with a span per task. Returns
         what was sent and what the collector did not take."""
         from dask_observe import config
-        from dask_observe.export.otlp import export_run
+        from dask_observe.export.otlp_run import export_run
         from dask_observe.units import parse_seconds
 
         return export_run(

@@ -165,7 +165,7 @@ class LiveExport:
     def end_run(
         self, run_id: int, ended: float, status: str, flags: list[Flag]
     ) -> None:
-        from dask_observe.export.otlp import flag_event
+        from dask_observe.export.otlp_run import flag_event
 
         events = [flag_event(flag) for flag in flags]
         with self._lock:
@@ -376,7 +376,8 @@ class Sender:
         return sent.dropped, sent.error
 
     def _task(self, record: Sequence[Any]) -> None:
-        from dask_observe.export.otlp import finite, task_attributes, task_seconds
+        from dask_observe.export.otlp import finite
+        from dask_observe.export.otlp_run import task_attributes, task_seconds
         from dask_observe.store import queries
 
         task = dict(zip(queries.RECORD_FIELDS["tasks"], record[1:], strict=False))
@@ -411,7 +412,7 @@ class Sender:
 
     def _send_groups(self) -> None:
         """A span for each group of tasks gathered since the last."""
-        from dask_observe.export.otlp import group_attributes
+        from dask_observe.export.otlp_run import group_attributes
 
         for (_, prefix, worker), g in self._groups.items():
             attributes = group_attributes(prefix, worker, g.count, g.erred, g.seconds)
