@@ -342,9 +342,9 @@ async def test_a_finished_runs_flags_are_its_verdict_sent_once(
     store_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from dask_observe.server import stream
+    from dask_observe.server import subscriptions
 
-    monkeypatch.setattr(stream, "FLAGS_INTERVAL_S", 0.05)  # a running run's pace
+    monkeypatch.setattr(subscriptions, "FLAGS_INTERVAL_S", 0.05)  # a running pace
     recorded.flag_list()  # waits for the run's end to store its verdict
 
     def mark(message: str) -> None:
@@ -561,7 +561,7 @@ async def test_lines_about_our_own_plugins_are_kept_but_shown_only_on_request(
 async def test_one_socket_carries_several_subscriptions_each_by_its_id(
     jp_ws_fetch: Any, recorded: dask_observe.Run
 ) -> None:
-    from dask_observe.server.stream import MAX_SUBSCRIPTIONS
+    from dask_observe.server.subscriptions import MAX_SUBSCRIPTIONS
 
     ws = await jp_ws_fetch("dask-observe", "api", "stream")
     ws.write_message(json.dumps(

@@ -324,7 +324,7 @@ async def test_pages_and_frames_are_bounded_in_bytes_and_lose_no_line(
     streaming still bring every line, in order."""
     from dask_observe.capture.logs import MAX_TEXT_BYTES
     from dask_observe.server.routes import MAX_PAGE_TEXT
-    from dask_observe.server.stream import BATCH_TEXT
+    from dask_observe.server.subscriptions import BATCH_TEXT
 
     lines = [f"{i:03d} " + "z" * 10_000_000 for i in range(3)]
     lines += [f"{i:03d} " + "y" * (MAX_TEXT_BYTES - 10) for i in range(3, 100)]

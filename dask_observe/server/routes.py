@@ -43,7 +43,7 @@ AUTH_RESOURCE = "dask-observe"
 
 #: Log lines one page holds at most.
 MAX_PAGE = 5_000
-#: Characters of log text in one page (see stream.BATCH_TEXT).
+#: Characters of log text in one page (see subscriptions.BATCH_TEXT).
 MAX_PAGE_TEXT = 4 * 1024 * 1024
 #: Characters of a subscribe message given to ``stream/rows``.
 MAX_SUBSCRIBE = 4_000
@@ -79,7 +79,7 @@ def read_run(store: BaseStore, run_id: str) -> dict[str, Any]:
 def read_logs(store: BaseStore, run_id: str, query: dict[str, Any]) -> dict[str, Any]:
     """One page of a run's log lines in store order: those numbered above
     ``after`` (and at most ``upto``), filtered as the Python API filters."""
-    from dask_observe.server.stream import within_text
+    from dask_observe.server.subscriptions import within_text
 
     rows = store.run(run_id).log_page(
         query["after"], query["limit"] + 1, query["upto"], **query["filters"]
@@ -274,7 +274,7 @@ class StreamRowsHandler(StoreHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        from dask_observe.server.stream import read_rows
+        from dask_observe.server.subscriptions import read_rows
 
         upto = _whole_argument(self, "upto", None)
         raw = self.get_query_argument("subscribe", "")
