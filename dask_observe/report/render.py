@@ -12,7 +12,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.plaintext import short_path
-from dask_observe.report import standing, svg
+from dask_observe.report import memory, standing, svg
 from dask_observe.report.icicle import icicle
 from dask_observe.report.matrix import transfer_matrix
 from dask_observe.report.style import Limits, page
@@ -175,11 +175,13 @@ def _memory(data: ReportData, limits: Limits) -> str:
         # The cluster's line is the headline's peak memory, second by second.
         process = data.process.get("")
         charts.append(
-            (svg.memory_caption(cluster, "cluster", process=process), cluster,
+            (memory.memory_caption(cluster, "cluster", process=process), cluster,
              "cluster", process)
         )  # fmt: skip
     workers = [w for w in data.memory if w]
-    peaks = {w: svg.process_peak(data.memory[w], data.process.get(w)) for w in workers}
+    peaks = {
+        w: memory.process_peak(data.memory[w], data.process.get(w)) for w in workers
+    }
     workers.sort(key=lambda w: -peaks[w])
     for worker in workers[: limits.memory_charts]:
         left = data.workers_removed.get(worker) is not None
@@ -187,13 +189,13 @@ def _memory(data: ReportData, limits: Limits) -> str:
         note = "(left the cluster)" if left else ""
         process = data.process.get(worker)
         charts.append(
-            (svg.memory_caption(data.memory[worker], title, note, process),
+            (memory.memory_caption(data.memory[worker], title, note, process),
              data.memory[worker], title, process)
         )  # fmt: skip
     cells = [
         f"<td{_s('figure')}><span{_s('label')}>{caption}</span><br>"
         + _chart(
-            svg.memory_chart(series, data.duration, title=title, process=process),
+            memory.memory_chart(series, data.duration, title=title, process=process),
             limits,
         )
         + "</td>"
@@ -206,7 +208,7 @@ def _memory(data: ReportData, limits: Limits) -> str:
     extra = f"<p>+{more} more workers in the full report.</p>" if more > 0 else ""
     return (
         heading
-        + _chart(svg.memory_legend(), limits)
+        + _chart(memory.memory_legend(), limits)
         + f'<table class="dobs-mems">{rows}</table>'
         + extra
     )
