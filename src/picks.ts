@@ -30,6 +30,19 @@ export class TwoPicks<K extends string | number> {
   }
 
   /**
+   * The box that picks the card of `key`, ticked if it is picked.
+   */
+  box(key: K): HTMLInputElement {
+    const box = document.createElement('input');
+    box.className = 'jp-DaskObserve-run-pick';
+    box.type = 'checkbox';
+    box.title = 'Pick for a comparison';
+    box.checked = this._picked.has(key);
+    box.addEventListener('change', () => this.set(key, box.checked));
+    return box;
+  }
+
+  /**
    * Tick (`on`) or untick the card of `key`.
    */
   set(key: K, on: boolean): void {

@@ -2,9 +2,9 @@ import { Widget } from '@lumino/widgets';
 
 import { IRun } from './api';
 import { button, element, heading } from './dom';
-import { formatSeconds } from './format';
 import { RunsModel } from './models';
 import { TwoPicks } from './picks';
+import { cardHead, cardMeta, runCard as card } from './cards';
 
 /**
  * The runs in the store, newest first, one compact card each, as its model
@@ -28,8 +28,7 @@ export class RunsView extends Widget {
       openReport: options.openReport ?? null,
       replay: options.replay ?? null,
       showHistory: options.showHistory ?? null,
-      pick: (runId, picked) => this._picks.set(runId, picked),
-      picked: this._picks.picked
+      box: runId => this._picks.box(runId)
     };
     this._showPicked();
     this.node.append(head, this._status, this._compare, this._list);
@@ -113,60 +112,23 @@ namespace Private {
     openReport: ((runId: number) => void) | null;
     replay: ((runId: number) => void) | null;
     showHistory: ((runId: number) => void) | null;
-    pick: (runId: number, picked: boolean) => void;
-    picked: ReadonlySet<number>;
+    box: (runId: number) => HTMLInputElement;
   }
 
   /**
    * One run: its name and status, then tasks, wall time, start and id.
    */
   export function runCard(run: IRun, actions: IActions): HTMLLIElement {
-    const item = element(
-      'li',
-      `jp-DaskObserve-run jp-DaskObserve-run-${run.status}`
-    );
-    item.dataset.runId = String(run.id);
-
-    const head = element('div', 'jp-DaskObserve-run-head');
-    const pick = element('input', 'jp-DaskObserve-run-pick');
-    pick.type = 'checkbox';
-    pick.title = 'Pick for a comparison';
-    pick.checked = actions.picked.has(run.id);
-    pick.addEventListener('change', () => actions.pick(run.id, pick.checked));
-    head.append(
-      pick,
-      element('span', 'jp-DaskObserve-run-name', run.name),
-      element('span', 'jp-DaskObserve-run-status', run.status)
-    );
+    const item = card(run, run.id);
+    const head = cardHead(run, actions.box(run.id));
     if (run.partial) {
       // The cluster did not take the capture plugins: say so, and why on hover.
       const partial = element('span', 'jp-DaskObserve-run-partial', 'partial');
       partial.title = `Recorded partially: ${run.partial}`;
       head.append(partial);
     }
-
-    const tasks =
-      `${run.n_tasks} task${run.n_tasks === 1 ? '' : 's'}` +
-      (run.n_failed > 0 ? `, ${run.n_failed} failed` : '');
-    const meta = element('div', 'jp-DaskObserve-run-meta');
-    meta.append(element('span', 'jp-DaskObserve-run-tasks', tasks));
-    if (run.duration_s !== null) {
-      meta.append(
-        element(
-          'span',
-          'jp-DaskObserve-run-time',
-          formatSeconds(run.duration_s)
-        )
-      );
-    }
-    meta.append(
-      element(
-        'span',
-        'jp-DaskObserve-run-started',
-        new Date(run.started * 1000).toLocaleString()
-      ),
-      element('span', 'jp-DaskObserve-run-id', `#${run.id}`)
-    );
+    const meta = cardMeta(run);
+    meta.append(element('span', 'jp-DaskObserve-run-id', `#${run.id}`));
     item.append(head, meta);
     const { openReport, replay, showHistory } = actions;
     if (replay !== null) {

@@ -2,9 +2,9 @@ import { Widget } from '@lumino/widgets';
 
 import { IArchiveRun } from './api';
 import { button, element, heading } from './dom';
-import { formatSeconds } from './format';
 import { TeamModel } from './models';
 import { TwoPicks } from './picks';
+import { cardHead, cardMeta, runCard } from './cards';
 
 /**
  * The team's runs: those published to the archive (`observe.archive`) from
@@ -53,50 +53,11 @@ export class TeamView extends Widget {
   }
 
   private _card(run: IArchiveRun): HTMLLIElement {
-    const item = element(
-      'li',
-      `jp-DaskObserve-run jp-DaskObserve-run-${run.status}`
-    );
-    item.dataset.runId = run.id;
-    const head = element('div', 'jp-DaskObserve-run-head');
-    const pick = element('input', 'jp-DaskObserve-run-pick');
-    pick.type = 'checkbox';
-    pick.title = 'Pick for a comparison';
-    pick.checked = this._picks.picked.has(run.id);
-    pick.addEventListener('change', () =>
-      this._picks.set(run.id, pick.checked)
-    );
-    head.append(
-      pick,
-      element('span', 'jp-DaskObserve-run-name', run.name),
-      element('span', 'jp-DaskObserve-run-status', run.status)
-    );
-    const meta = element('div', 'jp-DaskObserve-run-meta');
-    meta.append(
-      element(
-        'span',
-        'jp-DaskObserve-run-tasks',
-        `${run.n_tasks} task${run.n_tasks === 1 ? '' : 's'}`
-      )
-    );
-    if (run.duration_s !== null) {
-      meta.append(
-        element(
-          'span',
-          'jp-DaskObserve-run-time',
-          formatSeconds(run.duration_s)
-        )
-      );
-    }
+    const item = runCard(run, run.id);
+    const head = cardHead(run, this._picks.box(run.id));
+    const meta = cardMeta(run);
     const where = [run.user, run.host].filter(Boolean).join('@');
-    meta.append(
-      element(
-        'span',
-        'jp-DaskObserve-run-started',
-        new Date(run.started * 1000).toLocaleString()
-      ),
-      element('span', 'jp-DaskObserve-team-where', where)
-    );
+    meta.append(element('span', 'jp-DaskObserve-team-where', where));
     if (run.status !== 'running') {
       meta.append(
         button(

@@ -50,4 +50,16 @@ describe('TwoPicks', () => {
     picks.keepOnly(new Set([1]));
     expect([...picks.picked]).toEqual([1]);
   });
+
+  it("makes each card's box, ticked when picked, picking when ticked", () => {
+    const list = document.createElement('ul');
+    const picks = new TwoPicks<string>(list, () => undefined);
+    picks.set('a', true);
+    expect(picks.box('a').checked).toBe(true);
+    const box = picks.box('b');
+    expect(box.checked).toBe(false);
+    box.checked = true;
+    box.dispatchEvent(new Event('change'));
+    expect(picks.pair).toEqual(['a', 'b']);
+  });
 });
