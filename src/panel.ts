@@ -8,6 +8,7 @@ import { ClustersView } from './clusters';
 import { StreamConnection } from './connection';
 import { button, element } from './dom';
 import { FlagsView } from './flags';
+import { FollowModel } from './follow';
 import { HistoryView } from './history';
 import { observeIcon } from './icon';
 import { LOG_TAIL, LogsView } from './logs';
@@ -66,10 +67,16 @@ export class ObservePanel extends SidePanel {
       interval: settings.refreshInterval,
       active: false
     });
-    this.clusterModel.changed.connect((_, clusters) =>
-      this._followNewest(clusters)
-    );
-    this.runsModel.changed.connect((_, runs) => this._judgeNewest(runs));
+    this.clusterModel.changed.connect((_, clusters) => {
+      this._clusters = clusters;
+      this.follow.setClusters(clusters);
+    });
+    this.runsModel.changed.connect((_, runs) => {
+      this._runs = runs;
+      this._followHistory(runs);
+      this.follow.setRuns(runs);
+    });
+    this.follow.changed.connect((_, what) => this._apply(what));
     this.clusters = new ClustersView({
       model: this.clusterModel,
       openPage: options.openDashboard
@@ -204,18 +211,7 @@ export class ObservePanel extends SidePanel {
    * place of the live ones.
    */
   replay(runId: number): void {
-    this._replaying = runId;
-    this._newestShown = null;
-    this.logs.setSubject('');
-    this.stream.follow({ run: runId });
-    this.metricsStream.follow({ run: runId });
-    this._showFlags(runId);
-    this._replayBar.node.replaceChildren(
-      element('span', '', `Showing run ${runId}`),
-      button('jp-DaskObserve-replay-live', 'Back to live', () => this.live())
-    );
-    this._replayBar.node.dataset.runId = String(runId);
-    this._replayBar.show();
+    this.follow.replay(runId);
   }
 
   /**
@@ -231,13 +227,7 @@ export class ObservePanel extends SidePanel {
    * Follow the newest live cluster and run again.
    */
   live(): void {
-    this._replaying = null;
-    this._replayBar.hide();
-    this._following = null;
-    this._judging = null;
-    this._newestShown = null;
-    this._followNewest(this._clusters);
-    this._judgeNewest(this._runs);
+    this.follow.backToLive();
   }
 
   /**
@@ -285,6 +275,7 @@ export class ObservePanel extends SidePanel {
     this.metricsModel.dispose();
     this.connection.dispose();
     this.historyModel.dispose();
+    this.follow.dispose();
     this._sizer.dispose();
     super.dispose();
   }
@@ -332,48 +323,43 @@ export class ObservePanel extends SidePanel {
     }
   }
 
-  private _showFlags(runId: number): void {
-    this._judging = runId;
-    this.flagsModel.follow(runId);
-  }
-
   /**
-   * Show the flags of the newest run (the server judges them again while it
-   * runs and sends them when they change).
+   * Do what the follow model decided: the streams follow its target, the
+   * flags its run, the workers greyed while their cluster is gone, the
+   * replay bar while a run is replayed.
    */
-  private _judgeNewest(runs: readonly IRun[]): void {
-    this._runs = runs;
-    this._followHistory(runs);
-    const newest = runs[0];
-    if (newest && newest.id !== this._judging && this._replaying === null) {
-      this._showFlags(newest.id);
+  private _apply(what: ReadonlySet<FollowModel.Change>): void {
+    const follow = this.follow;
+    const target = follow.target;
+    if (what.has('target') && target !== null) {
+      this.logs.setSubject(follow.subject);
+      if (follow.live) {
+        this.stream.follow(target, -LOG_TAIL);
+        this.metricsStream.follow(target, 0, this._settings.metricsWindow);
+      } else {
+        this.stream.follow(target);
+        this.metricsStream.follow(target);
+      }
     }
-    this._showNewestRun();
-  }
-
-  /**
-   * With no live cluster followed yet, show the newest run's logs and
-   * metrics rather than an empty view (until a live cluster appears).
-   */
-  private _showNewestRun(): void {
-    const newest = this._runs[0];
-    if (
-      // Until the clusters are known, a live one may be there: following the
-      // newest run meanwhile would switch views under the user (and clear the
-      // first lines shown) when the clusters arrive.
-      !this._clustersKnown ||
-      newest === undefined ||
-      newest.id === this._newestShown ||
-      this._replaying !== null ||
-      this._following !== null ||
-      this._clusters.some(c => c.alive)
-    ) {
-      return;
+    if (what.has('flags') && follow.flagsRun !== null) {
+      this.flagsModel.follow(follow.flagsRun);
     }
-    this._newestShown = newest.id;
-    this.stream.follow({ run: newest.id });
-    this.metricsStream.follow({ run: newest.id });
-    this.logs.setSubject(`of run ${newest.id} (no live cluster)`);
+    if (what.has('gone')) {
+      this.metrics.node.classList.toggle('jp-mod-gone', follow.gone);
+    }
+    if (what.has('replay')) {
+      const runId = follow.replaying;
+      if (runId === null) {
+        this._replayBar.hide();
+        return;
+      }
+      this._replayBar.node.replaceChildren(
+        element('span', '', `Showing run ${runId}`),
+        button('jp-DaskObserve-replay-live', 'Back to live', () => this.live())
+      );
+      this._replayBar.node.dataset.runId = String(runId);
+      this._replayBar.show();
+    }
   }
 
   /**
@@ -397,37 +383,14 @@ export class ObservePanel extends SidePanel {
   }
 
   /**
-   * Follow the logs and metrics of the most recently seen live cluster,
-   * starting from about its last LOG_TAIL rows and metricsWindow seconds.
-   */
-  private _followNewest(clusters: readonly ICluster[]): void {
-    this._clusters = clusters;
-    this._clustersKnown = true;
-    // The followed cluster gone (and no other live one yet): grey its workers.
-    const followed = clusters.find(c => c.id === this._following);
-    this.metrics.node.classList.toggle(
-      'jp-mod-gone',
-      this._replaying === null && followed !== undefined && !followed.alive
-    );
-    const newest = clusters.find(c => c.alive);
-    if (newest && newest.id !== this._following && this._replaying === null) {
-      this._following = newest.id;
-      this._newestShown = null;
-      this.logs.setSubject('');
-      this.stream.follow({ cluster: newest.id }, -LOG_TAIL);
-      this.metricsStream.follow(
-        { cluster: newest.id },
-        0,
-        this._settings.metricsWindow
-      );
-    }
-    this._showNewestRun();
-  }
-
-  /**
    * The clusters being (or once) recorded, with their dashboard pages.
    */
   readonly clusters: ClustersView;
+
+  /**
+   * What the live views follow (a live cluster, the newest run, a replay).
+   */
+  readonly follow = new FollowModel();
 
   /**
    * The clusters recorders watch, polled while the panel shows.
@@ -506,15 +469,10 @@ export class ObservePanel extends SidePanel {
 
   private _clusters: readonly ICluster[] = [];
   private _collapsedChanged = new Signal<this, string[]>(this);
-  private _following: string | null = null;
-  private _clustersKnown = false;
-  private _judging: number | null = null;
-  private _newestShown: number | null = null;
   private _historyOf: number | null = null;
   private _historyShown = '';
   private _openLogsTab: (target: ITarget, label: string) => void;
   private _replayBar: Widget;
-  private _replaying: number | null = null;
   private _runs: readonly IRun[] = [];
   private _settings: IPanelSettings = { ...DEFAULT_SETTINGS };
   private _teamShown = false;
