@@ -59,9 +59,16 @@ export class HistoryView extends Widget {
     this._title.textContent =
       `${history.name}: ${runs.length} run${runs.length === 1 ? '' : 's'}` +
       (runs.length < 2 ? ' (record it again to see a trend)' : '');
+    // One run is no trend: its figures as a line of text, not two charts of
+    // a point each (150 px that pushed the runs below the fold at 900 px).
+    const only = runs.length === 1 ? runs[0] : null;
     this._charts.replaceChildren(
-      Private.chart('wall time', runs, r => r.duration_s, formatSeconds),
-      Private.chart('peak memory', runs, r => r.peak_memory, formatBytes)
+      ...(only !== null
+        ? [Private.figures(only)]
+        : [
+            Private.chart('wall time', runs, r => r.duration_s, formatSeconds),
+            Private.chart('peak memory', runs, r => r.peak_memory, formatBytes)
+          ])
     );
     this._notes.replaceChildren(
       ...runs
@@ -82,6 +89,19 @@ export class HistoryView extends Widget {
 }
 
 namespace Private {
+  /**
+   * A single run's wall time and peak memory, as text.
+   */
+  export function figures(run: IHistoryRun): HTMLDivElement {
+    const wall = run.duration_s === null ? '–' : formatSeconds(run.duration_s);
+    const peak = run.peak_memory === null ? '–' : formatBytes(run.peak_memory);
+    return element(
+      'div',
+      'jp-DaskObserve-history-figures',
+      `wall time ${wall} · peak memory ${peak}`
+    );
+  }
+
   /**
    * One figure over the runs: a line through the known values, a point a run
    * (class and data attributes say its verdict), a dashed rule where the

@@ -217,6 +217,11 @@ def test_a_jobs_history_charts_each_run_and_marks_the_slow_one_and_what_changed(
     expect(history.locator(".jp-DaskObserve-history-title")).to_have_text(
         "<b>adhoc</b>: 1 run (record it again to see a trend)", timeout=15_000
     )
+    # One run is no trend: its figures as a line, not two charts of a point.
+    expect(history.locator(".jp-DaskObserve-history-svg")).to_have_count(0)
+    expect(history.locator(".jp-DaskObserve-history-figures")).to_contain_text(
+        "wall time"
+    )
     card = page.locator('.jp-DaskObserve-run[data-run-id="2"]')
     card.locator(".jp-DaskObserve-run-history").click()
     expect(history.locator(".jp-DaskObserve-history-title")).to_have_text(
@@ -318,7 +323,7 @@ SECTION_PARTS = {
     "Clusters": ".jp-DaskObserve-dashboard-button",
     "Workers": ".jp-DaskObserve-worker",
     "Flags": ".jp-DaskObserve-flag",
-    "History": ".jp-DaskObserve-history-svg",
+    "History": ".jp-DaskObserve-history-figures",
     "Runs": ".jp-DaskObserve-run button",
 }
 
@@ -347,7 +352,7 @@ def test_at_300_px_every_section_shows_its_content_whole(
     page.mouse.up()
     expect(panel.locator(".jp-DaskObserve-flag")).to_be_visible(timeout=20_000)
     expect(panel.locator(".jp-DaskObserve-worker")).to_have_count(2)
-    expect(panel.locator(".jp-DaskObserve-history-svg")).to_have_count(2)
+    expect(panel.locator(".jp-DaskObserve-history-figures")).to_be_visible()
     width = panel.evaluate("node => node.getBoundingClientRect().width")
     assert 290 <= width <= 310, width
     page.wait_for_timeout(300)  # the sections sized to what they hold
