@@ -1,0 +1,41 @@
+import { ILogLine } from '../api';
+import { LogsToolbar } from '../logtoolbar';
+
+function line(message: string, worker: string | null = null): ILogLine {
+  return {
+    seq: 1,
+    time: 0,
+    level: 'WARNING',
+    source: 'worker',
+    worker,
+    logger: 'distributed.worker',
+    message
+  };
+}
+
+/** The toolbar's matcher after typing `text` in its filter box. */
+function typed(text: string): (l: ILogLine) => boolean {
+  const bar = new LogsToolbar();
+  const box = bar.node.querySelector<HTMLInputElement>(
+    '.jp-DaskObserve-logs-filter'
+  )!;
+  box.value = text;
+  return bar.matcher();
+}
+
+describe('LogsToolbar.matcher', () => {
+  it('finds the text in any case, in the message or the worker', () => {
+    const matches = typed('LINE 012');
+    expect(matches(line('line 0123 of a stream'))).toBe(true);
+    expect(matches(line('line 0999'))).toBe(false);
+    const worker = typed('127.0.0.1:40123');
+    expect(worker(line('started', 'tcp://127.0.0.1:40123'))).toBe(true);
+    expect(worker(line('started', 'tcp://127.0.0.1:40999'))).toBe(false);
+  });
+
+  it('takes the text literally, not as a pattern', () => {
+    const matches = typed('a.b (c)');
+    expect(matches(line('x a.b (c) y'))).toBe(true);
+    expect(matches(line('x axb c y'))).toBe(false);
+  });
+});
