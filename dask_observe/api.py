@@ -244,13 +244,11 @@ class Run(store.RunData):
         ``observe.archive``) for the team to read from any machine; its id
         there. Publishing it again writes the same folder."""
         from dask_observe.archive import ArchiveError, configured_location, publish
+        from dask_observe.archive.location import NO_ARCHIVE
 
         location = configured_location(url)
         if location is None:
-            raise ArchiveError(
-                "no archive: give its URL, or set observe.archive "
-                "(DASK_OBSERVE__ARCHIVE=s3://bucket/runs)"
-            )
+            raise ArchiveError(NO_ARCHIVE)
         done = publish(self.store, [self.id], location)  # type: ignore[arg-type]
         if self.id in done.failed:
             raise ArchiveError(

@@ -286,16 +286,14 @@ def cmd_redact(args: argparse.Namespace) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     from dask_observe.archive import ArchiveError, configured_location, publish
+    from dask_observe.archive.location import NO_ARCHIVE
     from dask_observe.units import format_bytes
 
     if (args.run is None) == (not args.all):
         raise ValueError("publish needs a run id (or last), or --all")
     location = configured_location(args.archive)
     if location is None:
-        raise ArchiveError(
-            "no archive: give --archive URL, or set observe.archive "
-            "(DASK_OBSERVE__ARCHIVE=s3://bucket/runs)"
-        )
+        raise ArchiveError(NO_ARCHIVE.replace("give its URL", "give --archive URL"))
     with _open(args) as store:
         if args.all:
             records = reversed(store.run_records())  # oldest first

@@ -10,7 +10,7 @@ thousands are listed without a lock, :mod:`.reader` for how they are read.
 
 from __future__ import annotations
 
-from dask_observe.archive.location import ArchiveError, Location
+from dask_observe.archive.location import NO_ARCHIVE, ArchiveError, Location, configured
 from dask_observe.archive.publish import Published, configured_location, publish
 from dask_observe.archive.reader import Archive
 
@@ -30,14 +30,7 @@ def open_archive(
 ) -> Archive:
     """The archive at ``url`` (default ``observe.archive``), with fsspec's
     ``storage_options`` (default ``observe.archive-options``)."""
-    from dask_observe import config
-
-    url = url or config.get("archive")
-    if not url:
-        raise ArchiveError(
-            "no archive: give its URL, or set observe.archive "
-            "(DASK_OBSERVE__ARCHIVE=s3://bucket/runs)"
-        )
-    if storage_options is None:
-        storage_options = dict(config.get("archive-options") or {})
-    return Archive(str(url), storage_options)
+    url, options = configured(url, storage_options)
+    if url is None:
+        raise ArchiveError(NO_ARCHIVE)
+    return Archive(url, options)

@@ -36,6 +36,27 @@ class ArchiveError(StoreError):
     """The archive cannot be reached, written or read."""
 
 
+#: What every reader and publisher says when no archive is given or set.
+NO_ARCHIVE = (
+    "no archive: give its URL, or set observe.archive "
+    "(DASK_OBSERVE__ARCHIVE=s3://bucket/runs)"
+)
+
+
+def configured(
+    url: str | None = None, options: dict[str, Any] | None = None
+) -> tuple[str | None, dict[str, Any]]:
+    """The archive's URL and fsspec options: those given, else
+    ``observe.archive`` and ``observe.archive-options`` (read when called: a
+    block's ``dask.config.set`` may end right after)."""
+    from dask_observe import config
+
+    url = url or config.get("archive")
+    if options is None:
+        options = dict(config.get("archive-options") or {})
+    return (str(url) if url else None), options
+
+
 def display(url: str) -> str:
     """``url`` without any user or password in it: how it is named in the
     store (which runs went where) and in messages."""

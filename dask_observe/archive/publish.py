@@ -25,7 +25,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.archive.location import FORMAT, ArchiveError, Location, new_uid
+from dask_observe.archive.location import (
+    FORMAT,
+    ArchiveError,
+    Location,
+    configured,
+    new_uid,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -168,14 +174,8 @@ def configured_location(
 ) -> Location | None:
     """The archive ``url``, else ``observe.archive`` (with ``options``, else
     ``observe.archive-options``); None when no archive is set."""
-    from dask_observe import config
-
-    url = url or config.get("archive")
-    if not url:
-        return None
-    if options is None:
-        options = dict(config.get("archive-options") or {})
-    return Location(str(url), options)
+    url, options = configured(url, options)
+    return None if url is None else Location(url, options)
 
 
 #: One publisher at a time per process: two run ends retrying the same

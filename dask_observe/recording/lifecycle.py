@@ -361,13 +361,13 @@ class Recording:
         from dask_observe.recording import environment
 
         assert self.run is not None
-        from dask_observe import config as observe
+        from dask_observe.archive.location import configured as configured_archive
         from dask_observe.store.retention import Policy
 
         # Read the config now: the block's own ``dask.config.set`` ends as soon
         # as this returns.
         workers = workers or {}
-        archive = observe.get("archive"), dict(observe.get("archive-options") or {})
+        archive = configured_archive()
         config = environment.config_changes()
         settings = run_settings({w: a["memory"] for w, a in workers.items()})
         try:

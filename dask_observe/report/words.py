@@ -96,18 +96,27 @@ def alerts(data: ReportData, limits: Limits) -> str:
 
 
 def footer(data: ReportData, full: bool) -> str:
+    """Where to look further: the commands that read the run (from the
+    team's archive, for a run read from one)."""
+    lines = _archived(data) or _stored(int(data.summary["id"]), full)
+    items = "".join(f"<li>{line}</li>" for line in lines)
+    return f"<footer{_s('footer')}>Look further:<ul>{items}</ul></footer>"
+
+
+def _archived(data: ReportData) -> list[str]:
     archive = data.summary.get("archive")
-    if archive is not None:  # a run of the team's archive: read from there
-        uid, url = escape(str(data.summary["id"])), escape(str(archive))
-        lines = [
-            f"<code>dask-observe logs {uid} --archive {url}</code>: every log line "
-            "of the run",
-            f"<code>dask_observe.open_archive({url!r}).run({uid!r}).tasks()</code>: "
-            "the data as DataFrames",
-        ]
-        items = "".join(f"<li>{line}</li>" for line in lines)
-        return f"<footer{_s('footer')}>Look further:<ul>{items}</ul></footer>"
-    run_id = int(data.summary["id"])
+    if archive is None:
+        return []
+    uid, url = escape(str(data.summary["id"])), escape(str(archive))
+    return [
+        f"<code>dask-observe logs {uid} --archive {url}</code>: every log line "
+        "of the run",
+        f"<code>dask_observe.open_archive({url!r}).run({uid!r}).tasks()</code>: "
+        "the data as DataFrames",
+    ]
+
+
+def _stored(run_id: int, full: bool) -> list[str]:
     lines = [
         f"<code>%dask_observe logs {run_id}</code> or "
         f"<code>dask-observe logs {run_id}</code>: every log line of the run",
@@ -121,8 +130,7 @@ def footer(data: ReportData, full: bool) -> str:
             f"<code>dask-observe report {run_id} -o run-{run_id}.html</code>: "
             "the full report",
         )
-    items = "".join(f"<li>{line}</li>" for line in lines)
-    return f"<footer{_s('footer')}>Look further:<ul>{items}</ul></footer>"
+    return lines
 
 
 def partial(data: ReportData) -> str:

@@ -37,12 +37,10 @@ _archives: dict[tuple[str, str], Archive] = {}
 
 def configured() -> tuple[str, dict[str, Any]] | None:
     """``observe.archive`` and its options, or None where none is set."""
-    from dask_observe import config
+    from dask_observe.archive.location import configured as archive_setting
 
-    url = config.get("archive")
-    if not url:
-        return None
-    return str(url), dict(config.get("archive-options") or {})
+    url, options = archive_setting()
+    return None if url is None else (url, options)
 
 
 def _archive(url: str, options: dict[str, Any]) -> Archive:
