@@ -28,7 +28,13 @@ CLUSTER_ENV = ROOT / ".cache" / "cluster-env"
 #: distributed: workers whose versions differ from the client's and the
 #: scheduler's, as after an image rebuilt with a newer pin.
 OTHER_ENV = ROOT / ".cache" / "cluster-env-other"
-OTHER_RELEASE = {"dask": "2026.7.1", "distributed": "2026.7.1"}
+#: The first of these that is not this environment's release: a fresh install
+#: resolves to whichever the index offers (CI's once resolved to 2026.7.1).
+_OTHER_CANDIDATES = ("2026.7.1", "2026.6.0")
+OTHER_RELEASE = dict.fromkeys(
+    ("dask", "distributed"),
+    next(r for r in _OTHER_CANDIDATES if r != version("distributed")),
+)
 
 #: What the cluster needs, at this environment's versions: distributed warns
 #: when client and cluster differ in these.
