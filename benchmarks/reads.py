@@ -9,8 +9,11 @@ records one real run of about 22,000 tasks on a LocalCluster (20,000 mapped
 futures and an array sum), then copies its task rows ``--copies`` times into
 the same run's slice of the store (keys renamed, numbered after the run's own
 rows), so that the run holds ``--copies`` x its tasks, with its real metrics,
-logs and events. The run's verdict is judged again on all of them and stored,
-as the run's end would have (timed: the end-of-run cost at that size). Then
+logs and events. The run's end is made again on all of them (its verdict, and
+its report's task figures where the code has them), as the run's end would
+have (timed: the end-of-run cost at that size). ``--store`` keeps the store for
+the next try (another version's must read a copy: the newer schema is not
+the older code's). Then
 it times, in a read-only store as the Jupyter server opens it: the run list,
 the run (summary and flags), its report, a page of log lines, and
 ``run.tasks()`` alone.
@@ -31,6 +34,7 @@ from distributed import Client, LocalCluster
 
 import dask_observe
 from dask_observe.diagnose import flag_list
+from dask_observe.recording import ending
 from dask_observe.server import routes
 from dask_observe.store import BaseStore
 from dask_observe.store.retention import file_bytes
@@ -89,18 +93,33 @@ def timed(what: str, action: Any) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--copies", type=int, default=50)
+    parser.add_argument(
+        "--store",
+        type=Path,
+        help="keep the store here; one there already is read again as it is "
+        "(its run already inflated)",
+    )
     args = parser.parse_args()
 
-    path = Path(tempfile.mkdtemp()) / "reads.sqlite"
-    record(path)
-    n = inflate(path, args.copies)
+    path = args.store or Path(tempfile.mkdtemp()) / "reads.sqlite"
+    if not path.exists():
+        record(path)
+        inflate(path, args.copies)
+    with dask_observe.open_store(path) as store:  # (upgrades an older one)
+        n = store.run("last").summary()["n_tasks"]
     print(f"one run of {n:,} tasks; store {file_bytes(path) / 2**20:.0f} MiB")
     with dask_observe.open_store(path) as store:
         run = store.run("last")
         # As the run's end does at that size (in a thread after the block):
         # the verdict its real end stored was of its own 22,000 tasks.
-        flags = timed("judging the flags (at the run's end)", lambda: flag_list(run))
-        if hasattr(run, "keep_verdict"):  # (older code kept only the count)
+        if hasattr(ending, "judge"):  # with the report's task figures
+            flags = timed(
+                "the run's end (verdict, task figures)", lambda: ending.judge(run)
+            )
+        else:
+            flags = timed(
+                "judging the flags (at the run's end)", lambda: flag_list(run)
+            )
             timed("storing the verdict", lambda: run.keep_verdict(flags))
         print(f"    {[f.kind for f in flags]}")
     # The side panel's reads, as the server makes them (a read-only store).

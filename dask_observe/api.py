@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dask_observe import store
+from dask_observe import config, store
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -24,21 +24,12 @@ if TYPE_CHECKING:
     from dask_observe.report import Report
 
 
-def _version() -> str:
-    """This dask-observe's version: the judge of a verdict."""
-    try:
-        from dask_observe._version import __version__
-    except ImportError:  # a source tree never installed
-        return "0+unknown"
-    return str(__version__)
-
-
 def stored_verdict(source: store.BaseStore, run_id: int) -> list[dict[str, Any]] | None:
     """The flags a run raised as judged at its end (dicts of ``Flag``'s
     fields), if this version judged them (another's rules may differ). Reads
     JSON only: no pandas, no judging."""
     stored = source.verdict(run_id)
-    if stored is None or stored[0] != _version():
+    if stored is None or stored[0] != config.version():
         return None
     return stored[1]
 
@@ -210,7 +201,7 @@ class Run(store.RunData):
 
     def keep_verdict(self, flags: list[Flag]) -> None:
         """Store the flags the run raised as its verdict, judged at its end."""
-        self.store.set_verdict(self.id, [asdict(f) for f in flags], _version())
+        self.store.set_verdict(self.id, [asdict(f) for f in flags], config.version())
 
     def flags(self) -> pd.DataFrame:
         """What went wrong and why: time, kind, severity, worker, message,
@@ -276,7 +267,6 @@ class Run(store.RunData):
         ``http://localhost:4318``; None: ``OTEL_EXPORTER_OTLP_ENDPOINT``):
         log records, metric gauges and a trace with a span per task. Returns
         what was sent and what the collector did not take."""
-        from dask_observe import config
         from dask_observe.export.otlp_run import export_run
         from dask_observe.units import parse_seconds
 

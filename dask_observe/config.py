@@ -89,3 +89,13 @@ def default_store_path() -> Path:
         return Path(os.path.expandvars(str(configured))).expanduser()
     data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(data_home) / "dask-observe" / "observe.sqlite"
+
+
+def version() -> str:
+    """This dask-observe's version: the judge of what a run's end stored
+    (its verdict, its task figures), which another version judges again."""
+    try:
+        from dask_observe._version import __version__
+    except ImportError:  # a source tree never installed
+        return "0+unknown"
+    return str(__version__)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import dask.config
+import pandas as pd
 import pytest
 from distributed import Client, KilledWorker, LocalCluster
 
@@ -323,9 +324,9 @@ def test_a_climb_to_the_memory_limit_between_heartbeats_is_in_the_timeline(
 
     # The task that was running when its worker died: drawn from its start to
     # its failure, and the flag says how long it ran and how far memory rose.
-    (climber,) = report.data.tasks[report.data.tasks["key"] == "climber"].to_dict(
-        "records"
-    )
+    rows = report.data.stream  # (one task: its row)
+    assert isinstance(rows, pd.DataFrame)
+    (climber,) = rows[rows["key"] == "climber"].to_dict("records")
     assert climber["worker"] == worker
     assert climber["stop"] - climber["start"] >= 1.0
     (flag,) = run.flags().query("kind == 'killed-worker'").to_dict("records")

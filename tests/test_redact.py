@@ -4,6 +4,7 @@ cluster, a real notebook shell, a real OTLP receiver and the store's own bytes."
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -269,14 +270,20 @@ def test_redact_applies_the_rules_to_runs_stored_before(tmp_path: Path) -> None:
         ])  # fmt: skip
         store.set_environment(run_id, {"config": {"coiled.token": secret}})
         store.end_run(run_id, "finished")
+        # What its report shows of its tasks, a failure's exception included.
+        failed = {"exception": [f"ConnectionError: password={secret}"]}
+        store.set_task_figures(run_id, "0.1", json.dumps({"failed": failed}))
     assert store_bytes(path) == ["password="]
     dry = dask_observe_cli(path, "redact", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert "Would redact 3 rows (1 in logs, 1 in events, 1 in runs)" in dry.stdout
+    assert (
+        "Would redact 4 rows (1 in logs, 1 in events, 1 in runs, 1 in task_figures)"
+        in dry.stdout
+    )
     assert store_bytes(path) == ["password="]
     done = dask_observe_cli(path, "redact")
     assert done.returncode == 0, done.stderr
-    assert "Redacted 3 rows" in done.stdout
+    assert "Redacted 4 rows" in done.stdout
     assert store_bytes(path) == []
     with BaseStore(path) as store:
         messages = store.frame("SELECT message FROM logs", (), ("message",))

@@ -112,8 +112,15 @@ PHASE_COLUMNS = {
 DISK_COLUMNS = {"disk-read": "disk_read_s", "disk-write": "disk_write_s"}
 
 
-def task_table(run: RunData, start: float) -> pd.DataFrame:
-    tasks = run.tasks(epoch=True)
+def task_table(
+    run: RunData, start: float, tasks: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """``run``'s tasks as a report and the exports draw them: times since
+    ``start``, tasks that died with their workers placed where those said they
+    ran, disk seconds that touched no disk apart (``stall_s``), and a ``lane``
+    a worker thread. ``tasks``: ``run.tasks(epoch=True)`` where read already
+    (left as it is)."""
+    tasks = run.tasks(epoch=True) if tasks is None else tasks.copy()
     # A task that died with its worker has no start: the scheduler never heard
     # it finish. Its worker said when it started, if it ran a second or more:
     # then it is drawn from there to its failure, on that worker.

@@ -79,9 +79,8 @@ def _user() -> str | None:
 def publish_run(run: Run, location: Location) -> tuple[str, int]:
     """Write ``run`` (ended) to ``location``; its archive id and the bytes
     written."""
-    from dask_observe import redact
+    from dask_observe import config, redact
     from dask_observe.analysis.history import per_task
-    from dask_observe.api import _version
     from dask_observe.diagnose import Flag, flags_frame
     from dask_observe.export.parquet import _json_column
     from dask_observe.store import slices
@@ -94,7 +93,7 @@ def publish_run(run: Run, location: Location) -> tuple[str, int]:
     record, tables = slices.take(store, run.id)
     flags = run.flag_list()
     stored = store.verdict(run.id)
-    version = stored[0] if stored is not None else _version()
+    version = stored[0] if stored is not None else config.version()
     tables.pop("verdict", None)
     redactor = redact.configured()
     record, tables = slices.redacted(record, tables, redactor)
@@ -120,7 +119,7 @@ def publish_run(run: Run, location: Location) -> tuple[str, int]:
         "duration_s": None if ended is None else ended - record["started"],
         "user": _user(),
         "published": time.time(),
-        "version": _version(),
+        "version": config.version(),
     }
     # The run's bounds in its store's sequence, which its rows' ``seq`` count in.
     bounds = {k: record[k] for k in ("seq_start", "seq_end")}

@@ -53,13 +53,14 @@ __all__ = [
 ]
 
 
-def flag_list(run: RunData) -> list[Flag]:
-    """Every flag the run raises, in time order.
+def flag_list(run: RunData, tasks: pd.DataFrame | None = None) -> list[Flag]:
+    """Every flag the run raises, in time order; ``tasks``: its
+    ``run.tasks(epoch=True)`` where read already.
 
     A rule that fails (on telemetry it did not expect) is logged and skipped: the
     other flags, and the report that shows them, still appear.
     """
-    context = Context(run)
+    context = Context(run, tasks)
     flags = []
     for found in RULES:
         try:

@@ -88,11 +88,13 @@ class Context:
     """A run's telemetry as the rules read it (times in seconds since the
     epoch, each kind read once), and the settings it is judged under."""
 
-    def __init__(self, run: RunData) -> None:
+    def __init__(self, run: RunData, tasks: pd.DataFrame | None = None) -> None:
         self.run = run
         self.settings = run.settings()
         #: What a rule derived that another reads too, by name (read once).
         self.derived: dict[str, Any] = {}
+        if tasks is not None:  # read by the caller (a run's end): not again
+            self.__dict__["tasks"] = tasks
 
     # -- settings -------------------------------------------------------------
     def setting(self, name: str) -> Any:

@@ -112,12 +112,7 @@ class RunEnd:
             except Exception as e:  # readers then judge with the defaults
                 logger.warning("dask-observe: cannot record the run's settings: %s", e)
             run = Run.of(store, self.run_id)
-            flags: list[Flag] = []
-            try:
-                flags = ending.flags = run.flag_list()
-                run.keep_verdict(flags)
-            except Exception as e:  # a rule's bug must not lose the run
-                logger.warning("dask-observe: cannot judge the run's flags: %s", e)
+            flags = ending.flags = judge(run)
             if self.export is not None:  # the run's trace ends, with its flags
                 self.export.end_run(self.run_id, self.ended, self.status, flags)
             if self.retention is not None and not self.retention.empty:
@@ -162,6 +157,31 @@ class RunEnd:
             code,
             shape=before or self.workers,
         )
+
+
+def judge(run: Run) -> list[Flag]:
+    """At a run's end: its verdict and what its report shows of its tasks,
+    stored for its readers, both from one read of its task rows."""
+    from dask_observe.diagnose import flag_list
+    from dask_observe.report import tasks as task_figures
+
+    flags: list[Flag] = []
+    try:
+        rows = run.tasks(epoch=True)
+    except Exception as e:  # the rules read what they can
+        logger.warning("dask-observe: cannot read the run's tasks: %s", e)
+        rows = None
+    if rows is not None:
+        try:  # first: the rules may add to the rows they read
+            task_figures.keep(run, rows)
+        except Exception as e:  # its report computes them again
+            logger.warning("dask-observe: cannot keep the run's figures: %s", e)
+    try:
+        flags = flag_list(run, rows)
+        run.keep_verdict(flags)
+    except Exception as e:  # a rule's bug must not lose the run
+        logger.warning("dask-observe: cannot judge the run's flags: %s", e)
+    return flags
 
 
 def _retain(store: Store, run_id: int, policy: Policy) -> None:

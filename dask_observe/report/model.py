@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.analysis import figures
-from dask_observe.report import standing
+from dask_observe.report import standing, tasks
+from dask_observe.report.stream import StreamBins
 from dask_observe.units import text_or_none
 
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ ACTIVITIES = {
     "idle or other spans": "threads idle",
 }
 
-#: Failed tasks a report details; the rest are counted.
-MAX_FAILURES = 20
 #: Log lines shown beside each failed task.
 FAILURE_LOG_LINES = 8
 
@@ -69,9 +68,10 @@ class ReportData:
     summary: dict[str, Any]
     start: float
     end: float
-    #: One row a task: prefix, lane, start, stop (seconds since ``start``), the
-    #: phase seconds, nbytes and status.
-    tasks: pd.DataFrame
+    #: The task stream: at most ``stream.EXACT_LIMIT`` tasks' rows (prefix,
+    #: lane, start, stop: seconds since ``start``; the phase seconds), else
+    #: their seconds by lane, colour and pixel column.
+    stream: pd.DataFrame | StreamBins
     #: One row a prefix: count, total_s, mean_s, nbytes, errors; slowest first.
     prefixes: pd.DataFrame
     #: Seconds of task time in each phase of ``figures.PHASE_COLUMNS``.
@@ -146,12 +146,12 @@ def _memory_series(run: RunData, start: float) -> dict[str, pd.DataFrame]:
 
 
 def _failures(
-    run: RunData, tasks: pd.DataFrame, start: float, memory: pd.DataFrame
+    run: RunData, failed: pd.DataFrame, start: float, memory: pd.DataFrame
 ) -> list[Failure]:
-    """The failed tasks; ``memory`` is ``figures.fast_memory(run)``."""
-    erred = tasks[tasks["status"] == "erred"].head(MAX_FAILURES)
+    """The failed tasks (``tasks.TaskFigures.failed``); ``memory`` is
+    ``figures.fast_memory(run)``."""
     failures = []
-    for row in erred.to_dict("records"):
+    for row in failed.to_dict("records"):
         ended = start + float(row["ended"])
         worker = text_or_none(row["worker"])
         # The worker's own last words; for a task whose worker is not known (it
@@ -204,7 +204,7 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
     record = run.summary()
     start = run.started
     end = run.window_end()
-    tasks = figures.task_table(run, start)
+    ran = tasks.read(run, start, tasks.report_duration(run))
     workers = figures.cluster_max(run, "workers")
     threads = figures.cluster_max(run, "nthreads")
     alerts = run.logs(level="warning", epoch=True)
@@ -223,15 +223,13 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
         summary=record,
         start=start,
         end=end,
-        tasks=tasks,
-        prefixes=figures.prefix_table(tasks),
+        stream=ran.stream,
+        prefixes=ran.prefixes,
         # Stalls are shown where there were some; the other phases always.
-        phases={
-            p: t for p, t in figures.phase_totals(tasks).items() if t or p != "stall"
-        },
+        phases={p: t for p, t in ran.phases.items() if t or p != "stall"},
         time_split=figures.time_split(run),
-        workers=int(workers) if workers else int(tasks["worker"].nunique()),
-        threads=int(threads) if threads else int(tasks["lane"].nunique()),
+        workers=int(workers) if workers else ran.workers,
+        threads=int(threads) if threads else ran.threads,
         peak_memory=float(cluster_rss["rss"].max()) if len(cluster_rss) else None,
         peak_spilled=figures.cluster_max(run, "memory_spilled"),
         memory=_memory_series(run, start),
@@ -249,7 +247,7 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
         transfer_pairs=figures.transfer_summary(transfers, ["peer", "worker"]),
         transfer_types=figures.transfer_summary(transfers, ["type"]),
         workers_removed=_removed_workers(run),
-        failures=_failures(run, tasks, start, fast),
+        failures=_failures(run, ran.failed, start, fast),
         flags=flag_list(run) if flags is None else flags,
         alerts=alerts,
         n_warnings=int((levels == "WARNING").sum()),

@@ -12,7 +12,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.plaintext import short_path
-from dask_observe.report import memory, standing, svg
+from dask_observe.report import memory, standing, stream, svg
 from dask_observe.report.icicle import icicle
 from dask_observe.report.matrix import transfer_matrix
 from dask_observe.report.style import Limits, page
@@ -132,7 +132,7 @@ def _task_stream(data: ReportData, limits: Limits) -> str:
     colors = svg.prefix_colors(prefixes)
     return (
         f"<h4{_s('h4')}>Task stream</h4>"
-        + _chart(svg.task_stream(data.tasks, data.duration, colors), limits)
+        + _chart(stream.task_stream(data.stream, data.duration, colors), limits)
         + "<br>"
         + _chart(svg.legend(prefixes, limits.legend, colors), limits)
     )

@@ -58,6 +58,7 @@ def columns(redactor: Redactor) -> dict[str, dict[str, Callable[[Any], Any]]]:
         "profiles": {"prefix": text, "tree": data},
         "fine_metrics": {"prefix": text},
         "verdicts": {"flags": data},
+        "task_figures": {"figures": data},
     }
 
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 #: The tables whose rows belong to runs by sequence number.
 TELEMETRY_TABLES = ("logs", "tasks", "metrics", "events")
 #: The tables whose rows belong to one run by its id.
-RUN_TABLES = ("fine_metrics", "profiles", "verdicts", "published")
+RUN_TABLES = ("fine_metrics", "profiles", "verdicts", "task_figures", "published")
 
 
 @dataclass(frozen=True)

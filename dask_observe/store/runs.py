@@ -150,6 +150,24 @@ class Runs(StoreConnection):
         )
         return (rows[0]["version"], json.loads(rows[0]["flags"])) if rows else None
 
+    def set_task_figures(self, run_id: int, version: str, figures: str) -> None:
+        """What a report shows of a finished run's tasks (JSON, see
+        ``report.tasks``), computed by that version of dask-observe."""
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO task_figures (run_id, version, figures)"
+                " VALUES (?, ?, ?)",
+                (run_id, version, figures),
+            )
+
+    def task_figures(self, run_id: int) -> tuple[str, dict[str, Any]] | None:
+        """The version that computed a run's task figures and the figures (see
+        :meth:`set_task_figures`); None for a run without them."""
+        rows = self._query(
+            "SELECT version, figures FROM task_figures WHERE run_id = ?", (run_id,)
+        )
+        return (rows[0]["version"], json.loads(rows[0]["figures"])) if rows else None
+
     def set_fine_metrics(
         self, run_id: int, rows: Sequence[tuple[str, str, str, str, float]]
     ) -> None:

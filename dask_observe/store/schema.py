@@ -179,6 +179,17 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, archive)
     );
     """,
+    # 10 -> 11: what a report shows of a run's tasks (prefix table, phase
+    # totals, the task stream in pixel columns, the first failures), computed
+    # at its end from the rows its verdict read: a report of a million tasks
+    # then reads kilobytes, not the million rows (``report.tasks``).
+    """
+    CREATE TABLE task_figures (
+        run_id    INTEGER PRIMARY KEY REFERENCES runs (id),
+        version   TEXT    NOT NULL,
+        figures   TEXT    NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
