@@ -73,6 +73,59 @@ def test_blocks_recorded_in_turn_with_a_reader_between_all_run(
         assert {r["status"] for r in store.run_records()} == {"finished"}
 
 
+WRITE_FAST = """
+import sys, time
+from dask_observe.store import BaseStore
+
+cluster = "tcp://busy:8786"
+with BaseStore(sys.argv[1]) as store:
+    store.register_cluster(cluster, None)
+    instance, cursor = store.cursor(cluster)
+    end = time.monotonic() + float(sys.argv[2])
+    while time.monotonic() < end:  # ~20,000 lines a second, 50 ms batches
+        lines = [
+            (cursor + i + 1, ("log", time.time(), 30, "worker", "w", "x", "line " * 9))
+            for i in range(1000)
+        ]
+        store.ingest(
+            cluster, lines, read_at=(instance, cursor), instance="busy",
+            last=cursor + 1000, dropped={},
+        )
+        instance, cursor = "busy", cursor + 1000
+        time.sleep(0.05)
+"""
+
+
+def test_a_reader_opens_a_store_that_a_busy_recorder_writes_every_time(
+    tmp_path: Path,
+) -> None:
+    """The Jupyter server opens the store for each read while a recorder
+    commits 20,000 lines a second. The old code refused about 0.5 % of those
+    opens ("not a dask-observe store: it is not an SQLite file", and the
+    panel's stream failed): the header check before the open reads the file
+    without locks, and each checkpoint rewrites the page it reads."""
+    path = tmp_path / "observe.sqlite"
+    BaseStore(path).close()
+    writer = subprocess.Popen([sys.executable, "-c", WRITE_FAST, str(path), "6"])
+    failed: list[str] = []
+    opened = 0
+    try:
+        while writer.poll() is None:
+            try:
+                with BaseStore(path, create=False, readonly=True) as store:
+                    store.last_seq()
+                opened += 1
+            except StoreError as e:
+                failed.append(str(e))
+    finally:
+        writer.wait(timeout=60)
+    assert writer.returncode == 0
+    assert failed == [], f"{len(failed)} of {opened + len(failed)}: {failed[0]}"
+    with BaseStore(path, create=False, readonly=True) as store:
+        assert store.last_seq() >= 20_000  # it wrote while they read
+    assert opened > 1000
+
+
 def test_a_store_that_cannot_be_opened_never_stops_the_block(
     client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
