@@ -7,7 +7,8 @@ commits log lines to it at each rate (a batch every 50 ms, stamped with the time
 of their commit), while websocket clients follow the cluster. Latency is the
 receipt time minus the commit stamp, per line. Then 20 subscribers follow the
 same writer at the lowest rate, and the server's resident memory is read before
-and after.
+and after. The server's CPU (its reading processes included) is the load each
+way of following the store puts on it, as a share of one core.
 """
 
 from __future__ import annotations
@@ -127,12 +128,34 @@ async def measure(
     return latencies
 
 
-def row(rate: int, clients: int, latencies: list[float]) -> str:
+def row(rate: int, clients: int, latencies: list[float], cpu: float) -> str:
     p50 = statistics.median(latencies) * 1e3
     p95 = quantile(latencies, 0.95) * 1e3
     return (
-        f"| {rate:,} | {clients} | {p50:.0f} ms | {p95:.0f} ms | {len(latencies):,} |"
+        f"| {rate:,} | {clients} | {p50:.0f} ms | {p95:.0f} ms | {len(latencies):,} "
+        f"| {cpu:.0%} |"
     )
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    """CPU the server used so far, its reading processes included."""
+    total = 0.0
+    for p in [process, *process.children(recursive=True)]:
+        try:
+            times = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def timed_measure(
+    process: psutil.Process, url: str, token: str, rate: int, seconds: float, n: int
+) -> tuple[list[float], float]:
+    """The latencies, and the server's CPU (a share of one core) meanwhile."""
+    cpu, wall = cpu_seconds(process), time.monotonic()
+    got = asyncio.run(measure(url, token, rate, seconds, n))
+    return got, (cpu_seconds(process) - cpu) / (time.monotonic() - wall)
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -154,29 +177,32 @@ def main() -> None:
     server = start_server(STORE, port, token)
     url = f"ws://127.0.0.1:{port}/dask-observe/api/stream"
     try:
-        print("| lines/s | subscribers | p50 | p95 | lines received |")
-        print("| --- | --- | --- | --- | --- |")
-        for rate in args.rates:
-            got = asyncio.run(measure(url, token, rate, args.seconds, 1))
-            print(row(rate, 1, got), flush=True)
+        print("| lines/s | subscribers | p50 | p95 | lines received | server CPU |")
+        print("| --- | --- | --- | --- | --- | --- |")
         process = psutil.Process(server.pid)
+        for rate in args.rates:
+            got, cpu = timed_measure(process, url, token, rate, args.seconds, 1)
+            print(row(rate, 1, got, cpu), flush=True)
         rss_before = process.memory_info().rss
         peak = [rss_before]
         done = threading.Event()
 
         def sample() -> None:  # the server's memory while 20 clients follow
             while not done.wait(0.2):
-                peak[0] = max(peak[0], process.memory_info().rss)
+                try:
+                    peak[0] = max(peak[0], process.memory_info().rss)
+                except psutil.NoSuchProcess:  # (seen once: the server had died)
+                    return
 
         sampler = threading.Thread(target=sample)
         sampler.start()
-        got = asyncio.run(
-            measure(url, token, args.rates[0], args.seconds, args.subscribers)
+        got, cpu = timed_measure(
+            process, url, token, args.rates[0], args.seconds, args.subscribers
         )
         done.set()
         sampler.join()
         rss_after = peak[0]
-        print(row(args.rates[0], args.subscribers, got))
+        print(row(args.rates[0], args.subscribers, got, cpu))
         print()
         print(
             f"server RSS: {rss_before / 2**20:.0f} MiB before, {rss_after / 2**20:.0f}"

@@ -595,3 +595,68 @@ async def test_one_socket_carries_several_subscriptions_each_by_its_id(
     assert refused["id"] == f"more-{MAX_SUBSCRIPTIONS - 1}"
     assert f"at most {MAX_SUBSCRIPTIONS} subscriptions" in refused["message"]
     ws.close()
+
+
+def commit_lines(path: Path, cluster: str, batches: int, per_batch: int) -> None:
+    """As a recorder does: batches of log lines committed one after another."""
+    with BaseStore(path) as store:
+        instance, cursor = store.cursor(cluster)
+        for b in range(batches):
+            lines = [
+                (cursor + i + 1,
+                 ("log", time.time(), 30, "worker", "w", "x", f"line {b}.{i}"))
+                for i in range(per_batch)
+            ]  # fmt: skip
+            store.ingest(
+                cluster, lines, read_at=(instance, cursor), instance="one",
+                last=cursor + per_batch, dropped={},
+            )  # fmt: skip
+            instance, cursor = "one", cursor + per_batch
+            time.sleep(0.03)
+
+
+async def test_panels_following_one_cluster_each_get_every_line_once(
+    jp_ws_fetch: Any, store_path: Path
+) -> None:
+    """Three panels, each with two subscriptions to the same cluster, woken by
+    the same commits: they share the store's reads, and each subscription
+    still gets every line once, in order, under its own id."""
+    cluster = "tcp://followed:8786"
+    with BaseStore(store_path) as store:
+        cluster_id = store.register_cluster(cluster, None)
+    sockets = [await jp_ws_fetch("dask-observe", "api", "stream") for _ in range(3)]
+    for ws in sockets:
+        for ident in ("a", "b"):
+            ws.write_message(json.dumps(
+                {"type": "subscribe", "id": ident, "cluster": cluster_id,
+                 "kinds": ["logs"]}
+            ))  # fmt: skip
+        assert {(await receive(ws))["type"] for _ in "ab"} == {"subscribed"}
+    await asyncio.to_thread(commit_lines, store_path, cluster, 20, 50)
+    expected = [f"line {b}.{i}" for b in range(20) for i in range(50)]
+    for ws in sockets:
+        got: dict[str, list[str]] = {"a": [], "b": []}
+        while any(len(lines) < len(expected) for lines in got.values()):
+            message = await receive(ws)
+            got[message["id"]] += [row["message"] for row in message.get("logs", [])]
+        assert got == {"a": expected, "b": expected}
+        ws.close()
+
+
+async def test_the_watch_wakes_its_waiters_when_another_process_commits(
+    store_path: Path,
+) -> None:
+    from dask_observe.server.watch import StoreWatch
+
+    BaseStore(store_path).close()
+    watch = StoreWatch(store_path)
+    seen = watch.version
+    waiting = asyncio.gather(*(watch.wait(seen, 60) for _ in range(3)))
+    await asyncio.sleep(0.1)
+    assert not waiting.done()  # nothing committed: they wait
+    await asyncio.to_thread(commit_lines, store_path, "tcp://w:1", 1, 1)
+    await asyncio.wait_for(waiting, 30)  # woken by the commit, not their 60 s
+    assert watch.version > seen
+    # A caller that saw an older version does not wait at all.
+    await asyncio.wait_for(watch.wait(seen, 60), 1)
+    watch.close()

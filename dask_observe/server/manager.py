@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dask_observe.server.watch import StoreWatch
 from dask_observe.store import BaseStore, StoreError
 
 T = TypeVar("T")
@@ -64,6 +66,14 @@ def _process_pool() -> ProcessPoolExecutor:
     return _processes
 
 
+@dataclass
+class _Shared:
+    """A read in flight, and how many callers wait for it."""
+
+    task: asyncio.Future[Any]
+    waiting: int = 0
+
+
 class TooBusy(Exception):
     """A user has as much of some work running as the server allows."""
 
@@ -78,6 +88,11 @@ class StoreManager:
         self.deadline_s = deadline_s
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dask-observe")
         self._busy: dict[str, int] = {}
+        #: What wakes the stream's subscriptions when the store changed.
+        self.watch = StoreWatch(path)
+        #: Reads in flight by what they read: one read serves every caller
+        #: that asks for the same at the same time (see :meth:`read_shared`).
+        self._shared: dict[Hashable, _Shared] = {}
 
     async def read(
         self, reader: Callable[..., T], *args: Any, isolated: bool = False
@@ -98,6 +113,40 @@ class StoreManager:
         except BrokenProcessPool:  # a reader died (killed, out of memory)
             _processes = None
             raise StoreError("the process reading the store died; try again") from None
+
+    async def read_shared(
+        self,
+        key: Hashable,
+        reader: Callable[..., T],
+        *args: Any,
+        isolated: bool = False,
+    ) -> T:
+        """``read(reader, *args)``, made once for every caller asking with
+        the same ``key`` (what the result depends on) while it is in flight:
+        twenty panels following one cluster wake at the same commit and ask
+        for the same rows after the same cursor."""
+        entry = self._shared.get(key)
+        if entry is None:
+            task = asyncio.ensure_future(self.read(reader, *args, isolated=isolated))
+            entry = self._shared[key] = _Shared(task)
+            task.add_done_callback(lambda _: self._forget(key, task))
+        entry.waiting += 1
+        try:
+            # shield: one caller cancelled (its socket closed) must not cancel
+            # the read the others wait for...
+            return await asyncio.shield(entry.task)
+        finally:
+            entry.waiting -= 1
+            # ... but the last one does (a read left pending as the server
+            # stops would be "destroyed but pending").
+            if not entry.waiting and not entry.task.done():
+                entry.task.cancel()
+                self._forget(key, entry.task)  # no later caller gets it
+
+    def _forget(self, key: Hashable, task: asyncio.Future[Any]) -> None:
+        entry = self._shared.get(key)
+        if entry is not None and entry.task is task:
+            del self._shared[key]
 
     async def call(
         self, function: Callable[..., T], *args: Any, isolated: bool = False
@@ -145,4 +194,5 @@ class StoreManager:
     def close(self) -> None:
         """Stop the threads (at the server's shutdown) without waiting for a
         read in progress; the reading processes end with the server."""
+        self.watch.close()
         self._pool.shutdown(wait=False, cancel_futures=True)

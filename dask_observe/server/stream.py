@@ -44,13 +44,17 @@ from dask_observe.server.manager import StoreManager, TooBusy
 from dask_observe.server.subscriptions import (
     MAX_ID,
     MAX_SUBSCRIPTIONS,
-    POLL_INTERVAL_S,
     Subscription,
     SubscriptionError,
     final_flags,
     judge_flags,
 )
 from dask_observe.store import BaseStore, StoreError
+
+#: The longest a subscription waits without a change seen: the flags of a
+#: running run change with time alone (a task hung), and a commit the watch
+#: could miss (``watch``) is read this late at worst.
+IDLE_POLL_S = 1.0
 
 
 def _tagged(message: dict[str, Any], ident: str) -> dict[str, Any]:
@@ -186,18 +190,22 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
         """The subscription's next batch. A pattern's read holds one of the
         pattern slots REST reads take too (CAPS["pattern"]): eight pattern
         streams on a big run made a one-run REST read take 15-20 s."""
-        read = self.manager.read
         if not sub.patterned:
-            return await read(sub.rows_after, sub.cursor)
+            # Subscriptions that follow the same rows from the same cursor
+            # (panels on one cluster, woken by one commit) share one read.
+            return await self.manager.read_shared(
+                (sub.reads, sub.cursor), sub.rows_after, sub.cursor
+            )
         with self.manager.slot("pattern"):
-            return await read(sub.rows_after, sub.cursor, isolated=True)
+            return await self.manager.read(sub.rows_after, sub.cursor, isolated=True)
 
     async def _poll(
         self, sub: Subscription, send: Callable[[dict[str, Any]], None]
     ) -> None:
         loop = asyncio.get_running_loop()
-        read = self.manager.read
+        read, watch = self.manager.read, self.manager.watch
         while self.ws_connection is not None:
+            seen = watch.version  # before the read: a commit during it wakes us
             if self._pending > self.max_pending:
                 # Too slow: skip to the newest row and let REST fill the gap.
                 upto = await read(BaseStore.last_seq)
@@ -207,8 +215,8 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
             else:
                 try:
                     last, batch, backlog = await self._rows(sub)
-                except TooBusy:  # the pattern slots are taken: next poll
-                    await asyncio.sleep(POLL_INTERVAL_S)
+                except TooBusy:  # the pattern slots are taken: a bit later
+                    await asyncio.sleep(IDLE_POLL_S)
                     continue
                 if batch:
                     send({"type": "batch", "last": last, **batch})
@@ -217,13 +225,17 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
                 if sub.flags_due(now):
                     assert sub.run_id is not None
                     final, flags = await read(final_flags, sub.run_id)
-                    if flags is None:
-                        flags = await read(judge_flags, sub.run_id, isolated=True)
+                    if flags is None:  # judged once for all its followers
+                        flags = await self.manager.read_shared(
+                            ("flags", sub.run_id), judge_flags, sub.run_id,
+                            isolated=True,
+                        )  # fmt: skip
                     if sub.flags_changed(now, flags, final):
                         send({"type": "flags", "flags": flags})
-                progress = await read(sub.progress)
+                # (Asked only where followed: each read opens the store.)
+                progress = await read(sub.progress) if sub.follows_progress else None
                 if progress is not None:
                     send({"type": "progress", "prefixes": progress})
                 if batch and backlog:
                     continue  # a backlog: read on at once
-            await asyncio.sleep(POLL_INTERVAL_S)
+            await watch.wait(seen, IDLE_POLL_S)  # until a commit, or a while

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Hashable
 from dataclasses import asdict
 from typing import Any
 
 from dask_observe.server.payloads import FlagPayload, flag_payload
 from dask_observe.store import BaseStore, queries
 
-#: How often a subscription looks for new rows (latency is at most about this).
-POLL_INTERVAL_S = 0.2
-#: Rows of one kind read per poll; a backlog drains over several polls.
+#: Rows of one kind read at once; a backlog drains over several reads.
 BATCH_ROWS = 2_000
 #: Characters of log text in one batch (a byte each in ASCII; JSON escapes
 #: others): lines can be 64 KiB each, and a frame of 2,000 of them was 400 MB
@@ -97,8 +96,9 @@ def within_text(rows: list[dict[str, Any]], budget: int = BATCH_TEXT) -> int:
 
 
 class Subscription:
-    """What one client follows, read from the store on each poll (through
-    whichever read-only connection the reading thread has: none is kept)."""
+    """What one client follows, read from the store whenever it changed
+    (through whichever read-only connection the reading thread has: none is
+    kept)."""
 
     def __init__(self, store: BaseStore, message: dict[str, Any]) -> None:
         kinds = message.get("kinds") or list(ROW_KINDS)
@@ -171,6 +171,17 @@ class Subscription:
         self._flags_final = False
         self._progress: dict[str, list[int]] = {}
         self._progress_cursor = self.window.seq_after or 0
+
+    @property
+    def reads(self) -> Hashable:
+        """What the rows it reads depend on, but for the cursor: two
+        subscriptions equal in this read the same rows from one cursor."""
+        return (
+            tuple(self.kinds),
+            self.window,
+            json.dumps(self.filters, sort_keys=True),
+            self.run_id,
+        )
 
     def _first_seq_since(self, store: BaseStore, oldest: float) -> int:
         firsts = [
@@ -250,9 +261,13 @@ class Subscription:
         self._flags = flags
         return True
 
+    @property
+    def follows_progress(self) -> bool:
+        return self.run_id is not None and "progress" in self.kinds
+
     def progress(self, store: BaseStore) -> dict[str, list[int]] | None:
         """Tasks done and erred by prefix in the run, when they changed."""
-        if self.run_id is None or "progress" not in self.kinds:
+        if self.run_id is None or not self.follows_progress:
             return None
         record = store.run_record(self.run_id)
         window = self.window._replace(seq_upto=record["seq_end"])
