@@ -14,14 +14,13 @@ measure, and prefixes with under 5% of the tasks' time, are not judged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from html import escape
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dask_observe import config
-from dask_observe.analysis import noise
+from dask_observe.analysis import noise, verdicts
 from dask_observe.analysis.changes import code_diff, differences
+from dask_observe.analysis.verdicts import PER_TASK
 from dask_observe.plaintext import short_path
-from dask_observe.report.svg import image
 from dask_observe.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
@@ -38,15 +37,6 @@ class RunSource(Protocol):
 
 #: Columns of ``Comparison.table``.
 COMPARISON_COLUMNS = ("figure", "unit", "a", "b", "ratio", "verdict")
-
-#: Below these, differences are noise: never marked.
-_FLOORS = {"s": 0.05, "bytes": 2**20, "tasks": 0}
-
-#: The unit of a prefix's seconds a task (judged by the rank test alone).
-PER_TASK = "s/task"
-
-#: Figures where more is not worse (shown, never marked).
-_NEUTRAL = frozenset({"tasks"})
 
 
 class NothingToCompare(ValueError):
@@ -105,8 +95,8 @@ class Comparison:
         for r in self.table.to_dict("records"):
             ratio = ratio_text(r["ratio"])
             rows.append(
-                f"  {r['figure']:<32} {_shown(r['a'], r['unit']):>12} "
-                f"{_shown(r['b'], r['unit']):>12} {ratio:>8}  {r['verdict']}"
+                f"  {r['figure']:<32} {shown(r['a'], r['unit']):>12} "
+                f"{shown(r['b'], r['unit']):>12} {ratio:>8}  {r['verdict']}"
             )
         if self.changed:
             rows.append("What else changed:")
@@ -117,11 +107,11 @@ class Comparison:
                 else:
                     rows.append(f"  {area} {what}: {a!r} -> {b!r}")
         code = self.profile_changes()
-        marked = code[code["verdict"] != ""].head(_CODE_ROWS)
+        marked = code[code["verdict"] != ""].head(CODE_ROWS)
         if not marked.empty:
             rows.append("Code that changed (self time in the function, b/a):")
             rows += [
-                f"  {r['function']} ({_where(r)}) {format_seconds(r['a_s'])} -> "
+                f"  {r['function']} ({where(r)}) {format_seconds(r['a_s'])} -> "
                 f"{format_seconds(r['b_s'])} {ratio_text(r['ratio'])}  {r['verdict']}"
                 for r in marked.to_dict("records")
             ]
@@ -140,20 +130,22 @@ class Comparison:
         return self.text()
 
     def _repr_html_(self) -> str:
+        from dask_observe.report.comparison import render_html
+
         return render_html(self)
 
 
 #: Functions listed at most under "Code that changed".
-_CODE_ROWS = 8
+CODE_ROWS = 8
 
 
-def _where(row: dict[Any, Any]) -> str:
+def where(row: dict[Any, Any]) -> str:
     """file:line of a profile row, in its prefix's tasks when it has one."""
     where = f"{short_path(str(row['filename']))}:{row['lineno']}"
     return f"{where}, in {row['prefix']} tasks" if row["prefix"] else where
 
 
-def _shown(value: float | None, unit: str) -> str:
+def shown(value: float | None, unit: str) -> str:
     if value is None or value != value:
         return "-"
     if unit in ("s", PER_TASK):
@@ -209,121 +201,6 @@ def figures(run: RunData) -> dict[str, Any]:
     }
 
 
-#: Without a measure of its spread, a change must be this large to be marked
-#: (time: 1.5x, as users call that much more work a regression; memory: 1.25x).
-_UNMEASURED = {"s": 0.5, PER_TASK: 0.5, "bytes": 0.25}
-
-#: Task durations count as shifted when their medians differ by this factor
-#: too (see ``noise.shift``): identical runs measured 0.73-0.80x per prefix.
-_SHIFT_RATIO = 1 + _UNMEASURED["s"]
-
-#: A prefix with less than this share of the tasks' time is not judged.
-_MINOR_PREFIX = 0.05
-
-#: A change this large is beyond any noise a run shows (identical runs'
-#: wall times differ by 10-30% on a busy machine): it is marked whatever the
-#: evidence says, when it is material. Evidence of no change in the work (the
-#: same tasks, most of them as fast) is no evidence against a slowdown: an 18x
-#: wall time from one slow task among 166 went unmarked when it had the vote.
-_OBVIOUS = 2.0
-
-#: A time figure is material to a run from this share of its wall time.
-_MATERIAL_SHARE = 0.05
-
-#: A time that changed by less than this is within a run's jitter (scheduling,
-#: warm-up, a loaded machine) whatever its ratio: it is obvious only by
-#: evidence.
-_JITTER_S = 0.25
-#: Wall time also holds a run's fixed costs and the client's own time between
-#: computations: identical 40-task runs of about half a second read 2x apart
-#: on a loaded machine. Unless the tasks' time (all, or a prefix's) changed
-#: obviously in the same direction, an obvious wall time must have changed by
-#: this much.
-_WALL_ALONE_S = 1.0
-
-
-def _obvious(unit: str, a: float | None, b: float | None) -> int:
-    """+1 / -1 when ``b`` is beyond any noise above / below ``a``: 2x or
-    more, or from (to) under the unit's floor, and for time by more than a
-    run's jitter; else 0."""
-    if a is None or b is None or max(a, b) < _FLOORS.get(unit, 0):
-        return 0
-    larger, smaller = max(a, b), min(a, b)
-    if not (smaller < _FLOORS.get(unit, 0) or larger >= _OBVIOUS * smaller):
-        return 0
-    if unit == "s" and larger - smaller < _JITTER_S:
-        return 0
-    return 1 if b > a else -1
-
-
-def _material(unit: str, value: float, wall: float | None) -> bool:
-    """Whether a figure's value matters to its run: above the unit's floor
-    and, for time, ``_MATERIAL_SHARE`` of the run's wall time."""
-    if value < _FLOORS.get(unit, 0):
-        return False
-    return unit != "s" or not wall or value >= _MATERIAL_SHARE * wall
-
-
-def _verdict(
-    figure: str,
-    unit: str,
-    a: float | None,
-    b: float | None,
-    floor: float,
-    evidence: list[int | None],
-    walls: tuple[float | None, float | None] = (None, None),
-    tasks_moved: frozenset[int] = frozenset(),
-) -> str:
-    """``regression`` or ``improvement`` when ``b`` differs from ``a`` by more
-    than the ``floor`` and by more than noise.
-
-    Beyond noise: an obvious change (:func:`_obvious`: 2x or more, or from
-    (to) under the unit's floor, "new", "gone") whose larger side is material
-    to its run (``walls``: the runs' wall times), and, for wall time, which
-    the tasks share (``tasks_moved``: the directions in which the compute
-    time or a prefix's time changed obviously) or which exceeds
-    ``_WALL_ALONE_S``; else when some ``evidence`` (a
-    significant shift of task durations, a change in the number of tasks,
-    the spread of earlier runs: +1 up, -1 down, 0 no, None unknown) says so
-    in the same direction, or, with no evidence at all, beyond
-    ``_UNMEASURED``."""
-    if a is None or b is None or figure in _NEUTRAL:
-        return ""
-    if max(a, b) < _FLOORS.get(unit, 0) or max(a, b) == 0:
-        return ""
-    ratio = b / a if a else float("inf")
-    direction = 1 if ratio > 1 else -1
-    if abs(ratio - 1) <= floor:
-        return ""
-    known = [e for e in evidence if e is not None]
-    larger, smaller = (b, a) if direction > 0 else (a, b)
-    wall = walls[1] if direction > 0 else walls[0]  # the larger side's run
-    obvious = unit != PER_TASK and _obvious(unit, a, b) == direction
-    if obvious and figure == "wall time":
-        obvious = direction in tasks_moved or larger - smaller >= _WALL_ALONE_S
-    if unit == "tasks":  # counts are exact: no noise
-        real = True
-    elif obvious:
-        # Appeared, vanished, or changed beyond any noise: judged by its
-        # share of the run where it is large.
-        real = _material(unit, larger, wall)
-    elif known:
-        real = direction in known
-    else:
-        real = abs(ratio - 1) > max(floor, _UNMEASURED.get(unit, floor))
-    if not real:
-        return ""
-    return "regression" if direction > 0 else "improvement"
-
-
-def _count_change(a: int, b: int, floor: float) -> int:
-    """+1 / -1 when the number of tasks grew / shrank beyond ``floor``."""
-    if not a and not b:
-        return 0
-    ratio = b / a if a else float("inf")
-    return 0 if abs(ratio - 1) <= floor else (1 if ratio > 1 else -1)
-
-
 def _history(run: RunData, limit: int = 10) -> list[float]:
     """Wall times of the finished runs of the same name before ``run``."""
     records = [
@@ -365,8 +242,8 @@ def compare(
     fa, fb = figures(run_a), figures(run_b)
     # The work itself: did tasks take longer, or were there more of them?
     work = [
-        noise.shift(fa["durations"], fb["durations"], _SHIFT_RATIO),
-        _count_change(len(fa["durations"]), len(fb["durations"]), threshold),
+        noise.shift(fa["durations"], fb["durations"], verdicts.SHIFT_RATIO),
+        verdicts.count_change(len(fa["durations"]), len(fb["durations"]), threshold),
     ]
     history = noise.outside(
         _history(run_b), fb["values"]["wall time"][1] or 0.0, threshold
@@ -385,9 +262,9 @@ def compare(
         pa, pb = fa["prefixes"].get(prefix), fb["prefixes"].get(prefix)
         da = fa["by_prefix"].get(prefix, ())
         db = fb["by_prefix"].get(prefix, ())
-        count = _count_change(len(da), len(db), threshold)
-        evidence = [noise.shift(da, db, _SHIFT_RATIO), count]
-        if max(pa or 0.0, pb or 0.0) < _MINOR_PREFIX * busy:
+        count = verdicts.count_change(len(da), len(db), threshold)
+        evidence = [noise.shift(da, db, verdicts.SHIFT_RATIO), count]
+        if max(pa or 0.0, pb or 0.0) < verdicts.MINOR_PREFIX * busy:
             # Sub-millisecond tasks vary by half from run to run (a 'var' of
             # 64 chunks read 1.46x between identical runs): a prefix that is
             # a small share of the work is shown, not judged.
@@ -400,7 +277,7 @@ def compare(
                          pb / len(db), evidence[:1]))  # fmt: skip
     # The directions in which the tasks' time changed beyond any noise.
     moved = frozenset(
-        _obvious("s", va, vb) for name, _, va, vb, _ in rows
+        verdicts.obvious("s", va, vb) for name, _, va, vb, _ in rows
         if name == "compute time" or name.startswith("prefix ")
     ) - {0}  # fmt: skip
     table = pd.DataFrame(
@@ -411,7 +288,7 @@ def compare(
                 va,
                 vb,
                 _ratio(va, vb),
-                _verdict(name, unit, va, vb, threshold, evidence, walls, moved),
+                verdicts.verdict(name, unit, va, vb, threshold, evidence, walls, moved),
             )
             for name, unit, va, vb, evidence in rows
         ],
@@ -456,98 +333,3 @@ def _resolve(run: RunData | int | str, store: RunSource | None) -> RunData:
     if store is None:
         raise TypeError(f"run {run!r} is an id: give the store that holds it")
     return store.run(run)
-
-
-# -- HTML ------------------------------------------------------------------------
-
-_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "": "#8c8c8c"}
-
-
-def _bar(ratio: float, verdict: str) -> str:
-    """A bar from the 1.0 line: right for slower/bigger, left for faster."""
-    width, middle = 160, 80
-    if ratio != ratio:
-        return ""
-    # log2 scale: 2x fills one side, 0.5x the other.
-    import math
-
-    offset = max(-1.0, min(1.0, math.log2(max(ratio, 1e-9)))) * middle
-    x, w = (middle, offset) if offset >= 0 else (middle + offset, -offset)
-    # An image, not inline SVG: untrusted notebooks drop <svg> (see report.svg).
-    return image(
-        f'<svg width="{width}" height="12" viewBox="0 0 {width} 12" '
-        f'xmlns="http://www.w3.org/2000/svg" role="img" '
-        f'aria-label="{ratio_text(ratio)}">'
-        f'<rect x="{x:.1f}" y="2" width="{max(w, 1):.1f}" height="8" '
-        f'fill="{_COLORS[verdict]}"/>'
-        f'<line x1="{middle}" x2="{middle}" y1="0" y2="12" stroke="#999"/></svg>'
-    )
-
-
-def _change_cells(area: str, what: str, a: object, b: object) -> str:
-    """The a and b cells of a change; a cell's code as its diff (escaped)."""
-    if area == "code" and what == "cell":
-        diff = escape("\n".join(code_diff(a, b)))
-        return (
-            '<td colspan="2"><pre style="margin:0;font-size:11px;'
-            f'white-space:pre-wrap">{diff}</pre></td>'
-        )
-    return f"<td>{escape(str(a))}</td><td>{escape(str(b))}</td>"
-
-
-def render_html(c: Comparison) -> str:
-    head = (
-        f"<b>Run {c.a['id']} {escape(repr(str(c.a['name'])))}</b> (a) vs "
-        f"<b>run {c.b['id']} {escape(repr(str(c.b['name'])))}</b> (b): "
-        f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s) "
-        f"beyond ±{c.threshold:.0%}"
-    )
-    if c.work:
-        head = f"<b>{escape(c.work_text())}</b><br>{head}"
-    rows = "".join(
-        f'<tr data-verdict="{escape(r["verdict"])}"><td>{escape(r["figure"])}</td>'
-        f"<td>{_shown(r['a'], r['unit'])}</td><td>{_shown(r['b'], r['unit'])}</td>"
-        f"<td>{ratio_text(r['ratio'])}</td><td>{_bar(r['ratio'], r['verdict'])}</td>"
-        f'<td style="color:{_COLORS[r["verdict"]]}">{escape(r["verdict"])}</td></tr>'
-        for r in c.table.to_dict("records")
-    )
-    changed = "".join(
-        f'<tr data-changed="{escape(area)}"><td>{escape(area)}</td>'
-        f"<td>{escape(what)}</td>{_change_cells(area, what, a, b)}</tr>"
-        for area, what, a, b in c.changed
-    )
-    if changed:
-        changed = (
-            '<p><b>What else changed</b></p><table style="border-collapse:collapse">'
-            f"<tr><th></th><th></th><th>a</th><th>b</th></tr>{changed}</table>"
-        )
-    return (
-        '<div class="dobs-compare" style="font-size:13px">'
-        f'<p>{head}</p><table style="border-collapse:collapse"><tr><th>figure</th>'
-        f"<th>a</th><th>b</th><th>b/a</th><th></th><th></th></tr>{rows}</table>"
-        f"{changed}{_code_html(c)}</div>"
-    )
-
-
-def _code_html(c: Comparison) -> str:
-    """The functions whose time changed most, and b's profile coloured by
-    its change against a (an image: see ``report.svg``)."""
-    code = c.profile_changes().head(_CODE_ROWS)
-    if code.empty:
-        return ""
-    rows = "".join(
-        f'<tr data-code-verdict="{escape(r["verdict"])}"><td><code>'
-        f"{escape(str(r['function']))}</code></td><td>{escape(_where(r))}</td>"
-        f"<td>{format_seconds(r['a_s'])}</td><td>{format_seconds(r['b_s'])}</td>"
-        f"<td>{ratio_text(r['ratio'])}</td>"
-        f'<td style="color:{_COLORS[r["verdict"]]}">{escape(r["verdict"])}</td></tr>'
-        for r in code.to_dict("records")
-    )
-    chart = c.code_chart
-    return (
-        "<p><b>Code that changed most</b> (time in the function itself)</p>"
-        '<table class="dobs-code-changes" style="border-collapse:collapse">'
-        "<tr><th>function</th><th>where</th><th>a</th><th>b</th><th>b/a</th>"
-        f"<th></th></tr>{rows}</table>"
-        + (f'<p data-figure="profile-diff">{image(chart)}</p>' if chart else "")
-    )
