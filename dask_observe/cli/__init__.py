@@ -1,0 +1,26 @@
+"""The ``dask-observe`` command: its parser (:mod:`.parser`), the commands
+that read (:mod:`.reading`) and those that record or change the store
+(:mod:`.upkeep`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from dask_observe.cli.parser import build_parser
+from dask_observe.plaintext import visible
+from dask_observe.store import StoreError
+
+__all__ = ["build_parser", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    # Unknown runs and levels, bad patterns, a report path that cannot be written.
+    except (StoreError, ValueError, OSError) as e:
+        # Errors name runs and paths others chose: never raw to a terminal.
+        print(visible(f"dask-observe: error: {e}"), file=sys.stderr)
+        return 1
+    return code

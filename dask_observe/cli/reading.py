@@ -1,0 +1,200 @@
+"""The commands that read: runs, logs, flags, stacks, report, compare,
+history, export; and how they open the store (or ``--archive``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dask_observe import commands
+from dask_observe.api import Run, Store
+from dask_observe.plaintext import flag_lines, log_lines, stack_lines, visible
+from dask_observe.store import StoreMissing
+
+if TYPE_CHECKING:
+    from dask_observe.archive import Archive
+
+FORCE_HELP = "overwrite files that exist (a symbolic link is never followed)"
+
+#: How often ``logs --follow`` looks for new lines, and how many it reads at once.
+FOLLOW_INTERVAL_S = 0.5
+
+FOLLOW_PAGE = 5000
+
+
+def source_of(args: argparse.Namespace) -> Store | Archive:
+    """What a reading command reads: ``--archive``, else the store."""
+    return commands.open_reading(args, lambda: store_of(args))
+
+
+def store_of(
+    args: argparse.Namespace, create: bool = False, readonly: bool = False
+) -> Store:
+    """The store; only commands that record may create it (a mistyped --store
+    given to a reading command is an error, not a new empty store)."""
+    from dask_observe import open_store
+    from dask_observe.config import default_store_path
+
+    path = args.store or default_store_path()
+    # A reading command reads a store it may not write (0400, a read-only
+    # disk) rather than refusing it; where it may, it opens as a writer (to
+    # migrate an older schema, and store which runs' processes died).
+    if not create and os.path.exists(path) and not _writable(Path(path)):
+        readonly = True
+    if readonly:  # not a byte written, not even the journal's checkpoint
+        return Store(path, create=False, readonly=True)
+    return open_store(args.store, create=create)
+
+
+def _writable(path: Path) -> bool:
+    from dask_observe.store.files import on_read_only_disk
+
+    return os.access(path, os.W_OK) and not on_read_only_disk(path)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    hint = "Record one with `dask-observe demo`, or with %%dask_record in a notebook."
+    try:
+        store = source_of(args)
+    except StoreMissing as e:
+        print(visible(f"No dask-observe store at {e.path} yet. {hint}"))
+        return 0
+    with store:
+        runs = store.runs()
+        if runs.empty:
+            print(visible(f"No runs in {store.path} yet. {hint}"))
+            return 0
+    for column in ("started", "ended"):
+        runs[column] = runs[column].dt.tz_convert(None).dt.strftime("%Y-%m-%d %H:%M:%S")
+    runs["duration_s"] = runs["duration_s"].round(2)
+    for column in ("name", "cluster", "partial"):  # text the cluster or a user chose
+        runs[column] = [
+            visible(str(v), newlines=False) if v is not None else None
+            for v in runs[column]
+        ]
+    print(runs.fillna("").to_string(index=False))
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    with source_of(args) as store:
+        run = store.run(args.run)
+        if args.follow:
+            _follow(run, args)
+            return 0
+        logs = commands.logs(run, args, since=args.since)
+    for line in log_lines(logs):
+        print(line)
+    return 0
+
+
+def _follow(run: Run, args: argparse.Namespace) -> None:
+    """Print the run's lines in the order they were stored, page by page, then
+    each new one as it is stored, until the run has ended and all its lines are
+    out (or Ctrl-C). Paging by sequence number prints every line exactly once."""
+    import pandas as pd
+
+    from dask_observe.store.rundata import epoch
+
+    filters = commands.log_filters(args)
+    since = epoch(args.since) if args.since else None
+    after = 0
+    try:
+        while True:
+            ended = run.refresh().status != "running"
+            rows = run.log_page(after, FOLLOW_PAGE, **filters)
+            if rows:
+                after = rows[-1]["seq"]
+                frame = pd.DataFrame(rows).drop(columns="seq")
+                if since is not None:
+                    frame = frame[frame["time"] >= since]
+                frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)
+                for line in log_lines(frame):
+                    print(line, flush=True)
+            if len(rows) == FOLLOW_PAGE:
+                continue  # more stored already: no wait
+            if ended:
+                return
+            time.sleep(FOLLOW_INTERVAL_S)
+    except KeyboardInterrupt:
+        return
+
+
+def cmd_flags(args: argparse.Namespace) -> int:
+    with source_of(args) as store:
+        flags = store.run(args.run).flags()
+    for line in flag_lines(flags):
+        print(line)
+    return 0
+
+
+def cmd_stacks(args: argparse.Namespace) -> int:
+    with source_of(args) as store:
+        stacks = store.run(args.run).stacks()
+    for line in stack_lines(stacks):
+        print(line)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    with source_of(args) as store:
+        run = store.run(args.run)
+        label = run.archive_uid or run.id
+        output = args.output or f"run-{label}.html"
+        path = run.report().save(output, overwrite=args.force)
+    print(visible(f"Report of run {label} {run.name!r} written to {path}"))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from dask_observe.analysis.compare import compare
+
+    with source_of(args) as store:
+        comparison = compare(args.a, args.b, threshold=args.threshold, store=store)
+    print(visible(comparison.text()))
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    with source_of(args) as store:
+        runs = store.history(args.name)
+    if runs.empty:
+        print(visible(f"No runs named {args.name!r} in {store.path}."))
+        return 0
+    for row in runs.to_dict("records"):
+        seconds = row["duration_s"]
+        wall = "-" if seconds is None or seconds != seconds else f"{seconds:.2f} s"
+        prefixes = [f"{p}: {verdict}" for p, verdict in row["prefixes"].items()]
+        changed = "; ".join([*prefixes, *row["changed"]])
+        print(visible(
+            f"{row['id']:>5}  {row['started']:%Y-%m-%d %H:%M:%S}  {row['status']:<11}"
+            f" {wall:>10}  {row['n_tasks']:>8} tasks  {row['verdict'] or '':<11}"
+            f" {changed}"
+        ))  # fmt: skip
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    if (args.otlp is None) == (args.format is None):
+        raise ValueError("export needs --otlp ENDPOINT or --format with -o PATH")
+    if args.format is not None and not args.output:
+        raise ValueError(f"--format {args.format} needs -o PATH: where to write")
+    with store_of(args) as store:
+        run = store.run(args.run)
+        what = visible(f"run {run.id} {run.name!r}")
+        if args.format == "chrome-trace":
+            path = run.to_chrome_trace(args.output, overwrite=args.force)
+            print(f"Wrote {what} as a Chrome trace to {visible(str(path))}")
+            print("Open it in https://ui.perfetto.dev or chrome://tracing.")
+        elif args.format == "parquet":
+            paths = run.to_parquet(args.output, overwrite=args.force)
+            print(f"Wrote {what} as Parquet to {visible(args.output)}: "
+                  f"{', '.join(p.name for p in paths.values())}")  # fmt: skip
+        else:
+            sent = run.to_otlp(args.otlp or None)
+            print(visible(f"Sent {what}: {sent.text(args.otlp or 'the collector')}"))
+            return 1 if sent.dropped else 0
+    return 0
