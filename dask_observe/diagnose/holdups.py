@@ -1,0 +1,268 @@
+"""What held a process up, as the capture saw it: its event loop's stalls
+(and what it imported meanwhile, and whether its host was busy), threads
+taking turns at the GIL. The evidence of the runtime family's rules
+(:mod:`.runtime`)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from dask_observe.diagnose.base import Context
+from dask_observe.diagnose.host import Busy, host_load
+from dask_observe.units import format_seconds
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+Stall = tuple[float, "str | None", float, str]
+
+
+class Stalls(NamedTuple):
+    """A run's event-loop stalls over their thresholds, by what caused them."""
+
+    #: Held by the process's own work: event-loop-blocked's.
+    code: list[Stall]
+    #: A worker's while gil-contention flags it (on a quiet host or a busy
+    #: one): that flag's. Threads taking turns at the GIL starve the loop's
+    #: thread too (0.5-0.8 s a tick with four spinning threads on a quiet
+    #: machine, up to 1.9 s on a busy one).
+    contended: list[Stall]
+    #: While the process's host was oversubscribed, with its busiest second:
+    #: the host's (2.6-5.3 s with two other processes busy on its two cores).
+    host: list[tuple[Stall, Busy]]
+    #: While the process imported modules (how many, and their top-level
+    #: packages): a worker unpickles a task on its event loop, importing the
+    #: module of its function on first use (a test module importing pandas
+    #: and dask.dataframe held a worker's loop 1.7-2.3 s).
+    imports: list[tuple[Stall, Imported]]
+
+
+class Imported(NamedTuple):
+    """Modules a process imported during a stall of its event loop."""
+
+    modules: int
+    packages: list[str]
+
+
+def stalls(ctx: Context) -> Stalls:
+    """(time, worker or None for the scheduler, seconds, text) of each stall
+    over its threshold: from the ticker the capture runs on each event loop,
+    and from distributed's own "Event loop was unresponsive" lines (its tick
+    limit, 3 s by default) for processes without one (a partial run). A line
+    about a stall the ticker saw too is kept as evidence of it."""
+    if "stalls" in ctx.derived:
+        kept: Stalls = ctx.derived["stalls"]
+        return kept
+    tick = ctx.seconds("event-loop-blocked.tick")
+    scheduler_tick = ctx.seconds("event-loop-blocked.scheduler-tick")
+    contended = contention(ctx)
+    contended_at_host = by_worker(contention_at_host(ctx)[0])
+    hosts = host_load(ctx)
+    split = Stalls([], [], [], [])
+
+    def file(
+        stall: Stall,
+        since: float,
+        cpu: float | None = None,
+        imported: Imported | None = None,
+    ) -> None:
+        t, worker = stall[0], stall[1]
+        busy = hosts.during(worker, since, t)
+        # A process that had as much CPU meanwhile as a stall takes to count
+        # would have stalled on a quiet host too: its own work held it.
+        starved = cpu is None or cpu < (tick if worker else scheduler_tick)
+        # Threads taking turns at the GIL starve the loop's thread too: the
+        # stall is gil-contention's (whichever cause that flag names).
+        turns = worker is not None and (
+            during(contended.get(worker), since, t)
+            or during(contended_at_host.get(worker), since, t)
+        )
+        if turns:
+            split.contended.append(stall)
+        elif busy is not None and starved:
+            split.host.append((stall, busy))
+        elif imported is not None:
+            split.imports.append((stall, imported))
+        else:
+            split.code.append(stall)
+
+    events = ctx.events("event-loop-stall")
+    for t, worker, data in zip(
+        events["time"], events["worker"], events["data"], strict=True
+    ):
+        seconds = float((data or {}).get("seconds") or 0.0)
+        named = worker if isinstance(worker, str) and worker else None
+        since = float((data or {}).get("since") or t)
+        if seconds >= (tick if named else scheduler_tick):
+            who = named or "the scheduler"
+            text = f"event loop of {who} stalled for {format_seconds(seconds)}"
+            cpu = (data or {}).get("cpu")
+            cpu = float(cpu) if isinstance(cpu, int | float) else None
+            file((float(t), named, seconds, text), since, cpu, imported(data))
+    seen = {
+        (w, round(t))
+        for t, w, _, _ in [
+            *split.code,
+            *split.contended,
+            *(s for s, _ in split.host),
+            *(s for s, _ in split.imports),
+        ]
+    }
+    for t, worker, message in ctx.logs("Event loop was unresponsive"):
+        took = re.search(r"for ([0-9.]+)s", message)
+        seconds = float(took[1]) if took else 0.0
+        near = any((worker, round(t) + d) in seen for d in range(-5, 6))
+        file((t, worker, 0.0 if near else seconds, message), t - seconds)
+    split.code.sort()
+    split.contended.sort()
+    split.host.sort(key=lambda pair: pair[0])
+    split.imports.sort(key=lambda pair: pair[0])
+    ctx.derived["stalls"] = split
+    return split
+
+
+def imported(data: Any) -> Imported | None:
+    """The modules a stall's process imported meanwhile, if any (a capture
+    older than this says nothing: None)."""
+    count = (data or {}).get("imported") if isinstance(data, dict) else None
+    if not isinstance(count, int) or count <= 0:
+        return None
+    packages = data.get("packages")
+    names = [str(p) for p in packages] if isinstance(packages, list) else []
+    return Imported(count, names)
+
+
+def contended(ctx: Context) -> pd.DataFrame:
+    """The high GIL contention samples (time, worker, value) taken while two
+    or more of the worker's task threads were computing, of the workers with
+    two seconds of such samples at least (see gil-contention).
+
+    distributed measures the contention of a worker's whole process: in a
+    threads-only cluster that is also the client's and the scheduler's, whose
+    own work (building a graph, sending 90 MB of it) read 0.9 while the tasks
+    had computed for 60 ms. Only task threads at work can fight over the GIL.
+    """
+    if "contended" in ctx.derived:  # event-loop-blocked and gil-contention
+        found: pd.DataFrame = ctx.derived["contended"]
+        return found
+    share = ctx.number("gil-contention.share")
+    values = ctx.metric("gil_contention").sort_values("time", kind="stable")
+    # The seconds a sample speaks for: since the worker's sample before (at
+    # least one, a heartbeat's interval). A loop starved by the threads it
+    # measures sends its next heartbeat late, its value the average of the
+    # whole wait: one sample after 5 s of spinning (seen under load on CI).
+    gaps = values.groupby("worker")["time"].diff().fillna(1.0).clip(lower=1.0)
+    values = values.assign(covers=gaps)
+    threads = ctx.metric("nthreads").groupby("worker")["value"].max()
+    threaded = set(threads[threads > 1].index)
+    high = values[(values["value"] > share) & values["worker"].isin(threaded)]
+    done = ctx.finished
+    times = high["time"].to_numpy(dtype=float)
+    covers = high["covers"].to_numpy(dtype=float)
+    busy = np.zeros(len(high), dtype=bool)
+    for worker, rows in high.groupby("worker").indices.items():
+        mine = done[done["worker"] == worker]
+        # Less a millisecond: back-to-back tasks of two threads busy all along
+        # add up to 1.999998 s a second (epoch times round at microseconds).
+        running = busy_threads(mine, times[rows], covers[rows])
+        busy[rows] = running >= 2.0 - 1e-3
+    high = high[busy]
+    # A thread holding the GIL that the host does not run holds the others up
+    # too: samples taken while the host was oversubscribed are the host's.
+    hosts = host_load(ctx)
+    oversubscribed = [
+        hosts.during(str(w), t - c, t)
+        for t, w, c in zip(high["time"], high["worker"], high["covers"], strict=True)
+    ]
+    at_host = np.array([b is not None for b in oversubscribed], dtype=bool)
+    ctx.derived["contended-host"] = two_seconds(
+        high[at_host], [b for b in oversubscribed if b is not None]
+    )
+    found, _ = two_seconds(high[~at_host], [])
+    ctx.derived["contended"] = found
+    return found
+
+
+def contention_at_host(ctx: Context) -> tuple[pd.DataFrame, list[Busy]]:
+    """The high GIL contention samples taken while their host was
+    oversubscribed, with its busy second each (see contended, which splits
+    them off)."""
+    contended(ctx)
+    found: tuple[pd.DataFrame, list[Busy]] = ctx.derived["contended-host"]
+    return found
+
+
+def two_seconds(
+    high: pd.DataFrame, busy: list[Busy]
+) -> tuple[pd.DataFrame, list[Busy]]:
+    """The samples of the workers with two seconds of them or more (and the
+    busy seconds of their hosts, one per sample, when given)."""
+    seconds = high.groupby("worker")["covers"].sum()
+    kept = high["worker"].isin(seconds[seconds >= 2.0].index).to_numpy()
+    return (
+        high[kept].drop(columns="covers"),
+        [b for b, keep in zip(busy, kept, strict=False) if keep],
+    )
+
+
+def busy_threads(
+    tasks: pd.DataFrame, times: np.ndarray, window: float | np.ndarray = 1.0
+) -> np.ndarray:
+    """Threads computing tasks, on average, in the ``window`` seconds (one for
+    all, or one each) before each of ``times`` (a heartbeat's sample describes
+    the time since the one before).
+
+    The thread-seconds computed up to ``x`` are the sum over tasks of
+    ``clip(x - start, 0, stop - start)``: ``x - start`` over the tasks started
+    before ``x`` less ``x - stop`` over those stopped before it. Sorted starts
+    and stops with their running sums give that for every sample at once (a
+    million tasks and thousands of samples: milliseconds, where a pass over the
+    tasks per sample took minutes)."""
+    start = tasks["start"].to_numpy(dtype=float)
+    stop = tasks["stop"].to_numpy(dtype=float)
+    computed = stop > start  # NaN compares false: tasks without both times
+    if not computed.any():
+        return np.zeros(len(times))
+    # Seconds after the first start: running sums of epoch times lose precision.
+    origin = start[computed].min()
+    starts = np.sort(start[computed] - origin)
+    stops = np.sort(stop[computed] - origin)
+
+    def computed_until(x: np.ndarray) -> np.ndarray:
+        total = np.zeros(len(x))
+        for edges, sign in ((starts, 1.0), (stops, -1.0)):
+            before = np.searchsorted(edges, x, side="right")
+            sums = np.concatenate(([0.0], np.cumsum(edges)))
+            total += sign * (before * x - sums[before])
+        return total
+
+    x = np.asarray(times, dtype=float) - origin
+    busy: np.ndarray = (computed_until(x) - computed_until(x - window)) / window
+    return busy
+
+
+def contention(ctx: Context) -> dict[str, list[float]]:
+    """Times of the high GIL contention samples of the workers gil-contention
+    flags, by worker."""
+    return by_worker(contended(ctx))
+
+
+def by_worker(high: pd.DataFrame) -> dict[str, list[float]]:
+    return {
+        str(w): [float(t) for t in group["time"]] for w, group in high.groupby("worker")
+    }
+
+
+def during(samples: list[float] | None, since: float, until: float) -> bool:
+    # A sample (a heartbeat's, about a second apart) measures the time before it.
+    return any(since - 2.0 <= t <= until + 2.0 for t in samples or ())
+
+
+def busiest(seconds: list[Busy]) -> str:
+    """How oversubscribed the busiest of ``seconds`` found its host."""
+    top = max(seconds, key=lambda b: (b.waiting or 0.0, b.runnable or 0))
+    return top.describe()
