@@ -14,6 +14,7 @@ import pytest
 from distributed import Client, LocalCluster, SchedulerPlugin, span
 
 import dask_observe
+from dask_observe.recording import link
 from dask_observe.recording.install import CaptureUnavailableWarning
 from dask_observe.recording.span import NoClientError
 
@@ -196,7 +197,7 @@ def test_a_scheduler_in_this_process_is_pulled_directly_with_the_rpcs_answer(
         client.gather(client.map(inc, range(40)))
         recorder = Recorder.acquire(client, dask_observe.open_store())
         try:
-            plugin = recorder._local_plugin()
+            plugin = link.local_plugin(recorder.client, recorder.cluster)
             assert plugin is not None  # the session's LocalCluster: same process
             instance, cursor = plugin.instance, max(0, plugin.buffer.last - 200)
             direct = recorder.call(
@@ -226,7 +227,7 @@ def test_a_client_of_a_remote_scheduler_pulls_over_rpc(store_path: Path) -> None
         with dask_observe.record("remote", client=remote) as run:
             remote.gather(remote.map(inc, range(10)))
             recorder = Recorder.acquire(remote, dask_observe.open_store())
-            assert recorder._local_plugin() is None
+            assert link.local_plugin(recorder.client, recorder.cluster) is None
             recorder.release()
         assert len(run.tasks()) == 10
 
@@ -254,7 +255,8 @@ def test_a_spec_cluster_whose_scheduler_runs_elsewhere_is_recorded(
     ):
         assert sum(client.gather(client.map(abs, range(-5, 5)))) == 25
         recorder = Recorder.acquire(client, dask_observe.open_store())
-        assert recorder._local_plugin() is None  # pulled over RPC
+        # pulled over RPC
+        assert link.local_plugin(recorder.client, recorder.cluster) is None
         recorder.release()
     assert run.status == "finished"
     assert len(run.tasks()) == 10

@@ -9,18 +9,17 @@ and no duplicate.
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import inspect
 import logging
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from dask_observe import redact
 from dask_observe.capture import wire
 from dask_observe.capture.wire import VERSION as WIRE_VERSION
+from dask_observe.recording import link
 from dask_observe.recording.install import (
     CaptureUnavailable,
     CaptureUnavailableWarning,
@@ -32,7 +31,6 @@ from dask_observe.store import BaseStore
 if TYPE_CHECKING:
     from distributed import Client
 
-    from dask_observe.capture.scheduler import ObserveSchedulerPlugin
     from dask_observe.export.live import LiveExport
 
 logger = logging.getLogger(__name__)
@@ -43,18 +41,9 @@ SETTLE_AFTER_REMOVAL_S = 5.0
 #: How often a recorder tells the store that its cluster is still watched.
 TOUCH_INTERVAL_S = 3.0
 
-#: How long a call to a scheduler in this process may wait for its event loop.
-CALL_TIMEOUT_S = 30.0
 
 _registry_lock = threading.Lock()
 _recorders: dict[tuple[str, str], Recorder] = {}
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:  # this thread runs no loop
-        return None
 
 
 def _live_export(cluster: str) -> LiveExport | None:
@@ -386,7 +375,7 @@ class Recorder:
         process where it runs here), only workers not asked before are."""
         if self.partial is not None:
             return {}
-        scheduler = self._local_scheduler()
+        scheduler = link.local_scheduler(self.client, self.cluster)
         if scheduler is not None:
             addresses = list(scheduler.workers)
         else:
@@ -405,57 +394,9 @@ class Recorder:
             self.pull()
 
     def call(self, op: str, **kwargs: Any) -> Any:
-        """Call one of the capture plugin's handlers on the scheduler.
-
-        A scheduler in this process (a LocalCluster's, the usual notebook case)
-        is called directly on its event loop: an RPC to it serializes every
-        record and costs ~0.6 ms of this same process's CPU per pull, five times
-        a second, while the scheduler works (measured), and a run's start and
-        end a round trip each. Elsewhere, over RPC.
-        """
-        scheduler = self._local_scheduler()
-        handler = None if scheduler is None else scheduler.handlers.get(op)
-        loop = getattr(self._local_plugin(), "loop", None)
-        if handler is None or loop is None:
-            return self.client.sync(getattr(self.client.scheduler, op), **kwargs)
-        if _running_loop() is loop:  # already on it: waiting would hang
-            result = handler(**kwargs)
-            if not inspect.isawaitable(result):
-                return result
-            result.close()  # type: ignore[attr-defined]
-            return self.client.sync(getattr(self.client.scheduler, op), **kwargs)
-
-        async def on_its_loop() -> Any:
-            result = handler(**kwargs)
-            return await result if inspect.isawaitable(result) else result
-
-        return asyncio.run_coroutine_threadsafe(on_its_loop(), loop).result(
-            timeout=CALL_TIMEOUT_S
-        )
-
-    def _local_scheduler(self) -> Any:
-        """The scheduler object, if it runs in this process. (A SpecCluster's
-        ``scheduler`` may be a handle on a process elsewhere, with the same
-        address: distributed's SubprocessScheduler, say.)"""
-        from distributed import Scheduler
-
-        scheduler = getattr(getattr(self.client, "cluster", None), "scheduler", None)
-        here = isinstance(scheduler, Scheduler) and scheduler.address == self.cluster
-        return scheduler if here else None
-
-    def _local_plugin(self) -> ObserveSchedulerPlugin | None:
-        """The scheduler's plugin object, if that scheduler runs in this process.
-
-        Recognised by what it does, not by its class: it comes from the shipped
-        bundle (``dask_observe.recording.plugins``), not from this package.
-        """
-        from dask_observe.recording.plugins import SCHEDULER_PLUGIN
-
-        scheduler = self._local_scheduler()
-        plugin = getattr(scheduler, "plugins", {}).get(SCHEDULER_PLUGIN)
-        if callable(getattr(plugin, "pull", None)) and getattr(plugin, "loop", None):
-            return cast("ObserveSchedulerPlugin", plugin)
-        return None
+        """Call one of the capture plugin's handlers on the scheduler (see
+        :func:`.link.call`)."""
+        return link.call(self.client, self.cluster, op, **kwargs)
 
     def pull(self) -> int:
         """Copy every record the scheduler holds beyond the store's cursor."""

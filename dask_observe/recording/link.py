@@ -1,0 +1,80 @@
+"""How the recorder reaches the capture plugin on the scheduler: directly on
+the scheduler's event loop when the scheduler runs in this process (a
+LocalCluster's, the usual notebook case), else over RPC."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from dask_observe.capture.scheduler import ObserveSchedulerPlugin
+
+#: How long a call to a scheduler in this process may wait for its event loop.
+CALL_TIMEOUT_S = 30.0
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # this thread runs no loop
+        return None
+
+
+def call(client: Client, cluster: str, op: str, **kwargs: Any) -> Any:
+    """Call one of the capture plugin's handlers on the scheduler.
+
+    A scheduler in this process (a LocalCluster's, the usual notebook case)
+    is called directly on its event loop: an RPC to it serializes every
+    record and costs ~0.6 ms of this same process's CPU per pull, five times
+    a second, while the scheduler works (measured), and a run's start and
+    end a round trip each. Elsewhere, over RPC.
+    """
+    scheduler = local_scheduler(client, cluster)
+    handler = None if scheduler is None else scheduler.handlers.get(op)
+    loop = getattr(local_plugin(client, cluster), "loop", None)
+    if handler is None or loop is None:
+        return client.sync(getattr(client.scheduler, op), **kwargs)
+    if _running_loop() is loop:  # already on it: waiting would hang
+        result = handler(**kwargs)
+        if not inspect.isawaitable(result):
+            return result
+        result.close()  # type: ignore[attr-defined]
+        return client.sync(getattr(client.scheduler, op), **kwargs)
+
+    async def on_its_loop() -> Any:
+        result = handler(**kwargs)
+        return await result if inspect.isawaitable(result) else result
+
+    return asyncio.run_coroutine_threadsafe(on_its_loop(), loop).result(
+        timeout=CALL_TIMEOUT_S
+    )
+
+
+def local_scheduler(client: Client, cluster: str) -> Any:
+    """The scheduler object, if it runs in this process. (A SpecCluster's
+    ``scheduler`` may be a handle on a process elsewhere, with the same
+    address: distributed's SubprocessScheduler, say.)"""
+    from distributed import Scheduler
+
+    scheduler = getattr(getattr(client, "cluster", None), "scheduler", None)
+    here = isinstance(scheduler, Scheduler) and scheduler.address == cluster
+    return scheduler if here else None
+
+
+def local_plugin(client: Client, cluster: str) -> ObserveSchedulerPlugin | None:
+    """The scheduler's plugin object, if that scheduler runs in this process.
+
+    Recognised by what it does, not by its class: it comes from the shipped
+    bundle (``dask_observe.recording.plugins``), not from this package.
+    """
+    from dask_observe.recording.plugins import SCHEDULER_PLUGIN
+
+    scheduler = local_scheduler(client, cluster)
+    plugin = getattr(scheduler, "plugins", {}).get(SCHEDULER_PLUGIN)
+    if callable(getattr(plugin, "pull", None)) and getattr(plugin, "loop", None):
+        return cast("ObserveSchedulerPlugin", plugin)
+    return None
