@@ -171,7 +171,7 @@ class Run(store.RunData):
         distributed's statistical profile of the run's time window (read when
         it ends; a run with under half a second of compute has none): prefix
         ("" for the whole run), function, filename, lineno, self_s, total_s."""
-        from dask_observe.analysis.figures import profile_table
+        from dask_observe.analysis.trees import profile_table
 
         return profile_table(self.profile_trees())
 

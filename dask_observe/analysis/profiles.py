@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.analysis.figures import profile_table
+from dask_observe.analysis.trees import profile_table
 from dask_observe.report.icicle import CallPath, icicle
 
 if TYPE_CHECKING:

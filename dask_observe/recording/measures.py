@@ -65,7 +65,7 @@ def profiles(client: Client, started: float, fine: list[FineRow]) -> dict[str, A
     import dask.config
     from dask.utils import parse_timedelta
 
-    from dask_observe.analysis.figures import (
+    from dask_observe.analysis.trees import (
         merge_profiles,
         prune_profile,
         subtract_profile,

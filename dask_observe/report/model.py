@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.analysis import figures
+from dask_observe.analysis.trees import profile_table
 from dask_observe.report import standing, tasks
 from dask_observe.report.stream import StreamBins
 from dask_observe.units import text_or_none
@@ -242,7 +243,7 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
                 )
             },
         },
-        profile=figures.profile_table(trees),
+        profile=profile_table(trees),
         profile_trees=trees,
         transfer_pairs=figures.transfer_summary(transfers, ["peer", "worker"]),
         transfer_types=figures.transfer_summary(transfers, ["type"]),
