@@ -25,7 +25,7 @@ from dask_observe.recording.ending import (
     client_environment,
     run_settings,
 )
-from dask_observe.recording.measures import FineRow, fine_map, fine_rows, profiles
+from dask_observe.recording.measures import FineMeter, fine_map, profiles
 from dask_observe.recording.recorder import Recorder
 from dask_observe.recording.span import hide_span_annotation_warning, run_span
 
@@ -81,7 +81,8 @@ class Recording:
         #: cluster measured meanwhile (all of a whole-cluster run's, and for a
         #: run with a span what its span cannot hold, such as the memory
         #: monitor's spilling) is their difference at the end.
-        self._fine_before: dict[tuple[str, str, str, str], float] = {}
+        #: The run's fine performance metrics (its span's, once it has one).
+        self._fine = FineMeter(self.scheduler_call, None)
         #: The environment the run started in, stored as it starts.
         self._started_in: StartedIn | None = None
 
@@ -97,52 +98,13 @@ class Recording:
         """The run's span on the cluster (None for a whole-cluster recording)."""
         return self._span_id
 
-    def _fine_totals(
-        self, span_id: str | None
-    ) -> dict[tuple[str, str, str, str], float]:
-        """(context, prefix, activity, unit) -> value: a span's fine performance
-        metrics, or (span_id None) the whole cluster's."""
-        return fine_map(
-            self.scheduler_call("dask_observe_fine_metrics", span_id=span_id)
-        )
-
-    def _fine_baseline(self) -> dict[tuple[str, str, str, str], float]:
-        """The cluster's fine metrics totals as a whole-cluster run starts,
-        after the workers sent what they measured before it, which would
-        otherwise count as its own. (A run with a span only needs the totals
-        for what its span cannot hold, and starts without the wait.)"""
-        assert self._recorder is not None
-        try:
-            self._recorder.flush_cluster()
-            return self._fine_totals(None)
-        except Exception as e:  # they are extra: the run records without them
-            logger.warning("dask-observe: cannot read the fine metrics: %s", e)
-            return {}
-
-    def _fine_rows(self, ended: dict[str, Any] | None) -> list[FineRow]:
-        """The run's fine metrics (``measures.fine_rows``). ``ended``: the
-        scheduler's reply to ``dask_observe_end``, which holds both the
-        cluster's totals and the span's."""
-        if ended is not None:
-            totals, of_span = fine_map(ended["fine"]), fine_map(ended["span_fine"])
-        else:
-            totals = self._fine_totals(None)
-            of_span = {} if self._span_id is None else self._fine_totals(self._span_id)
-        return fine_rows(
-            totals,
-            of_span,
-            self._fine_before,
-            span_id=self._span_id,
-            adopted=ended is not None and bool(ended.get("adopted", False)),
-        )
-
     def start(self) -> Run:
         hide_span_annotation_warning()
         self._recorder = Recorder.acquire(self.client, self.store)
         self._span = (
             contextlib.nullcontext(None) if self.whole_cluster else run_span(self.name)
         )
-        self._span_id = self._span.__enter__()
+        self._span_id = self._fine.span_id = self._span.__enter__()
         run_id = None
         try:
             scheduler = self.client.scheduler
@@ -160,12 +122,12 @@ class Recording:
                 # worker dead within the first sampling interval has its
                 # memory limit recorded.
                 if self._span_id is not None:  # one round trip for both
-                    self._fine_before = fine_map(
+                    self._fine.before = fine_map(
                         self.scheduler_call("dask_observe_begin", span_id=self._span_id)
                     )
                 else:
                     self.scheduler_call("dask_observe_sample")
-                    self._fine_before = self._fine_baseline()
+                    self._fine.baseline(self._recorder.flush_cluster)
         except BaseException:
             self._span.__exit__(None, None, None)
             self._recorder.release()
@@ -267,7 +229,7 @@ class Recording:
                 not_kept = str(e)
         fine: list[tuple[str, str, str, str, float]] = []
         try:  # after the flush: its heartbeats brought the last of them
-            fine = self._fine_rows(ended_reply)
+            fine = self._fine.rows(ended_reply)
             self.store.set_fine_metrics(
                 self.run.id,
                 [(c, self.redact.text(p), a, u, v) for c, p, a, u, v in fine],

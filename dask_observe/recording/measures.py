@@ -3,10 +3,14 @@ metrics (the span's, and the cluster's meanwhile) and its statistical profile.""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from distributed import Client
+
+logger = logging.getLogger(__name__)
 
 #: (context, prefix, activity, unit) -> value.
 FineTotals = dict[tuple[str, str, str, str], float]
@@ -49,6 +53,51 @@ def fine_rows(
         rows = [r for r in rows if r[0] not in spanned]
         rows += [(*k, v) for k, v in of_span.items()]
     return [r for r in rows if r[-1]]
+
+
+class FineMeter:
+    """A run's fine performance metrics, read through ``call`` (a handler of
+    the scheduler's plugin, by name): the cluster's totals as the run starts
+    (``before``), and at its end its own (:meth:`rows`)."""
+
+    def __init__(self, call: Callable[..., Any], span_id: str | None) -> None:
+        self.call = call
+        self.span_id = span_id
+        self.before: FineTotals = {}
+
+    def totals(self, span_id: str | None) -> FineTotals:
+        """A span's fine performance metrics, or (span_id None) the whole
+        cluster's."""
+        return fine_map(self.call("dask_observe_fine_metrics", span_id=span_id))
+
+    def baseline(self, flush: Callable[[], Any]) -> None:
+        """The cluster's totals as a whole-cluster run starts, after the
+        workers sent (``flush``) what they measured before it, which would
+        otherwise count as its own. (A run with a span only needs the totals
+        for what its span cannot hold: its start's reply has them.)"""
+        try:
+            flush()
+            self.before = self.totals(None)
+        except Exception as e:  # they are extra: the run records without them
+            logger.warning("dask-observe: cannot read the fine metrics: %s", e)
+            self.before = {}
+
+    def rows(self, ended: dict[str, Any] | None) -> list[FineRow]:
+        """The run's fine metrics (:func:`fine_rows`). ``ended``: the
+        scheduler's reply to ``dask_observe_end``, which holds both the
+        cluster's totals and the span's (else they are asked for)."""
+        if ended is not None:
+            totals, of_span = fine_map(ended["fine"]), fine_map(ended["span_fine"])
+        else:
+            totals = self.totals(None)
+            of_span = {} if self.span_id is None else self.totals(self.span_id)
+        return fine_rows(
+            totals,
+            of_span,
+            self.before,
+            span_id=self.span_id,
+            adopted=ended is not None and bool(ended.get("adopted", False)),
+        )
 
 
 def profiles(client: Client, started: float, fine: list[FineRow]) -> dict[str, Any]:
