@@ -357,6 +357,34 @@ export class HistoryModel implements IDisposable {
     }
   }
 
+  /**
+   * Pin the history to that run's name (null: the newest run's), and show it
+   * from the runs listed now.
+   */
+  pin(runId: number | null, runs: readonly IRun[]): void {
+    this._pinned = runId;
+    this.follow(runs);
+  }
+
+  /**
+   * Read the history again when the runs of its name change (a new one, one
+   * that finished): of the pinned run, else of the newest run.
+   */
+  follow(runs: readonly IRun[]): void {
+    const shown = runs.find(run => run.id === this._pinned) ?? runs[0] ?? null;
+    if (shown === null) {
+      return;
+    }
+    const signature = JSON.stringify([
+      shown.id,
+      runs.filter(run => run.name === shown.name).map(r => [r.id, r.status])
+    ]);
+    if (signature !== this._followed) {
+      this._followed = signature;
+      void this.show(shown.id, true);
+    }
+  }
+
   dispose(): void {
     this._isDisposed = true;
     Signal.clearData(this);
@@ -364,7 +392,9 @@ export class HistoryModel implements IDisposable {
 
   private _changed = new Signal<this, void>(this);
   private _error: string | null = null;
+  private _followed = '';
   private _history: IHistory | null = null;
+  private _pinned: number | null = null;
   private _isDisposed = false;
   private _reading = false;
   private _runId: number | null = null;

@@ -6,7 +6,6 @@ import { AccordionPanel, SplitPanel, Widget } from '@lumino/widgets';
 import { ICluster, IRun } from './api';
 import { ClustersView } from './clusters';
 import { StreamConnection } from './connection';
-import { button, element } from './dom';
 import { FlagsView } from './flags';
 import { FollowModel } from './follow';
 import { HistoryView } from './history';
@@ -21,6 +20,7 @@ import {
   RunsModel,
   TeamModel
 } from './models';
+import { ReplayBar } from './replay';
 import { RunsView } from './runs';
 import { TeamView } from './team';
 import { DEFAULT_SETTINGS, IPanelSettings } from './settings';
@@ -73,7 +73,7 @@ export class ObservePanel extends SidePanel {
     });
     this.runsModel.changed.connect((_, runs) => {
       this._runs = runs;
-      this._followHistory(runs);
+      this.historyModel.follow(runs);
       this.follow.setRuns(runs);
     });
     this.follow.changed.connect((_, what) => this._apply(what));
@@ -81,9 +81,7 @@ export class ObservePanel extends SidePanel {
       model: this.clusterModel,
       openPage: options.openDashboard
     });
-    this._replayBar = new Widget();
-    this._replayBar.addClass('jp-DaskObserve-replay');
-    this._replayBar.hide();
+    this._replayBar = new ReplayBar(() => this.live());
     this.metricsModel = new MetricsModel({
       stream: this.metricsStream,
       windowSeconds: settings.metricsWindow
@@ -219,8 +217,7 @@ export class ObservePanel extends SidePanel {
    * newest run's while none is).
    */
   showHistory(runId: number): void {
-    this._historyOf = runId;
-    this._followHistory(this._runs);
+    this.historyModel.pin(runId, this._runs);
   }
 
   /**
@@ -348,37 +345,7 @@ export class ObservePanel extends SidePanel {
       this.metrics.node.classList.toggle('jp-mod-gone', follow.gone);
     }
     if (what.has('replay')) {
-      const runId = follow.replaying;
-      if (runId === null) {
-        this._replayBar.hide();
-        return;
-      }
-      this._replayBar.node.replaceChildren(
-        element('span', '', `Showing run ${runId}`),
-        button('jp-DaskObserve-replay-live', 'Back to live', () => this.live())
-      );
-      this._replayBar.node.dataset.runId = String(runId);
-      this._replayBar.show();
-    }
-  }
-
-  /**
-   * Redraw the history when the runs of its name change (a new one, one that
-   * finished): of the run asked for, else of the newest run.
-   */
-  private _followHistory(runs: readonly IRun[]): void {
-    const shown =
-      runs.find(run => run.id === this._historyOf) ?? runs[0] ?? null;
-    if (shown === null) {
-      return;
-    }
-    const signature = JSON.stringify([
-      shown.id,
-      runs.filter(run => run.name === shown.name).map(r => [r.id, r.status])
-    ]);
-    if (signature !== this._historyShown) {
-      this._historyShown = signature;
-      void this.historyModel.show(shown.id, true);
+      this._replayBar.showRun(follow.replaying);
     }
   }
 
@@ -469,10 +436,8 @@ export class ObservePanel extends SidePanel {
 
   private _clusters: readonly ICluster[] = [];
   private _collapsedChanged = new Signal<this, string[]>(this);
-  private _historyOf: number | null = null;
-  private _historyShown = '';
   private _openLogsTab: (target: ITarget, label: string) => void;
-  private _replayBar: Widget;
+  private _replayBar: ReplayBar;
   private _runs: readonly IRun[] = [];
   private _settings: IPanelSettings = { ...DEFAULT_SETTINGS };
   private _teamShown = false;

@@ -1,7 +1,8 @@
 jest.mock('../api', () => ({}));
 jest.mock('../stream', () => ({}));
 
-import { PolledList } from '../models';
+import { IRun } from '../api';
+import { HistoryModel, PolledList } from '../models';
 
 /** A while: the poll's ticks go on timers. */
 function wait(ms: number): Promise<void> {
@@ -71,4 +72,47 @@ describe('PolledList', () => {
     expect(failed).toHaveLength(1);
     list.dispose();
   });
+});
+
+describe('HistoryModel', () => {
+  /** Runs as the list has them: newest first. */
+  function runs(...list: [number, string, string][]): IRun[] {
+    return list.map(([id, name, status]) => ({ id, name, status }) as IRun);
+  }
+
+  it("follows the newest run's name, and reads again when its runs change", () => {
+    const model = new HistoryModel();
+    const show = jest.spyOn(model, 'show').mockResolvedValue();
+    model.follow(runs([2, 'etl', 'running'], [1, 'etl', 'finished']));
+    model.follow(runs([2, 'etl', 'running'], [1, 'etl', 'finished']));
+    expect(show.mock.calls).toEqual([[2, true]]);
+    model.follow(runs([2, 'etl', 'finished'], [1, 'etl', 'finished']));
+    expect(show.mock.calls).toEqual([
+      [2, true],
+      [2, true]
+    ]);
+    model.dispose();
+  });
+
+  it('stays on a pinned run while runs of other names come', () => {
+    const model = new HistoryModel();
+    const show = jest.spyOn(model, 'show').mockResolvedValue();
+    const before = runs([2, 'train', 'finished'], [1, 'etl', 'finished']);
+    model.pin(1, before);
+    expect(show.mock.calls).toEqual([[1, true]]);
+    model.follow(runs([3, 'train', 'running'], ...before.map(asRow)));
+    expect(show.mock.calls).toEqual([[1, true]]); // no other name's run
+    model.follow(runs([4, 'etl', 'running'], ...before.map(asRow)));
+    expect(show.mock.calls).toEqual([
+      [1, true],
+      [1, true]
+    ]);
+    model.pin(null, before); // the newest run's again
+    expect(show.mock.calls[show.mock.calls.length - 1]).toEqual([2, true]);
+    model.dispose();
+  });
+
+  function asRow(run: IRun): [number, string, string] {
+    return [run.id, run.name, run.status];
+  }
 });
