@@ -1,0 +1,218 @@
+"""The calls a recorder makes around a run, on the scheduler: watch a run's
+span and count its tasks (``dask_observe_begin``), end it (flush every worker
+and nanny, keep where a stopped run stood: ``dask_observe_end``), its progress
+and fine performance metrics. Methods of the scheduler plugin (a mixin: they
+share its state, made in its ``start``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from .hangs import ProgressWatch, describe, work_remains
+from .wire import FLUSH_HANDLER, STACKS_HANDLER
+
+if TYPE_CHECKING:
+    from distributed import Scheduler
+
+logger = logging.getLogger(__name__)
+
+
+def fine_rows(totals: Any) -> list[tuple[str, str, str, str, float]]:
+    """Fine performance metrics (a span's, or the scheduler's for the whole
+    cluster) as (context, prefix, activity, unit, value). Keys without a prefix,
+    (context, activity, unit) such as the memory monitor's spilling, get "" as
+    prefix; keys of other shapes (distributed has some, and may add more) are
+    left out."""
+    if totals is None:
+        return []
+    rows = []
+    for key, value in totals.items():
+        if not isinstance(key, tuple) or not all(isinstance(k, str) for k in key):
+            continue
+        if len(key) == 4:
+            rows.append((*key, float(value)))
+        elif len(key) == 3:
+            rows.append((key[0], "", key[1], key[2], float(value)))
+    return rows
+
+
+def busy_seconds(span: Any) -> dict[str, float]:
+    """Seconds the span's tasks spent in each activity (thread-cpu,
+    thread-noncpu...) so far, as the workers' heartbeats have reported them;
+    threads' idle time left out. O(prefixes x activities)."""
+    busy: dict[str, float] = {}
+    if span is None:
+        return {}
+    for context, _, activity, unit, value in fine_rows(span.cumulative_worker_metrics):
+        idle = activity == "idle or other spans"
+        if context == "execute" and unit == "seconds" and not idle:
+            busy[activity] = busy.get(activity, 0.0) + value
+    return busy
+
+
+class RunCalls:
+    """The run calls of ``ObserveSchedulerPlugin`` (see the module)."""
+
+    _scheduler: Scheduler | None
+    #: Per watched span: tasks that ended, by (prefix, memory|erred).
+    _watched: dict[str, Counter[tuple[str, str]]]
+    #: Per watched span: tasks of its run filed under an older span, by prefix.
+    _adopted: dict[str, Counter[str]]
+    _progress: ProgressWatch
+    _reader_seen_at: float
+
+    def sample(self) -> None:  # the plugin's
+        raise NotImplementedError
+
+    def _event(self, kind: str, worker: str | None, data: Any) -> None:  # the plugin's
+        raise NotImplementedError
+
+    def watch(self, span_id: str) -> None:
+        """Count the span's tasks from now on. A metrics sample marks the run's
+        start, so that even a run shorter than the sampling interval has one."""
+        self._reader_seen_at = time.monotonic()
+        self._watched.setdefault(span_id, Counter())
+        self._adopted.setdefault(span_id, Counter())
+        self._progress.watch(span_id)
+        self.sample()
+
+    def unwatch(self, span_id: str) -> dict[str, int]:
+        """Stop counting the span's tasks; its totals by ``memory`` / ``erred``.
+        A last metrics sample marks the run's end."""
+        self.sample()
+        self._adopted.pop(span_id, None)
+        self._progress.unwatch(span_id)
+        totals: Counter[str] = Counter()
+        for (_, finish), n in self._watched.pop(span_id, Counter()).items():
+            totals[finish] += n
+        return dict(totals)
+
+    def begin(self, span_id: str) -> list[tuple[str, str, str, str, float]]:
+        """A run starts: watch its span, and return the cluster's fine metrics
+        totals (what the run's own are measured from, where its span cannot
+        hold them). One round trip, as a run's start must cost next to nothing."""
+        self.watch(span_id)
+        return self.fine_metrics(None)
+
+    async def end(self, span_id: str, stopped: bool = False) -> dict[str, Any]:
+        """A run ends: stop watching its span, have every worker and nanny ship
+        what it holds (a worker's heartbeat brings its last fine metrics), and
+        return the span's task counts and the fine metrics after that.
+        ``adopted``: some of its tasks went to an older span, which holds their
+        fine metrics; the span's own are then not the run's. A run ``stopped``
+        (interrupted, raising) while tasks still run keeps where it stood
+        (a ``run-stopped`` event, and the stacks of the running tasks)."""
+        assert self._scheduler is not None
+        adopted = bool(self._adopted.get(span_id))
+        if stopped and work_remains(self._scheduler):
+            since = self._progress.since(span_id) or time.time()
+            self._event("run-stopped", None, describe(self._scheduler, span_id, since))
+            await asyncio.gather(*self._stack_samples())
+        counts = self.unwatch(span_id)
+        await asyncio.gather(*self._flushes())
+        return {
+            "adopted": adopted,
+            "counts": counts,
+            "fine": self.fine_metrics(None),
+            "span_fine": self.fine_metrics(span_id),
+            "workers": list(self._scheduler.workers),
+        }
+
+    def _stack_samples(self) -> list[Awaitable[Any]]:
+        """Have every worker running tasks sample their stacks, to ship with
+        the flush that follows."""
+        assert self._scheduler is not None
+
+        async def sample(address: str) -> None:
+            assert self._scheduler is not None
+            try:
+                await getattr(self._scheduler.rpc(address), STACKS_HANDLER)()
+            except Exception as e:  # gone, or a plugin without the handler
+                logger.debug("dask-observe: no stacks of %s: %s", address, e)
+
+        return [
+            sample(ws.address)
+            for ws in self._scheduler.workers.values()
+            if ws.processing
+        ]
+
+    def _flushes(self) -> list[Awaitable[Any]]:
+        """A flush of every worker (with a heartbeat) and nanny, to await
+        together. Over the scheduler's pooled connections, which ``broadcast``
+        would open anew for each call (a few milliseconds a run's end)."""
+        assert self._scheduler is not None
+
+        async def flush(address: str, heartbeat: bool) -> None:
+            assert self._scheduler is not None
+            try:
+                call = getattr(self._scheduler.rpc(address), FLUSH_HANDLER)
+                await call(heartbeat=heartbeat)
+            except Exception as e:  # gone, or without the plugin: nothing to ship
+                logger.debug("dask-observe: no flush of %s: %s", address, e)
+
+        found: list[Awaitable[Any]] = []
+        for worker in self._scheduler.workers.values():
+            found.append(flush(worker.address, True))
+            if worker.nanny:
+                found.append(flush(worker.nanny, False))
+        return found
+
+    def fine_metrics(
+        self, span_id: str | None = None
+    ) -> list[tuple[str, str, str, str, float]]:
+        """The span's fine performance metrics (see ``fine_rows``); without a
+        span, the whole cluster's since the scheduler started."""
+        if span_id is None:
+            assert self._scheduler is not None
+            return fine_rows(self._scheduler.cumulative_worker_metrics)
+        span = self._span(span_id)
+        return fine_rows(span.cumulative_worker_metrics if span else None)
+
+    def _span(self, span_id: str) -> Any:
+        """The scheduler's span of that id, or None."""
+        assert self._scheduler is not None
+        spans = self._scheduler.extensions.get("spans")
+        return getattr(spans, "spans", {}).get(span_id)
+
+    def progress(self, span_id: str) -> dict[str, Any]:
+        """A watched span's progress by prefix, and every worker's memory.
+
+        ``prefixes`` maps a prefix to ``[total, done, erred]``: the total from the
+        span's task groups (they count every task ever added) and the run's
+        tasks filed under older spans, done and erred from the transitions
+        counted since ``watch``. O(groups + workers), never O(tasks), so it is
+        cheap at any graph size.
+        """
+        assert self._scheduler is not None
+        prefixes: dict[str, list[int]] = {}
+        span = self._span(span_id)
+        if span is not None:
+            for group in span.traverse_groups():
+                row = prefixes.setdefault(group.prefix.name, [0, 0, 0])
+                row[0] += len(group)
+        for prefix, n in self._adopted.get(span_id, Counter()).items():
+            prefixes.setdefault(prefix, [0, 0, 0])[0] += n
+        for (prefix, finish), n in self._watched.get(span_id, Counter()).items():
+            row = prefixes.setdefault(prefix, [0, 0, 0])
+            row[1 if finish == "memory" else 2] += n
+        workers = {
+            ws.address: [
+                ws.memory.managed,
+                ws.memory.unmanaged,
+                ws.memory.spilled,
+                ws.memory_limit or 0,
+                len(ws.processing),
+            ]
+            for ws in self._scheduler.workers.values()
+        }
+        return {
+            "time": time.time(),
+            "prefixes": prefixes,
+            "workers": workers,
+            "activities": busy_seconds(span),
+        }
