@@ -106,10 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument(
         "--dry-run", action="store_true", help="say what would go; change nothing"
     )
-    prune.add_argument(
-        "--archive", metavar="URL",
-        help="prune the runs published to this archive, not the local store",
-    )  # fmt: skip
+    _archive_option(
+        prune, "prune the runs published to this archive, not the local store"
+    )
     prune.set_defaults(func=cmd_prune)
     publish = subcommands.add_parser(
         "publish", help="publish runs to the team's archive (observe.archive)"
@@ -118,10 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument(
         "--all", action="store_true", help="every ended run of the store"
     )
-    publish.add_argument(
-        "--archive", metavar="URL",
-        help="where (an fsspec URL; default: dask config observe.archive)",
-    )  # fmt: skip
+    _archive_option(
+        publish, "where (an fsspec URL; default: dask config observe.archive)"
+    )
     publish.set_defaults(func=cmd_publish)
     redact = subcommands.add_parser(
         "redact",
@@ -140,3 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workers", type=int, default=2, help="number of workers")
     demo.set_defaults(func=cmd_demo)
     return parser
+
+
+def _archive_option(command: argparse.ArgumentParser, what: str) -> None:
+    command.add_argument("--archive", metavar="URL", help=what)

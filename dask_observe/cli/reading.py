@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,16 +126,16 @@ def _follow(run: Run, args: argparse.Namespace) -> None:
 
 def cmd_flags(args: argparse.Namespace) -> int:
     with source_of(args) as store:
-        flags = store.run(args.run).flags()
-    for line in flag_lines(flags):
-        print(line)
-    return 0
+        return _printed(flag_lines(store.run(args.run).flags()))
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:
     with source_of(args) as store:
-        stacks = store.run(args.run).stacks()
-    for line in stack_lines(stacks):
+        return _printed(stack_lines(store.run(args.run).stacks()))
+
+
+def _printed(lines: Iterable[str]) -> int:
+    for line in lines:
         print(line)
     return 0
 
