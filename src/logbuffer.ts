@@ -9,6 +9,13 @@ import { ILogLine } from './api';
 export type LineFilter = (line: ILogLine) => boolean;
 
 /**
+ * The filter that passes every line: set, it shows the whole buffer at once
+ * (a copy of it), not a slice at a time (a million lines took 115 ms to show
+ * again when a filter was cleared).
+ */
+export const SHOW_ALL: LineFilter = () => true;
+
+/**
  * Milliseconds of filtering per main-thread task: a filter over a large buffer
  * (the setting allows 1,000,000 lines) goes on in slices, so that typing,
  * scrolling and arriving lines are not held up.
@@ -131,6 +138,12 @@ export class LogBuffer implements IDisposable {
    */
   setFilter(matches: LineFilter): void {
     this._matches = matches;
+    if (matches === SHOW_ALL) {
+      this._refiltering = null; // a slice already posted finds it gone
+      this._shown = this._all.slice();
+      this._changed.emit();
+      return;
+    }
     this._refiltering = {
       id: ++this._refilters,
       matches,
@@ -184,7 +197,7 @@ export class LogBuffer implements IDisposable {
   private _all: ILogLine[] = [];
   private _changed = new Signal<this, void>(this);
   private _isDisposed = false;
-  private _matches: LineFilter = () => true;
+  private _matches: LineFilter = SHOW_ALL;
   private _maxLines: number;
   private _nextSlice = new MessageChannel();
   private _refiltering: IRefilter | null = null;

@@ -2,7 +2,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { element } from './dom';
 import { ILogLine } from './api';
-import { LineFilter } from './logbuffer';
+import { LineFilter, SHOW_ALL } from './logbuffer';
 
 const LEVELS: Record<string, number> = {
   DEBUG: 10,
@@ -136,7 +136,9 @@ export class LogsToolbar {
    * and filters nothing out (the user is still typing it).
    */
   matcher(): LineFilter {
+    // The lowest level is every line, those of levels without a name too.
     const level = LEVELS[this._level.value] ?? 0;
+    const anyLevel = level <= LEVELS.DEBUG;
     const text = this._filter.value;
     // The text: looked for in the message and in the worker (or source)
     // column, any case. A case-insensitive pattern tests each string as it
@@ -160,8 +162,11 @@ export class LogsToolbar {
     }
     const source = this._source.value;
     const worker = this._worker.value;
+    if (anyLevel && !text && !source && !worker) {
+      return SHOW_ALL;
+    }
     return line =>
-      (LEVELS[line.level] ?? 0) >= level &&
+      (anyLevel || (LEVELS[line.level] ?? 0) >= level) &&
       (!source || line.source === source) &&
       (!worker || line.worker === worker) &&
       test(line);

@@ -1,5 +1,5 @@
 import { ILogLine } from '../api';
-import { LogBuffer } from '../logbuffer';
+import { LogBuffer, SHOW_ALL } from '../logbuffer';
 
 function line(seq: number, message = `line ${seq}`): ILogLine {
   return {
@@ -91,6 +91,24 @@ describe('LogBuffer', () => {
     expect(shown[0]).toBe(50_010);
     expect(shown[shown.length - 1]).toBe(250_000);
     expect(shown).toHaveLength(20_000);
+  });
+
+  it('shows the whole buffer at once when the filter is cleared', async () => {
+    const buffer = newBuffer(300_000);
+    buffer.append(Array.from({ length: 300_000 }, (_, i) => line(i + 1)));
+    buffer.setFilter(l => l.seq % 1000 === 0);
+    await filtered(buffer);
+    expect(buffer.shown).toHaveLength(300);
+    // Cleared while another filter is under way: that one's slices stop.
+    buffer.setFilter(l => l.seq % 7 === 0);
+    buffer.setFilter(SHOW_ALL);
+    expect(buffer.filtering).toBeNull();
+    expect(buffer.shown).toHaveLength(300_000);
+    await new Promise(resolve => setTimeout(resolve, 20));
+    expect(buffer.shown).toHaveLength(300_000);
+    buffer.append([line(300_001)]);
+    expect(buffer.shown[buffer.shown.length - 1].seq).toBe(300_001);
+    expect(buffer.shown[0].seq).toBe(2); // the oldest left both
   });
 
   it('says when it changed', () => {

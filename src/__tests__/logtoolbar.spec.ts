@@ -1,4 +1,5 @@
 import { ILogLine } from '../api';
+import { SHOW_ALL } from '../logbuffer';
 import { LogsToolbar } from '../logtoolbar';
 
 function line(message: string, worker: string | null = null): ILogLine {
@@ -37,5 +38,16 @@ describe('LogsToolbar.matcher', () => {
     const matches = typed('a.b (c)');
     expect(matches(line('x a.b (c) y'))).toBe(true);
     expect(matches(line('x axb c y'))).toBe(false);
+  });
+
+  it('passes every line, of any level, with nothing chosen', () => {
+    const bar = new LogsToolbar();
+    expect(bar.matcher()).toBe(SHOW_ALL); // the buffer shows all at once
+    const odd = { ...line('a line of a custom level'), level: 'Level 5' };
+    expect(bar.matcher()(odd)).toBe(true);
+    bar.level = 'INFO';
+    expect(bar.matcher()).not.toBe(SHOW_ALL);
+    expect(bar.matcher()(odd)).toBe(false);
+    expect(bar.matcher()(line('a warning'))).toBe(true);
   });
 });
