@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import logging
 import os
 import re
 import socket
@@ -27,19 +26,9 @@ from dask_observe.server import payloads
 from dask_observe.store import BaseStore
 
 from .synthetic import SyntheticRun
+from .tasks import chatter, fail
 
 N_LINES = 10_000
-
-
-def chatter(n: int) -> int:
-    log = logging.getLogger("user.chatter")
-    for i in range(n):
-        log.warning("line %05d <script>alert(%d)</script>", i, i)
-    return n
-
-
-def fail(x: int) -> int:
-    raise RuntimeError(f"broken {x}")
 
 
 @pytest.fixture
