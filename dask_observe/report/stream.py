@@ -21,8 +21,8 @@ from dask_observe.report.svg import (
     SVG_ROOT,
     TEXT,
     WIDTH,
-    _slot,
     escape,
+    palette_slot,
     short_address,
 )
 from dask_observe.units import format_seconds
@@ -203,7 +203,7 @@ def task_stream(
 
 def _fill(category: str, colors: dict[str, str]) -> str:
     phase = PHASE_COLORS.get(category)
-    return phase or colors.get(category) or PALETTE[_slot(category)]
+    return phase or colors.get(category) or PALETTE[palette_slot(category)]
 
 
 def _exact_rects(

@@ -53,7 +53,7 @@ WIDTH = 860
 LABEL_WIDTH = 150
 
 
-def _slot(name: str) -> int:
+def palette_slot(name: str) -> int:
     digest = hashlib.md5(name.encode(), usedforsecurity=False).digest()
     return int.from_bytes(digest[:4], "big") % len(PALETTE)
 
@@ -69,7 +69,7 @@ def prefix_colors(prefixes: Iterable[str]) -> dict[str, str]:
     colors: dict[str, str] = {}
     free = set(range(len(PALETTE)))
     for name in sorted(set(prefixes)):
-        slot = _slot(name)
+        slot = palette_slot(name)
         if free:
             while slot not in free:
                 slot = (slot + 1) % len(PALETTE)
