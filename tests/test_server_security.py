@@ -37,10 +37,17 @@ def store_lines(path: Path, lines: list[str]) -> int:
     return run_id
 
 
-async def timed(coro: Any) -> tuple[float, Any]:
-    began = time.perf_counter()
-    result = await coro
-    return time.perf_counter() - began, result
+#: Longer than any answer takes; a stall is a wait with no end in sight (a
+#: pattern that held the server's GIL held every request for a minute). How
+#: long requests wait beside such work is measured, not asserted:
+#: benchmarks/fairness.py (seen here: a gen-2 garbage collection of the suite's
+#: own process stopped the in-process server for 0.5 s).
+STALL_S = 30.0
+
+
+async def answered(awaitable: Any) -> Any:
+    """What ``awaitable`` gives, failing if it stalls."""
+    return await asyncio.wait_for(awaitable, STALL_S)
 
 
 async def fetch(jp_fetch: Any, *parts: str, **params: Any) -> Any:
@@ -69,14 +76,12 @@ async def test_a_catastrophic_pattern_answers_at_once_and_stalls_nobody(
     # the GIL (and every request) for a minute.
     run_id = store_lines(store_path, ["a" * 28 + "b"] * 200)
     hostile = asyncio.ensure_future(
-        timed(fetch(jp_fetch, "runs", str(run_id), "logs", contains="(a+)+$", regex=1))
+        fetch(jp_fetch, "runs", str(run_id), "logs", contains="(a+)+$", regex=1)
     )
     await under_way(jp_serverapp.web_app.settings[MANAGER_SETTING], hostile)
-    waited, runs = await timed(fetch(jp_fetch, "runs"))
-    took, answer = await hostile
-    assert runs.code == 200 and waited < 0.5
+    assert (await answered(fetch(jp_fetch, "runs"))).code == 200
+    answer = await answered(hostile)
     assert answer.code == 200 and json.loads(answer.body)["lines"] == []
-    assert took < 2.0
 
 
 @pytest.mark.parametrize(
@@ -148,9 +153,8 @@ async def test_parallel_pattern_queries_are_capped(
     answers = asyncio.gather(*queries)
     manager = jp_serverapp.web_app.settings[MANAGER_SETTING]
     await under_way(manager, answers)
-    waited, runs = await timed(fetch(jp_fetch, "runs"))
-    codes = sorted(r.code for r in await answers)
-    assert runs.code == 200 and waited < 0.5
+    assert (await answered(fetch(jp_fetch, "runs"))).code == 200
+    codes = sorted(r.code for r in await answered(answers))
     assert 200 in codes and 429 in codes and set(codes) == {200, 429}
 
 
@@ -234,8 +238,7 @@ async def test_the_server_holds_a_bounded_number_of_streams(
     with pytest.raises(HTTPClientError) as refused:
         await jp_ws_fetch("dask-observe", "api", "stream")
     assert refused.value.code == 429
-    waited, runs = await timed(fetch(jp_fetch, "runs"))
-    assert runs.code == 200 and waited < 0.5
+    assert (await answered(fetch(jp_fetch, "runs"))).code == 200
     streams.pop().close()
     for _ in range(50):  # the server learns of the close on its next read
         await asyncio.sleep(0.05)
@@ -284,16 +287,35 @@ async def test_server_reads_write_nothing_and_show_a_dead_processs_run_interrupt
 async def test_closing_a_stream_during_a_slow_read_stalls_nobody(
     jp_ws_fetch: Any, jp_fetch: Any, store_path: Path
 ) -> None:
-    store_lines(store_path, [f"line {i}" for i in range(300_000)])
-    for filters in ({"contains": "^nowhere", "regex": True}, {"contains": "nowhere"}):
+    with BaseStore(store_path) as store:  # a run still recording
+        store.create_run("followed", cluster=CLUSTER)
+        store.append(
+            CLUSTER,
+            [("log", time.time(), 30, "worker", None, "u", f"line {i}")
+             for i in range(300_000)],
+        )  # fmt: skip
+
+    async def subscribe(filters: dict[str, Any]) -> Any:
         ws = await jp_ws_fetch("dask-observe", "api", "stream")
         await ws.write_message(
             json.dumps({"type": "subscribe", "run": "last", "filters": filters})
         )
         assert json.loads(await ws.read_message())["type"] == "subscribed"
-        ws.close()  # while the first poll scans 300,000 lines
-        waited, runs = await timed(fetch(jp_fetch, "runs"))
-        assert runs.code == 200 and waited < 0.5, filters
+        return ws
+
+    for filters in ({"contains": "^nowhere", "regex": True}, {"contains": "nowhere"}):
+        (await subscribe(filters)).close()  # while its first poll scans 300,000 lines
+        assert (await answered(fetch(jp_fetch, "runs"))).code == 200, filters
+        # A panel opening the same view at once reads for itself: it is not
+        # handed the read cancelled with the socket that closed.
+        again = await subscribe(filters)
+        with BaseStore(store_path) as store:
+            store.append(
+                CLUSTER, [("log", time.time(), 30, "worker", None, "u", "nowhere")]
+            )
+        frame = json.loads(await answered(again.read_message()))
+        assert [line["message"] for line in frame["logs"]] == ["nowhere"], filters
+        again.close()
 
 
 async def test_the_stream_follows_a_store_whose_writers_come_and_go(
