@@ -34,7 +34,7 @@ def install_capture(client: Client) -> dict[str, Any]:
     from dask_observe.recording import plugins
 
     try:
-        hello = plugins.hello(client)
+        hello = None if _surely_bare(client) else plugins.hello(client)
         if hello is None:
             plugins.register(client, plugins.capture_settings(since=time.time()))
             hello = plugins.hello(client)
@@ -54,6 +54,17 @@ def install_capture(client: Client) -> dict[str, Any]:
             "by another client; restart the scheduler to record it fully"
         )
     return hello
+
+
+def _surely_bare(client: Client) -> bool:
+    """The scheduler runs in this process (a LocalCluster's) and has no capture
+    plugin: no need to ask it (a round trip, with this package's functions
+    pickled by value) before shipping the plugins."""
+    from dask_observe.recording import link, plugins
+
+    scheduler = client.scheduler
+    local = link.local_scheduler(client, str(getattr(scheduler, "address", "")))
+    return local is not None and plugins.SCHEDULER_PLUGIN not in local.plugins
 
 
 def dashboard_address(client: Client, hello: dict[str, Any] | None) -> str | None:
