@@ -11,14 +11,14 @@ import sys
 
 IMPORT_A_BUNDLE = """
 import importlib, json, sys, zlib
-from dask_observe.recording.plugins import _import_bundle, bundle
+from dask_observe.recording.bundle import import_bundle, local_bundle
 
-shipped = bundle()
+shipped = local_bundle()
 files = dict(shipped.files)
 if sys.argv[1] == "changed":  # what a client of another release ships
     source = zlib.decompress(files["wire"]) + b"\\n# another release\\n"
     files["wire"] = zlib.compress(source)
-package = _import_bundle(f"{shipped.package}_{sys.argv[1]}", files)
+package = import_bundle(f"{shipped.package}_{sys.argv[1]}", files)
 wire = importlib.import_module(f"{package.__name__}.wire")
 code = wire.typed.__code__
 print(json.dumps({

@@ -2,8 +2,8 @@
 
 The plugins' code (``dask_observe.capture``: distributed and the standard library
 only) goes with each registration as source text, compressed, and is imported on
-the cluster under a name of its own, ``dask_observe_capture_<hash of the source>``.
-So:
+the cluster under a name of its own, ``dask_observe_capture_<hash of the source>``
+(:mod:`.bundle`). So:
 
 - a cluster with only dask and distributed installed (dask-gateway, Kubernetes,
   HPC images) is recorded fully;
@@ -22,21 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import linecache
 import sys
-import types
-import zlib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
-from functools import cache
-from pathlib import Path
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import NannyPlugin, SchedulerPlugin, WorkerPlugin
+
+from dask_observe.recording.bundle import import_bundle, local_bundle
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -47,31 +40,6 @@ if TYPE_CHECKING:
 SCHEDULER_PLUGIN = "dask-observe"
 WORKER_PLUGIN = "dask-observe-worker"
 NANNY_PLUGIN = "dask-observe-nanny"
-
-
-@dataclass(frozen=True)
-class Bundle:
-    """The capture package as shipped: its module name and compressed sources."""
-
-    package: str
-    #: Module name inside the package ("__init__" for the package) -> zlib'd source.
-    files: dict[str, bytes]
-
-
-@cache
-def bundle() -> Bundle:
-    """The capture package of this installation, read once per process."""
-    from dask_observe import capture
-
-    folder = Path(capture.__file__).parent
-    sources = {p.stem: p.read_bytes() for p in sorted(folder.glob("*.py"))}
-    digest = hashlib.sha256()
-    for name, source in sources.items():
-        digest.update(name.encode() + b"\0" + source + b"\0")
-    return Bundle(
-        package=f"dask_observe_capture_{digest.hexdigest()[:12]}",
-        files={name: zlib.compress(source, 9) for name, source in sources.items()},
-    )
 
 
 def capture_settings(since: float) -> CaptureSettings:
@@ -102,88 +70,12 @@ def capture_settings(since: float) -> CaptureSettings:
 
 
 # -- on the cluster: standard library only ------------------------------------------
-class _BundleImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports the modules of one bundle from their source text (as zipimport
-    does from an archive), so that the package's relative imports, its module
-    state and tracebacks (through linecache) work as if it were installed."""
-
-    def __init__(self, package: str, files: dict[str, bytes]) -> None:
-        self.package = package
-        self.files = files
-
-    def _relative(self, fullname: str) -> str | None:
-        if fullname == self.package:
-            return "__init__"
-        head, _, name = fullname.rpartition(".")
-        return name if head == self.package and name in self.files else None
-
-    def find_spec(
-        self, fullname: str, path: Any = None, target: Any = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        name = self._relative(fullname)
-        if name is None:
-            return None
-        return importlib.util.spec_from_loader(
-            fullname,
-            self,
-            origin=f"<{self.package}>/{name}.py",
-            is_package=name == "__init__",
-        )
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
-        return None  # the default module object
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        name = self._relative(module.__name__)
-        assert name is not None
-        source = zlib.decompress(self.files[name])
-        code = _installed_code(name, source)
-        if code is None:
-            text = source.decode()
-            filename = f"<{self.package}>/{name}.py"
-            # mtime None: linecache.checkcache never drops it.
-            lines = text.splitlines(True)
-            linecache.cache[filename] = (len(text), None, lines, filename)
-            code = compile(text, filename, "exec")
-        exec(code, module.__dict__)
-
-
-def _installed_code(name: str, source: bytes) -> types.CodeType | None:
-    """The bytecode Python cached for this module of an installed dask-observe,
-    when that module's source is byte for byte the source shipped (a
-    LocalCluster's processes, a cluster built from the client's environment):
-    compiling the bundle took 10-17 ms in each process a first run reaches, the
-    kernel's own included. Else None: the shipped source is compiled."""
-    try:
-        spec = importlib.util.find_spec("dask_observe")  # found, not imported
-        folders = list(spec.submodule_search_locations or []) if spec else []
-        for folder in folders:
-            path = Path(folder, "capture", f"{name}.py")
-            if path.is_file() and path.read_bytes() == source:
-                loader = importlib.machinery.SourceFileLoader(
-                    f"dask_observe.capture.{name}", str(path)
-                )
-                return loader.get_code(loader.name)
-    except (ImportError, ValueError, OSError, SyntaxError):
-        pass  # an installation that cannot say: the source it is
-    return None
-
-
-def _import_bundle(package: str, files: dict[str, bytes]) -> types.ModuleType:
-    """The bundle's package, imported once per process (later calls reuse it)."""
-    if package in sys.modules:
-        return sys.modules[package]
-    if not any(getattr(f, "package", None) == package for f in sys.meta_path):
-        sys.meta_path.append(_BundleImporter(package, files))
-    return importlib.import_module(package)
-
-
 def materialize(
     package: str, files: dict[str, bytes], role: str, settings: dict[str, Any]
 ) -> Any:
     """Unpickling a shipped plugin ends here, on the cluster: import the bundle,
     build the real plugin of ``role`` (scheduler, worker or nanny)."""
-    plugin = _import_bundle(package, files).make_plugin(role, settings)
+    plugin = import_bundle(package, files).make_plugin(role, settings)
     _read_environment_soon(role)
     return plugin
 
@@ -362,7 +254,7 @@ class _Shipped:
         self.settings = settings
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        shipped = bundle()
+        shipped = local_bundle()
         return (
             materialize,
             (shipped.package, shipped.files, self.role, asdict(self.settings)),
@@ -391,11 +283,12 @@ def _pickle_this_module_by_value() -> None:
     """distributed pickles an object with cloudpickle when its module is
     registered by value; cloudpickle then ships :func:`materialize` and
     :func:`flush_shipped` as code, not as a reference to a module the cluster
-    lacks."""
+    lacks; and so the bundle's importer, which :func:`materialize` calls."""
     import cloudpickle
 
-    if __name__ not in cloudpickle.list_registry_pickle_by_value():
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    for name in (__name__, import_bundle.__module__):
+        if name not in cloudpickle.list_registry_pickle_by_value():
+            cloudpickle.register_pickle_by_value(sys.modules[name])
 
 
 def register(client: Client, settings: CaptureSettings) -> None:
