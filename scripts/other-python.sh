@@ -2,7 +2,7 @@
 # The suite but its slow groups (browser, remote, packaging) on another Python
 # than setup.sh's: `bash scripts/other-python.sh 3.12` (pyenv's newest 3.12.x
 # here, or the interpreter PYTHON names). Its environment is .cache/py<version>
-# (git ignores .cache/). Run by .ci/run for 3.12 and 3.13.
+# (git ignores .cache/). Not in CI yet: see docs/architecture.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version="${1:?which Python, e.g. 3.12 or 3.13}"

@@ -16,6 +16,8 @@ import dask_observe
 from dask_observe.store import BaseStore, RunNotFound, StoreError
 from dask_observe.store.schema import SCHEMA_VERSION
 
+from .synthetic import SyntheticRun
+
 
 def test_open_store_defaults_to_the_configured_path(store_path: Path) -> None:
     with dask_observe.open_store() as store:
@@ -222,3 +224,18 @@ def test_a_store_of_every_earlier_schema_is_migrated_and_its_runs_stay_readable(
         assert store.run(new).status == "running"
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_runs_cluster_wide_peak_is_read_from_its_own_window(tmp_path: Path) -> None:
+    store = dask_observe.open_store(tmp_path / "s.sqlite")
+    before = SyntheticRun(store, "before", span="s1")
+    before.metrics(0.5, None, memory_spilled=9e9).end(1.0)
+    run = SyntheticRun(store, "spilled", span="s2")
+    run.metrics(1.0, None, workers=2.0, memory_spilled=1e6)
+    run.metrics(2.0, None, workers=3.0, memory_spilled=5e6)
+    # A worker's own reading is not the cluster's.
+    run.metrics(2.5, "tcp://w:1", memory_spilled=7e9, workers=40.0)
+    finished = run.end(3.0)
+    assert finished.cluster_metric_max("workers") == 3.0
+    assert finished.cluster_metric_max("memory_spilled") == 5e6
+    assert finished.cluster_metric_max("nthreads") is None

@@ -159,7 +159,6 @@ def figures(run: RunData) -> dict[str, Any]:
     """The figures a comparison reads of one run: (unit, value) by name, and the
     total compute seconds of each prefix."""
     from dask_observe.analysis.figures import (
-        cluster_max,
         peak_memory,
         phase_totals,
         prefix_table,
@@ -183,7 +182,10 @@ def figures(run: RunData) -> dict[str, Any]:
     values["CPU time"] = ("s", split.get("thread-cpu"))
     values["waiting time (GIL, I/O)"] = ("s", split.get("thread-noncpu"))
     values["peak memory"] = ("bytes", peak_memory(run))
-    values["spilled (peak)"] = ("bytes", cluster_max(run, "memory_spilled") or 0.0)
+    values["spilled (peak)"] = (
+        "bytes",
+        run.cluster_metric_max("memory_spilled") or 0.0,
+    )
     values["tasks"] = ("tasks", float(summary["n_tasks"]))
     values["failed tasks"] = ("tasks", float(summary["n_failed"]))
     prefixes = prefix_table(tasks).set_index("prefix")["total_s"]

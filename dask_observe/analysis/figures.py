@@ -175,7 +175,7 @@ def stalls_apart(run: RunData, tasks: pd.DataFrame) -> None:
     moved = fine[
         (fine["context"] == "execute") & (fine["unit"] == "bytes") & (fine["value"] > 0)
     ]
-    spilled = bool(cluster_max(run, "memory_spilled"))
+    spilled = bool(run.cluster_metric_max("memory_spilled"))
     for activity, column in DISK_COLUMNS.items():
         if fine.empty:
             stalled = tasks["prefix"].notna() & (not spilled)
@@ -218,12 +218,6 @@ def prefix_table(tasks: pd.DataFrame) -> pd.DataFrame:
         }
     )
     return table.sort_values("total_s", ascending=False).reset_index()
-
-
-def cluster_max(run: RunData, name: str) -> float | None:
-    frame = run.metrics(name)
-    values = frame[frame["worker"].isna()]["value"]
-    return float(values.max()) if len(values) else None
 
 
 def phase_totals(tasks: pd.DataFrame) -> dict[str, float]:

@@ -206,8 +206,8 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
     start = run.started
     end = run.window_end()
     ran = tasks.read(run, start, tasks.report_duration(run))
-    workers = figures.cluster_max(run, "workers")
-    threads = figures.cluster_max(run, "nthreads")
+    workers = run.cluster_metric_max("workers")
+    threads = run.cluster_metric_max("nthreads")
     alerts = run.logs(level="warning", epoch=True)
     routine = [
         figures.is_routine(logger, message)
@@ -232,7 +232,7 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
         workers=int(workers) if workers else ran.workers,
         threads=int(threads) if threads else ran.threads,
         peak_memory=float(cluster_rss["rss"].max()) if len(cluster_rss) else None,
-        peak_spilled=figures.cluster_max(run, "memory_spilled"),
+        peak_spilled=run.cluster_metric_max("memory_spilled"),
         memory=_memory_series(run, start),
         process={
             "": cluster_rss.assign(time=cluster_rss["time"] - start),

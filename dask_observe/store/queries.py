@@ -180,14 +180,16 @@ def _select(
     where: Sequence[tuple[str, Any]] = (),
     order: str = "time, seq",
     limit: int | None = None,
+    null: Sequence[str] = (),
     **equal: Any,
 ) -> tuple[str, list[Any]]:
     """Rows of ``table`` in ``window`` that meet each ``(clause, value)`` of
-    ``where`` and whose columns equal the given values (None: any)."""
+    ``where``, whose ``null`` columns are NULL and whose columns equal the
+    given values (None: any)."""
     # SQLite tests the terms in the order written: the filters, which reject most
     # rows, go before the window's, which most rows pass (measured: a text filter
     # over 1,000,000 lines took 203 ms behind the window terms).
-    clauses = [clause for clause, _ in where]
+    clauses = [clause for clause, _ in where] + [f"{c} IS NULL" for c in null]
     params = [value for _, value in where]
     window_clauses, window_params = _window(table, window)
     clauses += window_clauses
@@ -288,6 +290,19 @@ def metric_query(
     window: Window, name: str | None, worker: str | None
 ) -> tuple[str, list[Any]]:
     return _select("metrics", METRIC_COLUMNS, window, name=name, worker=worker)
+
+
+def cluster_metric_max_query(window: Window, name: str) -> tuple[str, list[Any]]:
+    """The highest cluster-wide value (a row without a worker) of metric
+    ``name`` in ``window``: NULL where there is none."""
+    return _select(
+        "metrics",
+        ["MAX(value) AS value"],
+        window,
+        order="1",
+        null=["worker"],
+        name=name,
+    )
 
 
 def event_query(window: Window, kind: str | None) -> tuple[str, list[Any]]:

@@ -260,6 +260,15 @@ class RunData:
             self.store.frame(sql, params, queries.METRIC_COLUMNS), "time", epoch=epoch
         )
 
+    def cluster_metric_max(self, name: str) -> float | None:
+        """The highest cluster-wide value (workers, nthreads, memory_spilled...)
+        of metric ``name`` in the run, or None without one: one row from
+        SQLite, where reading the samples made a DataFrame each time (a report
+        asked five times, 8 ms of a small run's report)."""
+        sql, params = queries.cluster_metric_max_query(self._window(), name)
+        value = self.store.rows(sql, params)[0]["value"]
+        return None if value is None else float(value)
+
     def events(self, kind: str | None = None, *, epoch: bool = False) -> pd.DataFrame:
         """Lifecycle events: workers added and removed, restarts, drops, topics."""
         sql, params = queries.event_query(self._window(), kind)
