@@ -200,7 +200,6 @@ async def test_a_message_nested_past_the_stack_is_an_error_not_a_closed_socket(
     closed the socket without a word (and was a 500 over REST). (Python 3.13
     parses 1,990 levels that 3.11 and 3.12 cannot; none parses 20,000.)"""
     store_lines(store_path, ["still here"])
-    nested = "[" * 1990 + "]" * 1990  # (a URL holds no 20,000)
     ws = await jp_ws_fetch("dask-observe", "api", "stream")
     await ws.write_message("[" * 20_000 + "]" * 20_000)
     error = json.loads(await ws.read_message())
@@ -208,6 +207,7 @@ async def test_a_message_nested_past_the_stack_is_an_error_not_a_closed_socket(
     await ws.write_message(json.dumps({"type": "subscribe", "run": "last"}))
     assert json.loads(await ws.read_message())["type"] == "subscribed"
     ws.close()
+    nested = "[" * 1990 + "]" * 1990  # (a URL holds no 20,000)
     response = await jp_fetch(
         "dask-observe", "api", "stream", "rows",
         params={"subscribe": nested, "upto": "5"}, raise_error=False,

@@ -50,11 +50,15 @@ def local_bundle() -> Bundle:
 class _BundleImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Imports the modules of one bundle from their source text (as zipimport
     does from an archive), so that the package's relative imports, its module
-    state and tracebacks (through linecache) work as if it were installed."""
+    state and tracebacks (through linecache) work as if it were installed; or,
+    where an installed dask-observe holds the very same source, from the
+    bytecode Python cached for it."""
 
     def __init__(self, package: str, files: dict[str, bytes]) -> None:
         self.package = package
         self.files = files
+        #: Where an installed dask-observe's capture is, looked up once.
+        self.installed = _installed_capture()
 
     def _relative(self, fullname: str) -> str | None:
         if fullname == self.package:
@@ -82,7 +86,7 @@ class _BundleImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         name = self._relative(module.__name__)
         assert name is not None
         source = zlib.decompress(self.files[name])
-        code = _installed_code(name, source)
+        code = _installed_code(self.installed, name, source)
         if code is None:
             text = source.decode()
             filename = f"<{self.package}>/{name}.py"
@@ -93,24 +97,36 @@ class _BundleImporter(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         exec(code, module.__dict__)
 
 
-def _installed_code(name: str, source: bytes) -> types.CodeType | None:
-    """The bytecode Python cached for this module of an installed dask-observe,
-    when that module's source is byte for byte the source shipped (a
-    LocalCluster's processes, a cluster built from the client's environment):
-    compiling the bundle took 10-17 ms in each process a first run reaches, the
-    kernel's own included. Else None: the shipped source is compiled."""
+def _installed_capture() -> list[Path]:
+    """The capture folders of an installed dask-observe (none: not installed),
+    found without importing it."""
     try:
-        spec = importlib.util.find_spec("dask_observe")  # found, not imported
-        folders = list(spec.submodule_search_locations or []) if spec else []
-        for folder in folders:
-            path = Path(folder, "capture", f"{name}.py")
+        spec = importlib.util.find_spec("dask_observe")
+    except (ImportError, ValueError):
+        return []
+    folders = spec.submodule_search_locations if spec is not None else None
+    return [Path(folder, "capture") for folder in folders or ()]
+
+
+def _installed_code(
+    folders: list[Path], name: str, source: bytes
+) -> types.CodeType | None:
+    """The bytecode Python cached for this module of an installed dask-observe
+    (in ``folders``), when that module's source is byte for byte the source
+    shipped (a LocalCluster's processes, a cluster built from the client's
+    environment): compiling the bundle took 10-17 ms in each process a first
+    run reaches, the kernel's own included. Else None: the shipped source is
+    compiled."""
+    for folder in folders:
+        path = folder / f"{name}.py"
+        try:
             if path.is_file() and path.read_bytes() == source:
                 loader = importlib.machinery.SourceFileLoader(
                     f"dask_observe.capture.{name}", str(path)
                 )
                 return loader.get_code(loader.name)
-    except (ImportError, ValueError, OSError, SyntaxError):
-        pass  # an installation that cannot say: the source it is
+        except (ImportError, OSError, SyntaxError):
+            pass  # an installation that cannot say: the source it is
     return None
 
 

@@ -75,27 +75,7 @@ def materialize(
 ) -> Any:
     """Unpickling a shipped plugin ends here, on the cluster: import the bundle,
     build the real plugin of ``role`` (scheduler, worker or nanny)."""
-    plugin = import_bundle(package, files).make_plugin(role, settings)
-    _read_environment_soon(role)
-    return plugin
-
-
-def _read_environment_soon(role: str) -> None:
-    """On a worker, read its process's environment in a thread as the capture
-    arrives: a first run's end asks every worker for it, and the package
-    metadata took 5 ms of a first recorded block there."""
-    if role != "worker":
-        return
-    import threading
-
-    from distributed import Worker
-
-    threading.Thread(
-        target=process_environment,
-        args=(Worker,),  # where flush_shipped finds it (a subclass inherits it)
-        name="dask-observe-environment",
-        daemon=True,
-    ).start()
+    return import_bundle(package, files).make_plugin(role, settings)
 
 
 async def flush_shipped(
@@ -238,7 +218,7 @@ async def capture_on_scheduler(
         except TypeError:  # a capture of an earlier release: no backlog to say
             found = hello()
     # In a thread: a LocalCluster(processes=False) runs its tasks beside it.
-    environment = await _process_environment_off_loop(type(dask_scheduler))
+    environment = await _process_environment_off_loop(dask_scheduler)
     return {**found, "environment": environment}
 
 
