@@ -238,6 +238,29 @@ def test_a_flood_of_200000_lines_is_stored_or_counted_and_the_scheduler_answers(
     assert stored > 0
 
 
+def say_on_the_scheduler(text: str) -> None:
+    logging.getLogger("distributed.scheduler").warning(text)
+
+
+def test_two_clusters_in_one_kernel_each_keep_their_schedulers_lines(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    first = make_client(n_workers=1, processes=False)
+    second = make_client(n_workers=1, processes=False)
+    with dask_observe.record("first", client=first) as run_first:
+        first.run_on_scheduler(say_on_the_scheduler, "the first scheduler speaks")
+    with dask_observe.record("second", client=second) as run_second:
+        second.run_on_scheduler(say_on_the_scheduler, "the second scheduler speaks")
+    # Both schedulers log through this process's one handler; each line went
+    # to the capture of the scheduler that wrote it.
+    assert list(run_first.logs(contains="scheduler speaks")["message"]) == [
+        "the first scheduler speaks"
+    ]
+    assert list(run_second.logs(contains="scheduler speaks")["message"]) == [
+        "the second scheduler speaks"
+    ]
+
+
 def test_capture_leaves_the_processs_logging_as_it_found_it() -> None:
     from dask_observe.capture.logs import CaptureHandler, parse_levels
 
@@ -269,6 +292,29 @@ def test_capture_leaves_the_processs_logging_as_it_found_it() -> None:
     assert mine.level == logging.ERROR
     assert handler not in logging.getLogger().handlers
     assert own.filters == []
+
+
+def test_two_capture_handlers_of_one_process_each_take_a_record_once() -> None:
+    from dask_observe.capture.logs import CaptureHandler, LogTuple, parse_levels
+
+    levels = parse_levels({"": "warning"})
+    taken: tuple[list[str], list[str]] = ([], [])
+
+    def into(found: list[str]) -> Callable[[LogTuple], None]:
+        return lambda record: found.append(record[3])
+
+    handlers = [CaptureHandler(levels, into(found)) for found in taken]
+    user = logging.getLogger("user.both")
+    for handler in handlers:
+        handler.install()
+        user.addHandler(handler)  # a record reaches each handler twice
+    try:
+        user.error("seen by both")
+    finally:
+        for handler in handlers:
+            user.removeHandler(handler)
+            handler.uninstall()
+    assert taken == (["seen by both"], ["seen by both"])
 
 
 @pytest.mark.parametrize("cursor_back", [0, 1, 115, 40_000, 60_000, 100_000, 10**6])

@@ -151,12 +151,17 @@ class CaptureHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         # A record may reach this handler on two loggers when a user re-enables
-        # propagation below a logger we are attached to: take it once.
-        if getattr(record, "_dask_observe", False):
+        # propagation below a logger we are attached to: take it once. Once per
+        # handler: a mark shared by all let the first capture of the process
+        # hide a record from any other (a test's handler saw no ERROR line
+        # while a recorded cluster lived in its process).
+        # (A tuple: a JSON log formatter writes a record's extra attributes.)
+        taken: tuple[int, ...] = getattr(record, "_dask_observe", ())
+        if id(self) in taken:
             return
         if record.levelno < self.threshold(record.name) or _is_own_flush(record):
             return
-        record._dask_observe = True
+        record._dask_observe = (*taken, id(self))
         try:
             self.sink(as_tuple(record))
         except Exception:

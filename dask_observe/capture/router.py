@@ -4,8 +4,9 @@ A LocalCluster runs the scheduler and every nanny inside the client's process, a
 ``processes=False`` puts workers there too: several plugins then share one logging
 tree. Each record goes to exactly one of them: by logger (``distributed.nanny*`` to a
 nanny, ``distributed.worker*`` to a worker, the rest of ``distributed`` to the
-scheduler), by the worker whose task is logging, or by the worker address or process
-id that the message names.
+scheduler), then among several of that role (two clusters in one kernel) to those of
+the event loop that logged it, by the worker whose task is logging, or by the worker
+address or process id that the message names.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class Sink:
     worker: Callable[[], str | None] = lambda: None
     pid: Callable[[], int | None] = lambda: None
     levels: Mapping[str, int] = field(default_factory=dict)
+    #: The thread of the event loop it runs on (a plugin makes its sink
+    #: there): two LocalClusters of one kernel each log from their own.
+    thread: int = field(default_factory=threading.get_ident)
 
     def names(self, message: str) -> bool:
         worker, pid = self.worker(), self.pid()
@@ -94,6 +98,11 @@ class LogRouter:
             candidates = [s for s in sinks if s.role == wanted]
             if candidates:
                 break
+        if len(candidates) > 1:
+            # A plugin of the event loop that logged it: a second cluster's
+            # scheduler in this process took the first one's lines before.
+            here = threading.get_ident()
+            candidates = [s for s in candidates if s.thread == here] or candidates
         sink = candidates[0]
         worker = sink.worker()
         if len(candidates) > 1:
