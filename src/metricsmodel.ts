@@ -38,14 +38,17 @@ export class Series {
   samples: Sample[] = [];
 
   /**
-   * The sample taken at `time`, created when it is the newest.
+   * The sample taken at `time`, created when it is the newest. A new sample
+   * starts from the one before: the capture sends a worker's values when
+   * they change (its task count between heartbeats), and each holds until
+   * the next.
    */
   at(time: number): Sample {
     const last = this.times.length - 1;
     if (last >= 0 && this.times[last] === time) {
       return this.samples[last];
     }
-    const sample: Sample = new Map();
+    const sample: Sample = new Map(this.latest());
     this.times.push(time);
     this.samples.push(sample);
     return sample;

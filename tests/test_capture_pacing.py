@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from distributed import Client, get_worker
+from distributed import Client, Worker, get_worker
 
 import dask_observe
 from dask_observe.capture.pacer import Pacer
@@ -115,3 +115,36 @@ def test_a_run_start_reads_package_metadata_off_the_workers_loop(
     assert run.environment()["packages"]["workers"]["dask"] == real("dask")
     stalls = run.events("event-loop-stall")
     assert stalls.empty, stalls.to_string()
+
+
+def stop_heartbeats(dask_worker: Worker) -> None:
+    dask_worker.periodic_callbacks["heartbeat"].stop()
+
+
+def test_a_worker_is_sampled_again_only_when_something_changed(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    """A large cluster spaces its heartbeats (2 s at 200 workers, 11 s at
+    2,000): a worker whose heartbeat did not come has nothing new but its task
+    count, which is all it is sampled for meanwhile."""
+    client = make_client(n_workers=2, threads_per_worker=1, processes=False)
+    quiet, beating = sorted(client.scheduler_info()["workers"])
+    client.run(stop_heartbeats, workers=[quiet])
+    with dask_observe.record("sparse", client=client) as run:
+        task = client.submit(time.sleep, 1.5, workers=[quiet], pure=False)
+        task.result()
+
+        def sampled_idle_again() -> bool:
+            processing = run.refresh().metrics("tasks_processing", worker=quiet)
+            return list(processing["value"])[-1:] == [0.0] and len(processing) > 1
+
+        wait_until(sampled_idle_again, "the quiet worker's count back at 0")
+        time.sleep(1.0)  # one more sampling interval, with nothing new
+        quiet_rows = run.refresh().metrics(worker=quiet)
+        beating_rows = run.refresh().metrics("cpu", worker=beating)
+    # Its whole row once, as the run began; then its count as it changed.
+    assert len(quiet_rows[quiet_rows["name"] == "cpu"]) == 1
+    processing = quiet_rows[quiet_rows["name"] == "tasks_processing"]
+    assert list(processing["value"]) == [0.0, 1.0, 0.0]
+    # The worker whose heartbeats came: a row a second, each with news.
+    assert len(beating_rows) >= 3

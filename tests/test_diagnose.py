@@ -19,7 +19,7 @@ from distributed import Client
 
 import dask_observe
 from dask_observe import Run, Store
-from dask_observe.analysis.figures import phase_totals, task_table
+from dask_observe.analysis.figures import peak_memory, phase_totals, task_table
 from dask_observe.diagnose import FLAG_KINDS
 from dask_observe.diagnose.base import RULES
 from dask_observe.diagnose.host import HOST_ADVICE
@@ -626,7 +626,43 @@ def test_load_imbalance_from_min_time(
     assert [kind for kind, _ in flags(run.end(seconds + 0.5))] == expected
 
 
+def test_load_imbalance_holds_counts_sampled_only_when_they_change(
+    run: SyntheticRun,
+) -> None:
+    # As the capture samples a large cluster: every worker at the run's start,
+    # then a worker's task count only when it changes.
+    # A's count moves every tick, B's none: B idled all along.
+    run.metrics(0.0, A, tasks_processing=5.0).metrics(0.0, B, tasks_processing=0.0)
+    for i in range(1, 8):
+        run.metrics(0.5 * i, A, tasks_processing=5.0 - i % 2)
+    assert [kind for kind, _ in flags(run.end(4.0))] == ["load-imbalance"]
+
+
+def test_a_removed_workers_last_count_is_not_held_after_it_left(
+    run: SyntheticRun,
+) -> None:
+    # B held nothing when it left: it was not idle for the 3 s after.
+    run.metrics(0.0, A, tasks_processing=5.0).metrics(0.0, B, tasks_processing=0.0)
+    run.event(0.2, "worker-removed", B, stimulus_id="worker-close")
+    for i in range(1, 8):
+        run.metrics(0.5 * i, A, tasks_processing=5.0 - i % 2)
+    assert flags(run.end(4.0)) == []
+
+
 # -- figures ---------------------------------------------------------------------
+
+
+def test_peak_memory_holds_each_workers_last_reading_until_it_left(
+    run: SyntheticRun,
+) -> None:
+    # As a large cluster's heartbeats come: not every worker every second.
+    for t in (0.0, 2.0):
+        run.metrics(t, A, memory_process=100 * MiB)
+    run.metrics(1.0, B, memory_process=200 * MiB)
+    run.event(1.2, "worker-removed", B, stimulus_id="worker-close")
+    run.metrics(4.0, A, memory_process=250 * MiB)
+    # Second 1 held A's 100 MiB beside B's 200; by second 4 B had left.
+    assert peak_memory(run.end(5.0)) == 300 * MiB
 
 
 def test_disk_time_is_zero_where_no_byte_touched_a_disk(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dask_observe.analysis.series import held
 from dask_observe.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
@@ -261,8 +262,15 @@ def process_memory(run: RunData, fast: pd.DataFrame | None = None) -> pd.DataFra
     if readings.empty:
         return pd.DataFrame({"time": [], "rss": []})
     readings["second"] = (readings["time"] // 1).astype("int64")
-    per_worker = readings.groupby(["second", "worker"])["rss"].max()
-    total = per_worker.groupby(level="second").sum()
+    per_worker = readings.groupby(["second", "worker"])["rss"].max().reset_index()
+    # A worker idle on a large cluster is read every heartbeat (2 s at 200
+    # workers): its last reading holds in the seconds between, else those
+    # seconds would sum only the workers read in them. A removed worker's
+    # holds until it left (within the second it left in).
+    removed = run.events("worker-removed", epoch=True)
+    gone = zip(removed["time"] // 1 + 0.5, removed["worker"], strict=True)
+    table = held(per_worker.rename(columns={"second": "time", "rss": "value"}), gone)
+    total = table.sum(axis=1)
     return pd.DataFrame(
         {"time": total.index.to_numpy(dtype=float), "rss": total.to_numpy()}
     )

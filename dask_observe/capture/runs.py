@@ -66,7 +66,7 @@ class RunCalls:
     _progress: ProgressWatch
     _reader_seen_at: float
 
-    def sample(self) -> None:  # the plugin's
+    def sample(self, every: bool = False) -> None:  # the plugin's
         raise NotImplementedError
 
     def _event(self, kind: str, worker: str | None, data: Any) -> None:  # the plugin's
@@ -79,12 +79,12 @@ class RunCalls:
         self._watched.setdefault(span_id, Counter())
         self._adopted.setdefault(span_id, Counter())
         self._progress.watch(span_id)
-        self.sample()
+        self.sample(every=True)
 
     def unwatch(self, span_id: str) -> dict[str, int]:
         """Stop counting the span's tasks; its totals by ``memory`` / ``erred``.
         A last metrics sample marks the run's end."""
-        self.sample()
+        self.sample(every=True)
         self._adopted.pop(span_id, None)
         self._progress.unwatch(span_id)
         totals: Counter[str] = Counter()

@@ -24,7 +24,7 @@ from .buffer import DropCountingBuffer, SequencedBuffer
 from .hangs import ProgressWatch, describe, pace, work_remains
 from .host import HostSampler
 from .logs import replay
-from .metrics import cluster_metrics, worker_metrics
+from .metrics import WorkerSamples, cluster_metrics
 from .router import LogRouter, Sink
 from .runs import RunCalls
 from .settings import CaptureSettings
@@ -147,7 +147,8 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         scheduler.handlers["dask_observe_progress"] = self.progress
         scheduler.handlers["dask_observe_fine_metrics"] = self.fine_metrics
         scheduler.handlers["dask_observe_hello"] = self.hello
-        scheduler.handlers["dask_observe_sample"] = self.sample
+        # A recorder asks for a sample to mark a run's start: of every worker.
+        scheduler.handlers["dask_observe_sample"] = lambda: self.sample(every=True)
         scheduler.handlers["dask_observe_begin"] = self.begin
         scheduler.handlers["dask_observe_end"] = self.end
         #: When a recorder last called (monotonic): a closing scheduler waits
@@ -157,6 +158,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         deque = getattr(getattr(scheduler, "_deque_handler", None), "deque", ())
         earlier = replay(deque, self.settings.levels, self.settings.since, time.time())
         self._own_logs.prepend([(*record, None) for record in earlier])
+        self._samples = WorkerSamples()
         self._sampler = PeriodicCallback(self.sample, self.settings.metrics_interval_ms)
         self._sampler.start()
         # The scheduler's own event loop, watched as the workers watch theirs.
@@ -267,6 +269,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         self, scheduler: Scheduler, worker: str, *, stimulus_id: str, **kwargs: Any
     ) -> None:
         # The stimulus says why: heartbeat missing, worker closed, comm lost, ...
+        self._samples.forget(worker)
         self._event("worker-removed", worker, {"stimulus_id": stimulus_id})
 
     def restart(self, scheduler: Scheduler) -> None:
@@ -291,14 +294,14 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         if host is not None:
             self._event("host-load", None, host)
 
-    def sample(self) -> None:
-        """Metrics of every worker and of the cluster, every metrics interval."""
+    def sample(self, every: bool = False) -> None:
+        """Metrics of the workers with news (``WorkerSamples``; ``every``: of
+        all of them) and of the cluster, every metrics interval."""
         assert self._scheduler is not None
         now = time.time()
-        for ws in self._scheduler.workers.values():
-            self.buffer.append(
-                MetricsRecord("metrics", now, ws.address, worker_metrics(ws))
-            )
+        workers = self._scheduler.workers.values()
+        for address, values in self._samples.changed(workers, every):
+            self.buffer.append(MetricsRecord("metrics", now, address, values))
         self.buffer.append(
             MetricsRecord("metrics", now, None, cluster_metrics(self._scheduler))
         )

@@ -13,11 +13,13 @@ item names the kind:
 - ``("task", time, key, prefix, span_ids, worker, thread, start, stop, status,
   nbytes, compute_s, transfer_s, disk_read_s, disk_write_s, deserialize_s,
   exception, traceback)``
-- ``("metrics", time, worker or None, {name: value})``
+- ``("metrics", time, worker or None, {name: value})``: a worker's holds all
+  its names when its heartbeat was new, else only ``tasks_processing``
+  (a value holds until the worker's next sample)
 - ``("event", time, kind, worker or None, data)``
 
 ``dask_observe_hello`` returns ``{"wire", "package", "dashboard"}``;
-``dask_observe_sample`` takes a metrics sample now.
+``dask_observe_sample`` takes a metrics sample of every worker now.
 
 Version 2 adds the two calls a run makes, one round trip each:
 ``dask_observe_begin(span_id)`` watches the span and returns the cluster's

@@ -160,8 +160,10 @@ class MemorySampler:
     gets a worker killed (seen: 1.4 s from 73 MiB to the 500 MiB limit).
 
     A sample is kept when it moved by 2% of the memory limit (of the last kept
-    value, without a limit) or a second after the last: an idle worker costs
-    a row a second, a climbing one every step of it.
+    value, without a limit), or a heartbeat's interval after the last (a
+    second at least): an idle worker costs a row a second on a small cluster
+    and one a heartbeat on a large one (distributed spaces those to ~200 a
+    second in all), a climbing one every step of it.
     """
 
     def __init__(self, worker: Worker, shipper: LogShipper) -> None:
@@ -170,13 +172,19 @@ class MemorySampler:
         self.kept_at = -float("inf")
         self.kept = 0
 
+    def _every(self) -> float:
+        """Seconds between samples of an unchanged memory: the heartbeat's."""
+        heartbeat = getattr(self.worker, "periodic_callbacks", {}).get("heartbeat")
+        interval = getattr(heartbeat, "callback_time", 0) / 1000
+        return max(1.0, interval)
+
     def sample(self, now: float) -> None:
         try:
             rss = process_rss(now)
         except Exception:  # the process is going away
             return
         limit = getattr(self.worker.memory_manager, "memory_limit", None) or self.kept
-        if abs(rss - self.kept) < 0.02 * limit and now - self.kept_at < 1.0:
+        if abs(rss - self.kept) < 0.02 * limit and now - self.kept_at < self._every():
             return
         self.kept, self.kept_at = rss, now
         self.shipper.samples.append(MemorySample(now, self.worker.address, float(rss)))

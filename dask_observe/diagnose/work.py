@@ -4,9 +4,11 @@ spread unevenly, time spent moving data."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dask_observe.analysis.series import held
 from dask_observe.diagnose.base import (
     MAX_EVIDENCE,
     Context,
@@ -16,6 +18,9 @@ from dask_observe.diagnose.base import (
     workers,
 )
 from dask_observe.units import format_seconds
+
+if TYPE_CHECKING:
+    pass
 
 
 @rule("tiny-tasks")
@@ -142,9 +147,8 @@ def load_imbalance(ctx: Context) -> list[Flag]:
     if processing.empty or threads.empty:
         return []
     nthreads = threads.groupby("worker")["value"].max()
-    samples = processing.pivot_table(
-        index="time", columns="worker", values="value", aggfunc="last"
-    )
+    # A worker's count is sampled when it changes: held until the next.
+    samples = held(processing, ((t, w) for t, w, _ in ctx.removals))
     busy = samples.gt(nthreads.reindex(samples.columns).fillna(1.0), axis=1)
     idle = samples.eq(0)
     active = samples.gt(0).any(axis=1)

@@ -253,7 +253,8 @@ class RunData:
         """Sampled metrics in long form: time, worker, name, value.
 
         Rows whose worker is None are cluster-wide (workers, threads, memory, tasks
-        by state).
+        by state). A worker's value holds until its next row: between its
+        heartbeats only ``tasks_processing`` is sampled, when it changes.
         """
         sql, params = queries.metric_query(self._window(), name, worker)
         return _to_datetimes(

@@ -45,6 +45,21 @@ describe('MetricsModel', () => {
     expect(metrics.newest).toBe(100);
   });
 
+  it('holds a value until the worker sends another', () => {
+    const [metrics, stream] = model();
+    stream.metrics.emit([
+      sample(100, 'tcp://a:1', 'cpu', 20),
+      sample(100, 'tcp://a:1', 'tasks_processing', 3)
+    ]);
+    // Between heartbeats only the task count comes.
+    stream.metrics.emit([sample(101, 'tcp://a:1', 'tasks_processing', 1)]);
+    const series = metrics.series('tcp://a:1');
+    expect(series?.times).toEqual([100, 101]);
+    expect(series?.latest()?.get('cpu')).toBe(20);
+    expect(series?.latest()?.get('tasks_processing')).toBe(1);
+    expect(series?.samples[0].get('tasks_processing')).toBe(3);
+  });
+
   it('forgets samples older than its window, and workers with none left', () => {
     const [metrics, stream] = model();
     stream.metrics.emit([sample(100, 'tcp://old:1', 'cpu')]);
