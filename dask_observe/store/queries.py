@@ -43,10 +43,34 @@ _STORED = {
 RECORD_FIELDS = _STORED
 
 
-def _insert(table: str) -> str:
+#: Most rows one INSERT statement carries (see ``_insert_rows``).
+_ROWS_PER_STATEMENT = 5_000
+
+
+def _insert_rows(
+    conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """Insert ``rows`` (every column of ``table``, in ``_STORED`` order) in a
+    few statements of many rows each, not ``executemany``'s one a row.
+
+    Python's sqlite3 lets go of the GIL for every step of a statement and must
+    take it back after: ``executemany`` steps once a row. Beside a thread that
+    holds the GIL all the time (the event loop of 200 workers in a kernel),
+    each row then waited for its turn: 400 records (7,600 metric rows) took
+    371 ms to write in a recording kernel, where one statement per 5,000 rows
+    waits twice (``benchmarks/README.md``, "Writing beside a busy event loop").
+    """
     columns = ("seq", "cluster", *_STORED[table])
-    marks = ", ".join("?" * len(columns))
-    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+    width = len(columns)
+    # SQLite's limit on bound values (32,766 since 3.32, 999 before).
+    limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    per_statement = max(1, min(_ROWS_PER_STATEMENT, limit // width))
+    head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+    row = "(" + ", ".join("?" * width) + ")"
+    for start in range(0, len(rows), per_statement):
+        part = rows[start : start + per_statement]
+        values = [value for r in part for value in r]
+        conn.execute(head + ", ".join([row] * len(part)), values)
 
 
 def _bounded(text: str | None) -> str | None:
@@ -116,7 +140,7 @@ def ingest(
     for table, inserts in (("logs", logs), ("tasks", tasks), ("metrics", metrics),
                            ("events", events)):  # fmt: skip
         if inserts:
-            conn.executemany(_insert(table), inserts)
+            _insert_rows(conn, table, inserts)
     return total
 
 

@@ -1,0 +1,99 @@
+"""Writing pulled records beside a busy event loop, as a recording kernel does.
+
+    .venv/bin/python benchmarks/busy_write.py --variant old=../old --variant new=.
+
+A kernel with a LocalCluster of many workers in it (``processes=False``) runs
+their event loop in a thread that holds the GIL nearly all the time, and the
+recorder writes what it pulls from another thread. This writes the records of
+a 200-worker run's edge (400 metrics records of 19 values: 7,600 rows) into a
+real store through ``Store.append`` (the path a pull's ``ingest`` takes), alone
+and then beside a thread that only computes (the worst such loop), five times
+each; the median is shown. Each variant runs in a process of its own with its
+``PATH`` first on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+
+def one(repeat: int) -> dict[str, float]:
+    from dask_observe import Store
+    from dask_observe.capture.wire import MetricsRecord
+
+    names = [f"metric_{i}" for i in range(19)]
+    folder = Path(tempfile.mkdtemp(prefix="busy-write-"))
+    folder.chmod(0o700)
+    store = Store(folder / "store.sqlite")
+
+    def batch(t: float) -> list[MetricsRecord]:
+        return [
+            MetricsRecord(
+                "metrics", t, f"tcp://10.0.0.{w}:4000", dict.fromkeys(names, 1.0)
+            )
+            for w in range(200)
+            for _ in range(2)
+        ]
+
+    def timed() -> float:
+        times = []
+        for i in range(repeat):
+            records = batch(1000.0 + i)
+            started = time.perf_counter()
+            store.append("busy", records)
+            times.append(time.perf_counter() - started)
+        return 1000 * statistics.median(times)
+
+    alone = timed()
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        beside = timed()
+    finally:
+        stop.set()
+        spinner.join()
+    store.close()
+    return {"alone_ms": alone, "beside_ms": beside}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--variant", action="append", default=[])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--one", action="store_true")
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one(args.repeat)))
+        return
+    print("| variant | 7,600 rows alone | beside a busy thread |")
+    print("| --- | --- | --- |")
+    for name, path in (v.split("=", 1) for v in args.variant or ["this=."]):
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(path).resolve()), env.get("PYTHONPATH", "")]
+        )
+        command = [sys.executable, __file__, "--one", "--repeat", str(args.repeat)]
+        out = subprocess.run(
+            command, env=env, capture_output=True, text=True, check=True
+        )
+        found = json.loads(out.stdout.splitlines()[-1])
+        print(f"| {name} | {found['alone_ms']:.0f} ms | {found['beside_ms']:.0f} ms |")
+
+
+if __name__ == "__main__":
+    main()
