@@ -9,8 +9,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import dask.config
 import pytest
-from distributed import Client, Worker, get_worker
+from distributed import Client, Nanny, Worker, get_worker
 
 import dask_observe
 from dask_observe.capture.pacer import Pacer
@@ -148,3 +149,33 @@ def test_a_worker_is_sampled_again_only_when_something_changed(
     assert list(processing["value"]) == [0.0, 1.0, 0.0]
     # The worker whose heartbeats came: a row a second, each with news.
     assert len(beating_rows) >= 3
+
+
+def say_last_words(dask_worker: Worker) -> str:
+    logging.getLogger("user.last").warning("last words from %s", dask_worker.address)
+    return str(dask_worker.address)
+
+
+def nanny_says(dask_worker: Nanny) -> None:
+    # A nanny's own logger: its lines go to its capture.
+    logging.getLogger("distributed.nanny.test").warning(
+        "a nanny speaks for %s", dask_worker.worker_address
+    )
+
+
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
+def test_a_runs_end_brings_the_last_lines_of_every_worker_and_nanny(
+    processes: bool, store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    """Shipping waits an hour here: only the run's end can bring these lines
+    (workers and nannies of this process are flushed by a call, the others by
+    a message)."""
+    with dask.config.set({"observe.capture.flush-interval": "1h"}):
+        client = make_client(n_workers=2, threads_per_worker=1, processes=processes)
+        with dask_observe.record("last words", client=client) as run:
+            said = sorted(client.run(say_last_words).values())
+            if processes:
+                client.run(nanny_says, nanny=True)
+    assert sorted(run.logs(contains="last words from")["worker"]) == said
+    if processes:
+        assert sorted(run.logs(contains="a nanny speaks")["worker"]) == said
