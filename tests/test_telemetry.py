@@ -111,10 +111,17 @@ def test_metrics_are_long_form_per_worker_and_for_the_cluster(run: Run) -> None:
     # Cluster-wide series for the panel's sparklines: mean CPU and the host's
     # network rate counted once (both workers run on this one host).
     assert {"cpu", "net_bps", "memory_managed"} <= set(cluster["name"])
-    last = metrics[metrics["time"] == metrics["time"].max()]
-    host_rates = last[last["name"].isin(["net_read_bps", "net_write_bps"])]
-    per_worker_rate = host_rates.groupby("worker")["value"].sum()
-    cluster_rate = last[last["worker"].isna() & (last["name"] == "net_bps")]["value"]
+    # The cluster's last sample, against each worker's values as they stood
+    # then: a worker is sampled when it has news, its values hold until then.
+    net = cluster[cluster["name"] == "net_bps"]
+    last_time = net["time"].max()
+    cluster_rate = net[net["time"] == last_time]["value"]
+    rates = per_worker[
+        per_worker["name"].isin(["net_read_bps", "net_write_bps"])
+        & (per_worker["time"] <= last_time)
+    ]
+    held = rates.sort_values("time").groupby(["worker", "name"])["value"].last()
+    per_worker_rate = held.groupby(level="worker").sum()
     assert len(per_worker_rate) == 2 and len(cluster_rate) == 1
     assert cluster_rate.iloc[0] == pytest.approx(per_worker_rate.max())
     limits = run.metrics(name="memory_limit")
