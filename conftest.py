@@ -57,13 +57,19 @@ def make_client() -> Iterator[Callable[..., Client]]:
         yield make
 
 
-#: The slow groups, marked by where their tests live, so that a quick run can
-#: leave them out (``-m "not browser and not remote and not packaging"``); the
-#: README's test command and CI run them all.
+#: Groups of tests, marked by where they live: the slow ones, so that a quick
+#: run can leave them out (``-m "not browser and not remote and not
+#: packaging"``; the README's test command and CI run them all), and those
+#: that must run alone (``timing``, see scripts/test.sh).
 GROUPS = {
-    "browser": "ui-tests/",
-    "remote": "tests/test_remote.py",
-    "packaging": "tests/test_packaging.py",
+    "browser": ("ui-tests/",),
+    "remote": ("tests/test_remote.py",),
+    "packaging": ("tests/test_packaging.py",),
+    # Verdicts that depend on the machine's load (a stall judged against the
+    # host's, a regression from timings): scripts/test.sh runs these one at a
+    # time, the rest two at a time. Elsewhere a test says so itself
+    # (``@pytest.mark.timing``: a flood's answer times, a profile's shares).
+    "timing": ("tests/test_flags.py", "tests/test_hangs.py", "tests/test_compare.py"),
 }
 
 
@@ -79,8 +85,8 @@ def pytest_collection_modifyitems(
     root = config.rootpath
     for item in items:
         where = item.path.relative_to(root).as_posix()
-        for marker, prefix in GROUPS.items():
-            if where.startswith(prefix):
+        for marker, prefixes in GROUPS.items():
+            if where.startswith(prefixes):
                 item.add_marker(marker)
     invoked = {(root / arg).resolve() for arg in config.args}
     for suite in config.getini("testpaths"):

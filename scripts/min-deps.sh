@@ -25,5 +25,5 @@ echo "min-deps: $(tr '\n' ' ' < "$venv/constraints.txt")"
 "$venv/bin/python" -m pip check
 # As an activated environment: tests start `dask scheduler` processes by name.
 export PATH="$PWD/$venv/bin:$PATH"
-"$venv/bin/python" -m pytest -p no:cacheprovider -q tests \
-  -m "not browser and not remote and not packaging"
+PYTHON="$venv/bin/python" SELECT="not browser and not remote and not packaging" \
+  bash scripts/test.sh -p no:cacheprovider -q tests

@@ -1,6 +1,6 @@
 import { SidePanel } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
-import { ISignal, Signal } from '@lumino/signaling';
+import { ISignal } from '@lumino/signaling';
 import { AccordionPanel, SplitPanel, Widget } from '@lumino/widgets';
 
 import { ICluster, IRun } from './api';
@@ -24,7 +24,7 @@ import { ReplayBar } from './replay';
 import { RunsView } from './runs';
 import { TeamView } from './team';
 import { DEFAULT_SETTINGS, IPanelSettings } from './settings';
-import { SectionSizer } from './sections';
+import { SectionFolds, SectionSizer } from './sections';
 import { ITarget, StoreStream } from './stream';
 import { LogsTab } from './tabs';
 
@@ -133,10 +133,9 @@ export class ObservePanel extends SidePanel {
       SplitPanel.setStretch(view, stretch);
       this.addWidget(view);
     }
-    this._accordion.expansionToggled.connect(() =>
-      this._collapsedChanged.emit(this.collapsed)
-    );
-    this._sizer = new SectionSizer(this._accordion, this.logs);
+    const accordion = this.content as AccordionPanel;
+    this._folds = new SectionFolds(accordion);
+    this._sizer = new SectionSizer(accordion, this.logs);
     this.teamModel.changed.connect(() => this._fitTeam());
   }
 
@@ -146,47 +145,32 @@ export class ObservePanel extends SidePanel {
    * first time one is.
    */
   private _fitTeam(): void {
-    const index = this.widgets.indexOf(this.team);
     const hasArchive = this.teamModel.archive !== null;
-    if (!hasArchive && !this.team.isHidden) {
-      this._accordion.collapse(index);
-    } else if (hasArchive && this.team.isHidden && !this._teamShown) {
-      this._accordion.expand(index);
+    if (!hasArchive) {
+      this._folds.fold(this.team, true);
+    } else if (!this._teamShown) {
+      this._folds.fold(this.team, false);
     }
     this._teamShown ||= hasArchive;
   }
 
   /**
-   * The titles of the sections collapsed now.
+   * The titles of the sections folded now; set, the sections of these titles
+   * folded and the others opened (restoring what the user left).
    */
   get collapsed(): string[] {
-    return this.widgets.filter(w => w.isHidden).map(w => w.title.label);
+    return this._folds.collapsed;
   }
 
-  /**
-   * Collapse the sections of these titles, expand the others (restoring what
-   * the user left).
-   */
   set collapsed(titles: string[]) {
-    this.widgets.forEach((widget, index) => {
-      const collapse = titles.includes(widget.title.label);
-      if (collapse && !widget.isHidden) {
-        this._accordion.collapse(index);
-      } else if (!collapse && widget.isHidden) {
-        this._accordion.expand(index);
-      }
-    });
+    this._folds.collapsed = titles;
   }
 
   /**
-   * Told the collapsed sections' titles when the user folds or opens one.
+   * Told the folded sections' titles when the user folds or opens one.
    */
-  get collapsedChanged(): ISignal<this, string[]> {
-    return this._collapsedChanged;
-  }
-
-  private get _accordion(): AccordionPanel {
-    return this.content as AccordionPanel;
+  get collapsedChanged(): ISignal<SectionFolds, string[]> {
+    return this._folds.changed;
   }
 
   /**
@@ -435,12 +419,12 @@ export class ObservePanel extends SidePanel {
   readonly connection: StreamConnection;
 
   private _clusters: readonly ICluster[] = [];
-  private _collapsedChanged = new Signal<this, string[]>(this);
   private _openLogsTab: (target: ITarget, label: string) => void;
   private _replayBar: ReplayBar;
   private _runs: readonly IRun[] = [];
   private _settings: IPanelSettings = { ...DEFAULT_SETTINGS };
   private _teamShown = false;
+  private _folds: SectionFolds;
   private _sizer: SectionSizer;
 }
 

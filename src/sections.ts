@@ -1,5 +1,6 @@
 import { IDisposable } from '@lumino/disposable';
 import { MessageLoop } from '@lumino/messaging';
+import { ISignal, Signal } from '@lumino/signaling';
 import { AccordionPanel, Widget } from '@lumino/widgets';
 
 /**
@@ -138,6 +139,60 @@ export class SectionSizer implements IDisposable {
   private _mutations: MutationObserver;
   private _resizes: ResizeObserver;
   private _userSized = false;
+}
+
+/**
+ * Which sections of an accordion are folded, by title: what the user left
+ * (saved and restored between sessions), and sections folded until they have
+ * something to show.
+ */
+export class SectionFolds {
+  constructor(accordion: AccordionPanel) {
+    this._accordion = accordion;
+    accordion.expansionToggled.connect(() =>
+      this._changed.emit(this.collapsed)
+    );
+  }
+
+  /**
+   * The titles of the sections folded now.
+   */
+  get collapsed(): string[] {
+    return this._accordion.widgets
+      .filter(w => w.isHidden)
+      .map(w => w.title.label);
+  }
+
+  /**
+   * Fold the sections of these titles, open the others.
+   */
+  set collapsed(titles: string[]) {
+    for (const widget of this._accordion.widgets) {
+      this.fold(widget, titles.includes(widget.title.label));
+    }
+  }
+
+  /**
+   * Told the folded sections' titles when the user folds or opens one.
+   */
+  get changed(): ISignal<this, string[]> {
+    return this._changed;
+  }
+
+  /**
+   * Fold (or open) one section.
+   */
+  fold(widget: Widget, folded: boolean): void {
+    const index = this._accordion.widgets.indexOf(widget);
+    if (folded && !widget.isHidden) {
+      this._accordion.collapse(index);
+    } else if (!folded && widget.isHidden) {
+      this._accordion.expand(index);
+    }
+  }
+
+  private _accordion: AccordionPanel;
+  private _changed = new Signal<this, string[]>(this);
 }
 
 namespace Private {

@@ -23,7 +23,7 @@ import dask_observe
 from dask_observe.archive import Archive, listing
 from dask_observe.archive.location import MANIFESTS, RUNS
 
-from .conftest import DASK_OBSERVE, wait_until
+from .conftest import DASK_OBSERVE, NO_GIL_MONITOR, wait_until
 from .remote import free_port
 
 ROOT = Path(__file__).parent.parent
@@ -115,11 +115,12 @@ def machine(
     return subprocess.Popen(
         [sys.executable, "-m", "tests.machine", "nightly", str(runs), "0.2", *extra],
         cwd=ROOT,
-        env=backend.environment(store),
+        env={**backend.environment(store), **NO_GIL_MONITOR},
         stderr=subprocess.PIPE,
     )
 
 
+@pytest.mark.timing  # a run's verdict is judged from its timings: run alone
 def test_two_machines_publish_and_a_third_reads_the_teams_history(
     backend: Backend, tmp_path: Path
 ) -> None:

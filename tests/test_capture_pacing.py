@@ -25,6 +25,7 @@ def say_hello() -> str:
     return address
 
 
+@pytest.mark.timing  # judged against the machine's load: run alone
 def test_workers_of_one_process_each_keep_samples_stalls_and_lines(
     store_path: Path, make_client: Callable[..., Client]
 ) -> None:
@@ -85,6 +86,7 @@ def test_a_failing_member_does_not_stop_the_others(
     assert len(logged) == 1  # once, not ten times a second
 
 
+@pytest.mark.timing  # judged against the machine's load: run alone
 def test_a_run_start_reads_package_metadata_off_the_workers_loop(
     store_path: Path,
     monkeypatch: pytest.MonkeyPatch,

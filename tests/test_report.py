@@ -217,6 +217,7 @@ def spin(seconds: float) -> float:
     return seconds
 
 
+@pytest.mark.timing  # judged against the machine's load: run alone
 def test_fine_metrics_say_where_the_threads_time_went(
     client: Client, store_path: Path
 ) -> None:
@@ -312,6 +313,7 @@ def churn(n: int) -> str:
     return text
 
 
+@pytest.mark.timing  # judged against the machine's load: run alone
 def test_the_profile_names_each_cpu_bound_task_function(
     make_client: Callable[..., Client], store_path: Path
 ) -> None:

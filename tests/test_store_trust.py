@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -20,6 +21,7 @@ from dask_observe.recording.block import NotRecorded
 from dask_observe.store import BaseStore, StoreError
 
 from . import torture
+from .conftest import NO_GIL_MONITOR
 
 
 def test_many_processes_recording_reading_and_killed_leave_every_run_whole(
@@ -221,6 +223,7 @@ def _on_a_small_disk(tmp_path: Path, readonly: bool) -> dict[str, object]:
     done = subprocess.run(
         [unshare, "--map-root-user", "--mount", "sh", "-c", shell],
         capture_output=True, text=True, timeout=120,
+        env={**os.environ, **NO_GIL_MONITOR},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])

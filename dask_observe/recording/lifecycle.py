@@ -127,7 +127,7 @@ class Recording:
                     )
                 else:
                     self.scheduler_call("dask_observe_sample")
-                    self._fine.baseline(self._recorder.flush_cluster)
+                    self._fine.baseline(self._recorder.workers.flush)
         except BaseException:
             self._span.__exit__(None, None, None)
             self._recorder.release()
@@ -160,7 +160,7 @@ class Recording:
             if started.ended.wait(START_DELAY_S):  # its end keeps it whole
                 return
             try:
-                started.workers = recorder.describe_cluster()
+                started.workers = recorder.workers.describe_cluster()
                 started.code = code if code is not None else environment.script_code()
                 ran_in = environment.assemble(
                     client_environment(),
@@ -218,9 +218,9 @@ class Recording:
         not_kept: str | None = None
         try:  # the run's last tasks and lines, readable as soon as it has ended
             if ended_reply is None:
-                workers = self._recorder.flush_cluster()
+                workers = self._recorder.workers.flush()
             else:
-                workers = self._recorder.describe_workers(ended_reply["workers"])
+                workers = self._recorder.workers.describe(ended_reply["workers"])
             self._recorder.pull()
             self._recorder.settle()
         except Exception as e:

@@ -20,6 +20,7 @@ from dask_observe import redact
 from dask_observe.capture import wire
 from dask_observe.capture.wire import VERSION as WIRE_VERSION
 from dask_observe.recording import link
+from dask_observe.recording.describe import Workers
 from dask_observe.recording.install import (
     CaptureUnavailable,
     CaptureUnavailableWarning,
@@ -104,8 +105,8 @@ class Recorder:
         #: Whether the last pull failed to reach the scheduler (it may be gone).
         self.failing = False
         self.hello: dict[str, Any] | None = None
-        #: What each worker said of itself (``describe_workers``), by address.
-        self._described: dict[str, dict[str, Any]] = {}
+        #: What the cluster's workers say of themselves.
+        self.workers = Workers(client, self.cluster)
         #: Sends what is recorded to an OpenTelemetry collector as it is stored
         #: (``observe.export.otlp.endpoint``), or None.
         self.export: LiveExport | None = None
@@ -222,6 +223,7 @@ class Recorder:
         self.hello = hello
         self.store.register_cluster(self.cluster, dashboard_address(self.client, hello))
         if self.partial is not None:
+            self.workers.enabled = False
             return
         self._begin_at_recent(hello)
         self.export = _live_export(self.cluster)
@@ -344,49 +346,11 @@ class Recorder:
         if self.owns_store:
             self.store.close()
 
-    def flush_cluster(self) -> dict[str, dict[str, Any]]:
-        """Have every worker and nanny ship what it holds, without waiting for
-        their next flush or heartbeat: a run's last lines and fine performance
-        metrics are then on the scheduler. Returns what each worker says of
-        itself (``plugins.flush_shipped``): memory thresholds, threads and
-        limits, its environment."""
-        from dask_observe.recording import plugins
-
-        if self.partial is not None:
-            return {}
-        found = plugins.flush(self.client)
-        self._described.update(found)
-        return found
-
-    def describe_workers(self, addresses: list[str]) -> dict[str, dict[str, Any]]:
-        """What these workers say of themselves (see ``flush_cluster``). Asked
-        once a worker while this recorder runs: it does not change while the
-        worker lives, and a run's end should not wait for it each time."""
-        from dask_observe.recording import plugins
-
-        unknown = [a for a in addresses if a not in self._described]
-        if unknown and self.partial is None:
-            self._described.update(plugins.flush(self.client, unknown, ship=False))
-        return {a: self._described[a] for a in addresses if a in self._described}
-
-    def describe_cluster(self) -> dict[str, dict[str, Any]]:
-        """What the cluster's workers of now say of themselves (see
-        ``describe_workers``): the scheduler's list of them is read (in this
-        process where it runs here), only workers not asked before are."""
-        if self.partial is not None:
-            return {}
-        scheduler = link.local_scheduler(self.client, self.cluster)
-        if scheduler is not None:
-            addresses = list(scheduler.workers)
-        else:
-            addresses = list(self.client.scheduler_info(n_workers=-1)["workers"])
-        return self.describe_workers(addresses)
-
     def settle(self) -> None:
         """After a worker left, wait for its nanny's next flush and pull again.
 
         A nanny whose worker just died is no longer known to the scheduler, so
-        :meth:`flush_cluster` cannot reach it; its last lines (the memory restart,
+        a run's end cannot reach it; its last lines (the memory restart,
         the exit signal) arrive with its own flush, one interval later.
         """
         if time.monotonic() - self.worker_removed_at < SETTLE_AFTER_REMOVAL_S:
