@@ -65,8 +65,8 @@ class WorkerSamples:
         self, workers: Iterable[WorkerState], every: bool = False
     ) -> Iterator[tuple[str, dict[str, float]]]:
         """(address, values) of each worker with news since its last sample;
-        ``every``: each worker's whole row (a run's start and end are marked
-        so, so that a run shorter than a heartbeat has every worker's)."""
+        ``every``: each worker's whole row (a run's start is marked so, so
+        that a run shorter than a heartbeat has every worker's)."""
         for ws in workers:
             seen, processing = ws.last_seen, len(ws.processing)
             before = self.last.get(ws.address)

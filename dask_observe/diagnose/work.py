@@ -4,7 +4,6 @@ spread unevenly, time spent moving data."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,9 +17,6 @@ from dask_observe.diagnose.base import (
     workers,
 )
 from dask_observe.units import format_seconds
-
-if TYPE_CHECKING:
-    pass
 
 
 @rule("tiny-tasks")
