@@ -212,9 +212,9 @@ const plugin: JupyterFrontEndPlugin<IDaskObserve> = {
     });
     commands.addCommand(CommandIDs.openNewestReport, {
       label: 'Open the report of the newest run',
-      isEnabled: () => panel.runsModel.items.length > 0,
+      isEnabled: () => panel.models.runs.items.length > 0,
       execute: () => {
-        const newest = panel.runsModel.items[0];
+        const newest = panel.models.runs.items[0];
         if (newest) {
           void commands.execute(CommandIDs.openReport, { run: newest.id });
         }

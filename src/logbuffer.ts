@@ -4,6 +4,11 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { ILogLine } from './api';
 
 /**
+ * Rows a live view starts with: about the newest so many of its cluster.
+ */
+export const LOG_TAIL = 20_000;
+
+/**
  * Which lines a view shows.
  */
 export type LineFilter = (line: ILogLine) => boolean;

@@ -4,14 +4,10 @@ import { Widget } from '@lumino/widgets';
 
 import { button, element, heading } from './dom';
 import { LogBuffer } from './logbuffer';
+export { LOG_TAIL } from './logbuffer';
 import { LogList } from './loglist';
 import { LogsToolbar } from './logtoolbar';
 import { ConnectionState, IGap, ILogLine, StoreStream } from './stream';
-
-/**
- * Rows a live view starts with: about the newest so many of its cluster.
- */
-export const LOG_TAIL = 20_000;
 
 /**
  * Live log lines of every process of the cluster, interleaved in store order.

@@ -3,29 +3,20 @@ import { Message } from '@lumino/messaging';
 import { ISignal } from '@lumino/signaling';
 import { AccordionPanel, SplitPanel, Widget } from '@lumino/widgets';
 
-import { ICluster, IRun } from './api';
 import { ClustersView } from './clusters';
-import { StreamConnection } from './connection';
 import { FlagsView } from './flags';
 import { FollowModel } from './follow';
 import { HistoryView } from './history';
 import { observeIcon } from './icon';
-import { LOG_TAIL, LogsView } from './logs';
+import { LogsView } from './logs';
 import { MetricsView } from './metrics';
-import { MetricsModel } from './metricsmodel';
-import {
-  ClusterModel,
-  FlagsModel,
-  HistoryModel,
-  RunsModel,
-  TeamModel
-} from './models';
+import { PanelModels } from './panelmodels';
 import { ReplayBar } from './replay';
 import { RunsView } from './runs';
 import { TeamView } from './team';
-import { DEFAULT_SETTINGS, IPanelSettings } from './settings';
+import { IPanelSettings } from './settings';
 import { SectionFolds, SectionSizer } from './sections';
-import { ITarget, StoreStream } from './stream';
+import { ITarget } from './stream';
 import { LogsTab } from './tabs';
 
 /**
@@ -36,7 +27,8 @@ export const PANEL_ID = 'dask-observe-panel';
 export { DEFAULT_SETTINGS, IPanelSettings } from './settings';
 
 /**
- * The Dask Observe side panel: one widget holding the views of the store.
+ * The Dask Observe side panel: the views of the store, drawing its models
+ * (`PanelModels`: the socket, subscriptions, polled lists, what is followed).
  *
  * Live, it follows the most recently seen live cluster and the newest run's
  * flags (with no live cluster seen yet, the newest run's logs and metrics); a
@@ -49,71 +41,40 @@ export class ObservePanel extends SidePanel {
     this.addClass('jp-DaskObserve-panel');
     this.title.icon = observeIcon;
     this.title.caption = 'Dask Observe';
-    const settings = { ...DEFAULT_SETTINGS, ...options.settings };
-    // One socket for the panel's subscriptions: its logs, metrics and flags.
-    this.connection = new StreamConnection();
-    this.stream = new StoreStream(['logs'], this.connection);
-    this.metricsStream = new StoreStream(
-      ['metrics', 'events'],
-      this.connection
-    );
+    const models = (this.models = new PanelModels(options.settings));
+    const settings = models.settings;
     this._openLogsTab = options.openLogs;
-    // Polled while the panel shows (see onAfterShow), not while it is hidden.
-    this.clusterModel = new ClusterModel({
-      interval: settings.refreshInterval,
-      active: false
-    });
-    this.runsModel = new RunsModel({
-      interval: settings.refreshInterval,
-      active: false
-    });
-    this.clusterModel.changed.connect((_, clusters) => {
-      this._clusters = clusters;
-      this.follow.setClusters(clusters);
-    });
-    this.runsModel.changed.connect((_, runs) => {
-      this._runs = runs;
-      this.historyModel.follow(runs);
-      this.follow.setRuns(runs);
-    });
-    this.follow.changed.connect((_, what) => this._apply(what));
+    models.follow.changed.connect((_, what) => this._apply(what));
     this.clusters = new ClustersView({
-      model: this.clusterModel,
+      model: models.clusters,
       openPage: options.openDashboard
     });
     this._replayBar = new ReplayBar(() => this.live());
-    this.metricsModel = new MetricsModel({
-      stream: this.metricsStream,
-      windowSeconds: settings.metricsWindow
-    });
-    this.metrics = new MetricsView({ model: this.metricsModel });
+    this.metrics = new MetricsView({ model: models.metrics });
     this.logs = new LogsView({
-      stream: this.stream,
+      stream: models.logs,
       maxLines: settings.logBufferSize,
       level: settings.defaultLevel,
       openInTab: () => this.openLogsTab()
     });
-    this.metricsModel.goneChanged.connect((_, gone) => this.logs.setGone(gone));
-    this.metricsModel.workerAdded.connect((_, worker) =>
+    models.metrics.goneChanged.connect((_, gone) => this.logs.setGone(gone));
+    models.metrics.workerAdded.connect((_, worker) =>
       this.logs.addWorker(worker)
     );
-    this.flagsModel = new FlagsModel(this.connection);
-    this.flags = new FlagsView(this.flagsModel);
+    this.flags = new FlagsView(models.flags);
     this.runs = new RunsView({
-      model: this.runsModel,
+      model: models.runs,
       openReport: options.openReport,
       openComparison: options.openComparison,
       replay: run => this.replay(run),
-      showHistory: run => this.showHistory(run)
+      showHistory: run => models.showHistory(run)
     });
-    this.teamModel = new TeamModel({ active: false });
     this.team = new TeamView({
-      model: this.teamModel,
+      model: models.team,
       openReport: options.openArchiveReport,
       openComparison: options.openArchiveComparison
     });
-    this.historyModel = new HistoryModel();
-    this.history = new HistoryView(this.historyModel);
+    this.history = new HistoryView(models.history);
     this.configure(settings);
     this.header.addWidget(this._replayBar);
     // Sections of an accordion, as the debugger's sidebar has them: each
@@ -136,7 +97,7 @@ export class ObservePanel extends SidePanel {
     const accordion = this.content as AccordionPanel;
     this._folds = new SectionFolds(accordion);
     this._sizer = new SectionSizer(accordion, this.logs);
-    this.teamModel.changed.connect(() => this._fitTeam());
+    models.team.changed.connect(() => this._fitTeam());
   }
 
   /**
@@ -145,7 +106,7 @@ export class ObservePanel extends SidePanel {
    * first time one is.
    */
   private _fitTeam(): void {
-    const hasArchive = this.teamModel.archive !== null;
+    const hasArchive = this.models.team.archive !== null;
     if (!hasArchive) {
       this._folds.fold(this.team, true);
     } else if (!this._teamShown) {
@@ -177,11 +138,9 @@ export class ObservePanel extends SidePanel {
    * Apply changed settings to the open views.
    */
   configure(settings: Partial<IPanelSettings>): void {
-    const s = (this._settings = { ...this._settings, ...settings });
-    this.clusterModel.interval = s.refreshInterval;
-    this.runsModel.interval = s.refreshInterval;
+    this.models.configure(settings);
+    const s = this.models.settings;
     this.metrics.refreshInterval = Math.min(1000, s.refreshInterval);
-    this.metricsModel.windowSeconds = s.metricsWindow;
     this.logs.maxLines = s.logBufferSize;
     if (settings.defaultLevel !== undefined) {
       this.logs.level = s.defaultLevel;
@@ -193,22 +152,14 @@ export class ObservePanel extends SidePanel {
    * place of the live ones.
    */
   replay(runId: number): void {
-    this.follow.replay(runId);
-  }
-
-  /**
-   * Show the history of that run's name (until another is asked for; the
-   * newest run's while none is).
-   */
-  showHistory(runId: number): void {
-    this.historyModel.pin(runId, this._runs);
+    this.models.follow.replay(runId);
   }
 
   /**
    * Follow the newest live cluster and run again.
    */
   live(): void {
-    this.follow.backToLive();
+    this.models.follow.backToLive();
   }
 
   /**
@@ -217,13 +168,14 @@ export class ObservePanel extends SidePanel {
    * cluster or run, the same workers marked as gone.
    */
   logsTabOptions(target: ITarget, label: string): LogsTab.IOptions {
-    const metrics = this.metricsModel;
+    const metrics = this.models.metrics;
     const same =
-      JSON.stringify(this.metricsStream.target) === JSON.stringify(target);
+      JSON.stringify(this.models.metricsStream.target) ===
+      JSON.stringify(target);
     return {
       target,
       label,
-      maxLines: this._settings.logBufferSize,
+      maxLines: this.models.settings.logBufferSize,
       level: this.logs.level,
       gone: same
         ? {
@@ -240,23 +192,14 @@ export class ObservePanel extends SidePanel {
    * The settings in effect.
    */
   get settings(): Readonly<IPanelSettings> {
-    return this._settings;
+    return this.models.settings;
   }
 
   dispose(): void {
     if (this.isDisposed) {
       return;
     }
-    this.clusterModel.dispose();
-    this.runsModel.dispose();
-    this.teamModel.dispose();
-    this.stream.dispose();
-    this.metricsStream.dispose();
-    this.flagsModel.dispose();
-    this.metricsModel.dispose();
-    this.connection.dispose();
-    this.historyModel.dispose();
-    this.follow.dispose();
+    this.models.dispose();
     this._sizer.dispose();
     super.dispose();
   }
@@ -285,9 +228,7 @@ export class ObservePanel extends SidePanel {
   }
 
   private _poll(active: boolean): void {
-    this.clusterModel.active = active;
-    this.runsModel.active = active;
-    this.teamModel.active = active;
+    this.models.active = active;
   }
 
   /**
@@ -295,35 +236,25 @@ export class ObservePanel extends SidePanel {
    * a main-area tab.
    */
   openLogsTab(): void {
-    const target = this.stream.target;
+    const target = this.models.logs.target;
     if (target?.run !== undefined) {
       this._openLogsTab(target, `run ${target.run}`);
     } else if (target?.cluster !== undefined) {
-      const cluster = this._clusters.find(c => c.id === target.cluster);
+      const clusters = this.models.clusterList;
+      const cluster = clusters.find(c => c.id === target.cluster);
       this._openLogsTab(target, cluster?.address ?? target.cluster);
     }
   }
 
   /**
-   * Do what the follow model decided: the streams follow its target, the
-   * flags its run, the workers greyed while their cluster is gone, the
+   * Draw what the follow model decided (the models follow it themselves):
+   * the logs' subject, the workers greyed while their cluster is gone, the
    * replay bar while a run is replayed.
    */
   private _apply(what: ReadonlySet<FollowModel.Change>): void {
-    const follow = this.follow;
-    const target = follow.target;
-    if (what.has('target') && target !== null) {
+    const follow = this.models.follow;
+    if (what.has('target') && follow.target !== null) {
       this.logs.setSubject(follow.subject);
-      if (follow.live) {
-        this.stream.follow(target, -LOG_TAIL);
-        this.metricsStream.follow(target, 0, this._settings.metricsWindow);
-      } else {
-        this.stream.follow(target);
-        this.metricsStream.follow(target);
-      }
-    }
-    if (what.has('flags') && follow.flagsRun !== null) {
-      this.flagsModel.follow(follow.flagsRun);
     }
     if (what.has('gone')) {
       this.metrics.node.classList.toggle('jp-mod-gone', follow.gone);
@@ -334,34 +265,19 @@ export class ObservePanel extends SidePanel {
   }
 
   /**
+   * What the views draw.
+   */
+  readonly models: PanelModels;
+
+  /**
    * The clusters being (or once) recorded, with their dashboard pages.
    */
   readonly clusters: ClustersView;
 
   /**
-   * What the live views follow (a live cluster, the newest run, a replay).
-   */
-  readonly follow = new FollowModel();
-
-  /**
-   * The clusters recorders watch, polled while the panel shows.
-   */
-  readonly clusterModel: ClusterModel;
-
-  /**
-   * The runs in the store, polled while the panel shows.
-   */
-  readonly runsModel: RunsModel;
-
-  /**
    * The flags of the newest (or replayed) run.
    */
   readonly flags: FlagsView;
-
-  /**
-   * The flags of the newest (or replayed) run, as the server judges them.
-   */
-  readonly flagsModel: FlagsModel;
 
   /**
    * The live (or replayed) log lines.
@@ -374,16 +290,6 @@ export class ObservePanel extends SidePanel {
   readonly metrics: MetricsView;
 
   /**
-   * The samples and workers the metrics view draws.
-   */
-  readonly metricsModel: MetricsModel;
-
-  /**
-   * The metrics view's subscription.
-   */
-  readonly metricsStream: StoreStream;
-
-  /**
    * The list of recorded runs.
    */
   readonly runs: RunsView;
@@ -394,35 +300,12 @@ export class ObservePanel extends SidePanel {
   readonly team: TeamView;
 
   /**
-   * The team's runs, polled while the panel shows.
-   */
-  readonly teamModel: TeamModel;
-
-  /**
    * Wall time and peak memory of the runs sharing the selected run's name.
    */
   readonly history: HistoryView;
 
-  /**
-   * The history that view shows.
-   */
-  readonly historyModel: HistoryModel;
-
-  /**
-   * The logs view's subscription.
-   */
-  readonly stream: StoreStream;
-
-  /**
-   * The one websocket of the panel's subscriptions.
-   */
-  readonly connection: StreamConnection;
-
-  private _clusters: readonly ICluster[] = [];
   private _openLogsTab: (target: ITarget, label: string) => void;
   private _replayBar: ReplayBar;
-  private _runs: readonly IRun[] = [];
-  private _settings: IPanelSettings = { ...DEFAULT_SETTINGS };
   private _teamShown = false;
   private _folds: SectionFolds;
   private _sizer: SectionSizer;

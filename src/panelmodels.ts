@@ -1,0 +1,192 @@
+import { IDisposable } from '@lumino/disposable';
+
+import { ICluster, IRun } from './api';
+import { StreamConnection } from './connection';
+import { FollowModel } from './follow';
+import { LOG_TAIL } from './logbuffer';
+import { MetricsModel } from './metricsmodel';
+import {
+  ClusterModel,
+  FlagsModel,
+  HistoryModel,
+  RunsModel,
+  TeamModel
+} from './models';
+import { DEFAULT_SETTINGS, IPanelSettings } from './settings';
+import { StoreStream } from './stream';
+
+/**
+ * What the side panel shows, without drawing any of it: its one socket and
+ * the subscriptions on it, the lists it polls, and the follow model, whose
+ * decisions it carries out on the subscriptions (the live cluster from its
+ * recent past, a run from its start). The panel's views draw these; jest
+ * tests them over a fake socket.
+ */
+export class PanelModels implements IDisposable {
+  constructor(settings: Partial<IPanelSettings> = {}) {
+    const s = (this._settings = { ...DEFAULT_SETTINGS, ...settings });
+    this.logs = new StoreStream(['logs'], this.connection);
+    this.metricsStream = new StoreStream(
+      ['metrics', 'events'],
+      this.connection
+    );
+    this.metrics = new MetricsModel({
+      stream: this.metricsStream,
+      windowSeconds: s.metricsWindow
+    });
+    this.flags = new FlagsModel(this.connection);
+    // Polled while the panel shows (see `active`), not while it is hidden.
+    const polled = { interval: s.refreshInterval, active: false };
+    this.clusters = new ClusterModel(polled);
+    this.runs = new RunsModel(polled);
+    this.team = new TeamModel({ active: false });
+    this.clusters.changed.connect((_, clusters) => {
+      this._clusterList = clusters;
+      this.follow.setClusters(clusters);
+    });
+    this.runs.changed.connect((_, runs) => {
+      this._runList = runs;
+      this.history.follow(runs);
+      this.follow.setRuns(runs);
+    });
+    this.follow.changed.connect((_, what) => this._apply(what));
+  }
+
+  /**
+   * The one websocket of the panel's subscriptions.
+   */
+  readonly connection = new StreamConnection();
+
+  /**
+   * The logs' subscription.
+   */
+  readonly logs: StoreStream;
+
+  /**
+   * The metrics' and worker events' subscription.
+   */
+  readonly metricsStream: StoreStream;
+
+  /**
+   * The samples and workers the metrics view draws.
+   */
+  readonly metrics: MetricsModel;
+
+  /**
+   * The flags of the newest (or replayed) run, as the server judges them.
+   */
+  readonly flags: FlagsModel;
+
+  /**
+   * The clusters recorders watch.
+   */
+  readonly clusters: ClusterModel;
+
+  /**
+   * The runs in the store.
+   */
+  readonly runs: RunsModel;
+
+  /**
+   * The team's runs.
+   */
+  readonly team: TeamModel;
+
+  /**
+   * Wall time and peak memory of the runs sharing a run's name.
+   */
+  readonly history = new HistoryModel();
+
+  /**
+   * What the live views follow (a live cluster, the newest run, a replay).
+   */
+  readonly follow = new FollowModel();
+
+  /**
+   * The clusters as last polled.
+   */
+  get clusterList(): readonly ICluster[] {
+    return this._clusterList;
+  }
+
+  /**
+   * Whether the lists are polled (while the panel shows).
+   */
+  set active(active: boolean) {
+    this.clusters.active = active;
+    this.runs.active = active;
+    this.team.active = active;
+  }
+
+  /**
+   * The settings in effect.
+   */
+  get settings(): Readonly<IPanelSettings> {
+    return this._settings;
+  }
+
+  /**
+   * Apply changed settings to the models (the views take theirs).
+   */
+  configure(settings: Partial<IPanelSettings>): void {
+    const s = (this._settings = { ...this._settings, ...settings });
+    this.clusters.interval = s.refreshInterval;
+    this.runs.interval = s.refreshInterval;
+    this.metrics.windowSeconds = s.metricsWindow;
+  }
+
+  /**
+   * Show the history of that run's name (until another is asked for; the
+   * newest run's while none is).
+   */
+  showHistory(runId: number): void {
+    this.history.pin(runId, this._runList);
+  }
+
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    this.clusters.dispose();
+    this.runs.dispose();
+    this.team.dispose();
+    this.logs.dispose();
+    this.metricsStream.dispose();
+    this.flags.dispose();
+    this.metrics.dispose();
+    this.connection.dispose();
+    this.history.dispose();
+    this.follow.dispose();
+  }
+
+  /**
+   * Carry out what the follow model decided on the subscriptions: a live
+   * cluster from its recent past (the logs' tail, the metrics' window), a
+   * run from its start; the flags of its run.
+   */
+  private _apply(what: ReadonlySet<FollowModel.Change>): void {
+    const target = this.follow.target;
+    if (what.has('target') && target !== null) {
+      if (this.follow.live) {
+        this.logs.follow(target, -LOG_TAIL);
+        this.metricsStream.follow(target, 0, this._settings.metricsWindow);
+      } else {
+        this.logs.follow(target);
+        this.metricsStream.follow(target);
+      }
+    }
+    if (what.has('flags') && this.follow.flagsRun !== null) {
+      this.flags.follow(this.follow.flagsRun);
+    }
+  }
+
+  private _clusterList: readonly ICluster[] = [];
+  private _disposed = false;
+  private _runList: readonly IRun[] = [];
+  private _settings: IPanelSettings;
+}
