@@ -7,6 +7,7 @@ share its state, made in its ``start``)."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections import Counter
@@ -57,9 +58,9 @@ def busy_seconds(span: Any) -> dict[str, float]:
     return busy
 
 
-def _servers_on_this_loop() -> dict[str, Callable[..., Awaitable[Any]]]:
-    """The flush handlers of the workers and nannies that run in this process
-    on this event loop (``processes=False``; a LocalCluster's nannies): by
+def _handlers_on_this_loop(name: str) -> dict[str, Callable[..., Any]]:
+    """That handler of each worker and nanny that runs in this process on
+    this event loop (``processes=False``; a LocalCluster's nannies), by
     address. A run's end calls those directly, where a message to each took
     50 ms for 200 workers of one process, all on this one loop."""
     from distributed import Nanny, Worker
@@ -67,7 +68,7 @@ def _servers_on_this_loop() -> dict[str, Callable[..., Awaitable[Any]]]:
     loop = IOLoop.current()
     found = {}
     for server in [*Worker._instances, *Nanny._instances]:
-        handler = server.handlers.get(FLUSH_HANDLER)
+        handler = server.handlers.get(name)
         if handler is not None and server.loop is loop and server.address:
             found[server.address] = handler
     return found
@@ -147,44 +148,42 @@ class RunCalls:
         """Have every worker running tasks sample their stacks, to ship with
         the flush that follows."""
         assert self._scheduler is not None
-
-        async def sample(address: str) -> None:
-            assert self._scheduler is not None
-            try:
-                await getattr(self._scheduler.rpc(address), STACKS_HANDLER)()
-            except Exception as e:  # gone, or a plugin without the handler
-                logger.debug("dask-observe: no stacks of %s: %s", address, e)
-
-        return [
-            sample(ws.address)
-            for ws in self._scheduler.workers.values()
-            if ws.processing
-        ]
+        busy = [ws.address for ws in self._scheduler.workers.values() if ws.processing]
+        return self._calls(STACKS_HANDLER, [(address, {}) for address in busy])
 
     def _flushes(self) -> list[Awaitable[Any]]:
         """A flush of every worker (with a heartbeat) and nanny, to await
-        together. Over the scheduler's pooled connections, which ``broadcast``
-        would open anew for each call (a few milliseconds a run's end)."""
+        together."""
         assert self._scheduler is not None
-        here = _servers_on_this_loop()
+        calls: list[tuple[str, dict[str, Any]]] = []
+        for worker in self._scheduler.workers.values():
+            calls.append((worker.address, {"heartbeat": True}))
+            if worker.nanny:
+                calls.append((worker.nanny, {"heartbeat": False}))
+        return self._calls(FLUSH_HANDLER, calls)
 
-        async def flush(address: str, heartbeat: bool) -> None:
+    def _calls(
+        self, name: str, calls: list[tuple[str, dict[str, Any]]]
+    ) -> list[Awaitable[Any]]:
+        """The handler ``name`` of each (address, arguments), to await
+        together: called directly for a server on this event loop, elsewhere
+        a message over the scheduler's pooled connections (``broadcast``
+        would open new ones each time: a few milliseconds a run's end). A
+        server gone, or without the plugin, has nothing to give: skipped."""
+        here = _handlers_on_this_loop(name) if calls else {}
+
+        async def call(address: str, arguments: dict[str, Any]) -> None:
             assert self._scheduler is not None
             try:
-                # In this process, a call; elsewhere, a message.
-                call = here.get(address) or getattr(
-                    self._scheduler.rpc(address), FLUSH_HANDLER
-                )
-                await call(heartbeat=heartbeat)
-            except Exception as e:  # gone, or without the plugin: nothing to ship
-                logger.debug("dask-observe: no flush of %s: %s", address, e)
+                handler = here.get(address)
+                if handler is None:
+                    await getattr(self._scheduler.rpc(address), name)(**arguments)
+                elif inspect.isawaitable(done := handler(**arguments)):
+                    await done
+            except Exception as e:
+                logger.debug("dask-observe: no %s of %s: %s", name, address, e)
 
-        found: list[Awaitable[Any]] = []
-        for worker in self._scheduler.workers.values():
-            found.append(flush(worker.address, True))
-            if worker.nanny:
-                found.append(flush(worker.nanny, False))
-        return found
+        return [call(address, arguments) for address, arguments in calls]
 
     def fine_metrics(
         self, span_id: str | None = None
