@@ -26,6 +26,8 @@ from dask_observe.api import Run, Store
 #: Each worker's memory limit: small, so that spilling and a memory death
 #: come within seconds.
 MEMORY_LIMIT = "400MiB"
+#: How long the hang's block waits for its task before a timeout stops it.
+HANG_TIMEOUT_S = 4.0
 #: The hang's flags judged after seconds rather than the default 10 s / 30 s.
 HANG_FLAGS = {
     "observe.flags.hung-task.after": "2s",
@@ -58,10 +60,15 @@ def _grow(_: int) -> int:
 
 
 def _wait_forever(_: int) -> None:
-    """A task that waits on something that never happens (a lost message)."""
+    """A task that waits on something that never happens (a lost message),
+    until a second after its block gave up on it: long enough to be the
+    hang, short enough that the cluster then closes without killing the
+    worker (a worker process waits for its running task as it exits: with
+    15 s here, the demo's last 4 s were its nanny's wait, ending in
+    "Worker process still alive after 4.0 seconds, killing")."""
     import threading
 
-    threading.Event().wait(15)
+    threading.Event().wait(HANG_TIMEOUT_S + 1)
 
 
 def _clean(client: Any) -> None:
@@ -93,7 +100,7 @@ def _memory_death(client: Any) -> None:
 def _hang(client: Any) -> None:
     """A user's timeout stops the block (and so the run) with the task still
     waiting: what was running, and where, is the run's last word."""
-    client.submit(_wait_forever, 1, pure=False).result(timeout=4)
+    client.submit(_wait_forever, 1, pure=False).result(timeout=HANG_TIMEOUT_S)
 
 
 #: The demo's runs: name, what it does, the config it runs under.
