@@ -1,4 +1,8 @@
-import { IDisposable } from '@lumino/disposable';
+import {
+  DisposableDelegate,
+  DisposableSet,
+  IDisposable
+} from '@lumino/disposable';
 
 import { ICluster, IRun } from './api';
 import { StreamConnection } from './connection';
@@ -50,6 +54,18 @@ export class PanelModels implements IDisposable {
       this.follow.setRuns(runs);
     });
     this.follow.changed.connect((_, what) => this._apply(what));
+    this._owned = DisposableSet.from([
+      this.clusters,
+      this.runs,
+      this.team,
+      this.logs,
+      this.metricsStream,
+      this.flags,
+      this.metrics,
+      this.connection,
+      this.history,
+      new DisposableDelegate(() => this.follow.dispose())
+    ]);
   }
 
   /**
@@ -144,24 +160,11 @@ export class PanelModels implements IDisposable {
   }
 
   get isDisposed(): boolean {
-    return this._disposed;
+    return this._owned.isDisposed;
   }
 
   dispose(): void {
-    if (this._disposed) {
-      return;
-    }
-    this._disposed = true;
-    this.clusters.dispose();
-    this.runs.dispose();
-    this.team.dispose();
-    this.logs.dispose();
-    this.metricsStream.dispose();
-    this.flags.dispose();
-    this.metrics.dispose();
-    this.connection.dispose();
-    this.history.dispose();
-    this.follow.dispose();
+    this._owned.dispose();
   }
 
   /**
@@ -186,7 +189,7 @@ export class PanelModels implements IDisposable {
   }
 
   private _clusterList: readonly ICluster[] = [];
-  private _disposed = false;
+  private _owned: DisposableSet;
   private _runList: readonly IRun[] = [];
   private _settings: IPanelSettings;
 }

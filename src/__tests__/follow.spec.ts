@@ -1,32 +1,5 @@
 import { FollowModel } from '../follow';
-import { ICluster, IRun } from '../api';
-
-function cluster(id: string, alive: boolean): ICluster {
-  return {
-    id,
-    address: `tcp://${id}:8786`,
-    dashboard: null,
-    first_seen: 0,
-    last_seen: 0,
-    alive
-  };
-}
-
-function run(id: number): IRun {
-  return {
-    id,
-    name: 'etl',
-    status: 'finished',
-    started: id,
-    ended: id + 1,
-    duration_s: 1,
-    n_tasks: 1,
-    n_failed: 0,
-    n_flags: 0,
-    cluster: null,
-    partial: null
-  };
-}
+import { cluster, run } from './fixtures';
 
 /** The model, and every change it told, in order. */
 function model(): [FollowModel, string[][]] {

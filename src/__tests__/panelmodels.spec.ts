@@ -1,18 +1,12 @@
 import { ICluster, IRun } from '../api';
+import { cluster, run } from './fixtures';
 import { LOG_TAIL } from '../logbuffer';
 import { PanelModels } from '../panelmodels';
 import { FakeSocket } from './fakesocket';
 
-jest.mock('@jupyterlab/services', () => ({
-  ServerConnection: {
-    makeSettings: () => ({
-      wsUrl: 'ws://lab/',
-      baseUrl: 'http://lab/',
-      appendToken: false,
-      WebSocket: FakeSocket
-    })
-  }
-}));
+jest.mock('@jupyterlab/services', () =>
+  jest.requireActual<typeof import('./fixtures')>('./fixtures').services()
+);
 jest.mock('@jupyterlab/coreutils', () => ({
   URLExt: { join: (...parts: string[]) => parts.join('/') }
 }));
@@ -27,33 +21,6 @@ jest.mock('../api', () => ({
   fetchArchive: async () => ({ archive: null, runs: [] }),
   fetchHistory: async () => ({ runs: [] })
 }));
-
-function cluster(id: string, alive: boolean): ICluster {
-  return {
-    id,
-    address: `tcp://${id}:8786`,
-    dashboard: null,
-    first_seen: 0,
-    last_seen: 0,
-    alive
-  };
-}
-
-function run(id: number): IRun {
-  return {
-    id,
-    name: 'etl',
-    status: 'finished',
-    started: id,
-    ended: id + 1,
-    duration_s: 1,
-    n_tasks: 1,
-    n_failed: 0,
-    n_flags: 0,
-    cluster: null,
-    partial: null
-  };
-}
 
 /** What the panel's one socket was last asked for, by kinds of stream. */
 function subscribed(socket: FakeSocket): Record<string, unknown> {

@@ -4,16 +4,9 @@ import { StreamStatus } from '../status';
 import { ConnectionState, StoreStream } from '../stream';
 import { FakeSocket } from './fakesocket';
 
-jest.mock('@jupyterlab/services', () => ({
-  ServerConnection: {
-    makeSettings: () => ({
-      wsUrl: 'ws://lab/',
-      baseUrl: 'http://lab/',
-      appendToken: false,
-      WebSocket: FakeSocket
-    })
-  }
-}));
+jest.mock('@jupyterlab/services', () =>
+  jest.requireActual<typeof import('./fixtures')>('./fixtures').services()
+);
 jest.mock('@jupyterlab/coreutils', () => ({
   URLExt: { join: (...parts: string[]) => parts.join('/') }
 }));
