@@ -189,6 +189,9 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         self._sampler.stop()
         self._ticker.stop()
         LogRouter.detach(self._sink)
+        # What was read is stored: not held on by a scheduler distributed
+        # keeps (its dashboard's documents do), 100,000 records at most each.
+        self.buffer.release_read()
 
     # -- hooks: the hot path -----------------------------------------------------
     def transition(
