@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ RUN_STATUSES = ("running", "finished", "failed", "interrupted")
 #: what was stored since the last: the panel asks every 5 s, and a running
 #: run of a million tasks took 205 ms each time.
 _counted: dict[tuple[str, str, int], tuple[int, int, int]] = {}
+_counted_lock = threading.Lock()  # the server reads from a pool of threads
 #: Runs whose counts are kept (a few run at once; the oldest entry goes).
 COUNTED_RUNS = 64
 
@@ -296,7 +298,8 @@ class Runs(StoreConnection):
         erred: those counted before (in this process), and those stored since."""
         began = int(record["seq_start"] or 0)
         key = (str(record["span_id"]), str(record["cluster"]), began)
-        upto, n, erred = _counted.get(key, (began, 0, 0))
+        with _counted_lock:
+            upto, n, erred = _counted.get(key, (began, 0, 0))
         last = self.last_seq()
         if last < upto:  # not the file counted before: count it all
             upto, n, erred = began, 0, 0
@@ -307,9 +310,10 @@ class Runs(StoreConnection):
             (upto, last, key[1], key[0]),
         )
         n, erred = n + int(row["n"]), erred + int(row["erred"])
-        if key not in _counted and len(_counted) >= COUNTED_RUNS:
-            del _counted[next(iter(_counted))]  # the oldest
-        _counted[key] = (last, n, erred)
+        with _counted_lock:
+            if key not in _counted and len(_counted) >= COUNTED_RUNS:
+                del _counted[next(iter(_counted))]  # the oldest
+            _counted[key] = (last, n, erred)
         return n, erred
 
     def runs(self) -> pd.DataFrame:
