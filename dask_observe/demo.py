@@ -16,6 +16,7 @@ that name a hang are judged sooner than by default (``observe.flags``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -133,6 +134,9 @@ def run_demo(store: Store, n_workers: int = 2) -> list[Run]:
             threads_per_worker=1,
             memory_limit=MEMORY_LIMIT,
             dashboard_address=":0",
+            # distributed's lines kept off the terminal (critical ones aside):
+            # the runs keep every one, and their flags say what they meant.
+            silence_logs=logging.CRITICAL,
         ) as cluster,
         Client(cluster) as client,
     ):

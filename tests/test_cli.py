@@ -42,11 +42,16 @@ def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
         assert "spilling" in flags["demo: spilling"]
         assert "hung-task" in flags["demo: hang"]
         assert runs["demo: hang"].status == "failed"  # stopped by its timeout
+        death = runs["demo: memory death"]
+        assert len(death.logs(contains="exceeded 95% memory budget")) >= 1
     assert "Run 1 'demo: clean': finished" in out and "  no flags" in out
     assert "error    killed-worker: Task '_grow-" in out
     assert "it waits in _wait_forever at" in out  # the hang's line, named
     # The cluster closes without killing a worker still running the hung task.
     assert "still alive" not in done.stderr, done.stderr
+    # distributed's warnings are the runs' to tell, not the terminal's: kept
+    # in the store (above: the flags read them), not printed.
+    assert "exceeded 95% memory budget" not in done.stderr, done.stderr
     for run_id in (1, 2, 3, 4):
         report = store_path.parent / "reports" / f"run-{run_id}.html"
         assert f"report   {report}" in out
