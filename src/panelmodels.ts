@@ -4,7 +4,7 @@ import {
   IDisposable
 } from '@lumino/disposable';
 
-import { ICluster, IRun } from './api';
+import { ICluster } from './api';
 import { StreamConnection } from './connection';
 import { FollowModel } from './follow';
 import { LOG_TAIL } from './logbuffer';
@@ -44,12 +44,10 @@ export class PanelModels implements IDisposable {
     this.clusters = new ClusterModel(polled);
     this.runs = new RunsModel(polled);
     this.team = new TeamModel({ active: false });
-    this.clusters.changed.connect((_, clusters) => {
-      this._clusterList = clusters;
-      this.follow.setClusters(clusters);
-    });
+    this.clusters.changed.connect((_, clusters) =>
+      this.follow.setClusters(clusters)
+    );
     this.runs.changed.connect((_, runs) => {
-      this._runList = runs;
       this.history.follow(runs);
       this.follow.setRuns(runs);
     });
@@ -122,7 +120,7 @@ export class PanelModels implements IDisposable {
    * The clusters as last polled.
    */
   get clusterList(): readonly ICluster[] {
-    return this._clusterList;
+    return this.clusters.items;
   }
 
   /**
@@ -156,7 +154,7 @@ export class PanelModels implements IDisposable {
    * newest run's while none is).
    */
   showHistory(runId: number): void {
-    this.history.pin(runId, this._runList);
+    this.history.pin(runId, this.runs.items);
   }
 
   get isDisposed(): boolean {
@@ -188,8 +186,6 @@ export class PanelModels implements IDisposable {
     }
   }
 
-  private _clusterList: readonly ICluster[] = [];
   private _owned: DisposableSet;
-  private _runList: readonly IRun[] = [];
   private _settings: IPanelSettings;
 }

@@ -94,15 +94,12 @@ class SequencedBuffer:
             cursor = number - 1
         return cursor
 
-    def release_read(self) -> int:
-        """Let go of the records a reader has taken (their numbers go on);
-        how many. A closed scheduler's: distributed may keep a closed
-        scheduler, and so its plugins, alive for as long as the process."""
-        released = 0
+    def release_read(self) -> None:
+        """Let go of the records a reader has taken (their numbers go on). A
+        closed scheduler's: distributed may keep a closed scheduler, and so
+        its plugins, alive for as long as the process."""
         while self._records and self._records[0][0] <= self.read_upto:
             self._records.popleft()
-            released += 1
-        return released
 
     def after(self, cursor: int, limit: int) -> list[tuple[int, Any]]:
         """Up to ``limit`` records numbered above ``cursor``, oldest first."""
