@@ -88,6 +88,13 @@ export class LogsView extends Widget {
   }
 
   /**
+   * The node of the list of lines, which scrolls by itself.
+   */
+  get listNode(): HTMLElement {
+    return this._list.node;
+  }
+
+  /**
    * Lines kept at most; the oldest go first.
    */
   get maxLines(): number {

@@ -96,7 +96,7 @@ export class ObservePanel extends SidePanel {
     }
     const accordion = this.content as AccordionPanel;
     this._folds = new SectionFolds(accordion);
-    this._sizer = new SectionSizer(accordion, this.logs);
+    this._sizer = new SectionSizer(accordion, this.logs, this.logs.listNode);
     models.team.changed.connect(() => this._fitTeam());
   }
 

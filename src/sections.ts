@@ -4,27 +4,37 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { AccordionPanel, Widget } from '@lumino/widgets';
 
 /**
- * Pixels the filler section keeps while the others take what they hold: its
- * filters and a few log lines; down to FILLER_TIGHT (its filters and a line,
- * "Open in a tab" for more) before the panel would scroll and push the runs
- * below the fold.
+ * Pixels the filler's list (the log lines) keeps while the other sections
+ * take what they hold: about ten lines; down to LIST_TIGHT (three lines, the
+ * list's least height in the stylesheet; "Open in a tab" for more) before the
+ * panel would scroll and push the runs below the fold. Its own controls come
+ * on top: the logs' filters, which wrap to three rows in a narrow sidebar. (A
+ * fixed share of 140 px for the whole section, once, left its list no room
+ * at all there: the filters took it, and the lines scrolled out of sight
+ * inside the section.)
  */
-const FILLER_MIN = 220;
-const FILLER_TIGHT = 140;
+const LIST_MIN = 180;
+const LIST_TIGHT = 56;
 
 /**
  * Sizes an accordion's sections to what they hold: each open section as tall
- * as its content, and one section (the logs, a list that scrolls by itself)
- * takes what is left (FILLER_MIN, or down to FILLER_TIGHT). Where that is
- * more than the panel's height, the panel scrolls as one column. (Equal shares of the panel
- * cut a cluster's dashboard buttons, the second worker, a flag and the history
- * chart, each in a box of its own to scroll, while the logs had room to
- * spare.) Once the user drags a divider, their sizes stay.
+ * as its content, and one section (the logs: its controls and a list that
+ * scrolls by itself) takes what is left (its controls and LIST_MIN, or down
+ * to LIST_TIGHT). Where that is more than the panel's height, the panel
+ * scrolls as one column. (Equal shares of the panel cut a cluster's dashboard
+ * buttons, the second worker, a flag and the history chart, each in a box of
+ * its own to scroll, while the logs had room to spare.) Once the user drags a
+ * divider, their sizes stay.
  */
 export class SectionSizer implements IDisposable {
-  constructor(accordion: AccordionPanel, filler: Widget) {
+  /**
+   * `list` is the filler's node that scrolls (it takes the filler's share
+   * beyond its other content).
+   */
+  constructor(accordion: AccordionPanel, filler: Widget, list: HTMLElement) {
     this._accordion = accordion;
     this._filler = filler;
+    this._list = list;
     this._mutations = new MutationObserver(records => {
       // The filler's own lines change many times a second: not a reason.
       if (records.some(r => !filler.node.contains(r.target))) {
@@ -103,11 +113,15 @@ export class SectionSizer implements IDisposable {
       w.isHidden || w === this._filler ? 0 : Private.contentHeight(w.node)
     );
     const total = wanted.reduce((a, b) => a + b, 0);
-    const filler = this._filler.isHidden
-      ? 0
-      : Math.max(FILLER_TIGHT, Math.min(FILLER_MIN, space - total));
+    let filler = 0;
+    if (!this._filler.isHidden) {
+      const controls =
+        Private.contentHeight(this._filler.node) - this._list.offsetHeight;
+      const list = Math.min(LIST_MIN, space - total - controls);
+      filler = controls + Math.max(LIST_TIGHT, list);
+    }
     // Where all does not fit, the panel grows and scrolls as one column:
-    // every section whole, the logs at their minimum.
+    // every section whole, the logs' list at its least.
     const available = Math.max(space, total + filler);
     const height = available > space ? `${available + chrome}px` : '';
     const sizes = widgets.map((w, i) =>
@@ -136,6 +150,7 @@ export class SectionSizer implements IDisposable {
   private _disposed = false;
   private _filler: Widget;
   private _frame = 0;
+  private _list: HTMLElement;
   private _mutations: MutationObserver;
   private _resizes: ResizeObserver;
   private _userSized = false;

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from distributed import Client, LocalCluster, SchedulerPlugin, span
 
@@ -232,6 +234,24 @@ def test_a_client_of_a_remote_scheduler_pulls_over_rpc(store_path: Path) -> None
         assert len(run.tasks()) == 10
 
 
+@contextlib.contextmanager
+def _killed_after(pids: list[int]) -> Iterator[None]:
+    """Kill these processes (and theirs) if they outlive the block. On Python
+    3.12 and 3.13 a SubprocessCluster's close left its ``dask spec`` scheduler
+    running, with plain distributed too (its output pipe stays open: a
+    ``| tail`` of the suite never ended)."""
+    try:
+        yield
+    finally:
+        for pid in pids:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process = psutil.Process(pid)
+                for child in process.children(recursive=True):
+                    child.kill()
+                process.kill()
+                process.wait(10)
+
+
 def test_a_spec_cluster_whose_scheduler_runs_elsewhere_is_recorded(
     store_path: Path,
 ) -> None:
@@ -243,7 +263,9 @@ def test_a_spec_cluster_whose_scheduler_runs_elsewhere_is_recorded(
 
     from dask_observe.recording.recorder import Recorder
 
+    scheduler: list[int] = []
     with (
+        _killed_after(scheduler),
         SubprocessCluster(
             n_workers=1,
             threads_per_worker=1,
@@ -253,6 +275,7 @@ def test_a_spec_cluster_whose_scheduler_runs_elsewhere_is_recorded(
         Client(cluster) as client,
         dask_observe.record("subprocess", client=client) as run,
     ):
+        scheduler.append(cluster.scheduler.process.pid)
         assert sum(client.gather(client.map(abs, range(-5, 5)))) == 25
         recorder = Recorder.acquire(client, dask_observe.open_store())
         # pulled over RPC

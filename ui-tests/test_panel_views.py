@@ -91,10 +91,15 @@ def test_workers_show_memory_cpu_and_charts_and_a_dead_workers_lines_are_marked(
         expect(title).to_contain_text("Whole cluster")
 
         # The second worker says something, then dies: it is marked gone, and so
-        # are its lines, which live on in the panel.
+        # are its lines, which live on in the panel. The logs show only that
+        # line: the list draws the lines in view (and a few around them), and
+        # the restarted worker's first lines would push it out of the
+        # sidebar's short list (it failed so once).
         marker = uuid.uuid4().hex[:8]
-        client.submit(say, f"last words {marker}", workers=[second], pure=False)
         logs = page.locator(".jp-DaskObserve-logs")
+        logs.locator(".jp-DaskObserve-logs-filter").fill(marker)
+        count = logs.locator(".jp-DaskObserve-logs-count")
+        client.submit(say, f"last words {marker}", workers=[second], pure=False)
         line = logs.locator(".jp-DaskObserve-log", has_text=marker)
         expect(line).to_have_count(1, timeout=5_000)
         client.submit(die, workers=[second], pure=False, allow_other_workers=False)
@@ -106,15 +111,19 @@ def test_workers_show_memory_cpu_and_charts_and_a_dead_workers_lines_are_marked(
         page.screenshot(path=ARTIFACTS / "panel-workers.png")
 
         # Worker and source filters narrow the lines.
+        expect(count).to_have_text(re.compile(r"^1 of "))
         logs.locator(".jp-DaskObserve-logs-worker").select_option(first)
+        expect(count).to_have_text(re.compile(r"^0 of "))
         expect(line).to_have_count(0)
         logs.locator(".jp-DaskObserve-logs-worker").select_option("")
+        expect(count).to_have_text(re.compile(r"^1 of "))
         expect(line).to_have_count(1)
         logs.locator(".jp-DaskObserve-logs-source").select_option("nanny")
+        expect(count).to_have_text(re.compile(r"^0 of "))
+        logs.locator(".jp-DaskObserve-logs-filter").fill("killed by signal 9")
         expect(
             logs.locator(".jp-DaskObserve-log", has_text="killed by signal 9")
         ).to_have_count(1, timeout=10_000)
-        expect(line).to_have_count(0)
         del held
 
 
@@ -381,3 +390,18 @@ def test_at_300_px_every_section_shows_its_content_whole(
         assert section["parts"] > 0, section
         assert section["cut"] == 0 and section["across"] <= 0, section
         assert section["down"] <= 1, section
+
+    # The logs too: their filters wrap to three rows here, and their list of
+    # lines keeps at least three lines' height under them, inside the section
+    # (it had none: the filters took the section's whole share).
+    logs = panel.evaluate(
+        """node => {
+          const label = [...node.querySelectorAll('.lm-AccordionPanel-title')]
+            .find(t => t.textContent.trim() === 'Logs');
+          const section = label.nextElementSibling.getBoundingClientRect();
+          const list = node.querySelector('.jp-DaskObserve-logs-viewport')
+            .getBoundingClientRect();
+          return {height: list.height, below: list.bottom - section.bottom};
+        }"""
+    )
+    assert logs["height"] >= 3 * 18 and logs["below"] <= 1, logs
