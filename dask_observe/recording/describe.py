@@ -4,12 +4,16 @@ while a recorder runs."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.recording import link
 
 if TYPE_CHECKING:
     from distributed import Client
+
+logger = logging.getLogger(__name__)
 
 
 class Workers:
@@ -22,6 +26,8 @@ class Workers:
         #: False where the capture plugins do not run (a partial recording).
         self.enabled = True
         self._described: dict[str, dict[str, Any]] = {}
+        #: A description under way (``ask_early``), which the others wait for.
+        self._asking: threading.Thread | None = None
 
     def flush(self) -> dict[str, dict[str, Any]]:
         """Have every worker and nanny ship what it holds, without waiting for
@@ -42,10 +48,37 @@ class Workers:
         it each time."""
         from dask_observe.recording import plugins
 
+        self._wait_for_early()
         unknown = [a for a in addresses if a not in self._described]
         if unknown and self.enabled:
             self._described.update(plugins.flush(self.client, unknown, ship=False))
         return {a: self._described[a] for a in addresses if a in self._described}
+
+    def ask_early(self) -> None:
+        """Ask the cluster's workers to describe themselves now, in a thread,
+        if none has yet (a recorder's first run): the run's end then waits
+        only for what is left of it, not for the whole round trip (a
+        ``Client.run`` and each worker's first read of its package metadata,
+        ~10 ms of a first recorded one-task block)."""
+        if self._described or self._asking is not None or not self.enabled:
+            return
+
+        def ask() -> None:
+            try:
+                self.describe_cluster()
+            except Exception as e:  # the run's end asks again
+                logger.debug("dask-observe: workers not described early: %s", e)
+
+        self._asking = threading.Thread(
+            target=ask, name="dask-observe-describe", daemon=True
+        )
+        self._asking.start()
+
+    def _wait_for_early(self) -> None:
+        asking = self._asking
+        if asking is not None and asking is not threading.current_thread():
+            asking.join()
+            self._asking = None
 
     def describe_cluster(self) -> dict[str, dict[str, Any]]:
         """What the cluster's workers of now say of themselves: the

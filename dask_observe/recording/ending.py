@@ -42,12 +42,23 @@ class StartedIn:
 
 
 @functools.cache
+@functools.cache
 def client_environment() -> dict[str, Any]:
     """This process's Python, OS and packages (``plugins.process_environment``),
-    read once."""
+    read once (hundreds of file reads; every run's end asked again). Shared:
+    not to be changed."""
     from dask_observe.recording import plugins
 
     return plugins.process_environment()
+
+
+def cluster_environment(hello: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The scheduler's process's environment, as its capture said hello; for
+    a scheduler in this process (``in_process``: its hello leaves it out),
+    this process's."""
+    if hello is not None and hello.get("in_process"):
+        return client_environment()
+    return (hello or {}).get("environment")
 
 
 def run_settings(thresholds: dict[str, dict[str, float | bool]]) -> dict[str, Any]:
@@ -84,8 +95,9 @@ class RunEnd:
     ended: float
     #: Redaction as configured when the run started.
     redact: Redactor
-    #: The scheduler's environment, as its capture said hello.
-    cluster_environment: dict[str, Any] | None
+    #: What the scheduler's capture said (its environment: see
+    #: ``cluster_environment``).
+    hello: dict[str, Any] | None
     started_in: StartedIn | None
     #: Where the run came from (None: the script that runs, if any).
     code: dict[str, Any] | None
@@ -151,7 +163,7 @@ class RunEnd:
             code = self.code if self.code is not None else environment.script_code()
         return environment.assemble(
             client_environment(),
-            self.cluster_environment,
+            cluster_environment(self.hello),
             {**self.workers, **before},
             {**self.config, **(started.config if started is not None else {})},
             code,

@@ -23,6 +23,7 @@ from dask_observe.recording.ending import (
     RunEnd,
     StartedIn,
     client_environment,
+    cluster_environment,
     run_settings,
 )
 from dask_observe.recording.measures import FineMeter, fine_map, profiles
@@ -117,6 +118,7 @@ class Recording:
                 self.store.set_partial(run_id, self._recorder.partial)
                 self._begin_partial()
             else:
+                self._recorder.workers.ask_early()
                 # After the run's row: the run starts with a metrics sample in
                 # its slice of the store (watching a span takes one), so even a
                 # worker dead within the first sampling interval has its
@@ -164,7 +166,7 @@ class Recording:
                 started.code = code if code is not None else environment.script_code()
                 ran_in = environment.assemble(
                     client_environment(),
-                    (recorder.hello or {}).get("environment"),
+                    cluster_environment(recorder.hello),
                     started.workers,
                     started.config,
                     started.code,
@@ -349,7 +351,7 @@ class Recording:
         assert self._recorder is not None
         end = RunEnd(
             str(self.store.path), self.run.id, status, ended, self.redact,
-            (self._recorder.hello or {}).get("environment"), self._started_in,
+            self._recorder.hello, self._started_in,
             self.code, self._export, workers, config, settings, retention, archive,
         )  # fmt: skip
         ending = begin_ending(self.store, self.run.id)

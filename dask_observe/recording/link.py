@@ -54,6 +54,16 @@ def call(client: Client, cluster: str, op: str, **kwargs: Any) -> Any:
     )
 
 
+def scheduler_loop(scheduler: Any) -> asyncio.AbstractEventLoop | None:
+    """The event loop of a scheduler in this process, to run a coroutine on
+    from another thread; None when this thread runs it (waiting on it there
+    would hang) or it is not running."""
+    loop = getattr(getattr(scheduler, "loop", None), "asyncio_loop", None)
+    if not isinstance(loop, asyncio.AbstractEventLoop) or not loop.is_running():
+        return None
+    return None if _running_loop() is loop else loop
+
+
 def local_scheduler(client: Client, cluster: str) -> Any:
     """The scheduler object, if it runs in this process. (A SpecCluster's
     ``scheduler`` may be a handle on a process elsewhere, with the same

@@ -200,12 +200,13 @@ def profiles_since(
 
 
 async def capture_on_scheduler(
-    dask_scheduler: Any, backlog_s: float = 30.0
+    dask_scheduler: Any, backlog_s: float = 30.0, environment: bool = True
 ) -> dict[str, Any] | None:
     """Run on the scheduler (``Client.run_on_scheduler``): the capture plugin's
     ``hello`` (which version runs, where the dashboard listens, where a new
     store starts: ``backlog_s`` seconds back), ``{"wire": 0}`` for a plugin of
-    that name that cannot say, None for none at all."""
+    that name that cannot say, None for none at all. With ``environment``,
+    the scheduler's process's too (see :func:`process_environment`)."""
     plugin = dask_scheduler.plugins.get(SCHEDULER_PLUGIN)
     if plugin is None:
         return None
@@ -217,9 +218,10 @@ async def capture_on_scheduler(
             found = hello(backlog_s)
         except TypeError:  # a capture of an earlier release: no backlog to say
             found = hello()
+    if not environment:
+        return found
     # In a thread: a LocalCluster(processes=False) runs its tasks beside it.
-    environment = await _process_environment_off_loop(dask_scheduler)
-    return {**found, "environment": environment}
+    return {**found, "environment": await _process_environment_off_loop(dask_scheduler)}
 
 
 # -- on the client -------------------------------------------------------------------
@@ -312,10 +314,23 @@ def hello(client: Client) -> dict[str, Any] | None:
     the plugin's handler: a scheduler without it would log a warning with a
     traceback into the user's logs."""
     from dask_observe.config import get
+    from dask_observe.recording import link
     from dask_observe.units import parse_seconds
 
-    _pickle_this_module_by_value()
     backlog = parse_seconds(get("recorder.backlog") or 0)
+    # A scheduler in this process (a LocalCluster's) is asked on its loop:
+    # ``run_on_scheduler`` pickled this module's functions by value for it,
+    # and its environment is this process's, read after the block
+    # (``ending.cluster_environment``): ~10 ms of a first recorded block.
+    address = str(getattr(client.scheduler, "address", ""))
+    scheduler = link.local_scheduler(client, address)
+    loop = link.scheduler_loop(scheduler)
+    if loop is not None:
+        asked = capture_on_scheduler(scheduler, backlog_s=backlog, environment=False)
+        said = asyncio.run_coroutine_threadsafe(asked, loop)
+        here = said.result(timeout=link.CALL_TIMEOUT_S)
+        return None if here is None else {**here, "in_process": True}
+    _pickle_this_module_by_value()
     found: dict[str, Any] | None = client.run_on_scheduler(
         capture_on_scheduler, backlog_s=backlog
     )
