@@ -1,16 +1,25 @@
-"""Helpers for tests that run dask-observe in other processes, waiting on a
-condition, and the Jupyter server that the server tests share."""
+"""Helpers the test modules share (a test module never imports another:
+``test_layers``): running dask-observe in other processes and reading what
+they stored, waiting on a condition, the Jupyter server of the server tests,
+IPython's shell for the magics and an OTLP collector for the exports."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from .otlp import Collector
 
 #: The command-line entry point installed beside this interpreter.
 DASK_OBSERVE = str(Path(sys.executable).with_name("dask-observe"))
@@ -53,8 +62,74 @@ def stored_lines(store_path: Path, run: int, contains: str) -> int:
         return len(store.run(run).logs(contains=contains))
 
 
+def read_in_new_process(store_path: Path, code: str, *args: str) -> Any:
+    """Run ``code`` (which prints JSON) in a fresh interpreter on the same store."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env=subprocess_env(store_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+#: Code for ``read_in_new_process`` (the line a task said: ``argv[1]``): what
+#: a new process reads of the store's last run, as JSON.
+READ_RUN = """
+import json, sys, dask_observe
+run = dask_observe.open_store().run("last")
+logs = run.logs()
+tasks = run.tasks()
+print(json.dumps({
+    "status": run.status,
+    "line": logs[logs.message == sys.argv[1]][["source", "worker"]].to_dict("records"),
+    "nanny": logs[logs.source == "nanny"][["worker", "message"]].to_dict("records"),
+    "tasks": tasks[["key", "status", "worker"]].to_dict("records"),
+    "flags": run.flags()[["kind", "worker", "message"]].to_dict("records"),
+}))
+"""
+
+
+def dask_observe_cli(store_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The ``dask-observe`` command with these arguments, on that store."""
+    return subprocess.run(
+        [DASK_OBSERVE, *args],
+        env=subprocess_env(store_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 @pytest.fixture
 def jp_server_config(store_path: Path) -> dict[str, Any]:
     """A Jupyter server (pytest-jupyter) with the extension, reading the test's
     store (asking for ``store_path`` first points the server at it)."""
     return {"ServerApp": {"jpserver_extensions": {"dask_observe": True}}}
+
+
+@pytest.fixture
+def ip() -> Iterator[InteractiveShell]:
+    """IPython's test shell (created once per process) with the extension
+    loaded, for the magics."""
+    from IPython.core.getipython import get_ipython
+    from IPython.testing.globalipapp import start_ipython
+
+    start_ipython()
+    shell = get_ipython()
+    assert shell is not None
+    shell.run_line_magic("load_ext", "dask_observe")
+    yield shell
+    shell.run_line_magic("unload_ext", "dask_observe")
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    """An OTLP/HTTP collector on a port of its own (``tests/otlp.py``)."""
+    from .otlp import Collector
+
+    found = Collector()
+    yield found
+    found.server.shutdown()

@@ -9,6 +9,7 @@ pyproject.toml claims, and the run was flagged, rightly, for what it imported
 from __future__ import annotations
 
 import logging
+import time
 
 
 def chatter(n: int) -> int:
@@ -21,3 +22,20 @@ def chatter(n: int) -> int:
 
 def fail(x: int) -> int:
     raise RuntimeError(f"broken {x}")
+
+
+def eat_memory(line: str) -> None:
+    """Say ``line``, then take memory until the nanny restarts the worker."""
+    logging.getLogger("user.task").warning(line)
+    chunks = []
+    while True:  # until the nanny restarts this worker
+        chunks.append(b"\x01" * (50 * 2**20))
+        time.sleep(0.02)
+
+
+def spin(seconds: float) -> float:
+    """Busy on the CPU for ``seconds`` of this thread's CPU time."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+    return seconds

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import logging
 import os
 import re
@@ -25,15 +24,8 @@ from distributed import Client, KilledWorker, LocalCluster
 import dask_observe
 from dask_observe.capture.buffer import SequencedBuffer
 
-from .conftest import subprocess_env
-
-
-def eat_memory(line: str) -> None:
-    logging.getLogger("user.task").warning(line)
-    chunks = []
-    while True:  # until the nanny restarts this worker
-        chunks.append(b"\x01" * (50 * 2**20))
-        time.sleep(0.02)
+from .conftest import READ_RUN, read_in_new_process, subprocess_env
+from .tasks import eat_memory
 
 
 def log_then_die(line: str) -> None:
@@ -62,34 +54,6 @@ def fragile_cluster() -> Iterator[LocalCluster]:
         ) as cluster,
     ):
         yield cluster
-
-
-def read_in_new_process(store_path: Path, code: str, *args: str) -> Any:
-    """Run ``code`` (which prints JSON) in a fresh interpreter on the same store."""
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=subprocess_env(store_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
-READ_RUN = """
-import json, sys, dask_observe
-run = dask_observe.open_store().run("last")
-logs = run.logs()
-tasks = run.tasks()
-print(json.dumps({
-    "status": run.status,
-    "line": logs[logs.message == sys.argv[1]][["source", "worker"]].to_dict("records"),
-    "nanny": logs[logs.source == "nanny"][["worker", "message"]].to_dict("records"),
-    "tasks": tasks[["key", "status", "worker"]].to_dict("records"),
-    "flags": run.flags()[["kind", "worker", "message"]].to_dict("records"),
-}))
-"""
 
 
 def kill_a_worker(

@@ -14,17 +14,13 @@ from distributed import Client
 import dask_observe
 from dask_observe.store import BaseStore
 
-from .conftest import DASK_OBSERVE, stored_lines, subprocess_env, wait_until
-
-
-def dask_observe_cli(store_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [DASK_OBSERVE, *args],
-        env=subprocess_env(store_path),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from .conftest import (
+    DASK_OBSERVE,
+    dask_observe_cli,
+    stored_lines,
+    subprocess_env,
+    wait_until,
+)
 
 
 def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:

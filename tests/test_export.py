@@ -4,7 +4,6 @@ as Perfetto reads it, Parquet as pandas reads it."""
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import json
 import logging
@@ -12,7 +11,6 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -22,105 +20,13 @@ import pandas as pd
 import psutil
 import pytest
 from distributed import Client
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-    ExportLogsServiceRequest,
-)
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-)
 
 import dask_observe
 from dask_observe.api import Run
 from dask_observe.store import BaseStore
 
-from .conftest import DASK_OBSERVE, subprocess_env, wait_until
-from .test_cli import dask_observe_cli
-
-REQUESTS: dict[str, Any] = {
-    "/v1/logs": ExportLogsServiceRequest,
-    "/v1/metrics": ExportMetricsServiceRequest,
-    "/v1/traces": ExportTraceServiceRequest,
-}
-
-
-class Collector:
-    """An OTLP/HTTP receiver: what arrived, decoded, by signal."""
-
-    def __init__(self) -> None:
-        self.received: dict[str, list[Any]] = {path: [] for path in REQUESTS}
-        self.lock = threading.Lock()
-        collector = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                decoded = REQUESTS[self.path].FromString(body)
-                with collector.lock:
-                    collector.received[self.path].append(decoded)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def log_records(self) -> list[tuple[dict[str, Any], Any]]:
-        """(resource attributes, record) of every log record received."""
-        with self.lock:
-            requests = list(self.received["/v1/logs"])
-        return [
-            (_attributes(rl.resource.attributes), record)
-            for request in requests
-            for rl in request.resource_logs
-            for scope in rl.scope_logs
-            for record in scope.log_records
-        ]
-
-    def spans(self) -> list[Any]:
-        with self.lock:
-            requests = list(self.received["/v1/traces"])
-        return [
-            span
-            for request in requests
-            for rs in request.resource_spans
-            for scope in rs.scope_spans
-            for span in scope.spans
-        ]
-
-    def gauges(self) -> dict[str, list[Any]]:
-        """Data points by metric name."""
-        with self.lock:
-            requests = list(self.received["/v1/metrics"])
-        found: dict[str, list[Any]] = {}
-        for request in requests:
-            for rm in request.resource_metrics:
-                for scope in rm.scope_metrics:
-                    for metric in scope.metrics:
-                        found.setdefault(metric.name, []).extend(
-                            metric.gauge.data_points
-                        )
-        return found
-
-
-def _attributes(pairs: Any) -> dict[str, Any]:
-    return {kv.key: getattr(kv.value, kv.value.WhichOneof("value")) for kv in pairs}
-
-
-@pytest.fixture
-def collector() -> Iterator[Collector]:
-    found = Collector()
-    yield found
-    found.server.shutdown()
+from .conftest import DASK_OBSERVE, dask_observe_cli, subprocess_env, wait_until
+from .otlp import Collector, attributes_of
 
 
 def say(line: str) -> str:
@@ -151,7 +57,7 @@ def test_a_finished_run_goes_to_a_collector_as_logs_metrics_and_task_spans(
     assert resource["service.name"] == "dask"
     assert resource["dask_observe.api.name"] == "to-otel"
     assert record.severity_text == "WARNING" and record.severity_number == 13
-    attributes = _attributes(record.attributes)
+    attributes = attributes_of(record.attributes)
     assert attributes["dask.process.kind"] == "worker"
     assert attributes["dask.worker.address"] in client.scheduler_info()["workers"]
     assert len(records) == len(run.logs())
@@ -161,14 +67,14 @@ def test_a_finished_run_goes_to_a_collector_as_logs_metrics_and_task_spans(
     (root,) = [s for s in spans if s.name == "run to-otel"]
     tasks = [s for s in spans if s.parent_span_id == root.span_id]
     assert len(tasks) == len(run.tasks()) == len(lines)
-    keys = {_attributes(s.attributes)["dask.task.key"] for s in tasks}
+    keys = {attributes_of(s.attributes)["dask.task.key"] for s in tasks}
     assert keys == set(run.tasks()["key"])
     assert all(s.trace_id == root.trace_id for s in tasks)
     assert all(root.start_time_unix_nano <= s.start_time_unix_nano for s in tasks)
 
     # The workers' memory as gauges, one series per worker.
     memory = collector.gauges()["dask.memory_process"]
-    workers = {_attributes(p.attributes)["dask.worker.address"] for p in memory}
+    workers = {attributes_of(p.attributes)["dask.worker.address"] for p in memory}
     assert workers == set(client.scheduler_info()["workers"])
     assert all(p.as_double > 0 for p in memory)
 
@@ -209,7 +115,7 @@ def test_live_export_delivers_a_workers_line_while_the_run_goes_on(
             break
         time.sleep(0.1)
     (root,) = roots
-    assert _attributes(root.attributes)["dask_observe.api.id"] == run.id
+    assert attributes_of(root.attributes)["dask_observe.api.id"] == run.id
     assert any(s.name == "say" and s.parent_span_id == root.span_id for s in spans)
 
 
@@ -276,7 +182,7 @@ def test_live_export_above_max_task_spans_sends_a_span_per_prefix_and_worker(
     (root,) = (s for s in spans if s.name == "run many")
     (group,) = (s for s in spans if s.name == "inc x7")
     assert group.parent_span_id == root.span_id
-    found = _attributes(group.attributes)
+    found = attributes_of(group.attributes)
     assert found["dask.task.count"] == 7 and found["dask.task.erred"] == 1
     assert found["dask.worker.address"] == "tcp://w:1"
     assert found["dask.task.compute_s"] == pytest.approx(7 * 0.004)

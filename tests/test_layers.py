@@ -133,3 +133,34 @@ def test_a_reversed_import_is_caught(module: str, source: str) -> None:
 def test_every_module_is_in_a_layer() -> None:
     for module in package_sources():
         layer(module)
+
+
+def test_no_test_module_imports_from_another() -> None:
+    # Shared helpers live in conftest.py and the suite's helper modules
+    # (tasks.py, planted.py, otlp.py, ...). A test module imported by another
+    # was imported by the workers too, to run a task function defined in it:
+    # pandas and dask.dataframe on a worker's event loop, a stall that the
+    # flags then rightly blamed on the run.
+    found = []
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            found += [
+                f"{path.name}:{node.lineno} imports {name}"
+                for name in names
+                if name.split(".")[-1].startswith("test_")
+            ]
+        # And the code of the notebooks and scripts the tests write.
+        if path != Path(__file__):
+            found += [
+                f"{path.name}: {line.strip()}"
+                for line in source.splitlines()
+                if "tests.test_" in line
+            ]
+    assert found == []

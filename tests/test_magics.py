@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from distributed import Client
 from IPython.core.error import UsageError
-from IPython.core.getipython import get_ipython
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 import dask_observe
-
-
-@pytest.fixture
-def ip() -> Iterator[InteractiveShell]:
-    start_ipython()  # IPython's own test shell, created once per process
-    shell = get_ipython()
-    assert shell is not None
-    shell.run_line_magic("load_ext", "dask_observe")
-    yield shell
-    shell.run_line_magic("unload_ext", "dask_observe")
 
 
 def run(ip: InteractiveShell, source: str) -> object:

@@ -170,7 +170,7 @@ def test_a_saved_notebooks_outputs_hold_no_secret(
     assigned in the recorded cell, four in a task's log line. The cells keep
     what the user typed; nothing dask-observe adds to the notebook (the
     inline report, the summary) holds any of them."""
-    from .test_redact import SECRETS, found_in
+    from .planted import SECRETS, found_in
 
     monkeypatch.setenv("DASK_COILED__TOKEN", SECRETS["coiled.token"])
     monkeypatch.setenv(
@@ -187,7 +187,7 @@ def test_a_saved_notebooks_outputs_hold_no_secret(
         nbformat.v4.new_code_cell(
             "%%dask_record secrets\n"
             f"DB_PASSWORD = {SECRETS['DB_PASSWORD']!r}\n"
-            "from tests.test_redact import leak\n"
+            "from tests.planted import leak\n"
             "client.submit(leak, pure=False).result()\n"
         ),
     ]

@@ -21,7 +21,7 @@ from dask_observe.recording.install import CaptureUnavailableWarning
 from dask_observe.recording.span import NoClientError
 
 from .conftest import subprocess_env, wait_until
-from .test_report import spin
+from .tasks import spin
 
 
 def inc(x: int) -> int:

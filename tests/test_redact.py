@@ -5,7 +5,6 @@ cluster, a real notebook shell, a real OTLP receiver and the store's own bytes."
 from __future__ import annotations
 
 import json
-import logging
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,10 +19,9 @@ import dask_observe
 from dask_observe.redact import MARKER, Redactor, configured
 from dask_observe.store import BaseStore
 
-from .conftest import wait_until
-from .test_cli import dask_observe_cli
-from .test_export import Collector, collector  # noqa: F401  (a fixture)
-from .test_magics import ip  # noqa: F401  (a fixture)
+from .conftest import dask_observe_cli, wait_until
+from .otlp import Collector
+from .planted import CLEAN, SECRETS, found_in
 
 
 @pytest.mark.parametrize(
@@ -129,34 +127,6 @@ def test_observe_redact_adds_keys_and_patterns_and_can_be_turned_off() -> None:
 
 # -- on a real cluster, from a notebook cell -----------------------------------
 
-SECRETS = {
-    "coiled.token": "tok-COILED-5f1e9a7c",
-    "gateway.auth.kwargs.password": "gw-PASS-8d2b41",
-    "DB_PASSWORD": "db-PASS-3c4d77",
-    "password=": "pw-LOG-91ab0c",
-    "Authorization": "bearerTOKEN0a1b2c3d",
-    "aws": "AKIAZ7QW2ERTY6UIOP3A",
-    "github": "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
-}
-CLEAN = "a clean line: naïve ☃\twith tab, 100 % done"
-
-
-def leak() -> str:
-    log = logging.getLogger("user.etl")
-    log.warning(
-        "connecting with password=%s, Authorization: Bearer %s, key %s, token %s",
-        SECRETS["password="], SECRETS["Authorization"], SECRETS["aws"],
-        SECRETS["github"],
-    )  # fmt: skip
-    log.warning(CLEAN)
-    return "done"
-
-
-def found_in(data: bytes | str) -> list[str]:
-    """Which of the secrets ``data`` holds."""
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return [name for name, secret in SECRETS.items() if secret in text]
-
 
 def store_bytes(path: Path) -> list[str]:
     """The secrets in the store's file and write-ahead log, read by another
@@ -175,10 +145,10 @@ def store_bytes(path: Path) -> list[str]:
 
 @pytest.fixture
 def secret_run(
-    ip: InteractiveShell,  # noqa: F811
+    ip: InteractiveShell,
     client: Client,
     store_path: Path,
-    collector: Collector,  # noqa: F811
+    collector: Collector,
 ) -> Iterator[dask_observe.Run]:
     """A cell recorded with the seven secrets where users keep them: two in dask
     config, one assigned in the cell, four in a task's log line; exported live
@@ -187,7 +157,7 @@ def secret_run(
     cell = (
         f"%%dask_record secrets --no-widget\n"
         f"DB_PASSWORD = '{SECRETS['DB_PASSWORD']}'\n"
-        "from tests.test_redact import leak\n"
+        "from tests.planted import leak\n"
         "client.submit(leak, pure=False).result()\n"
     )
     with dask.config.set(
@@ -225,7 +195,7 @@ def test_no_secret_leaves_by_report_export_cli_or_otlp(
     secret_run: dask_observe.Run,
     store_path: Path,
     tmp_path: Path,
-    collector: Collector,  # noqa: F811
+    collector: Collector,
 ) -> None:
     run = secret_run
     assert found_in(run.report().html) == []

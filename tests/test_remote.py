@@ -27,7 +27,14 @@ from distributed import Client, KilledWorker
 import dask_observe
 from dask_observe.recording.install import CaptureUnavailableWarning
 
-from .conftest import DASK_OBSERVE, stored_lines, subprocess_env, wait_until
+from .conftest import (
+    DASK_OBSERVE,
+    READ_RUN,
+    read_in_new_process,
+    stored_lines,
+    subprocess_env,
+    wait_until,
+)
 from .remote import (
     OTHER_ENV,
     OTHER_RELEASE,
@@ -35,7 +42,7 @@ from .remote import (
     cluster_env,
     process_cluster,
 )
-from .test_capture import READ_RUN, eat_memory, read_in_new_process
+from .tasks import eat_memory
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 cloudpickle.register_pickle_by_value(sys.modules[eat_memory.__module__])

@@ -19,6 +19,7 @@ from distributed import Client
 import dask_observe
 
 from .conftest import wait_until
+from .tasks import spin
 
 
 def slow(x: int) -> int:
@@ -207,14 +208,6 @@ def test_each_prefix_has_a_colour_of_its_own_and_keeps_it_in_the_next_run(
     assert sorted(first) == sorted(STEPS)
     assert len(set(first.values())) == len(STEPS)  # no two alike
     assert second == first
-
-
-def spin(seconds: float) -> float:
-    """Busy on the CPU for ``seconds`` of this thread's CPU time."""
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
-    return seconds
 
 
 @pytest.mark.timing  # judged against the machine's load: run alone

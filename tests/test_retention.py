@@ -16,7 +16,7 @@ from dask_observe.api import Run, Store
 from dask_observe.recording.lifecycle import Recording
 from dask_observe.store.retention import Policy, file_bytes
 
-from .test_cli import dask_observe_cli
+from .conftest import dask_observe_cli
 
 
 def chatty(i: int) -> int:

@@ -11,7 +11,7 @@ from jupyter_server.auth.authorizer import Authorizer
 
 from dask_observe.store import BaseStore
 
-from .test_server import ROUTES
+from .routes import ROUTES
 
 
 class DenyAll(Authorizer):

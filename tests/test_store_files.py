@@ -17,7 +17,7 @@ import pytest
 
 from dask_observe.store import BaseStore, StoreError
 
-from .test_cli import dask_observe_cli
+from .conftest import dask_observe_cli
 
 READING = (["runs"], ["logs", "last"], ["flags", "last"], ["report", "last"])
 
