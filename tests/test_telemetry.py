@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dask.config
 import pytest
-from distributed import Client
+from distributed import Client, LocalCluster
 
 import dask_observe
 from dask_observe import Run
@@ -30,16 +30,26 @@ def broken(x: int) -> int:
     raise RuntimeError(f"cannot parse row {x}")
 
 
-@pytest.fixture
-def run(client: Client, store_path: Path) -> Run:
-    with dask_observe.record("telemetry") as run:
-        client.gather(
-            client.map(chatty, range(6), key=[f"chatty-{i}" for i in range(6)])
-        )
-        with pytest.raises(RuntimeError):
-            client.submit(broken, 7, key="broken-7").result()
-        wait_until(lambda: len(run.refresh().metrics("memory_rss")), "a metrics sample")
-    return run
+@pytest.fixture(scope="module")
+def run(
+    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Run]:
+    """One run, in a store of its own, that this module's tests only read
+    (recorded for each of them, it took 1-3 s a test)."""
+    path = tmp_path_factory.mktemp("telemetry") / "observe.sqlite"
+    with (
+        Client(cluster, set_as_default=False) as client,
+        dask_observe.open_store(path) as store,
+    ):
+        with dask_observe.record("telemetry", client=client, store=store) as run:
+            keys = [f"chatty-{i}" for i in range(6)]
+            client.gather(client.map(chatty, range(6), key=keys))
+            with pytest.raises(RuntimeError):
+                client.submit(broken, 7, key="broken-7").result()
+            wait_until(
+                lambda: len(run.refresh().metrics("memory_rss")), "a metrics sample"
+            )
+        yield run
 
 
 def test_logs_have_the_documented_columns_and_every_workers_lines(run: Run) -> None:
