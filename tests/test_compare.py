@@ -6,12 +6,12 @@ from __future__ import annotations
 import itertools
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import dask.config
 import pytest
-from distributed import Client
+from distributed import Client, LocalCluster
 
 import dask_observe
 from dask_observe.analysis.compare import NothingToCompare
@@ -24,18 +24,31 @@ def work(x: float) -> float:
     return x
 
 
+@pytest.fixture(scope="module")
+def pair_store(
+    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dask_observe.Store]:
+    """A store of this module's own with two runs, the second three times as
+    slow, that its tests only read (recorded for each, 2-3 s a test, in the
+    suite's one-at-a-time part)."""
+    path = tmp_path_factory.mktemp("compare") / "observe.sqlite"
+    with (
+        Client(cluster, set_as_default=False) as client,
+        dask_observe.open_store(path) as store,
+    ):
+        for name, seconds in (("before", 0.05), ("after", 0.15)):
+            with dask_observe.record(name, client=client, store=store):
+                client.gather(client.map(work, [seconds] * 20, pure=False))
+        yield store
+
+
 @pytest.fixture
-def two_runs(client: Client, store_path: Path) -> tuple[dask_observe.Run, ...]:
-    runs = []
-    for name, seconds in (("before", 0.05), ("after", 0.15)):
-        with dask_observe.record(name, client=client) as run:
-            client.gather(client.map(work, [seconds] * 20, pure=False))
-        runs.append(run)
-    return tuple(runs)
+def two_runs(pair_store: dask_observe.Store) -> tuple[dask_observe.Run, ...]:
+    return (pair_store.run(1), pair_store.run(2))
 
 
 def test_a_slower_run_is_marked_as_a_regression(
-    two_runs: tuple[dask_observe.Run, ...], store_path: Path
+    two_runs: tuple[dask_observe.Run, ...], pair_store: dask_observe.Store
 ) -> None:
     before, after = two_runs
     comparison = dask_observe.compare(before, after)
@@ -49,7 +62,8 @@ def test_a_slower_run_is_marked_as_a_regression(
     assert table.loc["waiting time (GIL, I/O)", "verdict"] == "regression"
     assert table.loc["tasks", "ratio"] == 1.0 and table.loc["tasks", "verdict"] == ""
     # Read the other way round, the same change is an improvement.
-    back = dask_observe.compare(after.id, before.id).table.set_index("figure")
+    back = dask_observe.compare(after.id, before.id, store=pair_store).table
+    back = back.set_index("figure")
     assert back.loc["prefix work", "verdict"] == "improvement"
 
     html = comparison._repr_html_()
@@ -114,7 +128,7 @@ def test_a_run_compared_with_itself_changes_nothing(
 
 
 def test_a_run_without_tasks_cannot_be_compared(
-    client: Client, two_runs: tuple[dask_observe.Run, ...]
+    client: Client, store_path: Path, two_runs: tuple[dask_observe.Run, ...]
 ) -> None:
     with dask_observe.record("idle", client=client) as idle:
         pass
@@ -122,9 +136,8 @@ def test_a_run_without_tasks_cannot_be_compared(
         dask_observe.compare(two_runs[0], idle)
 
 
-def test_compare_from_the_command_line(
-    two_runs: tuple[dask_observe.Run, ...], store_path: Path
-) -> None:
+def test_compare_from_the_command_line(pair_store: dask_observe.Store) -> None:
+    store_path = pair_store.path
     import subprocess
 
     done = subprocess.run(
