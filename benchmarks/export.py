@@ -11,18 +11,20 @@ kind in a store of its own, so that they are bytes on disk per record.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import dask.config
 from store import CLUSTER, ingest, log_records, task_records
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import dask_observe
 from dask_observe.store.retention import Policy, file_bytes
+from tests.otlp import Collector  # the repository's root, above
 
 
 def vacuumed_bytes(path: Path) -> int:
@@ -44,33 +46,7 @@ def per_record(kind: str, n: int, folder: Path) -> float:
     return (vacuumed_bytes(path) - empty) / n
 
 
-class NullCollector:
-    """An OTLP/HTTP receiver that takes everything and counts the bytes."""
-
-    def __init__(self) -> None:
-        self.bytes = 0
-        self.requests = 0
-        collector = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                size = int(self.headers["Content-Length"])
-                self.rfile.read(size)
-                collector.bytes += size
-                collector.requests += 1
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-def send(run: Any, collector: NullCollector) -> Any:
+def send(run: Any, collector: Collector) -> Any:
     return lambda: run.to_otlp(collector.url)
 
 
@@ -107,7 +83,7 @@ def main() -> None:
         timed("parquet", n, lambda: run.to_parquet(folder / "pq"))
         size = sum(p.stat().st_size for p in (folder / "pq").iterdir())
         print(f"  {size / 2**20:.1f} MiB")
-        collector = NullCollector()
+        collector = Collector(decode=False)
         for spans in (args.tasks, 1000):
             with dask.config.set({"observe.export.otlp.max-task-spans": spans}):
                 sent = timed(

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -38,9 +39,12 @@ from pathlib import Path
 import dask.config
 import psutil
 from distributed import Client, LocalCluster, performance_report
-from export import NullCollector  # benchmarks/export.py
 
 import dask_observe
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.otlp import Collector  # the repository's root, above
 
 
 def inc(x: int) -> int:
@@ -109,7 +113,7 @@ def main() -> None:
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp())
-    collector = NullCollector() if args.otlp else None
+    collector = Collector(decode=False) if args.otlp else None
     endpoint = collector.url if collector is not None else None
     with (
         dask.config.set({"observe.export.otlp.endpoint": endpoint}),

@@ -27,21 +27,29 @@ REQUESTS: dict[str, Any] = {
 
 
 class Collector:
-    """An OTLP/HTTP receiver: what arrived, decoded, by signal."""
+    """An OTLP/HTTP receiver: what arrived, decoded, by signal; and the bytes
+    and requests it took. Without ``decode`` it only counts (the export
+    benchmark times the sender, not protobuf's parsing)."""
 
-    def __init__(self) -> None:
+    def __init__(self, decode: bool = True) -> None:
         self.received: dict[str, list[Any]] = {path: [] for path in REQUESTS}
+        self.bytes = 0
+        self.requests = 0
         self.lock = threading.Lock()
         collector = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                decoded = REQUESTS[self.path].FromString(body)
                 with collector.lock:
-                    collector.received[self.path].append(decoded)
+                    collector.bytes += len(body)
+                    collector.requests += 1
+                if decode:
+                    if self.headers.get("Content-Encoding") == "gzip":
+                        body = gzip.decompress(body)
+                    decoded = REQUESTS[self.path].FromString(body)
+                    with collector.lock:
+                        collector.received[self.path].append(decoded)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
