@@ -39,3 +39,9 @@ def spin(seconds: float) -> float:
     while time.thread_time() < end:
         pass
     return seconds
+
+
+def say(line: str) -> str:
+    """Log ``line`` as a task's own warning."""
+    logging.getLogger("user.task").warning(line)
+    return line

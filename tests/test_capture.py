@@ -25,7 +25,7 @@ import dask_observe
 from dask_observe.capture.buffer import SequencedBuffer
 
 from .conftest import READ_RUN, read_in_new_process, subprocess_env
-from .tasks import eat_memory
+from .tasks import eat_memory, say
 
 
 def log_then_die(line: str) -> None:
@@ -224,6 +224,21 @@ def test_two_clusters_in_one_kernel_each_keep_their_schedulers_lines(
     assert list(run_second.logs(contains="scheduler speaks")["message"]) == [
         "the second scheduler speaks"
     ]
+
+
+def test_dask_observes_own_lines_in_the_kernel_are_not_the_clusters(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    # A LocalCluster's scheduler and nannies log through the kernel's logging,
+    # and so did dask-observe itself: a live export that could not reach its
+    # collector was stored as a line of a worker, in the next test's run.
+    client = make_client(n_workers=1, processes=False)
+    with dask_observe.record("own", client=client) as run:
+        logging.getLogger("dask_observe.export.live").warning("ours, not theirs")
+        client.submit(say, "the task's own line", pure=False).result()
+    messages = list(run.logs()["message"])
+    assert "the task's own line" in messages
+    assert "ours, not theirs" not in messages
 
 
 def test_capture_leaves_the_processs_logging_as_it_found_it() -> None:

@@ -64,10 +64,18 @@ def as_tuple(record: logging.LogRecord) -> LogTuple:
     return (record.created, record.levelno, record.name, bounded(message))
 
 
-def _is_own_flush(record: logging.LogRecord) -> bool:
-    """ "Run out-of-band function 'flush_shipped'", logged each time a recorder
-    flushes, asks what capture runs or reads the profiles at a run's end: our
-    own noise, not the cluster talking."""
+def _is_ours(record: logging.LogRecord) -> bool:
+    """Our own noise, not the cluster talking: "Run out-of-band function
+    'flush_shipped'", logged each time a recorder flushes, asks what capture
+    runs or reads the profiles at a run's end; and what dask-observe itself
+    logs in a process it shares with the cluster (the kernel of a
+    LocalCluster's scheduler and nannies). Those lines are the recording
+    tool's, shown to the user where the tool runs, not the cluster's: they
+    were stored as a worker's (a live export that could not reach a collector
+    gone meanwhile, in the next run's logs)."""
+    name = record.name
+    if name == "dask_observe" or name.startswith("dask_observe."):
+        return True
     return record.msg == _RUN_MESSAGE and record.args in _OWN_CALLS
 
 
@@ -90,7 +98,7 @@ def replay(
         for r in list(records)  # a copy: other threads may log meanwhile
         if since <= r.created < until
         and r.levelno >= judge.threshold(r.name)
-        and not _is_own_flush(r)
+        and not _is_ours(r)
     ]
 
 
@@ -159,7 +167,7 @@ class CaptureHandler(logging.Handler):
         taken: tuple[int, ...] = getattr(record, "_dask_observe", ())
         if id(self) in taken:
             return
-        if record.levelno < self.threshold(record.name) or _is_own_flush(record):
+        if record.levelno < self.threshold(record.name) or _is_ours(record):
             return
         record._dask_observe = (*taken, id(self))
         try:

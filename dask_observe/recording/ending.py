@@ -42,11 +42,9 @@ class StartedIn:
 
 
 @functools.cache
-@functools.cache
 def client_environment() -> dict[str, Any]:
     """This process's Python, OS and packages (``plugins.process_environment``),
-    read once (hundreds of file reads; every run's end asked again). Shared:
-    not to be changed."""
+    read once."""
     from dask_observe.recording import plugins
 
     return plugins.process_environment()
