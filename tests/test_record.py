@@ -335,6 +335,44 @@ def test_a_capture_of_another_version_on_the_cluster_is_refused_not_misread(
     assert list(run.tasks()["key"]) == ["one"]
 
 
+@pytest.mark.parametrize("index", [True, False], ids=["by-index", "older-scheduler"])
+def test_a_partial_runs_tasks_are_kept_whatever_the_workers_clocks_say(
+    store_path: Path,
+    make_client: Callable[..., Client],
+    monkeypatch: pytest.MonkeyPatch,
+    index: bool,
+) -> None:
+    # A run without the capture reads its tasks from distributed's task
+    # stream. A worker stamps its tasks with its clock shifted by its estimate
+    # of the scheduler's (``scheduler_delay``, from its heartbeats); under
+    # load that estimate was off by more than a one-task block lasts, and a
+    # run read by time had no task (a CI run of the panel's partial-run test:
+    # "0 tasks"). Here the estimate is 5 s behind, on purpose. A scheduler
+    # without the stream's index (distributed before 2026.6) is marked by its
+    # newest task instead: the second run must not take the first one's.
+    from distributed import Worker
+
+    from dask_observe.recording import fallback
+
+    skewed = property(lambda worker: -5.0, lambda worker, value: None)
+    monkeypatch.setattr(Worker, "scheduler_delay", skewed, raising=False)
+    client = make_client(n_workers=1, processes=False)
+    client.register_plugin(OlderCapture())
+    if not index:
+        address = client.scheduler.address  # type: ignore[union-attr]
+        monkeypatch.setattr(fallback, "_WITHOUT_INDEX", {address})
+    kept = []
+    for key in ("one", "two"):
+        with (
+            pytest.warns(CaptureUnavailableWarning),
+            dask_observe.record(f"skewed {key}", client=client) as run,
+        ):
+            client.submit(inc, 1, key=key).result()
+        assert run.partial is not None
+        kept.append(list(run.tasks()["key"]))
+    assert kept == [["one"], ["two"]]
+
+
 SCRIPT_ENDING_WITH_ITS_BLOCK = """
 import logging
 import dask_observe

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.capture.wire import EventRecord, LogRecord, Record, TaskRecord
@@ -29,22 +30,72 @@ _LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 
 #: Our own calls, which the cluster logs like any other.
 _OWN = ("Run out-of-band function 'capture_on_scheduler'",)
+#: What a scheduler older than the task stream's index logs when asked for it
+#: (with a traceback): our asking, not the cluster talking.
+_NO_INDEX = "No handler get_task_stream_index found"
 
 #: The scheduler's "all" topic names what happened to workers as actions.
 _WORKER_ACTIONS = {"add-worker": "worker-added", "remove-worker": "worker-removed"}
 
 
-def begin(client: Client) -> None:
+@dataclass(frozen=True)
+class StreamMark:
+    """Where the scheduler's task stream stood as a run began: its index
+    (distributed 2026.6 on), or else its newest task then (key and end, as
+    the worker stamped it; None: the stream was empty)."""
+
+    index: int | None = None
+    newest: tuple[str, float] | None = None
+
+
+#: Schedulers (by address) that have no task stream index: asked once each
+#: (each asking logs a warning with a traceback there).
+_WITHOUT_INDEX: set[str] = set()
+
+
+def begin(client: Client) -> StreamMark:
     """Have the scheduler keep its task stream from now on (it starts
-    distributed's own ``TaskStreamPlugin`` when first asked for it)."""
-    client.sync(client.scheduler.get_task_stream, start=time.time())  # type: ignore[union-attr]
+    distributed's own ``TaskStreamPlugin`` when first asked for it), and
+    mark where it stands: ``collect`` reads the tasks after the mark. Not by
+    time: a worker shifts its tasks' times by its estimate of the scheduler's
+    clock, and under load that estimate was off by more than a short block
+    lasts (a one-task run had no task)."""
+    scheduler: Any = client.scheduler
+    address = str(getattr(scheduler, "address", ""))
+    last = client.sync(scheduler.get_task_stream, count=1)
+    if address not in _WITHOUT_INDEX:
+        try:
+            return StreamMark(index=int(client.sync(scheduler.get_task_stream_index)))
+        except Exception:  # an older scheduler: no such handler
+            _WITHOUT_INDEX.add(address)
+    return StreamMark(newest=_end_of(last[-1]) if last else None)
+
+
+def _end_of(entry: dict[str, Any]) -> tuple[str, float]:
+    return str(entry.get("key")), max(s["stop"] for s in entry["startstops"])
+
+
+def _after(client: Client, mark: StreamMark) -> list[dict[str, Any]]:
+    """The task stream's entries after ``mark``."""
+    scheduler: Any = client.scheduler
+    if mark.index is not None:
+        found: list[dict[str, Any]] = client.sync(
+            scheduler.get_task_stream, start_index=mark.index
+        )
+        return found
+    if mark.newest is None:  # empty as the run began: all of it is the run's
+        return list(client.sync(scheduler.get_task_stream))
+    # Those that ended since the newest then, by the workers' own times.
+    entries = list(client.sync(scheduler.get_task_stream, start=mark.newest[1]))
+    ends = [_end_of(entry) for entry in entries]
+    return entries[ends.index(mark.newest) + 1 :] if mark.newest in ends else entries
 
 
 def _log(source: str, worker: str | None, entry: Any) -> LogRecord | None:
     created, level, text = entry
     parts = str(text).split(_SEPARATOR, 3)
     name, message = (parts[1], parts[3]) if len(parts) == 4 else ("", str(text))
-    if message in _OWN:
+    if message in _OWN or message.startswith(_NO_INDEX):
         return None
     number = _LEVELS.get(str(level).upper(), logging.INFO)
     return LogRecord("log", float(created), number, source, worker, name, message)
@@ -69,12 +120,15 @@ def _task(entry: dict[str, Any], span_id: str | None) -> TaskRecord:
     )  # fmt: skip
 
 
-def collect(client: Client, started: float, span_id: str | None) -> list[Record]:
+def collect(
+    client: Client, started: float, span_id: str | None, mark: StreamMark | None
+) -> list[Record]:
     """What the cluster still holds of the time since ``started``, as records.
 
     Every part is read on its own: one that fails (a dead worker's logs) is
-    logged and the rest is kept. Tasks are those the cluster ran meanwhile; they
-    are attributed to the run's span, which the task stream does not name.
+    logged and the rest is kept. Tasks are those the cluster ran meanwhile
+    (after ``mark``; since ``started`` without one); they are attributed to
+    the run's span, which the task stream does not name.
     """
     scheduler: Any = client.scheduler
     records: list[Record | None] = []
@@ -86,7 +140,14 @@ def collect(client: Client, started: float, span_id: str | None) -> list[Record]
             logger.warning("dask-observe: cannot read the %s: %s", what, e)
             return None
 
-    stream = read("task stream", lambda: scheduler.get_task_stream(start=started))
+    if mark is None:
+        stream = read("task stream", lambda: scheduler.get_task_stream(start=started))
+    else:
+        try:
+            stream = _after(client, mark)
+        except Exception as e:
+            logger.warning("dask-observe: cannot read the task stream: %s", e)
+            stream = None
     records += [_task(entry, span_id) for entry in stream or ()]
     own = read(
         "scheduler's logs",

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from distributed import Client
 
     from dask_observe.export.live import LiveExport
+    from dask_observe.recording.fallback import StreamMark
     from dask_observe.store.retention import Policy
 
 logger = logging.getLogger(__name__)
@@ -86,6 +87,9 @@ class Recording:
         self._fine = FineMeter(self.scheduler_call, None)
         #: The environment the run started in, stored as it starts.
         self._started_in: StartedIn | None = None
+        #: A run without the capture plugins: where the scheduler's task
+        #: stream stood as it started (``fallback.begin``).
+        self._stream_mark: StreamMark | None = None
 
     def scheduler_call(self, op: str, **kwargs: Any) -> Any:
         """Call one of the capture plugin's handlers on the scheduler (directly
@@ -187,7 +191,7 @@ class Recording:
         from dask_observe.recording import fallback
 
         try:
-            fallback.begin(self.client)
+            self._stream_mark = fallback.begin(self.client)
         except Exception as e:
             logger.warning("dask-observe: cannot start the task stream: %s", e)
 
@@ -300,7 +304,9 @@ class Recording:
 
         assert self._recorder is not None and self.run is not None
         try:
-            records = fallback.collect(self.client, self.run.started, self._span_id)
+            records = fallback.collect(
+                self.client, self.run.started, self._span_id, self._stream_mark
+            )
             redacted = self.redact.records(enumerate(records))
             self.store.append(self._recorder.cluster, [r for _, r in redacted])
         except Exception as e:  # the cluster may be gone; the run still ends
