@@ -62,12 +62,12 @@ def begin(client: Client) -> StreamMark:
     lasts (a one-task run had no task)."""
     scheduler: Any = client.scheduler
     address = str(getattr(scheduler, "address", ""))
-    last = client.sync(scheduler.get_task_stream, count=1)
     if address not in _WITHOUT_INDEX:
-        try:
+        try:  # (asking starts the stream too)
             return StreamMark(index=int(client.sync(scheduler.get_task_stream_index)))
         except Exception:  # an older scheduler: no such handler
             _WITHOUT_INDEX.add(address)
+    last = client.sync(scheduler.get_task_stream, count=1)
     return StreamMark(newest=_end_of(last[-1]) if last else None)
 
 
