@@ -3,10 +3,13 @@ runs on an in-process LocalCluster, each published to the archive by
 ``observe.archive`` when it ends (set in the environment by the test).
 
     python -m tests.machine NAME N_RUNS SECONDS [--slow-last-after FILE]
+                                                [--done FILE] [--open-cluster]
 
 Each run maps 8 tasks of ``SECONDS``; with ``--slow-last-after``, the last run
 waits for FILE to exist, then takes 5 times as long a task (a regression
-that the team's history must mark).
+that the team's history must mark). With ``--open-cluster`` the cluster and
+client are made at the top and never closed, as many scripts do: the process
+ends as soon as its last block does (distributed closes them at exit).
 """
 
 from __future__ import annotations
@@ -30,23 +33,26 @@ def main() -> None:
     parser.add_argument("seconds", type=float)
     parser.add_argument("--slow-last-after", default=None)
     parser.add_argument("--done", default=None, help="a file made when all ended")
+    parser.add_argument("--open-cluster", action="store_true")
     args = parser.parse_args()
     from distributed import Client, LocalCluster
 
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=2, processes=False, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        for i in range(args.runs):
-            seconds = args.seconds
-            if args.slow_last_after and i == args.runs - 1:
-                while not os.path.exists(args.slow_last_after):
-                    time.sleep(0.05)
-                seconds *= 5
-            with dask_observe.record(args.name, client=client):
-                client.gather(client.map(nap, [seconds] * 8, pure=False))
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=2, processes=False, dashboard_address=":0"
+    )
+    client = Client(cluster)
+    for i in range(args.runs):
+        seconds = args.seconds
+        if args.slow_last_after and i == args.runs - 1:
+            while not os.path.exists(args.slow_last_after):
+                time.sleep(0.05)
+            seconds *= 5
+        with dask_observe.record(args.name, client=client):
+            client.gather(client.map(nap, [seconds] * 8, pure=False))
+    if args.open_cluster:
+        return
+    client.close()
+    cluster.close()
     if args.done:
         open(args.done, "w").close()
 

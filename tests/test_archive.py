@@ -208,6 +208,22 @@ def _texts(backend: Backend) -> str:
     return "\n".join(texts)
 
 
+def test_a_script_that_ends_with_its_run_has_published_it(
+    backend: Backend, tmp_path: Path
+) -> None:
+    # The script's process ends as its block does (its cluster left for
+    # distributed to close at exit), while the run's end publishes in a
+    # thread; CPython 3.12.0-3.12.1 start no thread once the main thread has
+    # finished, which s3fs needs: the publish failed there, now the block waits.
+    store = tmp_path / "observe.sqlite"
+    script = machine(backend, store, 1, "--open-cluster")
+    _, err = script.communicate(timeout=120)
+    assert script.returncode == 0, err.decode()[-3000:]
+    assert b"cannot publish" not in err, err.decode()[-3000:]
+    runs = backend.open().runs()
+    assert list(runs["name"]) == ["nightly"] and list(runs["n_tasks"]) == [8]
+
+
 def test_the_archive_holds_no_secret_even_from_a_store_that_kept_one(
     backend: Backend, store_path: Path, make_client: Any
 ) -> None:

@@ -20,6 +20,7 @@ import getpass
 import io
 import json
 import logging
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -188,9 +189,26 @@ _exit_lock = threading.Lock()
 _exit_registered = False
 
 
+#: CPython 3.12.0 and 3.12.1 refuse to start a thread once the main thread has
+#: finished, even from a thread that still runs or an exit callback
+#: (CPython gh-113964, mended in 3.12.2); publishing starts threads (s3fs's
+#: IO loop, aiobotocore's pools).
+_NO_THREADS_AT_EXIT = (3, 12, 0) <= sys.version_info[:3] < (3, 12, 2)
+
+
+def _interactive() -> bool:
+    """Whether this process goes on after a block (an IPython kernel or shell,
+    a REPL), rather than maybe ending with it (a script)."""
+    if hasattr(sys, "ps1") or sys.flags.interactive:
+        return True
+    ipython = sys.modules.get("IPython")
+    return ipython is not None and ipython.get_ipython() is not None
+
+
 def hold_exit_for(thread: threading.Thread) -> None:
     """Make an exiting process wait for ``thread`` (a run's end that
-    publishes) before its thread pools stop taking work.
+    publishes) before its thread pools stop taking work; on a Python that
+    starts no thread at exit, a script waits for it here, as its block ends.
 
     A script's last block ends just before the interpreter does. Python joins
     a non-daemon thread at exit only after ``concurrent.futures`` has stopped
@@ -200,6 +218,11 @@ def hold_exit_for(thread: threading.Thread) -> None:
     first, so one registered after ``concurrent.futures`` runs before its own.
     """
     global _exit_registered
+    if _NO_THREADS_AT_EXIT and not _interactive():
+        # The script may end with this block: publishing then would race the
+        # interpreter's end and lose (half the nightly runs' last publishes).
+        thread.join(EXIT_WAIT_S)
+        return
     import concurrent.futures.thread  # noqa: F401  (registered first: runs last)
 
     with _exit_lock:
