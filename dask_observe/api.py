@@ -170,7 +170,8 @@ class Run(store.RunData):
         """Where the run's task threads spent their time, by function, from
         distributed's statistical profile of the run's time window (read when
         it ends; a run with under half a second of compute has none): prefix
-        ("" for the whole run), function, filename, lineno, self_s, total_s."""
+        ("" for the whole run), function, filename, lineno (the line the
+        function starts on), self_s, total_s."""
         from dask_observe.analysis.trees import profile_table
 
         return profile_table(self.profile_trees())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -191,6 +192,38 @@ def transform(x: int, seconds: float) -> int:
     while time.perf_counter() < end:
         pass
     return x
+
+
+def two_lines() -> Iterator[int]:
+    yield 1
+    yield 2
+
+
+def test_a_function_is_one_row_whichever_of_its_lines_a_worker_sampled_first() -> None:
+    # distributed's profiler describes a function's node by the line its first
+    # sample was on: two workers (or two runs) whose first samples of a loop
+    # fell on different lines made two rows of one function, and a comparison
+    # judged one slower and the other faster (CI, the test below, on 3.12).
+    from distributed import profile
+
+    from dask_observe.analysis.trees import merge_profiles, profile_table, prune_profile
+
+    on_first, on_second = two_lines(), two_lines()
+    next(on_first), next(on_second), next(on_second)
+    trees = []
+    for paused in (on_first, on_second):  # a worker's sample of each
+        assert isinstance(paused, types.GeneratorType) and paused.gi_frame
+        state = profile.create()
+        profile.process(paused.gi_frame, None, state)
+        trees.append(prune_profile(state, 0.01))
+    assert {t["root"]["children"][0]["line"] for t in trees} == {
+        two_lines.__code__.co_firstlineno
+    }
+    table = profile_table({"": merge_profiles(trees, 0.01)})
+    assert table[["function", "lineno"]].values.tolist() == [
+        ["two_lines", two_lines.__code__.co_firstlineno]
+    ]
+    assert table["self_s"].tolist() == [pytest.approx(0.02)]
 
 
 def test_a_function_made_slower_inside_a_larger_job_is_named_with_file_and_line(

@@ -39,11 +39,22 @@ def subtract_profile(
     return minus(tree, parts)
 
 
+def _defined_at(state: dict[str, Any], description: dict[str, Any]) -> int:
+    """The line a profile node's function is defined on: the last part of
+    distributed's identifier ("name;filename;first line"). The description's
+    line is the one the node's first sample happened to be on, which differs
+    from run to run in a function that loops over two lines: compared, the
+    same function was two rows, one slower and one faster."""
+    first = str(state.get("identifier", "")).rpartition(";")[2]
+    return int(first) if first.isdigit() else int(description.get("line_number") or 0)
+
+
 def prune_profile(
     tree: dict[str, Any], interval: float, *, of: int | None = None
 ) -> dict[str, Any]:
     """distributed's profile tree as a report needs it: per node its name,
-    filename, line, ``count`` (samples with it on the stack) and children as
+    filename, line (where its function starts), ``count`` (samples with it on
+    the stack) and children as
     a list; nodes under PROFILE_PRUNE of the samples dropped; ``interval``
     (seconds a sample) kept with it.
 
@@ -68,7 +79,7 @@ def prune_profile(
         return {
             "name": str(description.get("name", "")),
             "filename": str(description.get("filename", "")),
-            "line": int(description.get("line_number") or 0),
+            "line": _defined_at(state, description),
             "count": int(state.get("count", 0)) + innermost,
             "children": [child for child in kept if child["count"] >= least],
         }
