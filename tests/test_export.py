@@ -27,11 +27,7 @@ from dask_observe.store import BaseStore
 
 from .conftest import DASK_OBSERVE, dask_observe_cli, subprocess_env, wait_until
 from .otlp import Collector, attributes_of
-
-
-def say(line: str) -> str:
-    logging.getLogger("user.etl").warning(line)
-    return line
+from .tasks import say
 
 
 def recorded(client: Client, name: str, n: int = 6) -> tuple[Run, list[str]]:

@@ -42,18 +42,13 @@ from .remote import (
     cluster_env,
     process_cluster,
 )
-from .tasks import eat_memory
+from .tasks import eat_memory, say
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 cloudpickle.register_pickle_by_value(sys.modules[eat_memory.__module__])
 
 #: The scheduler fails a task at the first worker death: no retries to wait for.
 ONE_DEATH = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
-
-
-def say(line: str) -> str:
-    logging.getLogger("user.task").warning(line)
-    return line
 
 
 def inc(x: int) -> int:

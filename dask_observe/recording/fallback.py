@@ -75,18 +75,14 @@ def _end_of(entry: dict[str, Any]) -> tuple[str, float]:
     return str(entry.get("key")), max(s["stop"] for s in entry["startstops"])
 
 
-def _after(client: Client, mark: StreamMark) -> list[dict[str, Any]]:
-    """The task stream's entries after ``mark``."""
-    scheduler: Any = client.scheduler
+async def _after(scheduler: Any, mark: StreamMark) -> list[dict[str, Any]]:
+    """The task stream's entries after ``mark`` (on the client's loop)."""
     if mark.index is not None:
-        found: list[dict[str, Any]] = client.sync(
-            scheduler.get_task_stream, start_index=mark.index
-        )
-        return found
+        return list(await scheduler.get_task_stream(start_index=mark.index))
     if mark.newest is None:  # empty as the run began: all of it is the run's
-        return list(client.sync(scheduler.get_task_stream))
+        return list(await scheduler.get_task_stream())
     # Those that ended since the newest then, by the workers' own times.
-    entries = list(client.sync(scheduler.get_task_stream, start=mark.newest[1]))
+    entries = list(await scheduler.get_task_stream(start=mark.newest[1]))
     ends = [_end_of(entry) for entry in entries]
     return entries[ends.index(mark.newest) + 1 :] if mark.newest in ends else entries
 
@@ -140,14 +136,12 @@ def collect(
             logger.warning("dask-observe: cannot read the %s: %s", what, e)
             return None
 
-    if mark is None:
-        stream = read("task stream", lambda: scheduler.get_task_stream(start=started))
-    else:
-        try:
-            stream = _after(client, mark)
-        except Exception as e:
-            logger.warning("dask-observe: cannot read the task stream: %s", e)
-            stream = None
+    stream = read(
+        "task stream",
+        (lambda: scheduler.get_task_stream(start=started))
+        if mark is None
+        else (lambda: _after(scheduler, mark)),
+    )
     records += [_task(entry, span_id) for entry in stream or ()]
     own = read(
         "scheduler's logs",
