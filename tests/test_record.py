@@ -215,7 +215,14 @@ def test_a_scheduler_in_this_process_is_pulled_directly_with_the_rpcs_answer(
     # The same records, numbers and drop counts (msgpack turns tuples into lists).
     tasks = [r for _, r in direct["records"] if r[0] == "task"]
     assert len(tasks) >= 40
-    assert json.loads(json.dumps(direct)) == json.loads(json.dumps(rpc))
+    by_call, by_rpc = (json.loads(json.dumps(answer)) for answer in (direct, rpc))
+    # The buffer is live (the workers' samples and lines go on arriving): the
+    # RPC, a moment later, may hold a record or two more after the same ones
+    # (CI: 1778 against 1776).
+    assert by_rpc["records"][: len(by_call["records"])] == by_call["records"]
+    assert by_rpc.pop("last") >= by_call.pop("last")
+    by_call.pop("records"), by_rpc.pop("records")
+    assert by_call == by_rpc
     assert len(run.tasks()) == 40
 
 
