@@ -93,6 +93,19 @@ def test_a_nanny_restart_raises_memory_restart(run: SyntheticRun) -> None:
     assert "exceeding 95% of its memory limit" in message(recorded, "memory-restart")
 
 
+def test_a_worker_that_died_before_its_first_sample_has_its_limit_in_the_flag(
+    run: SyntheticRun,
+) -> None:
+    # It joined and died within a second, between the scheduler's samples: its
+    # limit is the one it joined with.
+    late = "tcp://10.0.0.9:40001"
+    run.event(0.5, "worker-added", late, nthreads=1, memory_limit=1000.0)
+    run.event(0.9, "worker-restart-memory", late, worker=late, rss=960.0, pid=13)
+    recorded = run.end(3.0, settings(terminate=0.95))
+    said = message(recorded, "memory-restart")
+    assert "exceeding 95% of its memory limit (RSS 960 B of a 1000 B limit)" in said
+
+
 def test_p2p_shards_on_disk_are_not_spilling(store: Store, run: SyntheticRun) -> None:
     # A P2P merge: 973 MiB of shards written by the shuffle, nothing spilled.
     run.tasks(10, 0.1, "merge")

@@ -185,12 +185,21 @@ class Context:
 
     @cached_property
     def limits(self) -> dict[str, float]:
-        """Each worker's memory limit (the last sample)."""
-        frame = self.metric("memory_limit")
-        return {
-            str(w): float(v)
-            for w, v in zip(frame["worker"], frame["value"], strict=True)
+        """Each worker's memory limit: its last sample, else what the scheduler
+        said as it joined (a worker that joined and died between two samples,
+        a second apart, had none: seen on CI, a task eating memory at once)."""
+        added = self.events("worker-added")
+        found = {
+            str(w): float(d["memory_limit"])
+            for w, d in zip(added["worker"], added["data"], strict=True)
+            if isinstance(d, dict) and isinstance(d.get("memory_limit"), int | float)
         }
+        frame = self.metric("memory_limit")
+        found.update(
+            (str(w), float(v))
+            for w, v in zip(frame["worker"], frame["value"], strict=True)
+        )
+        return found
 
     @cached_property
     def removals(self) -> list[tuple[float, str, str]]:
