@@ -138,8 +138,9 @@ def imported(data: Any) -> Imported | None:
 
 def contended(ctx: Context) -> pd.DataFrame:
     """The high GIL contention samples (time, worker, value) taken while two
-    or more of the worker's task threads were computing, of the workers with
-    two seconds of such samples at least (see gil-contention).
+    or more of the worker's task threads were computing on a quiet host, of
+    the workers gil-contention flags for them (most of that time, min-time at
+    least).
 
     distributed measures the contention of a worker's whole process: in a
     threads-only cluster that is also the client's and the scheduler's, whose
@@ -150,6 +151,7 @@ def contended(ctx: Context) -> pd.DataFrame:
         found: pd.DataFrame = ctx.derived["contended"]
         return found
     share = ctx.number("gil-contention.share")
+    min_time = ctx.seconds("gil-contention.min-time")
     values = ctx.metric("gil_contention").sort_values("time", kind="stable")
     # The seconds a sample speaks for: since the worker's sample before (at
     # least one, a heartbeat's interval). A loop starved by the threads it
@@ -170,32 +172,41 @@ def contended(ctx: Context) -> pd.DataFrame:
         running = busy_threads(mine, times[rows], covers[rows])
         busy[rows] = running >= 2.0 - 1e-3
     computing = values[busy]
-    high = computing[computing["value"] > share]
     # A thread holding the GIL that the host does not run holds the others up
     # too: samples taken while the host was oversubscribed are the host's.
     hosts = host_load(ctx)
-    oversubscribed = [
+    at_host = hosts.overlapping(
+        computing["worker"].to_numpy(),
+        (computing["time"] - computing["covers"]).to_numpy(dtype=float),
+        computing["time"].to_numpy(dtype=float),
+    )
+    is_high = (computing["value"] > share).to_numpy()
+    high = computing[is_high & at_host]
+    # Its busiest second each (overlapping found one: never None).
+    seconds = [
         hosts.during(str(w), t - c, t)
         for t, w, c in zip(high["time"], high["worker"], high["covers"], strict=True)
     ]
-    at_host = np.array([b is not None for b in oversubscribed], dtype=bool)
     ctx.derived["contended-host"] = two_seconds(
-        high[at_host], [b for b in oversubscribed if b is not None]
+        high, [b for b in seconds if b is not None]
     )
-    # The code's: threads that fight read high nearly all along; pandas on
-    # four threads reads 0.3-0.97 from second to second on a quiet host, a
-    # few seconds above the share in most runs (the flag came and went
-    # between identical runs of dask-examples' dataframe notebook). So a
-    # worker's high samples count where they are most of its time with
-    # threads computing (weighted by the seconds each covers), not a peak
-    # here and there. (On a busy host the samples vary more, 0.65-0.97 for
-    # fighting threads: the host's flag keeps the two seconds it needed.)
-    own = high[~at_host]
+    # The code's: threads that fight read high nearly all along, for as long
+    # as they compute; pandas on four threads reads 0.3-0.98 from second to
+    # second, and at the lowest versions claimed three seconds of three above
+    # the share now and then (one pass in ten of dask-examples' dataframe
+    # notebook). So a worker's high samples on a quiet host count where they
+    # are most-of-the-time (half or more) of its time with threads computing
+    # there, weighted by the seconds each covers, and add up to min-time: a
+    # few seconds of it, a sample a second, cannot be told from such a spell.
+    # (Against all its computing time, busy seconds included, threads that
+    # fought for ten seconds on a host busy for a few of them were nobody's.)
+    quiet = computing[~at_host]
+    own = computing[is_high & ~at_host]
     own_s = own.groupby("worker")["covers"].sum()
-    computing_s = computing.groupby("worker")["covers"].sum()
+    quiet_s = quiet.groupby("worker")["covers"].sum().reindex(own_s.index)
     most = ctx.number("gil-contention.most-of-the-time")
-    steady = own_s[own_s >= most * computing_s.reindex(own_s.index)].index
-    found, _ = two_seconds(own[own["worker"].isin(steady)], [])
+    steady = own_s[(own_s >= most * quiet_s) & (own_s >= min_time)].index
+    found = own[own["worker"].isin(steady)].drop(columns="covers")
     ctx.derived["contended"] = found
     return found
 

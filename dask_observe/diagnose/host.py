@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from dask_observe.diagnose.base import evidence
 
 if TYPE_CHECKING:
@@ -111,6 +113,30 @@ class BusyHosts:
             if b.start < until and b.end > since
         ]
         return max(seconds, key=lambda b: b.waiting or 0.0, default=None)
+
+    def overlapping(
+        self, workers: np.ndarray, since: np.ndarray, until: np.ndarray
+    ) -> np.ndarray:
+        """Whether each ``workers[i]``'s host was busy some time between
+        ``since[i]`` and ``until[i]``: as ``during`` finds, for all of a run's
+        samples at once rather than a call each."""
+        found = np.zeros(len(until), dtype=bool)
+        host_of = {
+            w: self.host(w if isinstance(w, str) and w else None) for w in set(workers)
+        }
+        hosts = np.array([host_of[w] for w in workers], dtype=object)
+        for host, seconds in self.busy.items():
+            mine = hosts == host
+            if not mine.any():
+                continue
+            starts = np.array([b.start for b in seconds])
+            order = np.argsort(starts, kind="stable")
+            # The latest end among the seconds started before each start.
+            ends = np.maximum.accumulate(np.array([b.end for b in seconds])[order])
+            began = np.searchsorted(starts[order], until[mine], side="left")
+            latest = ends[np.maximum(began - 1, 0)]
+            found[mine] = (began > 0) & (latest > since[mine])
+        return found
 
     def evidence(self, seconds: list[Busy]) -> list[dict[str, Any]]:
         """One line per host: its busiest second among ``seconds``."""

@@ -126,10 +126,12 @@ def gil_contention(ctx: Context) -> list[Flag]:
 
     Only workers with several threads are judged: in a one-thread worker a task
     holding the GIL shows as contention too, but the remedy (and the flag) is
-    event-loop-blocked's. A single high sample of a second is noise; two
-    seconds or more count (one late sample may speak for them: see holdups.contended).
-    Samples taken while the worker's host was oversubscribed are the host's:
-    told as such (with advice about the host) when no others make the flag.
+    event-loop-blocked's. High samples on a quiet host count when they are
+    most of the worker's computing time there and add up to min-time (one late
+    sample may speak for several seconds: see holdups.contended). Samples
+    taken while the worker's host was oversubscribed are the host's (two
+    seconds of them make the flag): told as such, with advice about the host,
+    when no others make it.
     """
     share = ctx.number("gil-contention.share")
     high = holdups.contended(ctx)
