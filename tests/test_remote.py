@@ -126,6 +126,7 @@ def test_a_cluster_quieted_to_warning_prints_no_more_while_recorded(
         process_cluster(tmp_path / "cluster", workers=1, env=quiet) as cluster,
         Client(cluster.address, timeout="30s") as client,
     ):
+        client.wait_for_workers(1, timeout=60)  # client.run: on those there
         with dask_observe.record("quiet", client=client) as run:
             client.run(lambda: logging.getLogger("distributed.worker").info(line))
             client.run(lambda: logging.getLogger("distributed.worker").warning(line))

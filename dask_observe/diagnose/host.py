@@ -131,7 +131,7 @@ class BusyHosts:
                 continue
             starts = np.array([b.start for b in seconds])
             order = np.argsort(starts, kind="stable")
-            # The latest end among the seconds started before each start.
+            # ends[i]: the latest end of the i + 1 seconds that started first.
             ends = np.maximum.accumulate(np.array([b.end for b in seconds])[order])
             began = np.searchsorted(starts[order], until[mine], side="left")
             latest = ends[np.maximum(began - 1, 0)]
