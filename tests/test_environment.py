@@ -173,3 +173,28 @@ def test_differences_name_packages_config_cluster_and_code() -> None:
         " z.compute()",
     ]
     assert change_text(*differences(a, b)[2]) == "code cell: +1 -1 lines"
+
+
+def test_the_config_kept_is_each_value_that_differs_from_dasks_defaults() -> None:
+    from dask_observe.recording.environment import config_changes
+
+    before = config_changes()  # what this process's config set already
+    with dask.config.set(
+        {
+            "distributed.worker.memory.target": 0.5,  # one leaf of a section
+            "distributed.comm.timeouts": {},  # a section emptied
+            "distributed.admin.tick": "off",  # a section made a value
+            "team.secret-sauce": {"kind": "hot", "level": [1, 2]},  # new keys
+            "array.chunk-size": "128MiB",  # its default: unchanged
+        }
+    ):
+        changed = config_changes()
+    assert changed == {
+        **before,
+        "distributed.admin.tick": "off",
+        "distributed.comm.timeouts": {},
+        "distributed.worker.memory.target": 0.5,
+        "team.secret-sauce.kind": "hot",
+        "team.secret-sauce.level": [1, 2],
+    }
+    assert config_changes() == before

@@ -75,11 +75,10 @@ def config_changes() -> dict[str, Any]:
     (set in code, YAML files or ``DASK_*`` variables), as dotted keys."""
     import dask.config
 
-    defaults = _flat_defaults(len(dask.config.defaults))
+    defaults = _merged_defaults(len(dask.config.defaults))
     changed = {
         key: _plain(value)
-        for key, value in _flat(dask.config.config).items()
-        if key not in defaults or defaults[key] != value
+        for key, value in _differences(dask.config.config, defaults).items()
     }
     keys = sorted(changed)
     kept = {key: changed[key] for key in keys[:MAX_CONFIG]}
@@ -89,12 +88,31 @@ def config_changes() -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=4)
-def _flat_defaults(count: int) -> dict[str, Any]:
-    """dask's defaults, flat; read again when a library adds its own (``count``
-    of them): every run's end compares the config with them."""
+def _merged_defaults(count: int) -> dict[str, Any]:
+    """dask's defaults, merged; read again when a library adds its own
+    (``count`` of them): every run's start and end compare the config with
+    them."""
     import dask.config
 
-    return _flat(dask.config.merge(*dask.config.defaults[:count]))
+    return dask.config.merge(*dask.config.defaults[:count])
+
+
+def _differences(tree: Any, defaults: Any, prefix: str = "") -> dict[str, Any]:
+    """The leaves of ``tree`` (dotted keys) that ``defaults`` lacks or holds
+    another value for. A section equal to its default is compared whole, in
+    C, and not walked: flattening all ~650 keys took ~0.9 ms, twice a run."""
+    if tree == defaults:
+        return {}
+    if not isinstance(tree, dict) or not tree or not isinstance(defaults, dict):
+        return _flat(tree, prefix)
+    found: dict[str, Any] = {}
+    for key, value in tree.items():
+        where = f"{prefix}.{key}" if prefix else str(key)
+        if key in defaults:
+            found.update(_differences(value, defaults[key], where))
+        else:
+            found.update(_flat(value, where))
+    return found
 
 
 def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
