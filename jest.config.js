@@ -11,7 +11,10 @@ module.exports = {
     '^.+\\.ts$': [
       'ts-jest',
       {
+        // Transpiled only, file by file (cold: 4 s against 8 s type-checked);
+        // scripts/lint.sh type-checks them (tsconfig.test.json).
         tsconfig: {
+          isolatedModules: true,
           module: 'commonjs',
           target: 'ES2020',
           esModuleInterop: true,

@@ -21,6 +21,8 @@ check "mypy" "$BIN/mypy"
 # A second run: tests/ and ui-tests/ both hold a conftest.py, which one run cannot take.
 check "mypy ui-tests" "$BIN/mypy" ui-tests
 check "tsc" npx --no-install tsc --noEmit
+# The TypeScript units too (jest only transpiles them, for speed).
+check "tsc tests" npx --no-install tsc -p tsconfig.test.json
 check "eslint" npx --no-install eslint src
 check "prettier" npx --no-install prettier --check "src/**/*.ts" "style/**/*.css"
 if ((${#failed[@]})); then
