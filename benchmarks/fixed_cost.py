@@ -18,6 +18,11 @@ each message (a future's release included), so a block started right after
 another waits up to that long for its task to leave (3-4 ms measured, on
 whichever block came second in a pair; ``--pause 0`` shows it).
 
+``--load-ext``: each session first runs two cells in an IPython shell, as a
+notebook's first cells: ``%load_ext dask_observe`` and ``import
+distributed``, and times them (the extension readies the first recorded
+block after the cell that imports distributed).
+
 ``--closing N``: what recording costs when the user closes up. N fresh
 processes each start a LocalCluster of 2 worker processes, run one task
 (recorded in every other process) and time ``client.close()`` then
@@ -54,8 +59,21 @@ def one_task(client: object, i: int, pause: float = 0.0) -> float:
     return time.perf_counter() - started
 
 
-def session(cluster_kind: str, blocks: int, pause: float) -> dict[str, object]:
+def session(
+    cluster_kind: str, blocks: int, pause: float, load_ext: bool = False
+) -> dict[str, object]:
     """One fresh process's measurements (printed as JSON by ``--session``)."""
+    loading: float | None = None
+    cpu = time.process_time()
+    if load_ext:  # a notebook's first cells, before its cluster starts
+        from IPython.testing.globalipapp import start_ipython
+
+        shell = start_ipython()
+        started = time.perf_counter()
+        for cell in ("%load_ext dask_observe", "import distributed"):
+            shell.run_cell(cell).raise_error()
+        loading = time.perf_counter() - started
+
     from distributed import Client, LocalCluster
 
     import dask_observe
@@ -99,6 +117,10 @@ def session(cluster_kind: str, blocks: int, pause: float) -> dict[str, object]:
         )
         one_task(client, 0)  # connections warm, as in a session that computed
         first = recorded(client, store, 0)
+        # This process's work (its threads: the scheduler's and the nannies'
+        # too) from its first cells to its first recorded block's end: what
+        # the extension readies early is moved there, not added.
+        worked = None if loading is None else time.process_time() - cpu
         plain, rec = [], []
         for i in range(1, blocks + 1):
             if i % 2:
@@ -109,7 +131,10 @@ def session(cluster_kind: str, blocks: int, pause: float) -> dict[str, object]:
                 plain.append(one_task(client, i, pause))
         finished = store.runs()  # waits for the ends still being written
         assert (finished["status"] == "finished").all(), finished
-    return {"first": first, "plain": plain, "recorded": rec, "ending": ending[1:]}
+    return {
+        "first": first, "plain": plain, "recorded": rec, "ending": ending[1:],
+        "load_ext": loading, "cpu_to_first": worked,
+    }  # fmt: skip
 
 
 def closing_session(record: bool) -> float:
@@ -166,11 +191,17 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[])
     parser.add_argument("--pause", type=float, default=PAUSE_S)
     parser.add_argument("--closing", type=int, metavar="N", default=0)
+    parser.add_argument(
+        "--load-ext",
+        action="store_true",
+        help="each session first runs %%load_ext dask_observe, as a notebook does",
+    )
     parser.add_argument("--session", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--closing-session", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.session:
-        print(json.dumps(session(args.cluster, args.blocks, args.pause)))
+        measured = session(args.cluster, args.blocks, args.pause, args.load_ext)
+        print(json.dumps(measured))
         return
     if args.closing_session is not None:
         print(closing_session(bool(args.closing_session)))
@@ -187,6 +218,7 @@ def main() -> None:
             command = [sys.executable, __file__, "--session"]
             command += ["--cluster", args.cluster, "--blocks", str(args.blocks)]
             command += ["--pause", str(args.pause)]
+            command += ["--load-ext"] if args.load_ext else []
             out = subprocess.run(
                 command, env=env, capture_output=True, text=True, check=True
             )
@@ -199,6 +231,8 @@ def main() -> None:
         rec = [p * 1e3 for r in found for p in r["recorded"]]  # type: ignore[union-attr]
         added = [r - p for r, p in zip(rec, plain, strict=True)]
         ending = [e * 1e3 for r in found for e in r.get("ending", [])]  # type: ignore[union-attr]
+        loads = [float(r["load_ext"]) * 1e3 for r in found if r.get("load_ext")]  # type: ignore[arg-type]
+        cpus = [float(r["cpu_to_first"]) * 1e3 for r in found if r.get("cpu_to_first")]  # type: ignore[arg-type]
         print(
             f"{name}: first recorded block median {statistics.median(firsts):.0f} ms "
             f"({min(firsts):.0f}-{max(firsts):.0f}); after it: one-task block "
@@ -209,6 +243,13 @@ def main() -> None:
             + (
                 f"; its end, written after it: {statistics.median(ending):.0f} ms"
                 if ending
+                else ""
+            )
+            + (
+                f"; %load_ext and import distributed {statistics.median(loads):.0f} ms"
+                f" ({min(loads):.0f}-{max(loads):.0f}), the process's CPU from them"
+                f" to the first block's end {statistics.median(cpus):.0f} ms"
+                if loads and cpus
                 else ""
             )
         )

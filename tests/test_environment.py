@@ -3,6 +3,7 @@ run, and processes that disagree on versions."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Callable
@@ -198,3 +199,44 @@ def test_the_config_kept_is_each_value_that_differs_from_dasks_defaults() -> Non
         "team.secret-sauce.level": [1, 2],
     }
     assert config_changes() == before
+
+
+def test_package_versions_are_those_importlib_metadata_gives(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A run lists each package's version as ``importlib.metadata`` says it,
+    read from the path's folder names where they tell it."""
+    import importlib.metadata
+
+    from dask_observe.recording.plugins import PACKAGES, installed_versions
+
+    def metadata(names: tuple[str, ...]) -> dict[str, str]:
+        found = {}
+        for name in names:
+            with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+                found[name] = importlib.metadata.version(name)
+        return found
+
+    assert installed_versions(PACKAGES) == metadata(PACKAGES)
+    assert {"dask", "distributed", "dask-observe"} <= set(installed_versions(PACKAGES))
+
+    # A folder first on the path: its packages win, as they would on import
+    # (an egg's too, whose version comes from its metadata); a name spelled
+    # otherwise (dots, capitals) is the same package.
+    first, later = tmp_path / "first", tmp_path / "later"
+    for folder, entry, name, number in [
+        (first, "Team_Tools-2.0.dist-info", "Team.Tools", "2.0"),
+        (later, "team_tools-1.0.dist-info", "team-tools", "1.0"),
+        (first, "old_thing.egg-info", "old-thing", "0.9"),
+        (later, "old_thing-1.1.dist-info", "old-thing", "1.1"),
+    ]:
+        (folder / entry).mkdir(parents=True)
+        (folder / entry / ("PKG-INFO" if "egg" in entry else "METADATA")).write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {number}\n"
+        )
+    monkeypatch.syspath_prepend(str(later))
+    monkeypatch.syspath_prepend(str(first))
+    names = ("team-tools", "old-thing", "dask", "not-installed-anywhere")
+    assert installed_versions(names) == metadata(names)
+    assert installed_versions(names)["team-tools"] == "2.0"
+    assert installed_versions(names)["old-thing"] == "0.9"

@@ -13,6 +13,8 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import dask_observe
 
+from .conftest import read_in_new_process
+
 
 def run(ip: InteractiveShell, source: str) -> object:
     """Run a cell as the notebook would; return its result or raise its error."""
@@ -28,6 +30,56 @@ def test_load_ext_registers_the_magics_and_loading_twice_is_harmless(
     magics = ip.magics_manager.magics
     assert "dask_record" in magics["cell"]
     assert "dask_observe" in magics["line"]
+
+
+#: A fresh kernel, its cells run as a notebook's: the extension loaded before
+#: or after the cell that imports distributed (``argv[1]``), then a
+#: threads-only LocalCluster (its scheduler and workers in this process) and
+#: a first recorded block, during which every import of a module of ours is
+#: noted with the thread that made it. Prints them as JSON.
+FIRST_BLOCK_IMPORTS = """
+import importlib.abc, json, sys, threading
+from IPython.testing.globalipapp import start_ipython
+shell = start_ipython()
+cells = ["%load_ext dask_observe", "from distributed import Client, LocalCluster"]
+for cell in cells if sys.argv[1] == "extension first" else cells[::-1]:
+    shell.run_cell(cell).raise_error()
+shell.run_cell(
+    "cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=':0')"
+    "; client = Client(cluster); warm = client.submit(abs, -1).result()"
+).raise_error()
+client = shell.user_ns["client"]
+import dask_observe
+
+seen = []
+class Watch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("dask_observe"):
+            seen.append([name, threading.current_thread().name])
+        return None
+
+sys.meta_path.insert(0, Watch())
+with dask_observe.record("first", client=client) as run:
+    client.submit(abs, -2).result()
+imported = [entry for entry in seen if entry[1] != "dask-observe-run-end"]
+print(json.dumps({"imported": imported, "status": run.status}))
+client.close(); shell.user_ns["cluster"].close()
+"""
+
+
+@pytest.mark.parametrize("order", ["extension first", "distributed first"])
+def test_load_ext_readies_the_first_recorded_block(
+    store_path: Path, order: str
+) -> None:
+    """Once the extension is loaded and distributed imported (in either
+    order), a first recorded block imports nothing of ours: neither the
+    modules a run's start and end use nor the capture bundle that the
+    cluster's scheduler and workers in this process run (the run's end
+    thread, after the block, aside). Its cost is measured by
+    ``benchmarks/fixed_cost.py --load-ext``."""
+    found = read_in_new_process(store_path, FIRST_BLOCK_IMPORTS, order)
+    assert found["status"] == "finished"
+    assert found["imported"] == []
 
 
 def test_unload_ext_removes_the_magics(ip: InteractiveShell) -> None:

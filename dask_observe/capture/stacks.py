@@ -10,9 +10,9 @@ dozen events, not thousands. Tasks that finish in time cost nothing here.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sys
-import sysconfig
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,18 +26,26 @@ MAX_STACKS_PER_TASK = 5
 #: How often a long task's stack is sampled.
 SAMPLE_EVERY_S = 1.0
 
-#: Where the standard library and installed packages live on this worker: a
-#: frame under them is library code, and the innermost frame that is not is
-#: where the user's code waits.
-_LIBRARY_ROOTS = tuple(
-    sorted(
-        {
-            path
-            for name in ("stdlib", "platstdlib", "purelib", "platlib")
-            if (path := sysconfig.get_paths().get(name))
-        }
+
+@functools.cache
+def _library_roots() -> tuple[str, ...]:
+    """Where the standard library and installed packages live on this worker:
+    a frame under them is library code, and the innermost frame that is not
+    is where the user's code waits. Read at the first stack sampled, not as
+    the capture is set up (``sysconfig`` takes 1-2 ms to import: each
+    worker's part of a first recorded block)."""
+    import sysconfig
+
+    return tuple(
+        sorted(
+            {
+                path
+                for name in ("stdlib", "platstdlib", "purelib", "platlib")
+                if (path := sysconfig.get_paths().get(name))
+            }
+        )
     )
-)
+
 
 #: A frame as shipped: file, line, function, source line, library code or not.
 Frame = tuple[str, int, str, str, bool]
@@ -49,7 +57,7 @@ def is_library(filename: str) -> bool:
     in a notebook or script) is the user's."""
     return (
         filename.startswith("<frozen")
-        or filename.startswith(_LIBRARY_ROOTS)
+        or filename.startswith(_library_roots())
         or "site-packages" in filename
         or "dist-packages" in filename
     )

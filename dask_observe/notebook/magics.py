@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import logging
 import shlex
 import sys
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
+from IPython.core.getipython import get_ipython
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
@@ -37,6 +39,8 @@ from dask_observe.store import StoreError
 
 if TYPE_CHECKING:
     from dask_observe.archive import Archive
+
+logger = logging.getLogger(__name__)
 
 
 def _open_store(path: str | None, create: bool = True) -> Store:
@@ -384,9 +388,34 @@ def _show_end(run: Run, view: WidgetView | TextView | None, *, report: bool) -> 
 
 def load(ipython: InteractiveShell) -> None:
     ipython.register_magics(ObserveMagics)
+    # The extension loads before the first recorded cell: that cell then pays
+    # for its cluster's plugins only (``prepare``), once distributed is
+    # imported; not before (a kernel that only reads the store never needs it).
+    if "distributed" in sys.modules:
+        _prepare(None)
+    elif _prepare not in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.register("post_run_cell", _prepare)
+
+
+def _prepare(result: object) -> None:
+    """``post_run_cell``: ready the first recorded block after the cell that
+    imported distributed (a client's cell, usually: ~20 ms beside its start)."""
+    from dask_observe.recording.prepare import prepare
+
+    if "distributed" not in sys.modules:
+        return
+    ipython = get_ipython()
+    if ipython is not None and _prepare in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.unregister("post_run_cell", _prepare)
+    try:
+        prepare()
+    except Exception as e:  # only a head start: the first block does it again
+        logger.debug("dask-observe: cannot ready the first recorded block: %s", e)
 
 
 def unload(ipython: InteractiveShell) -> None:
+    if _prepare in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.unregister("post_run_cell", _prepare)
     manager = ipython.magics_manager
     magics = manager.registry.pop("ObserveMagics", None)
     if isinstance(magics, ObserveMagics) and magics.recording is not None:

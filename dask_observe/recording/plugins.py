@@ -134,25 +134,60 @@ def process_environment(holder: Any = None) -> dict[str, Any]:
     """This process's Python, OS and package versions (``PACKAGES``). Read once
     a process: kept on ``holder`` (the worker or scheduler) where given, as
     reading package metadata takes milliseconds."""
-    import importlib.metadata
     import platform
 
     found: dict[str, Any] | None = getattr(holder, "_dask_observe_environment", None)
     if found is not None:
         return found
-    versions = {}
-    for name in PACKAGES:
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            versions[name] = importlib.metadata.version(name)
     found = {
         "python": platform.python_version(),
         "os": platform.platform(),
-        "packages": versions,
+        "packages": installed_versions(PACKAGES),
     }
     if holder is not None:
         with contextlib.suppress(AttributeError):
             holder._dask_observe_environment = found
     return found
+
+
+def installed_versions(names: tuple[str, ...]) -> dict[str, str]:
+    """The version of each of ``names`` installed here (those that are), as
+    ``importlib.metadata.version`` says it, from one listing of each
+    ``sys.path`` folder. It finds a package as this does, by the name its
+    metadata folder spells (the first on the path); a wheel's
+    ``<name>-<version>.dist-info`` spells the version too, and only for the
+    others (an egg) is the metadata read. ``importlib.metadata.version``
+    searched the whole path for each name: 0.9 ms a name, 14 ms for
+    ``PACKAGES``, in each worker during a first recorded block, beside its
+    task; this takes ~1 ms."""
+    import importlib.metadata
+    import os
+    import re
+
+    def normal(name: str) -> str:  # PEP 503's, with "_" as wheels spell it
+        return re.sub(r"[-_.]+", "_", name).lower()
+
+    wanted = {normal(name): name for name in names}
+    found: dict[str, str] = {}
+    for folder in sys.path:
+        try:
+            entries = os.listdir(folder or ".")
+        except OSError:
+            continue
+        for entry in entries:
+            stem, _, kind = entry.rpartition(".")
+            if kind not in ("dist-info", "egg-info", "egg"):
+                continue
+            name, _, version = stem.partition("-")
+            key = wanted.get(normal(name))
+            if key is None or key in found:
+                continue
+            if kind == "dist-info" and version and "-" not in version:
+                found[key] = version
+            else:  # importlib.metadata finds this one first: its metadata says
+                with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+                    found[key] = importlib.metadata.version(key)
+    return {name: found[name] for name in names if name in found}
 
 
 def memory_thresholds(manager: Any = None) -> dict[str, float | bool]:
