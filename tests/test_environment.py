@@ -240,3 +240,36 @@ def test_package_versions_are_those_importlib_metadata_gives(
     assert installed_versions(names) == metadata(names)
     assert installed_versions(names)["team-tools"] == "2.0"
     assert installed_versions(names)["old-thing"] == "0.9"
+
+
+def test_the_workers_of_one_process_read_its_environment_once(
+    monkeypatch: Any,
+) -> None:
+    """200 in-process workers flushed at a run's end at once ask for their
+    process's environment together: one read answers them all."""
+    import asyncio
+    import time
+
+    from dask_observe.recording import plugins
+
+    reads = []
+    real = plugins.process_environment
+
+    def slow_read(holder: Any = None) -> dict[str, Any]:
+        reads.append(holder)
+        time.sleep(0.05)  # others ask meanwhile
+        return real(holder)
+
+    monkeypatch.setattr(plugins, "process_environment", slow_read)
+
+    class Worker:  # the class that in-process workers share
+        pass
+
+    async def flush_all() -> list[dict[str, Any]]:
+        asked = (plugins._process_environment_off_loop(Worker) for _ in range(50))
+        return await asyncio.gather(*asked)
+
+    answers = asyncio.run(flush_all())
+    assert reads == [Worker]
+    assert answers == [real()] * 50
+    assert asyncio.run(flush_all()) == answers and reads == [Worker]  # kept

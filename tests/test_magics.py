@@ -39,8 +39,8 @@ def test_load_ext_registers_the_magics_and_loading_twice_is_harmless(
 #: noted with the thread that made it. Prints them as JSON.
 FIRST_BLOCK_IMPORTS = """
 import importlib.abc, json, sys, threading
-from IPython.testing.globalipapp import start_ipython
-shell = start_ipython()
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
 cells = ["%load_ext dask_observe", "from distributed import Client, LocalCluster"]
 for cell in cells if sys.argv[1] == "extension first" else cells[::-1]:
     shell.run_cell(cell).raise_error()

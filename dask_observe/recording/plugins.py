@@ -115,11 +115,24 @@ async def _process_environment_off_loop(holder: Any) -> dict[str, Any]:
     metadata is hundreds of file reads, each giving up the GIL, and a run's
     start asks while its tasks run: with four Python threads holding the GIL,
     each read waited its turn and the worker's loop (its heartbeats, its
-    profile samples, distributed's GIL measure) stood still for 3-4 s."""
+    profile samples, distributed's GIL measure) stood still for 3-4 s.
+
+    One read for all who ask at once: the workers of one process (200
+    in-process workers, each flushed at a run's end) share their class, and
+    each read it in a thread of its own before the first had kept it."""
     found: dict[str, Any] | None = getattr(holder, "_dask_observe_environment", None)
-    if found is None:
-        found = await asyncio.to_thread(process_environment, holder)
-    return found
+    if found is not None:
+        return found
+    reading: asyncio.Future[dict[str, Any]] | None = getattr(
+        holder, "_dask_observe_environment_reading", None
+    )
+    loop = asyncio.get_running_loop()
+    if reading is None or reading.get_loop() is not loop or reading.done():
+        # Done yet not kept: it failed; this caller reads again.
+        reading = asyncio.ensure_future(asyncio.to_thread(process_environment, holder))
+        with contextlib.suppress(AttributeError):
+            holder._dask_observe_environment_reading = reading
+    return await asyncio.shield(reading)
 
 
 #: Packages whose versions a run's environment lists, where installed.
