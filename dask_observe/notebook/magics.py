@@ -397,16 +397,23 @@ def load(ipython: InteractiveShell) -> None:
         ipython.events.register("post_run_cell", _prepare)
 
 
+def _stop_waiting(ipython: InteractiveShell) -> None:
+    """Unhook ``_prepare`` from the cells' ends, if it is hooked."""
+    if _prepare in ipython.events.callbacks["post_run_cell"]:
+        ipython.events.unregister("post_run_cell", _prepare)
+
+
 def _prepare(result: object) -> None:
     """``post_run_cell``: ready the first recorded block after the cell that
-    imported distributed (a client's cell, usually: ~20 ms beside its start)."""
-    from dask_observe.recording.prepare import prepare
-
+    imported distributed (a client's cell, usually: that cell took ~47 ms
+    more, the first block ~30 ms less; ``benchmarks/README.md``)."""
     if "distributed" not in sys.modules:
         return
+    from dask_observe.recording.prepare import prepare
+
     ipython = get_ipython()
-    if ipython is not None and _prepare in ipython.events.callbacks["post_run_cell"]:
-        ipython.events.unregister("post_run_cell", _prepare)
+    if ipython is not None:
+        _stop_waiting(ipython)
     try:
         prepare()
     except Exception as e:  # only a head start: the first block does it again
@@ -414,8 +421,7 @@ def _prepare(result: object) -> None:
 
 
 def unload(ipython: InteractiveShell) -> None:
-    if _prepare in ipython.events.callbacks["post_run_cell"]:
-        ipython.events.unregister("post_run_cell", _prepare)
+    _stop_waiting(ipython)
     manager = ipython.magics_manager
     magics = manager.registry.pop("ObserveMagics", None)
     if isinstance(magics, ObserveMagics) and magics.recording is not None:
