@@ -5,6 +5,8 @@ IPython's shell for the magics and an OTLP collector for the exports."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -93,7 +95,41 @@ print(json.dumps({
 
 
 def dask_observe_cli(store_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The ``dask-observe`` command with these arguments, on that store."""
+    """The ``dask-observe`` command with these arguments, on that store, run in
+    this process by the function its console script calls (``cli.main``), its
+    output and exit code kept as a finished process's.
+
+    A command in a process of its own spends ~0.6 CPU-s importing dask before
+    it reads a row: 80 such processes were 51 CPU-s of the suite (2026-11-27).
+    What needs a process of its own starts ``DASK_OBSERVE`` itself (see
+    ``dask_observe_process``): the demo a newcomer runs, ``record`` until it is
+    interrupted, ``logs --follow``, a store's settings read from the
+    environment, several processes on one store.
+    """
+    import dask.config
+
+    from dask_observe.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        dask.config.set({"observe.store": str(store_path)}),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse: a usage error (2), --help (0)
+            code = e.code if isinstance(e.code, int) else int(e.code is not None)
+    return subprocess.CompletedProcess(
+        [DASK_OBSERVE, *args], code, out.getvalue(), err.getvalue()
+    )
+
+
+def dask_observe_process(
+    store_path: Path, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """The ``dask-observe`` command with these arguments, on that store, as a
+    process of its own: as a user runs it from a shell."""
     return subprocess.run(
         [DASK_OBSERVE, *args],
         env=subprocess_env(store_path),

@@ -45,3 +45,11 @@ def say(line: str) -> str:
     """Log ``line`` as a task's own warning."""
     logging.getLogger("user.task").warning(line)
     return line
+
+
+def leak(nbytes: int) -> None:
+    """Hold ``nbytes`` where no task or spill can free them: unmanaged memory,
+    touched."""
+    import builtins
+
+    builtins.dask_observe_leak = b"\x01" * nbytes  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from dask_observe.store import BaseStore
 from .conftest import (
     DASK_OBSERVE,
     dask_observe_cli,
+    dask_observe_process,
     stored_lines,
     subprocess_env,
     wait_until,
@@ -24,7 +25,7 @@ from .conftest import (
 
 
 def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
-    done = dask_observe_cli(store_path, "demo")
+    done = dask_observe_process(store_path, "demo")  # as the Quick start runs it
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert str(store_path) in out and "dask-observe runs" in out

@@ -4,7 +4,6 @@ itself as no change at all."""
 from __future__ import annotations
 
 import itertools
-import subprocess
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -17,7 +16,7 @@ from distributed import Client, LocalCluster
 import dask_observe
 from dask_observe.analysis.compare import NothingToCompare
 
-from .conftest import DASK_OBSERVE, subprocess_env
+from .conftest import dask_observe_cli
 
 
 def work(x: float) -> float:
@@ -111,10 +110,9 @@ def test_identical_runs_are_unmarked_and_twice_the_work_is_a_regression(
     assert list(newest["id"]) == [r.id for r in runs[3:]]
     assert list(newest["verdict"].fillna("")) == ["", "regression"]
     assert list(newest["changed"]) == list(history["changed"][3:])
-    shown = subprocess.run(
-        [DASK_OBSERVE, "history", "nightly"], capture_output=True, text=True,
-        env=subprocess_env(store_path), check=True,
-    ).stdout.splitlines()  # fmt: skip
+    listed = dask_observe_cli(store_path, "history", "nightly")
+    assert listed.returncode == 0, listed.stderr
+    shown = listed.stdout.splitlines()
     assert len(shown) == 5 and "regression" in shown[4]
     assert "distributed.admin.tick.limit" in shown[4]
 
@@ -139,27 +137,13 @@ def test_a_run_without_tasks_cannot_be_compared(
 
 def test_compare_from_the_command_line(pair_store: dask_observe.Store) -> None:
     store_path = pair_store.path
-    import subprocess
-
-    done = subprocess.run(
-        [DASK_OBSERVE, "compare", "1", "last", "--threshold", "0.5"],
-        env=subprocess_env(store_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = dask_observe_cli(store_path, "compare", "1", "last", "--threshold", "0.5")
     assert done.returncode == 0, done.stderr
     assert "Run 1 'before' -> run 2 'after'" in done.stdout
     line = next(x for x in done.stdout.splitlines() if "prefix work" in x)
     assert line.rstrip().endswith("regression")
 
-    bad = subprocess.run(
-        [DASK_OBSERVE, "compare", "1", "7"],
-        env=subprocess_env(store_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = dask_observe_cli(store_path, "compare", "1", "7")
     assert bad.returncode == 1 and "no run 7" in bad.stderr
 
 

@@ -27,6 +27,7 @@ from nbclient import NotebookClient
 import dask_observe
 from dask_observe.api import Run
 from tests.conftest import wait_until
+from tests.tasks import leak
 
 FAST = {
     "observe.flags.hung-task.after": "1s",
@@ -59,15 +60,14 @@ def waits_on_its_own_task() -> int:
     return int(get_client().submit(inc, 1, pure=False).result())
 
 
-def leak(nbytes: int) -> None:
-    import builtins
-
-    # Kept where no task or spill can free it: unmanaged memory, touched.
-    builtins.dask_observe_leak = b"\x01" * nbytes  # type: ignore[attr-defined]
-
-
 def kinds(run: Run) -> set[str]:
     return set(run.flags()["kind"])
+
+
+def live_message(run: Run, kind: str) -> str:
+    """The message of the run's flag of that kind, as judged now ("" if none)."""
+    flags = run.flags()
+    return "\n".join(flags[flags["kind"] == kind]["message"])
 
 
 def stopped_when(run: Run, condition: Callable[[Run], bool], what: str) -> None:
@@ -127,9 +127,18 @@ def test_a_worker_paused_by_a_leak_is_why_nothing_runs(
         pytest.raises(KeyboardInterrupt),
         dask_observe.record("paused", client=client) as run,
     ):
+        # The worker process imports the task's module as it unpickles the
+        # task: this one's (nbclient, traitlets: 405 modules) stalled its loop
+        # 10 s under load, a no-progress of its own before the pause. So the
+        # leak comes from a module that imports nothing, and the wait is for
+        # the stall the pause makes.
         client.submit(leak, 560 * 2**20).result()
-        waiting = client.map(inc, range(20))
-        stopped_when(run, lambda r: "no-progress" in kinds(r), "a live no-progress")
+        waiting = client.map(abs, range(-20, 0))
+        stopped_when(
+            run,
+            lambda r: "paused for memory" in live_message(r, "no-progress"),
+            "a live no-progress naming the pause",
+        )
     message = flag(run, "no-progress")["message"]
     assert "paused for memory" in message
     assert client.scheduler_info()["workers"].popitem()[0] in message

@@ -6,12 +6,13 @@ still read as the report."""
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import pytest
-from distributed import Client
+from distributed import LocalCluster
 from lab_server import Lab, running_lab
 from nbclient import NotebookClient
 from playwright.sync_api import Page, expect
@@ -42,12 +43,26 @@ def executed_notebook(folder: Path, scheduler: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def shared_notebook(
+    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The notebook a colleague received, executed once for both applications
+    (an execution is a kernel's start and a recorded cell: ~5 s)."""
+    folder = tmp_path_factory.mktemp("executed")
+    with pytest.MonkeyPatch.context() as env:  # the kernel's store: its own
+        env.setenv("DASK_OBSERVE__STORE", str(folder / "store" / "observe.sqlite"))
+        return executed_notebook(folder, cluster.scheduler_address)
+
+
 @pytest.fixture(params=["jupyterlab", "notebook"])
 def app(
-    request: pytest.FixtureRequest, client: Client, store_path: Path, tmp_path: Path
+    request: pytest.FixtureRequest,
+    shared_notebook: Path,
+    store_path: Path,
+    tmp_path: Path,
 ) -> Iterator[tuple[Lab, str]]:
-    assert client.scheduler is not None
-    executed_notebook(tmp_path, str(client.scheduler.address))
+    shutil.copy(shared_notebook, tmp_path / shared_notebook.name)
     with running_lab(store_path, tmp_path, app=request.param) as lab:
         path = (
             "lab/tree/shared.ipynb"

@@ -76,7 +76,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
             visible(str(v), newlines=False) if v is not None else None
             for v in runs[column]
         ]
-    print(runs.fillna("").to_string(index=False))
+    # Blank where a run has no value yet (a running run's end and duration):
+    # only such columns become text, as fillna("") on a float column, which
+    # pandas 3 warns will raise, did (the others keep their number format).
+    blanks = {
+        column: runs[column].astype(object).where(runs[column].notna(), "")
+        for column in runs.columns
+        if runs[column].isna().any()
+    }
+    print(runs.assign(**blanks).to_string(index=False))
     return 0
 
 
