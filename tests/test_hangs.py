@@ -256,7 +256,7 @@ def test_a_hung_dask_record_cell_says_why_before_and_after_the_stop_button(
             f"dask.config.set({FAST!r})\n"
             "from distributed import Client, LocalCluster\n"
             "client = Client(LocalCluster(n_workers=1, threads_per_worker=1,"
-            " processes=False, dashboard_address=None))"
+            " processes=False, dashboard_address=':0'))"
         ),
         nbformat.v4.new_code_cell(
             "%%dask_record hang\n"

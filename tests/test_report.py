@@ -17,6 +17,8 @@ import pytest
 from distributed import Client
 
 import dask_observe
+from dask_observe.analysis import figures as run_figures
+from dask_observe.report import stream as stream_chart
 
 from .conftest import wait_until
 from .tasks import spin
@@ -405,6 +407,14 @@ def test_data_moved_between_workers_is_told_by_pair_and_type(
     assert "Transfers between workers (30.52 MiB in" in shown
     assert 'alt="bytes moved between workers"' in shown
     assert re.search(r"<td[^>]*>ndarray</td><td[^>]*>30\.52 MiB</td>", shown)
+    # The task stream draws each wait for the data before its task: a
+    # rectangle a transfer, as a large run's binned stream counts them.
+    stream = inline_images(shown).split('aria-label="task stream"')[1]
+    assert stream.count("<title>transfer</title>") >= 1
+    table = run_figures.task_table(run, run.started)
+    drawn = stream_chart._few_segments(table)
+    assert drawn == list(stream_chart._segments(table).itertuples(index=False))
+    assert sum(category == "transfer" for _, category, _, _ in drawn) >= 1
 
 
 def test_a_task_key_with_a_control_character_leaves_every_chart_an_image(

@@ -59,7 +59,7 @@ def test_blocks_recorded_in_turn_with_a_reader_between_all_run(
     path = tmp_path / "observe.sqlite"
     for i in range(3):
         cluster = LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
         )
         with (
             cluster,
@@ -188,7 +188,7 @@ def chatty(i):
     return i
 
 with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                  dashboard_address=None) as cluster, Client(cluster) as client:
+                  dashboard_address=":0") as cluster, Client(cluster) as client:
     with dask_observe.record("big", client=client, store=path):
         total = sum(client.gather(client.map(chatty, range(80))))
 out = {"ran": total == sum(range(80)), "said": said}

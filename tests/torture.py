@@ -45,7 +45,7 @@ def work(client, tag, i):
     print("ran", tag, i, flush=True)
 for i in range(blocks):
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         # As users write it: without "as run" (the store of the run goes with
         # the block), and with it (kept until the next block's has opened).
         if i % 2 == 0:
@@ -65,7 +65,7 @@ def nap(x):
     time.sleep(0.05)
     return x
 with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                  dashboard_address=None) as cluster, Client(cluster) as client:
+                  dashboard_address=":0") as cluster, Client(cluster) as client:
     with dask_observe.record("victim", client=client, store=sys.argv[1]) as run:
         print("started", run.id, flush=True)
         client.gather(client.map(nap, range(100_000)))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.analysis import figures
+from dask_observe.analysis.series import last_by, stacked
 from dask_observe.analysis.trees import profile_table
 from dask_observe.report import standing, tasks
 from dask_observe.report.stream import StreamBins
@@ -124,17 +125,12 @@ class ReportData:
 
 
 def _memory_series(run: RunData, start: float) -> dict[str, pd.DataFrame]:
-    import pandas as pd
-
-    frames = [run.metrics(name, epoch=True) for name in MEMORY_METRICS]
-    metrics = pd.concat(frames, ignore_index=True)
+    metrics = stacked([run.metrics(name, epoch=True) for name in MEMORY_METRICS])
     if metrics.empty:
         return {}
     metrics["worker"] = metrics["worker"].fillna("")
     metrics["time"] = metrics["time"] - start
-    wide = metrics.pivot_table(
-        index=["worker", "time"], columns="name", values="value", aggfunc="last"
-    ).reset_index()
+    wide = last_by(metrics, ["worker", "time"], "name").reset_index()
     for name in MEMORY_METRICS:
         if name not in wide:
             wide[name] = 0.0

@@ -60,6 +60,13 @@ def epoch(value: TimeLike) -> float:
     return float(stamp.timestamp())
 
 
+#: The task columns that hold numbers: times, seconds, bytes, a thread's id.
+_TASK_NUMBERS = (
+    "start", "stop", "ended", "compute_s", "transfer_s", "disk_read_s",
+    "disk_write_s", "deserialize_s", "nbytes", "thread",
+)  # fmt: skip
+
+
 def _to_datetimes(
     frame: pd.DataFrame, *columns: str, epoch: bool = False
 ) -> pd.DataFrame:
@@ -244,6 +251,12 @@ class RunData:
             self._window(), self._record.get("span_id")
         )
         frame = self.store.frame(sql, params, columns)
+        # Numbers even where no row has one (the start and thread of the one
+        # task of a run, killed with its worker): all None, such a column was
+        # text, and pandas 2.2 warned of what filling it would become.
+        for column in _TASK_NUMBERS:
+            if frame[column].dtype == object:
+                frame[column] = frame[column].astype(float)
         frame.insert(5, "duration_s", frame["stop"] - frame["start"])
         return _to_datetimes(frame, "start", "stop", "ended", epoch=epoch)
 
