@@ -3,6 +3,7 @@ simulated where this machine cannot hold the processes (issue 36, item 4).
 
     .venv/bin/python benchmarks/many_workers.py --workers 200 2000 --seconds 60
     .venv/bin/python benchmarks/many_workers.py --variant new=. --variant old=../old
+    .venv/bin/python benchmarks/many_workers.py --seconds 20 --loads idle --edges 5
 
 For each worker count and load, the scheduler plugin of the code on
 ``PYTHONPATH`` runs on a stand-in scheduler holding that many real
@@ -21,6 +22,13 @@ plugin's periodic ``sample()`` runs once a simulated second, as its
 - the time to write them into a real store, and what they add to its file;
 - each worker's own fast memory samples (``MemorySampler``, 10 a second, on an
   idle worker whose memory does not move): rows a second for the cluster.
+
+With ``--edges N``, then a run's edge on that cluster, a run each heartbeat
+interval: the run's first sample (its start), those rows written into the
+store, and the run's end closed; median of N runs, alone and beside a thread
+that only computes (as the 200 in-process workers' event loop of
+``fixed_cost.py`` takes turns for the GIL with the writes). It checks that
+each run has every worker's memory limit.
 
 With several ``--variant NAME=PATH``, each variant runs in a process of its
 own with ``PATH`` first on ``PYTHONPATH``, one after the other.
@@ -82,7 +90,64 @@ def heartbeat(ws: Any, now: float, rng: random.Random) -> None:
     }
 
 
-def simulate(n: int, seconds: int, load: str) -> dict[str, Any]:
+def run_edges(
+    plugin: Any, store: Any, n: int, edges: int, between: Any, pull: Any
+) -> dict[str, Any]:
+    """A run's edge (see the module), ``edges`` times, ``between()`` before
+    each: its rows and the median milliseconds of its start's sample, their
+    write (``pull()``: rows and seconds) and its end."""
+    import statistics
+
+    rows, sample, write, end = [], [], [], []
+    for i in range(edges):
+        between()
+        run_id = store.create_run(f"edge {i}", cluster="sim")
+        started = time.perf_counter()
+        plugin.begin(f"span-{i}")
+        sample.append(time.perf_counter() - started)
+        written, seconds = pull()
+        rows.append(written)
+        write.append(seconds)
+        started = time.perf_counter()
+        store.end_run(run_id, "finished")
+        end.append(time.perf_counter() - started)
+        limits = store.run(run_id).metrics("memory_limit")
+        assert limits["worker"].nunique() == n, f"{limits['worker'].nunique()} of {n}"
+        plugin.unwatch(f"span-{i}")
+
+    def ms(times: list[float]) -> float:
+        return 1000 * statistics.median(times)
+
+    total = [a + b + c for a, b, c in zip(sample, write, end, strict=True)]
+    return {
+        "edge_rows": statistics.median(rows),
+        "edge_sample_ms": ms(sample),
+        "edge_write_ms": ms(write),
+        "edge_end_ms": ms(end),
+        "edge_ms": ms(total),
+    }
+
+
+def beside_busy_thread(measure: Any) -> Any:
+    """``measure()`` while another thread only computes (see busy_write.py)."""
+    import threading
+
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        return measure()
+    finally:
+        stop.set()
+        spinner.join()
+
+
+def simulate(n: int, seconds: int, load: str, edges: int = 0) -> dict[str, Any]:
     """One cluster size and load, in this process (``--one``)."""
     import asyncio
 
@@ -98,8 +163,9 @@ def simulate(n: int, seconds: int, load: str) -> dict[str, Any]:
     rng = random.Random(0)
     workers = make_workers(n)
     scheduler = SimpleNamespace(
-        workers=workers, task_prefixes={}, tasks={}, handlers={}, services={}
-    )
+        workers=workers, task_prefixes={}, tasks={}, handlers={}, services={},
+        cumulative_worker_metrics={}, extensions={}, queued=[], unrunnable={},
+    )  # fmt: skip
     interval = heartbeat_interval(n)
     phase = {a: rng.uniform(0, interval) for a in workers}
     plugin = ObserveSchedulerPlugin(capture_settings(time.time()))
@@ -123,9 +189,11 @@ def simulate(n: int, seconds: int, load: str) -> dict[str, Any]:
     records = values = wire = 0
     sample_s = write_s = 0.0
     memory_rows = 0
+    edge: dict[str, Any] = {}
+    writing = store
 
     async def main() -> None:
-        nonlocal records, values, wire, sample_s, write_s, memory_rows
+        nonlocal records, values, wire, sample_s, write_s, memory_rows, writing
         await plugin.start(scheduler)  # type: ignore[arg-type]
         plugin._sampler.stop()  # driven by simulated time below
         plugin._ticker.stop()
@@ -133,7 +201,28 @@ def simulate(n: int, seconds: int, load: str) -> dict[str, Any]:
             heartbeat(ws, 0.0, rng)
         plugin.sample()  # the cluster as a recording finds it: not counted
         cursor = plugin.buffer.last
-        for second in range(1, seconds + 1):
+
+        def pull() -> tuple[int, float]:
+            """What the plugin buffered since the last pull, written to the
+            store: its metric values and the seconds the write took."""
+            nonlocal records, values, wire, write_s, cursor
+            batch = plugin.buffer.after(cursor, 10**9)
+            cursor = plugin.buffer.last
+            metrics = [r for _, r in batch if r[0] == "metrics"]
+            records += len(metrics)
+            written = sum(len(r[3]) for r in metrics)
+            values += written
+            wire += len(msgpack.packb([list(r) for _, r in batch], default=str))
+            started = time.perf_counter()
+            writing.append("sim", [r for _, r in batch])
+            took = time.perf_counter() - started
+            write_s += took
+            return written, took
+
+        def advance(second: int) -> None:
+            """One simulated second: the heartbeats due, the plugin's sample,
+            its records written to the store."""
+            nonlocal sample_s
             for address, ws in workers.items():
                 # Heartbeats due in this second, at the cluster's interval.
                 beats = int((second - phase[address]) // interval)
@@ -145,20 +234,37 @@ def simulate(n: int, seconds: int, load: str) -> dict[str, Any]:
             started = time.process_time()
             plugin.sample()
             sample_s += time.process_time() - started
-            batch = plugin.buffer.after(cursor, 10**9)
-            cursor = plugin.buffer.last
-            metrics = [r for _, r in batch if r[0] == "metrics"]
-            records += len(metrics)
-            values += sum(len(r[3]) for r in metrics)
-            wire += len(msgpack.packb([list(r) for _, r in batch], default=str))
-            started = time.perf_counter()
-            store.append("sim", [r for _, r in batch])
-            write_s += time.perf_counter() - started
+            pull()
+
+        for second in range(1, seconds + 1):
+            advance(second)
             for tick in range(10):
                 now = second + tick / 10
                 for sampler in samplers:
                     sampler.sample(now)
         memory_rows = sum(len(s.shipper.samples) for s in samplers)
+        if edges:
+            # The per-second figures above are of the simulated seconds alone.
+            counted = records, values, wire, sample_s, write_s
+            # Into a store of their own: the one above is measured for size.
+            edges_folder = Path(tempfile.mkdtemp(prefix="many-workers-edges-"))
+            edges_folder.chmod(0o700)
+            writing = Store(edges_folder / "store.sqlite")
+            # A run each heartbeat interval: between two, every worker's
+            # heartbeat came and was sampled, as on a cluster between cells.
+            clock = iter(range(seconds + 1, 10**9))
+
+            def between() -> None:
+                for _ in range(int(interval + 0.999)):
+                    advance(next(clock))
+
+            edge.update(run_edges(plugin, writing, n, edges, between, pull))
+            busy = beside_busy_thread(
+                lambda: run_edges(plugin, writing, n, edges, between, pull)
+            )
+            edge["edge_busy_ms"] = busy["edge_ms"]
+            records, values, wire, sample_s, write_s = counted
+            writing.close()
         await plugin.close()
 
     asyncio.run(main())
@@ -176,6 +282,7 @@ def simulate(n: int, seconds: int, load: str) -> dict[str, Any]:
         "store_write_ms_per_s": 1000 * write_s / seconds,
         "store_kib_per_s": (size - empty) / seconds / 1024,
         "memory_samples_per_s": memory_rows / seconds,
+        **edge,
     }
 
 
@@ -185,11 +292,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--loads", nargs="+", default=["idle", "busy"])
     parser.add_argument("--variant", action="append", default=[])
+    parser.add_argument("--edges", type=int, default=0, help="runs' edges to time")
     parser.add_argument("--one", nargs=3, metavar=("WORKERS", "SECONDS", "LOAD"))
     args = parser.parse_args()
     if args.one:
         n, seconds, load = args.one
-        print(json.dumps(simulate(int(n), int(seconds), load)))
+        print(json.dumps(simulate(int(n), int(seconds), load, args.edges)))
         return
     variants = [v.split("=", 1) for v in args.variant] or [["this", "."]]
     rows = []
@@ -201,6 +309,7 @@ def main() -> None:
                     [str(Path(path).resolve()), env.get("PYTHONPATH", "")]
                 )
                 one = ["--one", str(n), str(args.seconds), load]
+                one += ["--edges", str(args.edges)]
                 out = subprocess.run(
                     [sys.executable, __file__, *one],
                     env=env, capture_output=True, text=True, check=True,
@@ -219,6 +328,19 @@ def main() -> None:
     print("|" + " --- |" * len(columns))
     for row in rows:
         print("| " + " | ".join(f.format(row[c]) for c, f in columns) + " |")
+    if args.edges:
+        edge_columns = [
+            ("variant", "{}"), ("workers", "{:,}"), ("load", "{}"),
+            ("edge_rows", "{:,.0f}"), ("edge_sample_ms", "{:.1f} ms"),
+            ("edge_write_ms", "{:.1f} ms"), ("edge_end_ms", "{:.1f} ms"),
+            ("edge_ms", "{:.1f} ms"), ("edge_busy_ms", "{:.1f} ms"),
+        ]  # fmt: skip
+        print()
+        print("| " + " | ".join(c for c, _ in edge_columns) + " |")
+        print("|" + " --- |" * len(edge_columns))
+        for row in rows:
+            cells = (f.format(row[c]) for c, f in edge_columns)
+            print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
