@@ -8,7 +8,10 @@ recorder writes what it pulls from another thread. This writes the records of
 a 200-worker run's edge (400 metrics records of 19 values: 7,600 rows) into a
 real store through ``Store.append`` (the path a pull's ``ingest`` takes), alone
 and then beside a thread that only computes (the worst such loop), five times
-each; the median is shown. Each variant runs in a process of its own with its
+each; the median is shown. Then a run's own rows, as a recorded block writes
+them on its path: the run created, its fine metrics (``--fine`` rows) and
+profile stored, the run ended; alone and beside the busy thread, median of
+``--repeat`` runs. Each variant runs in a process of its own with its
 ``PATH`` first on ``PYTHONPATH``.
 """
 
@@ -24,9 +27,27 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 
-def one(repeat: int) -> dict[str, float]:
+def run_rows(store: Any, repeat: int, fine: int) -> float:
+    """Median milliseconds of a run's own rows (see the module)."""
+    rows = [
+        ("compute", f"prefix-{i}", "thread-cpu", "seconds", 0.5) for i in range(fine)
+    ]
+    tree = {"count": 10, "children": {}}
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run_id = store.create_run("edge", cluster="busy")
+        store.set_fine_metrics(run_id, rows)
+        store.set_profiles(run_id, {"": tree, "prefix-0": tree})
+        store.end_run(run_id, "finished", n_tasks=1)
+        times.append(time.perf_counter() - started)
+    return 1000 * statistics.median(times)
+
+
+def one(repeat: int, fine: int) -> dict[str, float]:
     from dask_observe import Store
     from dask_observe.capture.wire import MetricsRecord
 
@@ -54,6 +75,7 @@ def one(repeat: int) -> dict[str, float]:
         return 1000 * statistics.median(times)
 
     alone = timed()
+    run_alone = run_rows(store, repeat, fine)
     stop = threading.Event()
 
     def spin() -> None:
@@ -64,35 +86,50 @@ def one(repeat: int) -> dict[str, float]:
     spinner.start()
     try:
         beside = timed()
+        run_beside = run_rows(store, repeat, fine)
     finally:
         stop.set()
         spinner.join()
     store.close()
-    return {"alone_ms": alone, "beside_ms": beside}
+    return {
+        "alone_ms": alone,
+        "beside_ms": beside,
+        "run_alone_ms": run_alone,
+        "run_beside_ms": run_beside,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--variant", action="append", default=[])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--fine", type=int, default=40, help="a run's fine metrics")
     parser.add_argument("--one", action="store_true")
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.repeat)))
+        print(json.dumps(one(args.repeat, args.fine)))
         return
-    print("| variant | 7,600 rows alone | beside a busy thread |")
-    print("| --- | --- | --- |")
+    print(
+        "| variant | 7,600 rows alone | beside a busy thread "
+        "| a run's own rows alone | beside a busy thread |"
+    )
+    print("| --- | --- | --- | --- | --- |")
     for name, path in (v.split("=", 1) for v in args.variant or ["this=."]):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [str(Path(path).resolve()), env.get("PYTHONPATH", "")]
         )
         command = [sys.executable, __file__, "--one", "--repeat", str(args.repeat)]
+        command += ["--fine", str(args.fine)]
         out = subprocess.run(
             command, env=env, capture_output=True, text=True, check=True
         )
         found = json.loads(out.stdout.splitlines()[-1])
-        print(f"| {name} | {found['alone_ms']:.0f} ms | {found['beside_ms']:.0f} ms |")
+        cells = [
+            f"{found[k]:.1f} ms"
+            for k in ("alone_ms", "beside_ms", "run_alone_ms", "run_beside_ms")
+        ]
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

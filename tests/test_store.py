@@ -99,6 +99,34 @@ def test_run_last_and_by_id(tmp_path: Path) -> None:
         assert store.run(str(a)).name == "a"
 
 
+def test_a_runs_fine_metrics_and_profiles_replace_what_was_stored(
+    tmp_path: Path,
+) -> None:
+    """Stored in one statement of many rows (more than SQLite binds in one:
+    split), each write replaces the last, and nothing stored clears them."""
+    rows = [
+        ("execute", f"p{i}", "thread-cpu", "seconds", float(i)) for i in range(6000)
+    ]
+    tree = {"interval": 0.01, "root": {"name": "", "count": 1, "children": []}}
+    with BaseStore(tmp_path / "s.sqlite") as store:
+        run_id = store.create_run("a")
+        store.set_fine_metrics(run_id, rows)
+        store.set_profiles(run_id, {"": tree, "p1": tree})
+        store.end_run(run_id, "finished")
+        run = store.run(run_id)
+        fine = run.fine_metrics()
+        assert len(fine) == 6000 and fine["value"].sum() == sum(range(6000))
+        assert sorted(store.profiles(run_id)) == ["", "p1"]
+        store.set_fine_metrics(run_id, rows[:1])
+        store.set_profiles(run_id, {"": tree})
+        assert list(run.fine_metrics()["prefix"]) == ["p0"]
+        assert list(store.profiles(run_id)) == [""]
+        store.set_fine_metrics(run_id, [])
+        store.set_profiles(run_id, {})
+        assert run.fine_metrics().empty and store.profiles(run_id) == {}
+        assert run.refresh().status == "finished"
+
+
 def test_unknown_run_id_names_the_latest_runs(tmp_path: Path) -> None:
     with BaseStore(tmp_path / "s.sqlite") as store:
         store.create_run("etl")

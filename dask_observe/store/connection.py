@@ -246,6 +246,22 @@ class StoreConnection:
                     self._conn.execute("ROLLBACK")
                 raise
 
+    def _write(self, sql: str, params: Sequence[Any]) -> None:
+        """One statement that writes, as its own transaction (the connection
+        is in autocommit mode: SQLite takes the write lock, waiting as
+        ``BEGIN IMMEDIATE`` would, and rolls the statement back if it fails).
+        One statement where a transaction around it made three: each lets go
+        of the GIL and waits to take it back, up to 5 ms each beside a thread
+        that computes (the in-process scheduler's event loop;
+        ``benchmarks/busy_write.py``)."""
+        with self._lock:
+            self._conn.execute(sql, params)
+
+    def _write_returning(self, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+        """``_write`` of a statement with a RETURNING clause: its rows."""
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()

@@ -43,15 +43,18 @@ _STORED = {
 RECORD_FIELDS = _STORED
 
 
-#: Most rows one INSERT statement carries (see ``_insert_rows``).
+#: Most rows one INSERT statement carries (see ``insert_rows``).
 _ROWS_PER_STATEMENT = 5_000
 
 
-def _insert_rows(
-    conn: sqlite3.Connection, table: str, rows: Sequence[tuple[Any, ...]]
+def insert_rows(
+    conn: sqlite3.Connection,
+    table: str,
+    columns: Sequence[str],
+    rows: Sequence[tuple[Any, ...]],
 ) -> None:
-    """Insert ``rows`` (every column of ``table``, in ``_STORED`` order) in a
-    few statements of many rows each, not ``executemany``'s one a row.
+    """Insert ``rows`` (values of ``columns``, in order) in a few statements
+    of many rows each, not ``executemany``'s one a row.
 
     Python's sqlite3 lets go of the GIL for every step of a statement and must
     take it back after: ``executemany`` steps once a row. Beside a thread that
@@ -60,7 +63,6 @@ def _insert_rows(
     371 ms to write in a recording kernel, where one statement per 5,000 rows
     waits twice (``benchmarks/README.md``, "Writing beside a busy event loop").
     """
-    columns = ("seq", "cluster", *_STORED[table])
     width = len(columns)
     # SQLite's limit on bound values (32,766 since 3.32, 999 before).
     limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
@@ -140,7 +142,7 @@ def ingest(
     for table, inserts in (("logs", logs), ("tasks", tasks), ("metrics", metrics),
                            ("events", events)):  # fmt: skip
         if inserts:
-            _insert_rows(conn, table, inserts)
+            insert_rows(conn, table, ("seq", "cluster", *_STORED[table]), inserts)
     return total
 
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.store import redaction, retention
+from dask_observe.store import queries, redaction, retention
 from dask_observe.store.connection import (
     HOST,
     RunNotFound,
@@ -73,22 +73,14 @@ class Runs(StoreConnection):
         self, name: str, *, cluster: str | None = None, span_id: str | None = None
     ) -> int:
         """Insert a new ``running`` run and return its id."""
-        with self._transaction() as conn:
-            cursor = conn.execute(
-                "INSERT INTO runs"
-                " (name, status, started, cluster, span_id, host, pid, seq_start)"
-                " VALUES (?, 'running', ?, ?, ?, ?, ?, (SELECT value FROM sequence))",
-                (
-                    name,
-                    time.time(),
-                    cluster,
-                    span_id,
-                    HOST,
-                    os.getpid(),
-                ),
-            )
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
+        (row,) = self._write_returning(
+            "INSERT INTO runs"
+            " (name, status, started, cluster, span_id, host, pid, seq_start)"
+            " VALUES (?, 'running', ?, ?, ?, ?, ?, (SELECT value FROM sequence))"
+            " RETURNING id",
+            (name, time.time(), cluster, span_id, HOST, os.getpid()),
+        )
+        return int(row[0])
 
     def end_run(
         self,
@@ -105,38 +97,34 @@ class Runs(StoreConnection):
         take one write and not two)."""
         if status not in RUN_STATUSES or status == "running":
             raise ValueError(f"a run cannot end as {status!r}")
-        with self._transaction() as conn:
-            conn.execute(
-                "UPDATE runs SET status = ?, ended = ?, n_tasks = ?, n_failed = ?,"
-                " seq_end = (SELECT value FROM sequence),"
-                " partial = coalesce(?, partial) WHERE id = ?",
-                (status, ended or time.time(), n_tasks, n_failed, partial, run_id),
-            )
+        self._write(
+            "UPDATE runs SET status = ?, ended = ?, n_tasks = ?, n_failed = ?,"
+            " seq_end = (SELECT value FROM sequence),"
+            " partial = coalesce(?, partial) WHERE id = ?",
+            (status, ended or time.time(), n_tasks, n_failed, partial, run_id),
+        )
 
     def set_partial(self, run_id: int, why: str) -> None:
         """Mark a run as recorded partially, and say why."""
-        with self._transaction() as conn:
-            conn.execute("UPDATE runs SET partial = ? WHERE id = ?", (why, run_id))
+        self._write("UPDATE runs SET partial = ? WHERE id = ?", (why, run_id))
 
     def set_settings(
         self, run_id: int, settings: dict[str, Any], environment: dict[str, Any]
     ) -> None:
         """The settings a run is judged under (see ``Run.settings``) and the
         environment it ran in (``Run.environment``)."""
-        with self._transaction() as conn:
-            conn.execute(
-                "UPDATE runs SET settings = ?, environment = ? WHERE id = ?",
-                (json.dumps(settings), json.dumps(environment), run_id),
-            )
+        self._write(
+            "UPDATE runs SET settings = ?, environment = ? WHERE id = ?",
+            (json.dumps(settings), json.dumps(environment), run_id),
+        )
 
     def set_environment(self, run_id: int, environment: dict[str, Any]) -> None:
         """The environment a run started in, kept until its end completes it
         (``set_settings``)."""
-        with self._transaction() as conn:
-            conn.execute(
-                "UPDATE runs SET environment = ? WHERE id = ?",
-                (json.dumps(environment), run_id),
-            )
+        self._write(
+            "UPDATE runs SET environment = ? WHERE id = ?",
+            (json.dumps(environment), run_id),
+        )
 
     def set_verdict(
         self, run_id: int, flags: Sequence[dict[str, Any]], version: str
@@ -185,21 +173,29 @@ class Runs(StoreConnection):
     ) -> None:
         """A run's fine performance metrics: (context, prefix, activity, unit,
         value) rows, replacing any stored before."""
+        if not rows:  # one statement, not a transaction of three
+            self._write("DELETE FROM fine_metrics WHERE run_id = ?", (run_id,))
+            return
         with self._transaction() as conn:
             conn.execute("DELETE FROM fine_metrics WHERE run_id = ?", (run_id,))
-            conn.executemany(
-                "INSERT INTO fine_metrics"
-                " (run_id, context, prefix, activity, unit, value)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+            queries.insert_rows(
+                conn,
+                "fine_metrics",
+                ("run_id", "context", "prefix", "activity", "unit", "value"),
                 [(run_id, *row) for row in rows],
             )
 
     def set_profiles(self, run_id: int, trees: dict[str, Any]) -> None:
         """A run's profile trees by prefix ("" for the whole run), as JSON."""
+        if not trees:  # one statement, not a transaction of three
+            self._write("DELETE FROM profiles WHERE run_id = ?", (run_id,))
+            return
         with self._transaction() as conn:
             conn.execute("DELETE FROM profiles WHERE run_id = ?", (run_id,))
-            conn.executemany(
-                "INSERT INTO profiles (run_id, prefix, tree) VALUES (?, ?, ?)",
+            queries.insert_rows(
+                conn,
+                "profiles",
+                ("run_id", "prefix", "tree"),
                 [(run_id, p, json.dumps(tree)) for p, tree in trees.items()],
             )
 
