@@ -8,10 +8,11 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dask.config
 import pytest
-from distributed import Client, Nanny, Worker, get_worker
+from distributed import Client, Nanny, Scheduler, Worker, get_worker
 
 import dask_observe
 from dask_observe.capture.pacer import Pacer
@@ -151,6 +152,40 @@ def test_a_worker_is_sampled_again_only_when_something_changed(
     assert list(processing["value"]) == [0.0, 1.0, 0.0]
     # The worker whose heartbeats came: a row a second, each with news.
     assert len(beating_rows) >= 3
+
+
+def slow_heartbeats(dask_scheduler: Scheduler) -> None:
+    """The scheduler takes in each worker's heartbeat a second late."""
+    answer = dask_scheduler.handlers["heartbeat_worker"]
+
+    async def late(**kwargs: Any) -> Any:
+        await asyncio.sleep(1.0)
+        return answer(**kwargs)
+
+    dask_scheduler.handlers["heartbeat_worker"] = late
+
+
+async def send_heartbeat(dask_worker: Worker) -> None:
+    """Start a heartbeat and return once it took the worker's metrics."""
+    dask_worker.loop.add_callback(dask_worker.heartbeat)
+    await asyncio.sleep(0.2)
+
+
+def test_a_heartbeat_in_flight_as_the_run_ends_still_brings_its_fine_metrics(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    """A heartbeat takes the worker's fine metrics as it starts: one still in
+    flight as the run ends holds all its tasks' time. The run's end waits for
+    it (a run of 40 tasks on two workers read half its waiting time, in CI)."""
+    client = make_client(n_workers=1, threads_per_worker=1, processes=False)
+    client.run(stop_heartbeats)
+    client.run_on_scheduler(slow_heartbeats)
+    with dask_observe.record("in flight", client=client) as run:
+        client.gather(client.map(time.sleep, [0.1] * 4, pure=False))
+        client.run(send_heartbeat)
+    fine = run.fine_metrics()
+    waiting = fine[(fine["activity"] == "thread-noncpu") & (fine["unit"] == "seconds")]
+    assert waiting["value"].sum() >= 0.35, fine.to_string()
 
 
 def say_last_words(dask_worker: Worker) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -33,6 +34,51 @@ def _fine_pending(worker: Worker) -> bool:
         return True
     # list(): one step under the GIL, as a task thread may add to it.
     return any(isinstance(name, tuple) for name in list(pending))
+
+
+#: Longest a run's end waits for a heartbeat in flight to be answered.
+HEARTBEAT_WAIT_S = 10.0
+
+
+class Heartbeats:
+    """The worker's heartbeats in flight. A heartbeat takes the worker's fine
+    performance metrics as it starts; until the scheduler answers, they are
+    neither pending on the worker nor in the scheduler's spans. A run's end
+    that flushed then read its span without them (a run of 40 tasks on two
+    workers read half its waiting time). ``worker.heartbeat``, and the
+    periodic callback that calls it, go through here."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+        self._flying: set[asyncio.Future[None]] = set()
+        self._original = worker.heartbeat
+        worker.heartbeat = self._tracked  # type: ignore[method-assign]
+        periodic = getattr(worker, "periodic_callbacks", {}).get("heartbeat")
+        if periodic is not None and periodic.callback == self._original:
+            periodic.callback = self._tracked
+
+    async def _tracked(self) -> None:
+        landed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flying.add(landed)
+        try:
+            await self._original()
+        finally:
+            self._flying.discard(landed)
+            landed.set_result(None)
+
+    async def landed(self) -> None:
+        """Once the heartbeats in flight now were answered (or after
+        ``HEARTBEAT_WAIT_S``: a scheduler that does not answer)."""
+        if self._flying:
+            await asyncio.wait(list(self._flying), timeout=HEARTBEAT_WAIT_S)
+
+    def restore(self) -> None:
+        """The worker's own heartbeat again (the plugin leaves)."""
+        if self._worker.heartbeat == self._tracked:
+            del self._worker.heartbeat
+        periodic = getattr(self._worker, "periodic_callbacks", {}).get("heartbeat")
+        if periodic is not None and periodic.callback == self._tracked:
+            periodic.callback = self._original
 
 
 #: How long a task runs before the worker says which it is and since when.
@@ -208,6 +254,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._transfers: Transfers | None = None
         self.long_tasks = LongTasks()
         self._stacks = StackSampler(settings.hung_task_after_s)
+        self._heartbeats: Heartbeats | None = None
 
     def setup(self, worker: Worker) -> None:
         self._worker = worker
@@ -227,6 +274,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         # (``dask_observe_end``): a message, where ``Client.run`` would ship
         # a pickled function to each.
         worker.handlers[FLUSH_HANDLER] = self.flush
+        self._heartbeats = Heartbeats(worker)
         worker.handlers[STACKS_HANDLER] = self.sample_stacks
 
     def _tick(self, now: float) -> None:
@@ -271,11 +319,14 @@ class ObserveWorkerPlugin(WorkerPlugin):
         the worker measured fine performance metrics since its last: the
         heartbeat carries them, so that the scheduler's spans hold all of a
         run's when it ends. A worker that ran nothing meanwhile is not made to
-        (at 200 workers, their heartbeats were most of a run's end)."""
+        (at 200 workers, their heartbeats were most of a run's end); a
+        heartbeat in flight, which took the metrics, is waited for."""
         if self.shipper is not None:
             if self._transfers is not None:
                 self._transfers.report(self.shipper, force=True)
             await self.shipper.flush()
+        if heartbeat and self._heartbeats is not None:
+            await self._heartbeats.landed()
         if heartbeat and self._worker is not None and _fine_pending(self._worker):
             # The metrics are extra: a failed heartbeat must not fail the flush,
             # whose caller then reads the run's last lines.
@@ -296,6 +347,8 @@ class ObserveWorkerPlugin(WorkerPlugin):
             self._transfers.fetched(key)
 
     async def teardown(self, worker: Worker) -> None:
+        if self._heartbeats is not None:
+            self._heartbeats.restore()
         if self._leave_pacer is not None:
             self._leave_pacer()
         if self.shipper is not None:
