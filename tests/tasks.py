@@ -20,6 +20,11 @@ def chatter(n: int) -> int:
     return n
 
 
+def nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
 def fail(x: int) -> int:
     raise RuntimeError(f"broken {x}")
 
