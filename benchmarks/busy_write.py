@@ -26,8 +26,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def run_rows(store: Any, repeat: int, fine: int) -> float:
@@ -45,6 +48,24 @@ def run_rows(store: Any, repeat: int, fine: int) -> float:
         store.end_run(run_id, "finished", n_tasks=1)
         times.append(time.perf_counter() - started)
     return 1000 * statistics.median(times)
+
+
+def beside_busy_thread(measure: Callable[[], T]) -> T:
+    """``measure()`` while another thread only computes (the worst event loop
+    beside the writes)."""
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        return measure()
+    finally:
+        stop.set()
+        spinner.join()
 
 
 def one(repeat: int, fine: int) -> dict[str, float]:
@@ -76,20 +97,9 @@ def one(repeat: int, fine: int) -> dict[str, float]:
 
     alone = timed()
     run_alone = run_rows(store, repeat, fine)
-    stop = threading.Event()
-
-    def spin() -> None:
-        while not stop.is_set():
-            sum(range(1000))
-
-    spinner = threading.Thread(target=spin)
-    spinner.start()
-    try:
-        beside = timed()
-        run_beside = run_rows(store, repeat, fine)
-    finally:
-        stop.set()
-        spinner.join()
+    beside, run_beside = beside_busy_thread(
+        lambda: (timed(), run_rows(store, repeat, fine))
+    )
     store.close()
     return {
         "alone_ms": alone,

@@ -128,25 +128,6 @@ def run_edges(
     }
 
 
-def beside_busy_thread(measure: Any) -> Any:
-    """``measure()`` while another thread only computes (see busy_write.py)."""
-    import threading
-
-    stop = threading.Event()
-
-    def spin() -> None:
-        while not stop.is_set():
-            sum(range(1000))
-
-    spinner = threading.Thread(target=spin)
-    spinner.start()
-    try:
-        return measure()
-    finally:
-        stop.set()
-        spinner.join()
-
-
 def simulate(n: int, seconds: int, load: str, edges: int = 0) -> dict[str, Any]:
     """One cluster size and load, in this process (``--one``)."""
     import asyncio
@@ -259,6 +240,8 @@ def simulate(n: int, seconds: int, load: str, edges: int = 0) -> dict[str, Any]:
                     advance(next(clock))
 
             edge.update(run_edges(plugin, writing, n, edges, between, pull))
+            from busy_write import beside_busy_thread  # this script's folder
+
             busy = beside_busy_thread(
                 lambda: run_edges(plugin, writing, n, edges, between, pull)
             )

@@ -257,11 +257,6 @@ class StoreConnection:
         with self._lock:
             self._conn.execute(sql, params)
 
-    def _write_returning(self, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
-        """``_write`` of a statement with a RETURNING clause: its rows."""
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
-
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()

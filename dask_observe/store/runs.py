@@ -73,7 +73,8 @@ class Runs(StoreConnection):
         self, name: str, *, cluster: str | None = None, span_id: str | None = None
     ) -> int:
         """Insert a new ``running`` run and return its id."""
-        (row,) = self._write_returning(
+        # One statement (see ``_write``); ``_query`` runs it and reads its id.
+        (row,) = self._query(
             "INSERT INTO runs"
             " (name, status, started, cluster, span_id, host, pid, seq_start)"
             " VALUES (?, 'running', ?, ?, ?, ?, ?, (SELECT value FROM sequence))"
