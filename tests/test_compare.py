@@ -17,11 +17,7 @@ import dask_observe
 from dask_observe.analysis.compare import NothingToCompare
 
 from .conftest import dask_observe_cli
-
-
-def work(x: float) -> float:
-    time.sleep(x)
-    return x
+from .tasks import nap
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +34,7 @@ def pair_store(
     ):
         for name, seconds in (("before", 0.05), ("after", 0.15)):
             with dask_observe.record(name, client=client, store=store):
-                client.gather(client.map(work, [seconds] * 20, pure=False))
+                client.gather(client.map(nap, [seconds] * 20, pure=False))
         yield store
 
 
@@ -53,8 +49,8 @@ def test_a_slower_run_is_marked_as_a_regression(
     before, after = two_runs
     comparison = dask_observe.compare(before, after)
     table = comparison.table.set_index("figure")
-    assert table.loc["prefix work", "ratio"] == pytest.approx(3.0, rel=0.2)
-    assert table.loc["prefix work", "verdict"] == "regression"
+    assert table.loc["prefix nap", "ratio"] == pytest.approx(3.0, rel=0.2)
+    assert table.loc["prefix nap", "verdict"] == "regression"
     assert table.loc["wall time", "verdict"] == "regression"
     assert table.loc["compute time", "verdict"] == "regression"
     # The tasks sleep: the extra time is waiting, as the workers metered it.
@@ -64,7 +60,7 @@ def test_a_slower_run_is_marked_as_a_regression(
     # Read the other way round, the same change is an improvement.
     back = dask_observe.compare(after.id, before.id, store=pair_store).table
     back = back.set_index("figure")
-    assert back.loc["prefix work", "verdict"] == "improvement"
+    assert back.loc["prefix nap", "verdict"] == "improvement"
 
     html = comparison._repr_html_()
     assert html.count('data-verdict="regression"') == len(comparison.regressions)
@@ -82,7 +78,7 @@ def test_identical_runs_are_unmarked_and_twice_the_work_is_a_regression(
             dask.config.set(config),
             dask_observe.record("nightly", client=client) as run,
         ):
-            client.gather(client.map(work, [0.02] * n, pure=False))
+            client.gather(client.map(nap, [0.02] * n, pure=False))
         runs.append(run)
     for a, b in itertools.combinations(runs[:4], 2):
         table = dask_observe.compare(a, b).table
@@ -91,10 +87,10 @@ def test_identical_runs_are_unmarked_and_twice_the_work_is_a_regression(
     fifth = dask_observe.compare(runs[3], runs[4])
     table = fifth.table.set_index("figure")
     assert table.loc["wall time", "verdict"] == "regression"
-    assert table.loc["prefix work", "verdict"] == "regression"  # 2x the tasks
+    assert table.loc["prefix nap", "verdict"] == "regression"  # 2x the tasks
     # ... which is said first, and the pace a task did not change.
-    assert fifth.work == [("work", 40, 80)]
-    assert table.loc["prefix work per task", "verdict"] == ""
+    assert fifth.work == [("nap", 40, 80)]
+    assert table.loc["prefix nap per task", "verdict"] == ""
     assert ("config", "distributed.admin.tick.limit", None, "4s") in fifth.changed
     assert runs[4].environment()["config"]["distributed.admin.tick.limit"] == "4s"
 
@@ -140,7 +136,7 @@ def test_compare_from_the_command_line(pair_store: dask_observe.Store) -> None:
     done = dask_observe_cli(store_path, "compare", "1", "last", "--threshold", "0.5")
     assert done.returncode == 0, done.stderr
     assert "Run 1 'before' -> run 2 'after'" in done.stdout
-    line = next(x for x in done.stdout.splitlines() if "prefix work" in x)
+    line = next(x for x in done.stdout.splitlines() if "prefix nap" in x)
     assert line.rstrip().endswith("regression")
 
     bad = dask_observe_cli(store_path, "compare", "1", "7")
@@ -156,12 +152,12 @@ def test_a_task_function_ten_times_slower_is_marked_for_one_task_and_many(
         for factor in (1, 10):
             with dask_observe.record("ab", client=client) as run:
                 slower = [s * factor for s in seconds]
-                client.gather(client.map(work, slower, pure=False))
+                client.gather(client.map(nap, slower, pure=False))
             runs.append(run)
         table = dask_observe.compare(*runs).table.set_index("figure")
-        for figure in ("wall time", "prefix work", "waiting time (GIL, I/O)"):
+        for figure in ("wall time", "prefix nap", "waiting time (GIL, I/O)"):
             assert table.loc[figure, "verdict"] == "regression", (figure, seconds)
-        assert table.loc["prefix work", "ratio"] == pytest.approx(10, rel=0.3)
+        assert table.loc["prefix nap", "ratio"] == pytest.approx(10, rel=0.3)
 
 
 def load(x: int) -> int:
