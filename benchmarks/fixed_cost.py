@@ -23,6 +23,12 @@ notebook's first cells: ``%load_ext dask_observe`` and ``import
 distributed``, and times them (the extension readies the first recorded
 block after the cell that imports distributed).
 
+``--end-pull-ab``: in each session the recorded blocks alternate (two pairs
+of each in turn) between a run's end that brings its last records in its own
+reply and one that pulls them after it (``Recorder.end_run``; the second is
+how a capture without ``end_pulls`` in its hello, an earlier dask-observe's,
+is read), each shown as a variant of its own.
+
 ``--closing N``: what recording costs when the user closes up. N fresh
 processes each start a LocalCluster of 2 worker processes, run one task
 (recorded in every other process) and time ``client.close()`` then
@@ -45,6 +51,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 #: Idle time before each timed block (``--pause``): longer than the client's
@@ -59,8 +66,22 @@ def one_task(client: object, i: int, pause: float = 0.0) -> float:
     return time.perf_counter() - started
 
 
+def end_pulls(on: bool) -> None:
+    """Have every recorder of this process end runs with their last records
+    in the end's reply (``on``), or pull them after it (``--end-pull-ab``)."""
+    from dask_observe.recording import recorder
+
+    for found in list(recorder._recorders.values()):
+        if found.hello is not None:
+            found.hello["end_pulls"] = on
+
+
 def session(
-    cluster_kind: str, blocks: int, pause: float, load_ext: bool = False
+    cluster_kind: str,
+    blocks: int,
+    pause: float,
+    load_ext: bool = False,
+    end_pull_ab: bool = False,
 ) -> dict[str, object]:
     """One fresh process's measurements (printed as JSON by ``--session``)."""
     loading: float | None = None
@@ -79,13 +100,16 @@ def session(
     import dask_observe
 
     ending: list[float] = []
+    stops: list[float] = []
 
     def recorded(client: Client, store: dask_observe.Store, i: int) -> float:
         time.sleep(pause)
         started = time.perf_counter()
         with dask_observe.record(f"tiny {i}", client=client, store=store):
             client.submit(abs, -i, pure=False).result()
+            body_done = time.perf_counter()
         took = time.perf_counter() - started
+        stops.append(time.perf_counter() - body_done)  # the run's end, in the block
         store.runs()  # waits for the run's end, written after its block
         ending.append(time.perf_counter() - started - took)
         return took
@@ -121,8 +145,11 @@ def session(
         # too) from its first cells to its first recorded block's end: what
         # the extension readies early is moved there, not added.
         worked = None if loading is None else time.process_time() - cpu
-        plain, rec = [], []
+        plain, rec, modes = [], [], []
         for i in range(1, blocks + 1):
+            if end_pull_ab:  # each mode in both orders of the pair
+                modes.append(bool((i // 2) % 2))
+                end_pulls(modes[-1])
             if i % 2:
                 plain.append(one_task(client, i, pause))
                 rec.append(recorded(client, store, i))
@@ -133,7 +160,8 @@ def session(
         assert (finished["status"] == "finished").all(), finished
     return {
         "first": first, "plain": plain, "recorded": rec, "ending": ending[1:],
-        "load_ext": loading, "cpu_to_first": worked,
+        "load_ext": loading, "cpu_to_first": worked, "end_pull": modes,
+        "stop": stops[1:],
     }  # fmt: skip
 
 
@@ -181,6 +209,18 @@ def closing(variants: dict[str, str], processes: int) -> None:
         )
 
 
+def split(found: dict[str, Any], mode: bool) -> dict[str, Any]:
+    """A session's pairs whose run's end was in ``mode`` (``--end-pull-ab``)."""
+    kept = [m == mode for m in found["end_pull"]]
+    return {
+        **found,
+        "plain": [p for p, k in zip(found["plain"], kept, strict=True) if k],
+        "recorded": [r for r, k in zip(found["recorded"], kept, strict=True) if k],
+        "stop": [t for t, k in zip(found["stop"], kept, strict=True) if k],
+        "ending": [],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
@@ -196,11 +236,19 @@ def main() -> None:
         action="store_true",
         help="each session first runs %%load_ext dask_observe, as a notebook does",
     )
+    parser.add_argument(
+        "--end-pull-ab",
+        action="store_true",
+        help="alternate runs whose end brings their last records with runs "
+        "that pull them after it",
+    )
     parser.add_argument("--session", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--closing-session", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.session:
-        measured = session(args.cluster, args.blocks, args.pause, args.load_ext)
+        measured = session(
+            args.cluster, args.blocks, args.pause, args.load_ext, args.end_pull_ab
+        )
         print(json.dumps(measured))
         return
     if args.closing_session is not None:
@@ -219,18 +267,26 @@ def main() -> None:
             command += ["--cluster", args.cluster, "--blocks", str(args.blocks)]
             command += ["--pause", str(args.pause)]
             command += ["--load-ext"] if args.load_ext else []
+            command += ["--end-pull-ab"] if args.end_pull_ab else []
             out = subprocess.run(
                 command, env=env, capture_output=True, text=True, check=True
             )
             results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
             first = float(results[name][-1]["first"])  # type: ignore[arg-type]
             print(f"session {n + 1} {name}: first {first * 1e3:.0f} ms")
+    if args.end_pull_ab:
+        results = {
+            f"{name} {label}": [split(r, mode) for r in found]
+            for name, found in results.items()
+            for label, mode in (("end brings records", True), ("pull after", False))
+        }
     for name, found in results.items():
         firsts = [float(r["first"]) * 1e3 for r in found]  # type: ignore[arg-type]
         plain = [p * 1e3 for r in found for p in r["plain"]]  # type: ignore[union-attr]
         rec = [p * 1e3 for r in found for p in r["recorded"]]  # type: ignore[union-attr]
         added = [r - p for r, p in zip(rec, plain, strict=True)]
         ending = [e * 1e3 for r in found for e in r.get("ending", [])]  # type: ignore[union-attr]
+        stops = [t * 1e3 for r in found for t in r.get("stop", [])]  # type: ignore[union-attr]
         loads = [float(r["load_ext"]) * 1e3 for r in found if r.get("load_ext")]  # type: ignore[arg-type]
         cpus = [float(r["cpu_to_first"]) * 1e3 for r in found if r.get("cpu_to_first")]  # type: ignore[arg-type]
         print(
@@ -240,6 +296,13 @@ def main() -> None:
             f"recorded; a run adds {statistics.median(added):.1f} ms (median of "
             f"{len(added)} pairs; quartiles {statistics.quantiles(added)[0]:.1f}-"
             f"{statistics.quantiles(added)[2]:.1f})"
+            + (
+                f"; the run's end in the block {statistics.median(stops):.1f} ms"
+                f" (quartiles {statistics.quantiles(stops)[0]:.1f}-"
+                f"{statistics.quantiles(stops)[2]:.1f})"
+                if len(stops) > 1
+                else ""
+            )
             + (
                 f"; its end, written after it: {statistics.median(ending):.0f} ms"
                 if ending

@@ -21,7 +21,7 @@ from dask_observe.recording.install import CaptureUnavailableWarning
 from dask_observe.recording.span import NoClientError
 
 from .conftest import subprocess_env, wait_until
-from .tasks import spin
+from .tasks import chatter, spin
 
 if TYPE_CHECKING:
     from distributed import SpecCluster
@@ -227,6 +227,43 @@ def test_a_scheduler_in_this_process_is_pulled_directly_with_the_rpcs_answer(
     by_call.pop("records"), by_rpc.pop("records")
     assert by_call == by_rpc
     assert len(run.tasks()) == 40
+
+
+@pytest.mark.parametrize("end_pulls", [True, False], ids=["capture", "earlier-capture"])
+def test_a_runs_end_brings_its_last_records_in_its_own_round_trip(
+    client: Client, store_path: Path, monkeypatch: pytest.MonkeyPatch, end_pulls: bool
+) -> None:
+    # A run's end asks the scheduler once: its reply holds the records the
+    # flush brought. A capture of an earlier dask-observe (a long-lived
+    # cluster's; its hello has no end_pulls) is asked for them after, as before.
+    from dask_observe.recording import plugins
+    from dask_observe.recording.recorder import Recorder
+
+    hello = plugins.hello
+
+    def said(c: Client) -> dict[str, object] | None:
+        found = hello(c)
+        if found is not None and not end_pulls:
+            found.pop("end_pulls", None)
+        return found
+
+    asked: list[str] = []
+    call = Recorder.call
+
+    def counted(self: Recorder, op: str, **kwargs: Any) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            asked.append(op)  # the block's thread, not the recorder's own pulls
+        return call(self, op, **kwargs)
+
+    monkeypatch.setattr(plugins, "hello", said)
+    monkeypatch.setattr(Recorder, "call", counted)
+    with dask_observe.record("last words", client=client) as run:
+        client.submit(chatter, 3, pure=False).result()
+        asked.clear()  # the run's start, and what it asked before
+    pulled_after = [] if end_pulls else ["dask_observe_pull"]
+    assert asked == ["dask_observe_end", *pulled_after]
+    assert len(run.logs(contains="<script>alert")) == 3
+    assert run.status == "finished" and list(run.tasks()["prefix"]) == ["chatter"]
 
 
 def test_a_client_of_a_remote_scheduler_pulls_over_rpc(store_path: Path) -> None:

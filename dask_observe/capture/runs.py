@@ -91,6 +91,11 @@ class RunCalls:
     def _event(self, kind: str, worker: str | None, data: Any) -> None:  # the plugin's
         raise NotImplementedError
 
+    def pull(  # the plugin's
+        self, cursor: int = 0, instance: str | None = None
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
     def watch(self, span_id: str) -> None:
         """Count the span's tasks from now on. A metrics sample marks the run's
         start, so that even a run shorter than the sampling interval has one."""
@@ -120,14 +125,24 @@ class RunCalls:
         self.watch(span_id)
         return self.fine_metrics(None)
 
-    async def end(self, span_id: str, stopped: bool = False) -> dict[str, Any]:
+    async def end(
+        self,
+        span_id: str,
+        stopped: bool = False,
+        cursor: int | None = None,
+        instance: str | None = None,
+    ) -> dict[str, Any]:
         """A run ends: stop watching its span, have every worker and nanny ship
         what it holds (a worker's heartbeat brings its last fine metrics), and
         return the span's task counts and the fine metrics after that.
         ``adopted``: some of its tasks went to an older span, which holds their
         fine metrics; the span's own are then not the run's. A run ``stopped``
         (interrupted, raising) while tasks still run keeps where it stood
-        (a ``run-stopped`` event, and the stacks of the running tasks)."""
+        (a ``run-stopped`` event, and the stacks of the running tasks).
+
+        With a ``cursor``, the reply also holds ``pull``: :meth:`pull`'s reply
+        after the flush, so that the run's last records come in the same round
+        trip (at 200 workers, a second one waited its turn on the loop)."""
         assert self._scheduler is not None
         adopted = bool(self._adopted.get(span_id))
         if stopped and work_remains(self._scheduler):
@@ -136,13 +151,16 @@ class RunCalls:
             await asyncio.gather(*self._stack_samples())
         counts = self.unwatch(span_id)
         await asyncio.gather(*self._flushes())
-        return {
+        ended = {
             "adopted": adopted,
             "counts": counts,
             "fine": self.fine_metrics(None),
             "span_fine": self.fine_metrics(span_id),
             "workers": list(self._scheduler.workers),
         }
+        if cursor is not None:
+            ended["pull"] = self.pull(cursor, instance)
+        return ended
 
     def _stack_samples(self) -> list[Awaitable[Any]]:
         """Have every worker running tasks sample their stacks, to ship with

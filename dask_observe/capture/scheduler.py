@@ -410,4 +410,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
             "instance": self.instance,
             "recent": self.buffer.since(time.time() - backlog_s),
             "dropped": self._dropped(),
+            # A run's end (``dask_observe_end``) takes a cursor and brings its
+            # last records: the wire's version 2, extended.
+            "end_pulls": True,
         }

@@ -27,7 +27,9 @@ fine metrics totals (``dask_observe_fine_metrics`` rows); ``dask_observe_end
 (span_id)`` unwatches it, has every worker (with a heartbeat) and nanny ship
 what it holds (their ``dask_observe_flush`` handler), and returns ``{"counts",
 "fine", "span_fine", "workers"}``: the span's task counts, the cluster's and
-the span's fine metrics after the flush, and the workers' addresses. Workers and
+the span's fine metrics after the flush, and the workers' addresses; given
+``cursor`` and ``instance`` (a capture whose hello says ``end_pulls``), also
+``pull``: ``dask_observe_pull``'s reply after the flush. Workers and
 nannies call ``dask_observe_push(source, records, dropped, samples, events)``:
 log records ``(time, level, logger, message, worker)``, memory samples
 ``(time, worker, rss)`` and events ``(time, kind, worker, data)``; they come from

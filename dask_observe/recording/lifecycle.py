@@ -212,9 +212,7 @@ class Recording:
             if self._span_id is not None:
                 # A run that did not finish keeps where it stood.
                 stopped = status != "finished"
-                ended_reply = self.scheduler_call(
-                    "dask_observe_end", span_id=self._span_id, stopped=stopped
-                )
+                ended_reply = self._recorder.end_run(self._span_id, stopped=stopped)
                 counts = ended_reply["counts"]
         except (OSError, TimeoutError) as e:  # connection lost: it is gone
             return self._stop_lost(ended, f"{type(e).__name__}: {e}")
@@ -227,7 +225,8 @@ class Recording:
                 workers = self._recorder.workers.flush()
             else:
                 workers = self._recorder.workers.describe(ended_reply["workers"])
-            self._recorder.pull()
+            # The end's reply brought them, from a capture that can.
+            self._recorder.pull((ended_reply or {}).get("pull"))
             self._recorder.settle()
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's last records: %s", e)

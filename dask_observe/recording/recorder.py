@@ -362,15 +362,52 @@ class Recorder:
         :func:`.link.call`)."""
         return link.call(self.client, self.cluster, op, **kwargs)
 
-    def pull(self) -> int:
-        """Copy every record the scheduler holds beyond the store's cursor."""
+    def end_run(self, span_id: str, *, stopped: bool) -> dict[str, Any]:
+        """The scheduler's ``dask_observe_end`` of a run's span. A capture that
+        can (its hello says ``end_pulls``) sends in the same reply, as
+        ``pull``, the records beyond the store's cursor, flush included: given
+        to :meth:`pull`, they are stored without asking again (one round trip
+        less at each run's end, which on a busy scheduler waits its turn on
+        the loop)."""
+        if not (self.hello or {}).get("end_pulls"):
+            return dict(self.call("dask_observe_end", span_id=span_id, stopped=stopped))
+        # Not under the pull lock: waiting for a periodic pull in flight before
+        # the end's round trip made a 200-worker run's end 309 ms where it was
+        # 120 (measured). What such a pull stores meanwhile, ``pull`` leaves out.
+        instance, cursor = self.store.cursor(self.cluster)
+        return dict(
+            self.call(
+                "dask_observe_end",
+                span_id=span_id,
+                stopped=stopped,
+                cursor=cursor,
+                instance=instance,
+            )
+        )
+
+    def _read(self, pulled: dict[str, Any] | None) -> tuple[str | None, int, Any]:
+        """The store's cursor, and the scheduler's records beyond it: those of
+        ``pulled`` (a pull's reply that came with a run's end), less what a
+        pull stored since, when it was read from the instance the store reads
+        now; else asked for."""
+        instance, cursor = self.store.cursor(self.cluster)
+        if pulled is not None and pulled.get("instance") == instance:
+            records = [(n, r) for n, r in pulled["records"] if n > cursor]
+            return instance, cursor, {**pulled, "records": records}
+        reply = self.call("dask_observe_pull", cursor=cursor, instance=instance)
+        return instance, cursor, reply
+
+    def pull(self, pulled: dict[str, Any] | None = None) -> int:
+        """Copy every record the scheduler holds beyond the store's cursor,
+        starting with those of ``pulled``, the ``pull`` of a run's end's
+        reply (:meth:`end_run`), if given."""
         written = 0
         if self.partial is not None:
             return written
         with self._pull_lock:
             while True:
-                instance, cursor = self.store.cursor(self.cluster)
-                reply = self.call("dask_observe_pull", cursor=cursor, instance=instance)
+                instance, cursor, reply = self._read(pulled)
+                pulled = None
                 if reply.get("wire") != WIRE_VERSION:  # a scheduler come back changed
                     raise CaptureUnavailable(
                         f"the scheduler's capture speaks wire version "
