@@ -27,7 +27,8 @@ block after the cell that imports distributed).
 of each in turn) between a run's end that brings its last records in its own
 reply and one that pulls them after it (``Recorder.end_run``; the second is
 how a capture without ``end_pulls`` in its hello, an earlier dask-observe's,
-is read), each shown as a variant of its own.
+is read), each shown as a variant of its own. A capture that cannot bring
+them (an older commit's, as a ``--variant``) refuses the first way.
 
 ``--closing N``: what recording costs when the user closes up. N fresh
 processes each start a LocalCluster of 2 worker processes, run one task
