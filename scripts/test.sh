@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # The whole suite, in two parts. The tests whose verdicts depend on the
 # machine's load (the "timing" marker: flags judged from stalls and host load,
-# regressions from timings) run one at a time; the rest run two at a time
-# (pytest-xdist), as on 2 cores they leave one mostly idle (waiting on
-# servers, browsers, processes). Arguments go to both parts; SELECT holds a
-# marker expression both parts keep to (scripts/min-deps.sh:
+# regressions from timings) run one at a time; the rest run three at a time
+# (pytest-xdist), as on 2 cores two of them left 0.65 cores idle on average
+# (waiting on servers, browsers, processes). A module's tests stay in one
+# process (--dist loadscope): its JupyterLab, browser and clusters start once,
+# not once per process that drew one of its tests. Arguments go to both parts;
+# SELECT holds a marker expression both parts keep to (scripts/min-deps.sh:
 # SELECT="not browser and not remote and not packaging"), PYTHON the
 # interpreter (.venv's by default), TEST_WORKERS the second part's processes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-.venv/bin/python}
 select=${SELECT:-}
-workers=${TEST_WORKERS:-2}
+workers=${TEST_WORKERS:-3}
 both() { if [ -n "$select" ]; then echo "$1 and ($select)"; else echo "$1"; fi; }
 start=$(date +%s)
 "$python" -m pytest -m "$(both timing)" "$@"
 alone=$?
-"$python" -m pytest -n "$workers" -m "$(both 'not timing')" "$@"
+"$python" -m pytest -n "$workers" --dist loadscope -m "$(both 'not timing')" "$@"
 beside=$?
-echo "test: $(( $(date +%s) - start )) s in all (alone: exit $alone, two at a time: exit $beside)"
+echo "test: $(( $(date +%s) - start )) s in all (alone: exit $alone, beside each other: exit $beside)"
 [ "$alone" -eq 0 ] && [ "$beside" -eq 0 ]

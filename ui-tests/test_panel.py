@@ -364,9 +364,9 @@ def test_a_view_that_falls_behind_still_shows_every_line(
 
     from dask_observe.store import BaseStore
 
-    # 60 MB of lines: more than the sockets' buffers between the server and
+    # 20 MB of lines: more than the sockets' buffers between the server and
     # the page hold, so that the server must skip while the page is busy.
-    n = 60_000
+    n = 20_000
     padding = "x" * 1000
     with BaseStore(store_path) as store:
         run_id = store.create_run("flood", cluster="tcp://flood:1")
