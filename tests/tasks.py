@@ -9,6 +9,8 @@ pyproject.toml claims, and the run was flagged, rightly, for what it imported
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import time
 
 
@@ -58,3 +60,27 @@ def leak(nbytes: int) -> None:
     import builtins
 
     builtins.dask_observe_leak = b"\x01" * nbytes  # type: ignore[attr-defined]
+
+
+def log_then_die(line: str) -> None:
+    """Say ``line``, then die by SIGKILL: no code of the worker runs after it."""
+    logging.getLogger("user.task").warning(line)
+    time.sleep(0.5)  # "a process that dies a moment later"
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def flood(n: int) -> int:
+    log = logging.getLogger("user.flood")
+    for i in range(n):
+        log.warning("flood line %d", i)
+    return n
+
+
+def climb_until_killed() -> None:
+    """~200 MiB a second: from a worker's baseline to 95% of 600 MiB in about
+    two seconds, with one heartbeat or two on the way (the report that found
+    this: 1.4 s, and the timeline showed 73 MiB of 500)."""
+    held = []
+    while True:
+        held.append(b"\x01" * (10 * 2**20))
+        time.sleep(0.05)

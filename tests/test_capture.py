@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import re
 import signal
 import subprocess
@@ -25,20 +24,7 @@ import dask_observe
 from dask_observe.capture.buffer import SequencedBuffer
 
 from .conftest import READ_RUN, read_in_new_process, subprocess_env
-from .tasks import eat_memory, say
-
-
-def log_then_die(line: str) -> None:
-    logging.getLogger("user.task").warning(line)
-    time.sleep(0.5)  # "a process that dies a moment later"
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def flood(n: int) -> int:
-    log = logging.getLogger("user.flood")
-    for i in range(n):
-        log.warning("flood line %d", i)
-    return n
+from .tasks import climb_until_killed, eat_memory, flood, log_then_die, say
 
 
 @pytest.fixture
@@ -313,16 +299,6 @@ def test_a_full_ring_hands_out_exactly_the_records_after_a_cursor(
     assert [n for n, _ in taken] == (expected if cursor < ring.last else [])
     assert all(record == ("task", n - 1) for n, record in taken)
     assert ring.lost["task"] == 150_000  # dropped unread: counted
-
-
-def climb_until_killed() -> None:
-    """~200 MiB a second: from a worker's baseline to 95% of 600 MiB in about
-    two seconds, with one heartbeat or two on the way (the report that found
-    this: 1.4 s, and the timeline showed 73 MiB of 500)."""
-    held = []
-    while True:
-        held.append(b"\x01" * (10 * 2**20))
-        time.sleep(0.05)
 
 
 @pytest.mark.timing  # judged against the machine's load: run alone
