@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # The whole suite, in two parts. The tests whose verdicts depend on the
 # machine's load (the "timing" marker: flags judged from stalls and host load,
-# regressions from timings) run one at a time; the rest run three at a time
-# (pytest-xdist), as on 2 cores two of them left 0.65 cores idle on average
-# (waiting on servers, browsers, processes). A module's tests stay in one
-# process (--dist loadscope): its JupyterLab, browser and clusters start once,
-# not once per process that drew one of its tests. Arguments go to both parts;
+# regressions from timings) run one at a time; the rest run two at a time
+# (pytest-xdist), as on 2 cores they leave one mostly idle (waiting on
+# servers, browsers, processes; three at a time was faster, and once judged a
+# run of a team's history slower than its load-free truth). A module's tests
+# stay in one process (--dist loadscope): its JupyterLab, browser and clusters
+# start once, not once per process that drew one of its tests. Bytecode is
+# written even where the machine says not to (PYTHONDONTWRITEBYTECODE): the
+# suite's ~250 processes (workers, kernels, servers, CLI runs) would each
+# compile dask_observe and the tests from source. Arguments go to both parts;
 # SELECT holds a marker expression both parts keep to (scripts/min-deps.sh:
 # SELECT="not browser and not remote and not packaging"), PYTHON the
 # interpreter (.venv's by default), TEST_WORKERS the second part's processes.
 set -uo pipefail
+unset PYTHONDONTWRITEBYTECODE
 cd "$(dirname "$0")/.."
 python=${PYTHON:-.venv/bin/python}
 select=${SELECT:-}
-workers=${TEST_WORKERS:-3}
+workers=${TEST_WORKERS:-2}
 both() { if [ -n "$select" ]; then echo "$1 and ($select)"; else echo "$1"; fi; }
 start=$(date +%s)
 "$python" -m pytest -m "$(both timing)" "$@"

@@ -289,11 +289,14 @@ def test_a_worker_added_mid_run_has_its_first_lines_in_the_run(
         Client(cluster.address, timeout="30s") as client,
     ):
         client.wait_for_workers(1, timeout=60)
-        (first,) = client.scheduler_info()["workers"]
+        # The scheduler asked, not the client's copy of its identity: a
+        # periodic refresh asked before the new worker came can land after
+        # wait_for_workers' own, and the copy then lacked it (seen once).
+        (first,) = client.nthreads()
         with dask_observe.record("scaling", client=client) as run:
             cluster.add_workers(1)  # as adaptive scaling would
             client.wait_for_workers(2, timeout=60)
-            (added,) = set(client.scheduler_info()["workers"]) - {first}
+            (added,) = set(client.nthreads()) - {first}
             line = f"from the new worker {uuid.uuid4().hex}"
             said = client.submit(lambda: say(line), workers=[added], key="said")
             assert said.result() == line
