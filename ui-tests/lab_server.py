@@ -145,13 +145,10 @@ def _wait_until_up(lab: Lab, process: subprocess.Popen[bytes], log: Path) -> Non
 
 
 def _quiet(lab: Lab) -> None:
-    """No "get notified about Jupyter news?" toast over the screenshots; the
-    panel's lists refreshed every second, not every 5 (the default): a test
-    that records a run and then looks for it waits for the next refresh."""
+    """No "get notified about Jupyter news?" toast over the screenshots."""
     lab.set_user_settings(
         "@jupyterlab/apputils-extension:notification", '{"fetchNews": "false"}'
     )
-    lab.set_user_settings("dask-observe:plugin", '{"refreshInterval": 1000}')
 
 
 @contextmanager
