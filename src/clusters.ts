@@ -1,7 +1,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { ICluster } from './api';
-import { button, element, heading } from './dom';
+import { button, element, heading, patchList } from './dom';
 import { ClusterModel } from './models';
 import { DASHBOARD_PAGES } from './tabs';
 
@@ -25,7 +25,11 @@ export class ClustersView extends Widget {
   }
 
   private _render(clusters: readonly ICluster[]): void {
-    this._list.replaceChildren(...clusters.map(c => this._card(c)));
+    patchList(
+      this._list,
+      clusters.map(c => this._card(c)),
+      'data-cluster-id'
+    );
   }
 
   private _card(cluster: ICluster): HTMLLIElement {

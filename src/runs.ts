@@ -1,7 +1,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { IRun } from './api';
-import { button, element, heading } from './dom';
+import { button, element, heading, patchList } from './dom';
 import { RunsModel } from './models';
 import { TwoPicks } from './picks';
 import { cardHead, cardMeta, runCard as card } from './cards';
@@ -51,8 +51,10 @@ export class RunsView extends Widget {
         ? 'No runs recorded yet. Record one with %%dask_record in a notebook, or run "dask-observe demo".'
         : `${runs.length} run${runs.length === 1 ? '' : 's'}`;
     this._picks.keepOnly(new Set(runs.map(run => run.id))); // deleted meanwhile
-    this._list.replaceChildren(
-      ...runs.map(run => Private.runCard(run, this._actions))
+    patchList(
+      this._list,
+      runs.map(run => Private.runCard(run, this._actions)),
+      'data-run-id'
     );
   }
 

@@ -1,7 +1,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { IArchiveRun } from './api';
-import { button, element, heading } from './dom';
+import { button, element, heading, patchList } from './dom';
 import { TeamModel } from './models';
 import { TwoPicks } from './picks';
 import { cardHead, cardMeta, runCard } from './cards';
@@ -49,7 +49,11 @@ export class TeamView extends Widget {
           ? `No runs published to ${archive} yet.`
           : `${runs.length} run${runs.length === 1 ? '' : 's'} in ${archive}`;
     this._picks.keepOnly(new Set(runs.map(run => run.id))); // pruned meanwhile
-    this._list.replaceChildren(...runs.map(run => this._card(run)));
+    patchList(
+      this._list,
+      runs.map(run => this._card(run)),
+      'data-run-id'
+    );
   }
 
   private _card(run: IArchiveRun): HTMLLIElement {

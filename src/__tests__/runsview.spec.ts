@@ -1,0 +1,84 @@
+jest.mock('../api', () => ({}));
+jest.mock('../stream', () => ({}));
+
+import { IRun } from '../api';
+import { RunsModel } from '../models';
+import { RunsView } from '../runs';
+import { run } from './fixtures';
+
+/** A runs view over a model that is told its runs (no server). */
+function view(runs: IRun[]): {
+  view: RunsView;
+  told: (runs: IRun[]) => Promise<void>;
+  opened: number[];
+} {
+  let answer = runs;
+  const model = new RunsModel({ fetch: async () => answer, active: false });
+  const opened: number[] = [];
+  const shown = new RunsView({
+    model,
+    openReport: id => opened.push(id),
+    replay: () => undefined,
+    showHistory: () => undefined
+  });
+  const told = async (next: IRun[]): Promise<void> => {
+    answer = next;
+    await model.refresh();
+  };
+  return { view: shown, told, opened };
+}
+
+function card(view: RunsView, id: number): HTMLElement {
+  return view.node.querySelector<HTMLElement>(`[data-run-id="${id}"]`)!;
+}
+
+describe('RunsView', () => {
+  it("keeps a run's buttons when the run's card changes under the pointer", async () => {
+    const { view: shown, told, opened } = view([]);
+    const running = { ...run(1), status: 'running' as const, ended: null };
+    await told([running]);
+    const logs = card(shown, 1).querySelector('.jp-DaskObserve-run-replay');
+    // The run ends: a wall time and a Report button come, the status changes.
+    await told([run(1)]);
+    const ended = card(shown, 1);
+    expect(ended.querySelector('.jp-DaskObserve-run-replay')).toBe(logs);
+    expect(ended.classList).toContain('jp-DaskObserve-run-finished');
+    expect(ended.querySelector('.jp-DaskObserve-run-status')!.textContent).toBe(
+      'finished'
+    );
+    const report = ended.querySelector<HTMLButtonElement>(
+      '.jp-DaskObserve-run-report'
+    )!;
+    // Its figures are written a moment later (a redraw while the user clicks).
+    await told([{ ...run(1), n_tasks: 8, n_flags: 1 }]);
+    expect(card(shown, 1)).toBe(ended);
+    expect(ended.querySelector('.jp-DaskObserve-run-report')).toBe(report);
+    expect(ended.querySelector('.jp-DaskObserve-run-tasks')!.textContent).toBe(
+      '8 tasks'
+    );
+    report.click();
+    expect(opened).toEqual([1]);
+  });
+
+  it('puts a new run on top without touching the others, and drops deleted ones', async () => {
+    const { view: shown, told } = view([]);
+    await told([run(2), run(1)]);
+    const [two, one] = [card(shown, 2), card(shown, 1)];
+    const box = two.querySelector<HTMLInputElement>('input[type="checkbox"]')!;
+    box.checked = true;
+    box.dispatchEvent(new Event('change'));
+    await told([run(3), run(2), run(1)]);
+    const ids = Array.from(
+      shown.node.querySelectorAll<HTMLElement>('[data-run-id]')
+    ).map(node => node.dataset.runId);
+    expect(ids).toEqual(['3', '2', '1']);
+    expect([card(shown, 2), card(shown, 1)]).toEqual([two, one]);
+    expect(box.checked).toBe(true); // ticked, as the user left it
+    await told([run(3), run(1)]);
+    expect(shown.node.querySelector('[data-run-id="2"]')).toBeNull();
+    expect(card(shown, 1)).toBe(one);
+    expect(
+      shown.node.querySelector('.jp-DaskObserve-runs-status')!.textContent
+    ).toBe('2 runs');
+  });
+});
