@@ -1,6 +1,6 @@
 import { Widget } from '@lumino/widgets';
 
-import { element, heading } from './dom';
+import { element, heading, patchList } from './dom';
 import { FlagsModel } from './models';
 import { StreamStatus } from './status';
 import { IFlag } from './api';
@@ -38,8 +38,26 @@ export class FlagsView extends Widget {
     this._run.textContent = runId === null ? '' : `run ${runId}`;
     this._empty.hidden = flags.length > 0;
     const newest = [...flags].sort((a, b) => b.time - a.time);
-    this._list.replaceChildren(...newest.map(Private.card));
+    const keys = new Set(newest.map(Private.key));
+    for (const key of this._open) {
+      if (!keys.has(key)) {
+        this._open.delete(key); // another run's, or judged away
+      }
+    }
+    // Cards patched in place: the server sends the flags whole each time one
+    // changes, and a card redrawn under the pointer lost the click.
+    patchList(
+      this._list,
+      newest.map(flag => Private.card(flag, this._open)),
+      'data-flag'
+    );
   }
+
+  /**
+   * The flags whose evidence the user opened (by `Private.key`): kept open
+   * when the flags are sent again.
+   */
+  private _open = new Set<string>();
 
   private _empty: HTMLDivElement;
   private _list: HTMLUListElement;
@@ -49,16 +67,29 @@ export class FlagsView extends Widget {
 }
 
 namespace Private {
-  export function card(flag: IFlag): HTMLLIElement {
+  /**
+   * What a flag is, whatever its evidence so far: its kind, worker and time.
+   */
+  export function key(flag: IFlag): string {
+    return JSON.stringify([flag.kind, flag.worker, flag.time]);
+  }
+
+  /**
+   * A flag's card; its evidence shows if its key is in `open`, and a click
+   * shows or hides it (and says so in `open`).
+   */
+  export function card(flag: IFlag, open: Set<string>): HTMLLIElement {
     const item = element('li', `jp-DaskObserve-flag jp-mod-${flag.severity}`);
+    const id = key(flag);
     item.dataset.kind = flag.kind;
+    item.dataset.flag = id;
     const head = element('div', 'jp-DaskObserve-flag-head');
     head.append(
       element('span', 'jp-DaskObserve-flag-kind', flag.kind),
       element('span', 'jp-DaskObserve-flag-severity', flag.severity)
     );
     const evidence = element('ul', 'jp-DaskObserve-flag-evidence');
-    evidence.hidden = true;
+    evidence.hidden = !open.has(id);
     evidence.append(
       ...flag.evidence.map(e =>
         element(
@@ -76,7 +107,16 @@ namespace Private {
     );
     item.title = 'Click to show or hide the evidence';
     item.addEventListener('click', () => {
-      evidence.hidden = !evidence.hidden;
+      // This card's own list: patched, the card keeps this listener.
+      const list = item.querySelector('.jp-DaskObserve-flag-evidence');
+      if (list instanceof HTMLElement) {
+        list.hidden = !list.hidden;
+        if (list.hidden) {
+          open.delete(id);
+        } else {
+          open.add(id);
+        }
+      }
     });
     return item;
   }

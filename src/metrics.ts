@@ -1,7 +1,7 @@
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { element, heading, svg } from './dom';
+import { element, heading, patchList, svg } from './dom';
 import { formatBytes } from './format';
 import { StreamStatus } from './status';
 import { MetricsModel, Sample, Series } from './metricsmodel';
@@ -147,8 +147,12 @@ export class MetricsView extends Widget {
     if (this._selected !== null && !model.series(this._selected)) {
       this._selected = null;
     }
-    this._workers.replaceChildren(
-      ...workers.map(worker => this._workerRow(worker))
+    // Rows patched in place: redrawn every second, a row replaced between the
+    // press and the release lost the click that selects its worker.
+    patchList(
+      this._workers,
+      workers.map(worker => this._workerRow(worker)),
+      'data-worker'
     );
     this._chartsTitle.textContent =
       this._selected === null
