@@ -164,9 +164,5 @@ function sameNode(a: Node, b: Node): boolean {
       a.getAttribute('class') === b.getAttribute('class')
     );
   }
-  return (
-    a.nodeType === b.nodeType &&
-    !(a instanceof Element) &&
-    !(b instanceof Element)
-  );
+  return a.nodeType === b.nodeType; // text with text (an element has its own type)
 }

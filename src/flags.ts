@@ -106,16 +106,14 @@ namespace Private {
       evidence
     );
     item.title = 'Click to show or hide the evidence';
+    // A card listed again keeps its node, this listener and this list
+    // (patchList): `evidence` is always the one shown.
     item.addEventListener('click', () => {
-      // This card's own list: patched, the card keeps this listener.
-      const list = item.querySelector('.jp-DaskObserve-flag-evidence');
-      if (list instanceof HTMLElement) {
-        list.hidden = !list.hidden;
-        if (list.hidden) {
-          open.delete(id);
-        } else {
-          open.add(id);
-        }
+      evidence.hidden = !evidence.hidden;
+      if (evidence.hidden) {
+        open.delete(id);
+      } else {
+        open.add(id);
       }
     });
     return item;

@@ -120,16 +120,9 @@ NAP_S = 0.5
 def machine(
     backend: Backend, store: Path, runs: int, *extra: str
 ) -> subprocess.Popen[bytes]:
+    arguments = ["nightly", str(runs), str(NAP_S), *extra]
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.machine",
-            "nightly",
-            str(runs),
-            str(NAP_S),
-            *extra,
-        ],
+        [sys.executable, "-m", "tests.machine", *arguments],
         cwd=ROOT,
         env={**backend.environment(store), **NO_GIL_MONITOR},
         stderr=subprocess.PIPE,
