@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import time
 
 
@@ -84,3 +85,47 @@ def climb_until_killed() -> None:
     while True:
         held.append(b"\x01" * (10 * 2**20))
         time.sleep(0.05)
+
+
+def hold_memory(fraction: float, seconds: float) -> int:
+    """Grow this worker's process to ``fraction`` of its memory limit for a while."""
+    import psutil
+    from distributed import get_worker
+
+    limit = get_worker().memory_manager.memory_limit
+    assert limit
+    need = int(fraction * limit) - psutil.Process().memory_info().rss
+    blocks = []
+    # In pieces, as one big allocation would block the event loop; of 64 MiB,
+    # above glibc's largest mmap threshold (32 MiB), so that the memory goes
+    # back to the OS when the task ends (smaller pieces may stay in the heap).
+    while need > 0:
+        blocks.append(b"\x01" * min(need, 64 * 2**20))
+        need -= len(blocks[-1])
+        time.sleep(0.01)
+    time.sleep(seconds)
+    return sum(map(len, blocks))
+
+
+def array_of(mib: int, seed: int) -> bytes:
+    """``mib`` MiB of one byte: a result that must be stored (or spilled)."""
+    return bytes([seed % 256]) * (mib * 2**20)
+
+
+def hog_the_gil(seconds: float) -> None:
+    """Hold the GIL for ``seconds``: no other thread, the event loop's included,
+    runs meanwhile (the switch interval is how long a thread may keep it)."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(seconds + 5)
+    try:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+    finally:
+        sys.setswitchinterval(previous)
+
+
+def short_nap(x: int) -> int:
+    """Sleep 20 ms, then give ``x`` back."""
+    time.sleep(0.02)
+    return x

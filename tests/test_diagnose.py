@@ -386,6 +386,40 @@ def test_threads_taking_turns_slow_the_loop_without_a_second_flag(
 
 
 @pytest.mark.parametrize(
+    ("spilled", "expected"),
+    [(0.7, ["spilling"]), (0.6, ["event-loop-blocked", "spilling"])],
+)
+def test_a_stall_spent_at_least_half_spilling_is_told_by_spilling_alone(
+    run: SyntheticRun, spilled: float, expected: list[str]
+) -> None:
+    """A worker's loop held 1.3 s, 0.7 s of it moving data to disk: the disk
+    held it, and the spilling flag (a warning for it) says so. With 0.6 s of
+    it on disk, most of the stall was something else: event-loop-blocked."""
+    workers(run, 0.0)
+    run.metrics(1.0, A, memory_spilled=0)
+    run.metrics(2.6, A, memory_spilled=200.0)
+    run.event(
+        2.5,
+        "event-loop-stall",
+        A,
+        seconds=1.3,
+        since=run.start + 1.2,
+        cpu=1.2,
+        spilled=spilled,
+    )
+    recorded = run.end(4.0)
+    assert sorted(kind for kind, _ in flags(recorded)) == expected
+    spilling = message(recorded, "spilling")
+    if expected == ["spilling"]:
+        assert dict(flags(recorded)) == {"spilling": "warning"}
+        assert "stalled 1 time(s) while it spilled, up to 1.30 s" in spilling
+    else:
+        assert "stalled" not in spilling
+        blocked = message(recorded, "event-loop-blocked")
+        assert "held it (or the GIL)" in blocked, blocked
+
+
+@pytest.mark.parametrize(
     ("seconds", "text", "expected"),
     [(5.3, "5.30 s", "warning"), (12.0, "12.00 s", "error")],
 )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import os
 import re
-import sys
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
@@ -22,7 +21,7 @@ import dask.dataframe
 import distributed
 import pandas as pd
 import pytest
-from distributed import Client, LocalCluster, get_worker
+from distributed import Client, LocalCluster
 
 import dask_observe
 from dask_observe.diagnose.host import HOST_ADVICE
@@ -31,47 +30,7 @@ from dask_observe.units import format_bytes, parse_bytes
 
 from .conftest import wait_until
 from .load import burners, spin
-
-
-def hold_memory(fraction: float, seconds: float) -> int:
-    """Grow this worker's process to ``fraction`` of its memory limit for a while."""
-    import psutil
-
-    limit = get_worker().memory_manager.memory_limit
-    assert limit
-    need = int(fraction * limit) - psutil.Process().memory_info().rss
-    blocks = []
-    # In pieces, as one big allocation would block the event loop; of 64 MiB,
-    # above glibc's largest mmap threshold (32 MiB), so that the memory goes
-    # back to the OS when the task ends (smaller pieces may stay in the heap).
-    while need > 0:
-        blocks.append(b"\x01" * min(need, 64 * 2**20))
-        need -= len(blocks[-1])
-        time.sleep(0.01)
-    time.sleep(seconds)
-    return sum(map(len, blocks))
-
-
-def array_of(mib: int, seed: int) -> bytes:
-    return bytes([seed % 256]) * (mib * 2**20)
-
-
-def hog_the_gil(seconds: float) -> None:
-    """Hold the GIL for ``seconds``: no other thread, the event loop's included,
-    runs meanwhile (the switch interval is how long a thread may keep it)."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(seconds + 5)
-    try:
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            pass
-    finally:
-        sys.setswitchinterval(previous)
-
-
-def nap(x: int) -> int:
-    time.sleep(0.02)
-    return x
+from .tasks import array_of, hog_the_gil, hold_memory, short_nap
 
 
 def report_charts(html: str) -> dict[str, ET.Element]:
@@ -185,7 +144,7 @@ def test_spilled_results_raise_spilling(
             "a metrics sample with the spilled bytes",
         )
     del held
-    assert kinds(run) == ["spilling"]
+    assert kinds(run) == ["spilling"], run.flags()["message"].to_list()
     flag = run.flags().iloc[0]
     assert "spilled data to disk" in flag["message"]
     assert "MiB" in flag["message"]
@@ -221,6 +180,43 @@ def test_spilled_results_raise_spilling(
     assert peak < limit == 1.5 * 2**30 and spilled >= 50 * 2**20
 
 
+class SlowToSpill:
+    """A result whose size distributed reckons at 3 GiB and whose pickling
+    takes 1.5 s (it sleeps, as a big result on a slow disk takes)."""
+
+    def __sizeof__(self) -> int:
+        return 3 * 2**30
+
+    def __reduce__(self) -> tuple[type[SlowToSpill], tuple[()]]:
+        time.sleep(1.5)
+        return (SlowToSpill, ())
+
+
+def slow_to_spill() -> SlowToSpill:
+    return SlowToSpill()
+
+
+def test_a_loop_held_while_its_worker_spilled_is_told_by_spilling(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    # The truth: the worker's loop is held 1.5 s or more writing to disk a
+    # result too big for its memory target (60% of 4 GiB), on its event loop;
+    # nothing else held it. One flag says so, not event-loop-blocked besides
+    # (CI saw both for test_spilled_results_raise_spilling's spilling).
+    client = make_client(n_workers=1, processes=False, memory_limit="4 GiB")
+    with dask_observe.record("slow spill", client=client) as run:
+        big = client.submit(slow_to_spill, pure=False)
+        distributed.wait(big)
+        client.submit(abs, -1).result()
+    del big
+    assert kinds(run) == ["spilling"]
+    flag = run.flags().iloc[0]
+    assert flag["severity"] == "warning"
+    assert "stalled 1 time(s) while it spilled" in flag["message"], flag["message"]
+    assert "heartbeats and transfers waited for the disk" in flag["message"]
+    assert "stalled for" in flag["evidence"][0]["text"]
+
+
 class SlowToRead(dict):  # type: ignore[type-arg]
     """Worker storage slow to read but never spilling (like a GPU's device-host
     store): distributed times a read over 5 ms as "disk-read", and so it did on
@@ -236,9 +232,9 @@ def test_slow_reads_without_spilled_bytes_raise_no_spilling(
 ) -> None:
     client = make_client(n_workers=1, processes=False, data=SlowToRead)
     with dask_observe.record("slow reads", client=client) as run:
-        chain = client.submit(nap, 0)
+        chain = client.submit(short_nap, 0)
         for _ in range(5):
-            chain = client.submit(nap, chain)
+            chain = client.submit(short_nap, chain)
         chain.result()
     # distributed labels these waits disk-read; no byte was read from disk,
     # and run.tasks() says so: stall time, not disk time.
@@ -441,7 +437,7 @@ def test_clean_workloads_raise_no_flag(client: Client, store_path: Path) -> None
         dd = dask.dataframe.from_pandas(frame, npartitions=8)
         assert dd.groupby("k")["v"].sum().compute().sum() == 200_000
     with dask_observe.record("map", client=client) as map_run:
-        client.gather(client.map(nap, range(200)))
+        client.gather(client.map(short_nap, range(200)))
     for run in (array_run, groupby_run, map_run):
         assert run.summary()["n_tasks"] > 8
         assert kinds(run) == [], run.flags()[["kind", "message"]].to_string()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 #: A tick this much later than due is an event-loop stall worth an event:
@@ -19,11 +20,15 @@ class StallWatch:
     distributed's own measure is an average over each heartbeat (four 2 s stalls
     read 0.07 s) and its warning starts at 3 s; this sees a single 1 s stall."""
 
-    def __init__(self, interval_s: float) -> None:
+    def __init__(
+        self, interval_s: float, spilling: Callable[[], float] | None = None
+    ) -> None:
         self.interval_s = interval_s
         self.last = time.monotonic()
         self.cpu = time.process_time()
         self.modules = len(sys.modules)
+        self._spilling = spilling
+        self.spilled = spilling() if spilling else 0.0
 
     def tick(self, now: float) -> dict[str, Any] | None:
         """``{"seconds", "since", "cpu"}`` of the stall that ended now, or None.
@@ -33,15 +38,22 @@ class StallWatch:
         run the process, far less. ``imported`` and ``packages``: the modules
         imported meanwhile and their top-level packages, where any were (a
         worker unpickles a task on its event loop, importing the module of its
-        function on first use: a heavy one stalls the loop)."""
+        function on first use: a heavy one stalls the loop). ``spilled``: the
+        seconds the worker spent meanwhile moving data to or from disk
+        (``spilling``'s running total), where it spent any: a worker writes a
+        result that does not fit under its target, and its memory monitor
+        evicts, on its event loop."""
         mono, cpu = time.monotonic(), time.process_time()
+        spilled = self._spilling() if self._spilling else 0.0
         # A count a tick (O(1)); the names only for a stall: sys.modules keeps
         # insertion order, so the newest imports are its last entries.
         modules = len(sys.modules)
         late = mono - self.last - self.interval_s
         used = cpu - self.cpu
         added = modules - self.modules
+        moved = spilled - self.spilled
         self.last, self.cpu, self.modules = mono, cpu, modules
+        self.spilled = spilled
         if late < STALL_S:
             return None
         stall: dict[str, Any] = {
@@ -56,4 +68,27 @@ class StallWatch:
                 names = []
             packages = list(dict.fromkeys(n.split(".", 1)[0] for n in names))
             stall.update(imported=added, packages=packages[:NAMED_PACKAGES])
+        if moved > 0:
+            stall["spilled"] = round(moved, 3)
         return stall
+
+
+def spill_seconds(data: object) -> Callable[[], float] | None:
+    """The seconds a worker's storage has spent so far on spilling and
+    unspilling (serialising, compressing, writing, and back), from the running
+    totals distributed's SpillBuffer keeps; None for storage without them (a
+    plain dict, a GPU's)."""
+    totals = getattr(data, "cumulative_metrics", None)
+    if not isinstance(totals, dict):
+        return None
+
+    def seconds() -> float:
+        # A handful of (activity, unit) keys; copied first, as the worker's
+        # threads may add one while we sum.
+        return sum(
+            float(v)
+            for k, v in list(totals.items())
+            if isinstance(k, tuple) and k[-1] == "seconds"
+        )
+
+    return seconds

@@ -15,7 +15,7 @@ from .pacer import Pacer, process_rss
 from .settings import CaptureSettings
 from .shipper import LogShipper
 from .stacks import StackSampler
-from .stalls import StallWatch
+from .stalls import StallWatch, spill_seconds
 from .wire import FLUSH_HANDLER, STACKS_HANDLER, MemorySample, PushedEvent
 
 if TYPE_CHECKING:
@@ -268,7 +268,9 @@ class ObserveWorkerPlugin(WorkerPlugin):
         )
         self._memory = MemorySampler(worker, self.shipper)
         self._transfers = Transfers(worker)
-        self._stalls = StallWatch(self.settings.memory_interval_ms / 1000)
+        self._stalls = StallWatch(
+            self.settings.memory_interval_ms / 1000, spill_seconds(worker.data)
+        )
         self._leave_pacer = Pacer.join(self.settings.memory_interval_ms, self._tick)
         # The scheduler's end of a run asks every worker for this at once
         # (``dask_observe_end``): a message, where ``Client.run`` would ship

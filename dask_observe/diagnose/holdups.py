@@ -39,6 +39,16 @@ class Stalls(NamedTuple):
     #: module of its function on first use (a test module importing pandas
     #: and dask.dataframe held a worker's loop 1.7-2.3 s).
     imports: list[tuple[Stall, Imported]]
+    #: A worker's that spent at least half of it moving data to or from disk,
+    #: with those seconds: spilling's. A worker writes a result that does not
+    #: fit under its target, and its memory monitor evicts, on its event loop
+    #: (a worker keeping 1.2 GB under a 1.5 GiB limit stalled over a second
+    #: on a busy CI machine).
+    spilled: list[tuple[Stall, float]]
+
+
+#: A stall during which the worker spent this share of it spilling is spilling's.
+SPILLED_SHARE = 0.5
 
 
 class Imported(NamedTuple):
@@ -62,13 +72,14 @@ def stalls(ctx: Context) -> Stalls:
     contended = contention(ctx)
     contended_at_host = by_worker(contention_at_host(ctx)[0])
     hosts = host_load(ctx)
-    split = Stalls([], [], [], [])
+    split = Stalls([], [], [], [], [])
 
     def file(
         stall: Stall,
         since: float,
         cpu: float | None = None,
         imported: Imported | None = None,
+        spilled: float = 0.0,
     ) -> None:
         t, worker = stall[0], stall[1]
         busy = hosts.during(worker, since, t)
@@ -83,6 +94,10 @@ def stalls(ctx: Context) -> Stalls:
         )
         if turns:
             split.contended.append(stall)
+        elif worker and spilled > 0 and spilled >= SPILLED_SHARE * stall[2]:
+            # Before the host: a busy host slows the writes, but the worker
+            # would not have stalled without them.
+            split.spilled.append((stall, spilled))
         elif busy is not None and starved:
             split.host.append((stall, busy))
         elif imported is not None:
@@ -102,7 +117,10 @@ def stalls(ctx: Context) -> Stalls:
             text = f"event loop of {who} stalled for {format_seconds(seconds)}"
             cpu = (data or {}).get("cpu")
             cpu = float(cpu) if isinstance(cpu, int | float) else None
-            file((float(t), named, seconds, text), since, cpu, imported(data))
+            spilled = (data or {}).get("spilled")
+            spilled = float(spilled) if isinstance(spilled, int | float) else 0.0
+            stall = (float(t), named, seconds, text)
+            file(stall, since, cpu, imported(data), spilled)
     seen = {
         (w, round(t))
         for t, w, _, _ in [
@@ -110,6 +128,7 @@ def stalls(ctx: Context) -> Stalls:
             *split.contended,
             *(s for s, _ in split.host),
             *(s for s, _ in split.imports),
+            *(s for s, _ in split.spilled),
         ]
     }
     for t, worker, message in ctx.logs("Event loop was unresponsive"):
@@ -121,6 +140,7 @@ def stalls(ctx: Context) -> Stalls:
     split.contended.sort()
     split.host.sort(key=lambda pair: pair[0])
     split.imports.sort(key=lambda pair: pair[0])
+    split.spilled.sort(key=lambda pair: pair[0])
     ctx.derived["stalls"] = split
     return split
 

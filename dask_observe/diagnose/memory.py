@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dask_observe.diagnose import holdups
 from dask_observe.diagnose.base import (
     MAX_EVIDENCE,
     Context,
@@ -83,15 +84,21 @@ def spilling(ctx: Context) -> list[Flag]:
     any stall over 5 ms around a task's arguments or result under those names,
     spilled or not (a task without dependencies got 139 ms of "disk-read" on a
     busy machine). A warning from ``spilling.warning-bytes`` written or
-    ``spilling.warning-time`` on disk; information below."""
+    ``spilling.warning-time`` on disk, or where a worker's event loop stalled
+    while it spilled (``event-loop-blocked.tick``: heartbeats and transfers
+    waited for the disk); information below."""
     spilled = ctx.metric("memory_spilled")
     spilled = spilled[spilled["value"] > 0]
     disk = ctx.fine_totals(("disk-write", "disk-read"), exclude=(SHUFFLE_CONTEXT,))
     written = disk.get(("disk-write", "bytes"), 0.0)
-    if spilled.empty and not written:
+    stalls = [stall for stall, _ in holdups.stalls(ctx).spilled]
+    if spilled.empty and not written and not stalls:
         return []
     peaks = spilled.groupby("worker")["value"].max().sort_values(ascending=False)
-    first = float(spilled["time"].min()) if len(spilled) else ctx.run.started
+    first = min(
+        [*spilled["time"].astype(float).nsmallest(1), *(t for t, _, _, _ in stalls)],
+        default=ctx.run.started,
+    )
     on_disk = disk.get(("disk-write", "seconds"), 0.0) + disk.get(
         ("disk-read", "seconds"), 0.0
     )
@@ -108,20 +115,33 @@ def spilling(ctx: Context) -> list[Flag]:
             f"{format_bytes(disk.get(('disk-read', 'bytes'), 0.0))} back in "
             f"{format_seconds(disk.get(('disk-read', 'seconds'), 0.0))}"
         )
-    heavy = max(written, float(peaks.max()) if len(peaks) else 0.0) >= ctx.nbytes(
-        "spilling.warning-bytes"
-    ) or on_disk >= ctx.seconds("spilling.warning-time")
-    found = [
+    if stalls:
+        seconds = [s for _, _, s, _ in stalls]
+        parts.append(
+            f"the event loop of {', '.join(sorted({str(w) for _, w, _, _ in stalls}))} "
+            f"stalled {len(stalls)} time(s) while it spilled, up to "
+            f"{format_seconds(max(seconds))} ({format_seconds(sum(seconds))} in "
+            "all): heartbeats and transfers waited for the disk"
+        )
+    heavy = (
+        max(written, float(peaks.max()) if len(peaks) else 0.0)
+        >= ctx.nbytes("spilling.warning-bytes")
+        or on_disk >= ctx.seconds("spilling.warning-time")
+        or bool(stalls)
+    )
+    # The stalls first: what the spilling cost, then where it went.
+    found = [evidence(t, w, text) for t, w, _, text in stalls] + [
         evidence(first, str(w), f"spilled {format_bytes(v)} at peak")
-        for w, v in list(peaks.items())[:MAX_EVIDENCE]
-    ] or [evidence(first, None, parts[-1])]
+        for w, v in peaks.items()
+    ]
+    found = found[:MAX_EVIDENCE] or [evidence(first, None, parts[-1])]
     spill = ctx.fraction("spill")
     return [
         Flag(
             "spilling",
             "warning" if heavy else "info",
             first,
-            workers(peaks.index),
+            workers([*peaks.index, *(w for _, w, _, _ in stalls)]),
             f"Workers spilled data to disk ({'; '.join(parts)}).",
             f"Memory passed {spill:.0%} of the limit: give workers more "
             "memory, persist less at once, or use smaller chunks."

@@ -38,7 +38,8 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
     found of: the process's own work (the code's), modules imported meanwhile
     (a task's module on first use), a host too busy to run the process (the
     host's; told as such, with advice about the host). The others are said as
-    counted apart."""
+    counted apart; so are stalls while a worker spilled, which the spilling
+    flag tells."""
     split = holdups.stalls(ctx)
     causes = (
         ("code", split.code),
@@ -73,6 +74,7 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
         for name, others, why in (
             ("imports", split.imports, "modules were imported"),
             ("host", split.host, "the host was oversubscribed"),
+            ("spilled", split.spilled, "a worker spilled to disk (see spilling)"),
         )
         if others and name != cause
     )
