@@ -27,6 +27,7 @@ from dask_observe.store import BaseStore
 
 from .conftest import DASK_OBSERVE, dask_observe_cli, subprocess_env, wait_until
 from .otlp import Collector, attributes_of
+from .synthetic import SyntheticRun
 from .tasks import say
 
 
@@ -150,6 +151,32 @@ def test_live_export_sends_from_a_process_of_its_own_that_ends_with_it(
     assert spans["inc"].parent_span_id == spans["run apart"].span_id
     assert not ours & exporting_processes()
     assert export.dropped == 0
+
+
+def test_the_run_s_span_encloses_a_task_the_clocks_put_before_its_start(
+    tmp_path: Path, collector: Collector
+) -> None:
+    """A worker's task times are moved onto the scheduler's clock by an
+    estimate (distributed's scheduler_delay): under load, a task that started
+    right after the run read 4 ms before it (seen in the suite). The run's
+    span still holds all of its tasks, as a trace viewer expects."""
+    from dask_observe.export.otlp_run import export_run
+
+    with dask_observe.Store(tmp_path / "s.sqlite") as store:
+        run = SyntheticRun(store, "early")
+        run.task(-0.004, 0.01, "say").task(0.5, 0.6, "say")
+        recorded = run.end(1.0)
+        export_run(recorded, [], collector.url)
+        started, ended = recorded.started, recorded.window_end()
+    spans = collector.spans()
+    (root,) = (s for s in spans if s.name == "run early")
+    tasks = [s for s in spans if s.parent_span_id == root.span_id]
+    assert len(tasks) == 2
+    assert root.start_time_unix_nano == min(s.start_time_unix_nano for s in tasks)
+    assert root.start_time_unix_nano == pytest.approx((started - 0.004) * 1e9, abs=1e4)
+    # The end: the later of the run's and its last task's (here 0.1 s after).
+    assert root.end_time_unix_nano == max(s.end_time_unix_nano for s in tasks)
+    assert root.end_time_unix_nano == pytest.approx((ended + 0.1) * 1e9, abs=1e4)
 
 
 def test_live_export_above_max_task_spans_sends_a_span_per_prefix_and_worker(

@@ -14,6 +14,7 @@ from dask_observe.export.otlp import Otlp, Sent, finite, nanoseconds
 from dask_observe.store import queries
 
 if TYPE_CHECKING:
+    import pandas as pd
     from opentelemetry.sdk.trace import Span
 
     from dask_observe.diagnose import Flag
@@ -52,9 +53,15 @@ def task_attributes(task: dict[str, Any]) -> dict[str, Any]:
     return attributes
 
 
-def _task_spans(otlp: Otlp, root: Span, run: RunData, max_task_spans: int) -> None:
-    tasks = task_table(run, 0.0)  # times stay seconds since the epoch
-    tasks = tasks[tasks["start"].notna() & tasks["stop"].notna()]
+def _timed_tasks(run: RunData) -> pd.DataFrame:
+    """The run's tasks with both times (seconds since the epoch)."""
+    tasks = task_table(run, 0.0)
+    return tasks[tasks["start"].notna() & tasks["stop"].notna()]
+
+
+def _task_spans(
+    otlp: Otlp, root: Span, tasks: pd.DataFrame, max_task_spans: int
+) -> None:
     if len(tasks) <= max_task_spans:
         for task in cast("list[dict[str, Any]]", tasks.to_dict("records")):
             otlp.child_span(
@@ -149,8 +156,17 @@ def export_run(
         ):
             where = worker if isinstance(worker, str) else None
             otlp.log(float(at), str(level), str(source), where, str(name), str(message))
-        root = otlp.root_span(f"run {run.name}", run.started, _run_attributes(run))
-        _task_spans(otlp, root, run, max_task_spans)
+        tasks = _timed_tasks(run)
+        # The root encloses its tasks: a worker's times are shifted onto the
+        # scheduler's clock by an estimate (distributed's scheduler_delay,
+        # half a heartbeat's round trip off at worst), which put a task that
+        # started within milliseconds of the run a few before it, under load.
+        started, ended = run.started, run.window_end()
+        if len(tasks):
+            started = min(started, float(tasks["start"].min()))
+            ended = max(ended, float(tasks["stop"].max()))
+        root = otlp.root_span(f"run {run.name}", started, _run_attributes(run))
+        _task_spans(otlp, root, tasks, max_task_spans)
         events = run.events(epoch=True)
         for at, kind, worker, data in zip(
             *(events[c] for c in ("time", "kind", "worker", "data")), strict=True
@@ -164,7 +180,7 @@ def export_run(
         for flag in flags:
             name, attributes, at = flag_event(flag)
             root.add_event(name, attributes, at)
-        root.end(end_time=nanoseconds(run.window_end()))
+        root.end(end_time=nanoseconds(ended))
         metrics = run.metrics(epoch=True)
         points = [
             (float(t), w if isinstance(w, str) else None, str(n), float(v))
