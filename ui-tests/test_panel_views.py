@@ -140,6 +140,14 @@ def test_two_runs_compare_in_a_tab_and_a_finished_run_replays(
     runs = page.locator(".jp-DaskObserve-runs")
     compare = runs.locator(".jp-DaskObserve-runs-compare")
     expect(compare).to_be_disabled()
+    # The sections size to what they hold as their first reads come in (and
+    # Team folds, no archive here): a click aimed at a box while one of them
+    # grew landed beside it (seen at two tests at a time). A user ticks once
+    # the panel has drawn them.
+    expect(page.locator(".jp-DaskObserve-worker")).to_have_count(2)
+    expect(page.locator(".jp-DaskObserve-flags-run")).to_have_text("run 2")
+    team = page.locator(".lm-AccordionPanel-title", has_text="Team")
+    expect(team).to_have_attribute("aria-expanded", "false")
     for run_id in (1, 2):
         card = runs.locator(f'.jp-DaskObserve-run[data-run-id="{run_id}"]')
         card.locator(".jp-DaskObserve-run-pick").check()
