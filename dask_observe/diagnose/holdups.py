@@ -42,8 +42,8 @@ class Stalls(NamedTuple):
     #: A worker's that spent at least half of it moving data to or from disk,
     #: with those seconds: spilling's. A worker writes a result that does not
     #: fit under its target, and its memory monitor evicts, on its event loop
-    #: (a worker keeping 1.2 GB under a 1.5 GiB limit stalled over a second
-    #: on a busy CI machine).
+    #: (a worker keeping 1.2 GB under a 1.5 GiB limit stalled 0.6 s, three
+    #: times, each with as many seconds of spilling; on CI, over the tick).
     spilled: list[tuple[Stall, float]]
 
 

@@ -95,10 +95,8 @@ def spilling(ctx: Context) -> list[Flag]:
     if spilled.empty and not written and not stalls:
         return []
     peaks = spilled.groupby("worker")["value"].max().sort_values(ascending=False)
-    first = min(
-        [*spilled["time"].astype(float).nsmallest(1), *(t for t, _, _, _ in stalls)],
-        default=ctx.run.started,
-    )
+    seen = [float(spilled["time"].min())] if len(spilled) else []
+    first = min([*seen, *(t for t, _, _, _ in stalls)], default=ctx.run.started)
     on_disk = disk.get(("disk-write", "seconds"), 0.0) + disk.get(
         ("disk-read", "seconds"), 0.0
     )
