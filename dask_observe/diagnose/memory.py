@@ -116,7 +116,7 @@ def spilling(ctx: Context) -> list[Flag]:
     if stalls:
         seconds = [s for _, _, s, _ in stalls]
         parts.append(
-            f"the event loop of {', '.join(sorted({str(w) for _, w, _, _ in stalls}))} "
+            f"the event loop of {workers(w for _, w, _, _ in stalls)} "
             f"stalled {len(stalls)} time(s) while it spilled, up to "
             f"{format_seconds(max(seconds))} ({format_seconds(sum(seconds))} in "
             "all): heartbeats and transfers waited for the disk"
