@@ -1,6 +1,8 @@
 """What a recorded notebook cell costs: ``%%dask_record`` against a plain cell.
 
     .venv/bin/python benchmarks/cell_cost.py --cells 15
+    .venv/bin/python benchmarks/cell_cost.py --rounds 4 \
+        --variant old=../old --variant new=.
 
 An IPython shell (``IPython.testing.globalipapp``: the magics as a kernel runs
 them, without a frontend) with dask_observe loaded and a client of a
@@ -8,7 +10,9 @@ LocalCluster of 2 worker processes runs one-task cells in rotation: plain,
 ``%%dask_record --no-widget`` (it ends showing the run's report, as a user
 sees it) and ``%%dask_record --no-widget --no-report`` (the summary line only).
 A 50 ms pause before each, as between a notebook's cells. Medians, the first
-recorded cell (the capture shipped then) left out and shown on its own.
+recorded cell (the capture shipped then) left out and shown on its own. Each
+``--variant`` runs in processes of its own, the variants taking turns for
+``--rounds`` rounds; the table shows the median of their medians and range.
 ``fixed_cost.py`` times the ``with record()`` block alone; the report a cell
 shows waits for the run's end written after that block, then renders.
 """
@@ -16,17 +20,18 @@ shows waits for the run's end written after that block, then renders.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cells", type=int, default=15)
-    args = parser.parse_args()
+def one(cells: int) -> dict[str, list[float]]:
+    """Each kind of cell's times (seconds), the first included."""
     from distributed import LocalCluster
     from IPython.testing.globalipapp import start_ipython
 
@@ -46,19 +51,62 @@ def main() -> None:
             + task,
         }
         took: dict[str, list[float]] = {kind: [] for kind in kinds}
-        for i in range(args.cells):
+        for i in range(cells):
             for kind, cell in kinds.items():
                 time.sleep(0.05)
                 began = time.perf_counter()
                 shell.run_cell(cell.format(i=i))
                 took[kind].append(time.perf_counter() - began)
+    return took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cells", type=int, default=15)
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="NAME=PATH: the code at PATH (first on PYTHONPATH), in turns",
+    )
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
     out = sys.__stdout__
     assert out is not None
-    print("| cell | median | first |", file=out)
-    print("| --- | --- | --- |", file=out)
-    for kind, times in took.items():
-        median = statistics.median(times[1:]) * 1e3
-        print(f"| {kind} | {median:.1f} ms | {times[0] * 1e3:.0f} ms |", file=out)
+    if args.one:
+        print("RESULT " + json.dumps(one(args.cells)), file=out)
+        return
+    variants = [v.split("=", 1) for v in args.variant or ["this=."]]
+    # Each variant's processes, in turns: (kind -> medians, kind -> firsts).
+    found: dict[str, tuple[dict[str, list[float]], dict[str, list[float]]]] = {
+        name: ({}, {}) for name, _ in variants
+    }
+    for _ in range(args.rounds):
+        for name, path in variants:
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(Path(path).resolve()), env.get("PYTHONPATH", "")]
+            )
+            command = [sys.executable, __file__, "--one", "--cells", str(args.cells)]
+            done = subprocess.run(
+                command, env=env, capture_output=True, text=True, check=True
+            )
+            line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+            for kind, times in json.loads(line[-1][7:]).items():
+                found[name][0].setdefault(kind, []).append(statistics.median(times[1:]))
+                found[name][1].setdefault(kind, []).append(times[0])
+    print("| code | cell (one task) | median (range of the processes' medians) "
+          "| first |", file=out)  # fmt: skip
+    print("| --- | --- | --- | --- |", file=out)
+    for name, (medians, firsts) in found.items():
+        for kind, values in medians.items():
+            print(
+                f"| {name} | {kind} | {statistics.median(values) * 1e3:.1f} ms "
+                f"({min(values) * 1e3:.1f}-{max(values) * 1e3:.1f}) "
+                f"| {statistics.median(firsts[kind]) * 1e3:.0f} ms |",
+                file=out,
+            )
 
 
 if __name__ == "__main__":

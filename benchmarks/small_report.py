@@ -7,9 +7,10 @@ Each variant, in a process of its own with its ``PATH`` first on
 ``PYTHONPATH``, records ``--runs`` one-task runs on a LocalCluster of 2
 in-process workers, then reads and renders the last run's report ``--repeat``
 times, the store opened anew each time (as another process, or a cell after
-a restart, reads it). Variants take turns for ``--rounds`` rounds, so that
-the machine's load falls on both alike; the table shows the median of each
-variant's medians and their range.
+a restart, reads it), and judges its flags as many times (what its end does
+before a cell's report can show; ``diagnose.flag_list``). Variants take
+turns for ``--rounds`` rounds, so that the machine's load falls on both
+alike; the table shows the median of each variant's medians and their range.
 """
 
 from __future__ import annotations
@@ -50,13 +51,22 @@ def one(runs: int, repeat: int) -> dict[str, float]:
         with dask_observe.open_store(path) as store:
             return store.run("last").report().html
 
-    report()  # first imports
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        report()
-        times.append(time.perf_counter() - started)
-    return {"report_ms": 1000 * statistics.median(times)}
+    def judge() -> object:
+        from dask_observe.diagnose import flag_list
+
+        with dask_observe.open_store(path) as store:
+            return flag_list(store.run("last"))
+
+    found = {}
+    for name, read in (("report_ms", report), ("judge_ms", judge)):
+        read()  # first imports
+        times = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            read()
+            times.append(time.perf_counter() - started)
+        found[name] = 1000 * statistics.median(times)
+    return found
 
 
 def main() -> None:
@@ -71,7 +81,7 @@ def main() -> None:
         print(json.dumps(one(args.runs, args.repeat)))
         return
     variants = [v.split("=", 1) for v in args.variant or ["this=."]]
-    found: dict[str, list[float]] = {name: [] for name, _ in variants}
+    found: dict[str, dict[str, list[float]]] = {name: {} for name, _ in variants}
     for _ in range(args.rounds):
         for name, path in variants:
             env = dict(os.environ)
@@ -85,14 +95,20 @@ def main() -> None:
             out = subprocess.run(
                 command, env=env, capture_output=True, text=True, check=True
             )
-            found[name].append(json.loads(out.stdout.splitlines()[-1])["report_ms"])
-    print("| variant | a one-task run's report (median of medians, range) |")
-    print("| --- | --- |")
-    for name, times in found.items():
-        print(
-            f"| {name} | {statistics.median(times):.1f} ms "
-            f"({min(times):.1f}-{max(times):.1f}) |"
-        )
+            measured = json.loads(out.stdout.splitlines()[-1])
+            for what, value in measured.items():
+                found[name].setdefault(what, []).append(value)
+    print(
+        "| variant | a one-task run's report (median of medians, range) "
+        "| its flags judged again |"
+    )
+    print("| --- | --- | --- |")
+    for name, kinds in found.items():
+        cells = [
+            f"{statistics.median(times):.1f} ms ({min(times):.1f}-{max(times):.1f})"
+            for times in (kinds["report_ms"], kinds.get("judge_ms", [0.0]))
+        ]
+        print(f"| {name} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":

@@ -267,3 +267,47 @@ def test_a_runs_cluster_wide_peak_is_read_from_its_own_window(tmp_path: Path) ->
     assert finished.cluster_metric_max("workers") == 3.0
     assert finished.cluster_metric_max("memory_spilled") == 5e6
     assert finished.cluster_metric_max("nthreads") is None
+
+
+def test_the_light_readers_give_what_the_frames_hold(tmp_path: Path) -> None:
+    """``metrics`` of several names, ``event_rows``, ``log_lines`` and
+    ``fine_rows`` (for readers that only walk rows) hold what the DataFrame
+    readers do, in the same order."""
+    store = dask_observe.open_store(tmp_path / "s.sqlite")
+    run = SyntheticRun(store, "light")
+    run.metrics(1.0, "tcp://w:1", memory_managed=10.0, memory_limit=100.0, x=1.0)
+    run.metrics(2.0, "tcp://w:2", memory_managed=20.0, memory_rss=30.0)
+    run.metrics(3.0, None, memory_managed=15.0)
+    run.event(1.5, "worker-removed", "tcp://w:2", stimulus_id="s-1")
+    run.event(2.5, "stall", None, span="x")
+    run.log(1.2, "Event loop was unresponsive in Worker for 3.1s", "tcp://w:1")
+    run.log(1.3, "something else", None, source="scheduler")
+    run.log(1.4, "event loop was unresponsive in Scheduler", None, source="scheduler")
+    run.meter("execute", "work", "thread-cpu", "seconds", 1.5)
+    finished = run.end(4.0)
+
+    names = ("memory_managed", "memory_rss", "memory_limit")
+    several = finished.metrics(names, epoch=True)
+    one_by_one = (
+        finished.metrics(epoch=True).query("name in @names").reset_index(drop=True)
+    )
+    assert several.to_dict("records") == one_by_one.to_dict("records")
+    assert sorted(set(several["name"])) == sorted(names)
+    assert finished.metrics([], epoch=True).empty
+
+    frame = finished.events(epoch=True)
+    rows = finished.event_rows()
+    assert [(t, k, w, d) for t, k, w, d in rows] == [
+        (t, k, w if isinstance(w, str) else None, d)
+        for t, k, w, d in zip(
+            frame["time"], frame["kind"], frame["worker"], frame["data"], strict=True
+        )
+    ]
+    assert [k for _, k, _, _ in finished.event_rows("stall")] == ["stall"]
+
+    lines = finished.log_lines("loop was unresponsive")  # as logs(contains=) finds
+    assert [(w, m[:10]) for _, w, m in lines] == [
+        ("tcp://w:1", "Event loop"),
+        (None, "event loop"),
+    ]
+    assert finished.fine_rows() == [("execute", "work", "thread-cpu", "seconds", 1.5)]

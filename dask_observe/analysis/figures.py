@@ -25,14 +25,14 @@ def fast_memory(run: RunData) -> pd.DataFrame:
 
     rss = run.metrics("memory_rss", epoch=True)
     frames = [rss.rename(columns={"value": "rss"})[["time", "worker", "rss"]]]
-    restarts = run.events("worker-restart-memory", epoch=True)
-    if not restarts.empty:
+    restarts = run.event_rows("worker-restart-memory")
+    if restarts:
         frames.append(
             pd.DataFrame(
                 {
-                    "time": restarts["time"],
-                    "worker": restarts["worker"],
-                    "rss": [float((d or {}).get("rss") or 0) for d in restarts["data"]],
+                    "time": [t for t, _, _, _ in restarts],
+                    "worker": [w for _, _, w, _ in restarts],
+                    "rss": [float((d or {}).get("rss") or 0) for *_, d in restarts],
                 }
             )
         )
@@ -43,10 +43,9 @@ def fast_memory(run: RunData) -> pd.DataFrame:
 def long_tasks(run: RunData) -> dict[str, tuple[float, str]]:
     """Tasks a worker said were running for a second or more (``task-running``):
     key -> (when it started, epoch seconds; the worker)."""
-    events = run.events("task-running", epoch=True)
     return {
         str(data["key"]): (float(data["since"]), str(worker))
-        for worker, data in zip(events["worker"], events["data"], strict=True)
+        for _, _, worker, data in run.event_rows("task-running")
         if isinstance(data, dict) and "key" in data and "since" in data
     }
 
@@ -170,18 +169,20 @@ def stalls_apart(run: RunData, tasks: pd.DataFrame) -> None:
     if "stall_s" in tasks.columns:
         return
     tasks["stall_s"] = 0.0
-    if tasks.empty:
-        return
-    fine = run.fine_metrics()
-    moved = fine[
-        (fine["context"] == "execute") & (fine["unit"] == "bytes") & (fine["value"] > 0)
-    ]
+    columns = list(DISK_COLUMNS.values())
+    if tasks.empty or not tasks[columns].fillna(0.0).to_numpy().any():
+        return  # most runs: no disk seconds to tell apart (4 ms a read saved)
+    fine = run.fine_rows()
     spilled = bool(run.cluster_metric_max("memory_spilled"))
     for activity, column in DISK_COLUMNS.items():
-        if fine.empty:
+        if not fine:
             stalled = tasks["prefix"].notna() & (not spilled)
         else:
-            on_disk = set(moved[moved["activity"] == activity]["prefix"])
+            on_disk = {
+                p
+                for c, p, a, u, v in fine
+                if c == "execute" and a == activity and u == "bytes" and v > 0
+            }
             stalled = ~tasks["prefix"].isin(on_disk)
         seconds = tasks[column].fillna(0.0)
         tasks["stall_s"] += seconds.where(stalled, 0.0)
@@ -191,13 +192,10 @@ def stalls_apart(run: RunData, tasks: pd.DataFrame) -> None:
 def shuffle_disk(run: RunData) -> dict[str, float]:
     """Bytes P2P shuffles wrote to and read from disk (``written``, ``read``):
     where shuffles keep their shards by design, apart from spilling."""
-    fine = run.fine_metrics()
-    p2p = fine[(fine["context"] == "p2p") & (fine["unit"] == "bytes")]
+    p2p = [(a, v) for c, _, a, u, v in run.fine_rows() if c == "p2p" and u == "bytes"]
     return {
-        "written": float(p2p[p2p["activity"] == "disk-write"]["value"].sum()),
-        "read": float(
-            p2p[p2p["activity"].isin(["disk-read", "p2p-disk-read"])]["value"].sum()
-        ),
+        "written": float(sum(v for a, v in p2p if a == "disk-write")),
+        "read": float(sum(v for a, v in p2p if a in ("disk-read", "p2p-disk-read"))),
     }
 
 
@@ -237,10 +235,11 @@ def phase_totals(tasks: pd.DataFrame) -> dict[str, float]:
 
 def time_split(run: RunData) -> dict[str, float]:
     """Seconds of the run's worker threads by activity, summed over prefixes."""
-    fine = run.fine_metrics()
-    seconds = fine[(fine["context"] == "execute") & (fine["unit"] == "seconds")]
-    totals = seconds.groupby("activity")["value"].sum().sort_values(ascending=False)
-    return {str(activity): float(value) for activity, value in totals.items()}
+    totals: dict[str, float] = {}
+    for context, _, activity, unit, value in run.fine_rows():
+        if context == "execute" and unit == "seconds":
+            totals[activity] = totals.get(activity, 0.0) + float(value)
+    return dict(sorted(totals.items(), key=lambda pair: pair[1], reverse=True))
 
 
 def process_memory(run: RunData, fast: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -272,8 +271,7 @@ def process_memory(run: RunData, fast: pd.DataFrame | None = None) -> pd.DataFra
     # workers): its last reading holds in the seconds between, else those
     # seconds would sum only the workers read in them. A removed worker's
     # holds until it left (within the second it left in).
-    removed = run.events("worker-removed", epoch=True)
-    gone = zip(removed["time"] // 1 + 0.5, removed["worker"], strict=True)
+    gone = [(t // 1 + 0.5, w) for t, _, w, _ in run.event_rows("worker-removed") if w]
     table = held(per_worker.rename(columns={"second": "time", "rss": "value"}), gone)
     total = table.sum(axis=1)
     return pd.DataFrame(

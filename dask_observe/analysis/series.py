@@ -26,6 +26,9 @@ def held(samples: pd.DataFrame, removals: Iterable[tuple[float, str]]) -> pd.Dat
     import pandas as pd
 
     gone = list(removals)
+    if not gone:  # most runs: no worker left (seven steps fewer, ~2 ms)
+        table = last_by(samples, ["time"], "worker").ffill()
+        return table[sorted(set(samples["worker"]))]
     marks = pd.DataFrame(
         {
             "time": [float(t) for t, _ in gone],

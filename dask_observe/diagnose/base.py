@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from dask_observe.store import RunData
+    from dask_observe.store.rundata import EventRow
 
 #: Evidence a flag carries at most; the message counts the rest.
 MAX_EVIDENCE = 10
@@ -141,41 +142,37 @@ class Context:
 
     def logs(self, contains: str) -> list[tuple[float, str | None, str]]:
         """(time, worker, message) of the lines containing ``contains``."""
-        frame = self.run.logs(contains=contains, epoch=True)
-        return [
-            (float(t), w if isinstance(w, str) else None, str(m))
-            for t, w, m in zip(
-                frame["time"], frame["worker"], frame["message"], strict=True
-            )
-        ]
-
-    @cached_property
-    def fine(self) -> pd.DataFrame:
-        return self.run.fine_metrics()
+        return self.run.log_lines(contains)
 
     def fine_totals(
         self, activities: tuple[str, ...], *, exclude: tuple[str, ...] = ()
     ) -> dict[tuple[str, str], float]:
         """(activity, unit) -> value of the run's fine performance metrics,
         summed over contexts (but those in ``exclude``) and prefixes."""
-        fine = self.fine[
-            self.fine["activity"].isin(activities) & ~self.fine["context"].isin(exclude)
-        ]
-        totals = fine.groupby(["activity", "unit"], as_index=False)["value"].sum()
-        return {
-            (str(a), str(u)): float(v)
-            for a, u, v in zip(
-                totals["activity"], totals["unit"], totals["value"], strict=True
-            )
-        }
+        totals: dict[tuple[str, str], float] = {}
+        for context, _, activity, unit, value in self.run.fine_rows():
+            if activity in activities and context not in exclude:
+                key = (activity, unit)
+                totals[key] = totals.get(key, 0.0) + float(value)
+        return totals
 
     def metric(self, name: str) -> pd.DataFrame:
         """Per-worker samples of one metric: time, worker, value."""
         frame = self.run.metrics(name, epoch=True)
         return frame[frame["worker"].notna()]
 
-    def events(self, kind: str | None = None) -> pd.DataFrame:
-        return self.run.events(kind, epoch=True)
+    @cached_property
+    def _events(self) -> list[EventRow]:
+        # All of the run's events in one read: most rules want a kind or two,
+        # and a DataFrame a kind cost ~1 ms each.
+        return self.run.event_rows()
+
+    def events(self, kind: str | None = None) -> list[EventRow]:
+        """(time, kind, worker or None, data) of the run's events of ``kind``
+        (all with None), in the order they were stored."""
+        if kind is None:
+            return self._events
+        return [row for row in self._events if row[1] == kind]
 
     @cached_property
     def fast_memory(self) -> pd.DataFrame:
@@ -188,10 +185,9 @@ class Context:
         """Each worker's memory limit: its last sample, else what the scheduler
         said as it joined (a worker that joined and died between two samples,
         a second apart, had none: seen on CI, a task eating memory at once)."""
-        added = self.events("worker-added")
         found = {
             str(w): float(d["memory_limit"])
-            for w, d in zip(added["worker"], added["data"], strict=True)
+            for _, _, w, d in self.events("worker-added")
             if isinstance(d, dict) and isinstance(d.get("memory_limit"), int | float)
         }
         frame = self.metric("memory_limit")
@@ -204,12 +200,9 @@ class Context:
     @cached_property
     def removals(self) -> list[tuple[float, str, str]]:
         """(time, worker, stimulus id) of the workers the scheduler removed."""
-        events = self.events("worker-removed")
         return [
-            (float(t), w, str(d.get("stimulus_id", "")))
-            for t, worker, d in zip(
-                events["time"], events["worker"], events["data"], strict=True
-            )
+            (t, w, str(d.get("stimulus_id", "")))
+            for t, _, worker, d in self.events("worker-removed")
             if (w := text_or_none(worker))
         ]
 
@@ -221,15 +214,12 @@ class Context:
         distributed's ``restart-workers`` event, logged once they restarted."""
         window = self.seconds("worker-lost.restart-window")
         found: list[tuple[float, float, frozenset[str] | None]] = []
-        events = self.events()
-        for t, kind, data in zip(
-            events["time"], events["kind"], events["data"], strict=True
-        ):
+        for t, kind, _, data in self.events():
             if kind == "cluster-restart":
-                found.append((float(t), float(t) + window, None))
+                found.append((t, t + window, None))
             elif isinstance(data, dict) and data.get("action") == "restart-workers":
                 named = frozenset(str(w) for w in data.get("workers") or ())
-                found.append((float(t) - window, float(t), named))
+                found.append((t - window, t, named))
         return found
 
     def restarted(self, t: float, worker: str) -> bool:
@@ -242,12 +232,9 @@ class Context:
     @cached_property
     def pauses(self) -> list[tuple[float, str]]:
         """(time, worker) of each change of a worker's status to paused."""
-        events = self.events()
         return [
-            (float(t), str(kind))
-            for t, kind, d in zip(
-                events["time"], events["kind"], events["data"], strict=True
-            )
+            (t, kind)
+            for t, kind, _, d in self.events()
             if isinstance(d, dict)
             and d.get("action") == "worker-status-change"
             and d.get("status") == "paused"
@@ -256,12 +243,9 @@ class Context:
     @cached_property
     def memory_restarts(self) -> list[tuple[float, str, dict[str, Any]]]:
         """(time, worker, event) of each nanny memory restart: pid and rss."""
-        events = self.events("worker-restart-memory")
         return [
-            (float(t), str(d.get("worker") or text_or_none(w)), d)
-            for t, w, d in zip(
-                events["time"], events["worker"], events["data"], strict=True
-            )
+            (t, str(d.get("worker") or text_or_none(w)), d)
+            for t, _, w, d in self.events("worker-restart-memory")
         ]
 
     @cached_property

@@ -72,13 +72,11 @@ def standing(ctx: Context) -> Standing | None:
         return ctx.derived["standing"]  # type: ignore[no-any-return]
     span = ctx.run.span_id
     found = None
-    events = ctx.events()
-    rows = zip(events["time"], events["kind"], events["data"], strict=True)
-    for t, kind, data in rows:
+    for t, kind, _, data in ctx.events():
         if kind not in ("stall", "run-stopped") or not isinstance(data, dict):
             continue
         if span is None or data.get("span") == span:
-            found = Standing(float(t), str(kind), data)
+            found = Standing(t, kind, data)
     if found is not None and not found.stopped:
         ended = ctx.tasks["ended"]
         if len(ended) and float(ended.max()) > found.time:
@@ -89,10 +87,9 @@ def standing(ctx: Context) -> Standing | None:
 
 def _stacks(ctx: Context) -> dict[str, list[list[Any]]]:
     """Each task's last sampled stack (key -> frames)."""
-    events = ctx.events("task-stack")
     return {
         str(d.get("key")): list(d.get("frames") or ())
-        for d in events["data"]
+        for _, _, _, d in ctx.events("task-stack")
         if isinstance(d, dict)
     }
 

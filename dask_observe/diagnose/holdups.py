@@ -69,10 +69,17 @@ def stalls(ctx: Context) -> Stalls:
         return kept
     tick = ctx.seconds("event-loop-blocked.tick")
     scheduler_tick = ctx.seconds("event-loop-blocked.scheduler-tick")
+    split = Stalls([], [], [], [], [])
+    events = ctx.events("event-loop-stall")
+    unresponsive = ctx.logs("Event loop was unresponsive")
+    if not events and not unresponsive:
+        # Most runs: what would tell stalls apart (GIL contention, the host's
+        # load) is not read.
+        ctx.derived["stalls"] = split
+        return split
     contended = contention(ctx)
     contended_at_host = by_worker(contention_at_host(ctx)[0])
     hosts = host_load(ctx)
-    split = Stalls([], [], [], [], [])
 
     def file(
         stall: Stall,
@@ -105,10 +112,7 @@ def stalls(ctx: Context) -> Stalls:
         else:
             split.code.append(stall)
 
-    events = ctx.events("event-loop-stall")
-    for t, worker, data in zip(
-        events["time"], events["worker"], events["data"], strict=True
-    ):
+    for t, _, worker, data in events:
         seconds = float((data or {}).get("seconds") or 0.0)
         named = worker if isinstance(worker, str) and worker else None
         since = float((data or {}).get("since") or t)
@@ -131,7 +135,7 @@ def stalls(ctx: Context) -> Stalls:
             *(s for s, _ in split.spilled),
         ]
     }
-    for t, worker, message in ctx.logs("Event loop was unresponsive"):
+    for t, worker, message in unresponsive:
         took = re.search(r"for ([0-9.]+)s", message)
         seconds = float(took[1]) if took else 0.0
         near = any((worker, round(t) + d) in seen for d in range(-5, 6))
@@ -172,7 +176,13 @@ def contended(ctx: Context) -> pd.DataFrame:
         return found
     share = ctx.number("gil-contention.share")
     min_time = ctx.seconds("gil-contention.min-time")
-    values = ctx.metric("gil_contention").sort_values("time", kind="stable")
+    values = ctx.metric("gil_contention")
+    if not (values["value"] > share).any():  # most runs: nothing to split
+        none = values.iloc[:0]
+        ctx.derived["contended-host"] = (none, [])
+        ctx.derived["contended"] = none
+        return none
+    values = values.sort_values("time", kind="stable")
     # The seconds a sample speaks for: since the worker's sample before (at
     # least one, a heartbeat's interval). A loop starved by the threads it
     # measures sends its next heartbeat late, its value the average of the

@@ -81,11 +81,8 @@ class BusyHosts:
     def busy(self) -> dict[str, list[Busy]]:
         waiting_at = self.ctx.number("host-load.waiting")
         per_core = self.ctx.number("host-load.runnable-per-core")
-        events = self.ctx.events("host-load")
         found: dict[str, list[Busy]] = {}
-        for t, worker, data in zip(
-            events["time"], events["worker"], events["data"], strict=True
-        ):
+        for t, _, worker, data in self.ctx.events("host-load"):
             data = data if isinstance(data, dict) else {}
             named = worker if isinstance(worker, str) and worker else None
             waiting, runnable = _number(data.get("waiting")), data.get("runnable")

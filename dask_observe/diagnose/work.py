@@ -143,6 +143,9 @@ def load_imbalance(ctx: Context) -> list[Flag]:
     if processing.empty or threads.empty:
         return []
     nthreads = threads.groupby("worker")["value"].max()
+    limit = processing["worker"].map(nthreads).fillna(1.0)
+    if not (processing["value"] > limit).any():  # no worker ever had a queue
+        return []
     # A worker's count is sampled when it changes: held until the next.
     samples = held(processing, ((t, w) for t, w, _ in ctx.removals))
     busy = samples.gt(nthreads.reindex(samples.columns).fillna(1.0), axis=1)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.analysis import figures
-from dask_observe.analysis.series import last_by, stacked
+from dask_observe.analysis.series import last_by
 from dask_observe.analysis.trees import profile_table
 from dask_observe.report import standing, tasks
 from dask_observe.report.stream import StreamBins
@@ -125,7 +125,7 @@ class ReportData:
 
 
 def _memory_series(run: RunData, start: float) -> dict[str, pd.DataFrame]:
-    metrics = stacked([run.metrics(name, epoch=True) for name in MEMORY_METRICS])
+    metrics = run.metrics(MEMORY_METRICS, epoch=True)
     if metrics.empty:
         return {}
     metrics["worker"] = metrics["worker"].fillna("")
@@ -185,10 +185,9 @@ def _failures(
 
 
 def _removed_workers(run: RunData) -> dict[str, str]:
-    events = run.events("worker-removed")
     return {
-        str(worker): str(data.get("stimulus_id", ""))
-        for worker, data in zip(events["worker"], events["data"], strict=True)
+        worker: str(data.get("stimulus_id", ""))
+        for _, _, worker, data in run.event_rows("worker-removed")
         if worker
     }
 

@@ -24,18 +24,16 @@ def stopped_state(run: RunData) -> dict[str, Any] | None:
     """The scheduler's picture of the run when it was stopped, with the stacks
     of its running tasks (key -> shipped frames) under ``stacks``; None for a
     run that finished, or stopped with nothing running."""
-    events = run.events("run-stopped", epoch=True)
     span = run.span_id
     found = None
-    for t, data in zip(events["time"], events["data"], strict=True):
+    for t, _, _, data in run.event_rows("run-stopped"):
         if isinstance(data, dict) and (span is None or data.get("span") == span):
-            found = {**data, "time": float(t)}
+            found = {**data, "time": t}
     if found is None:
         return None
-    stacks = run.events("task-stack", epoch=True)
     found["stacks"] = {
         str(d.get("key")): d.get("frames") or []
-        for d in stacks["data"]
+        for _, _, _, d in run.event_rows("task-stack")
         if isinstance(d, dict)
     }
     return found

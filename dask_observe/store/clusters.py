@@ -125,16 +125,19 @@ class Telemetry(StoreConnection):
         with self._transaction() as conn:
             return queries.ingest(conn, cluster, list(enumerate(records)), {})
 
+    def plain_rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The rows of a query as plain tuples: sqlite3.Row objects cost a
+        third more to fetch and convert (a million tasks: 4.4 s against 3.2 s,
+        and 0.6 s more)."""
+        with self._lock:
+            cursor = self._conn.cursor()
+            cursor.row_factory = None
+            return cursor.execute(sql, tuple(params)).fetchall()
+
     def frame(
         self, sql: str, params: Sequence[Any], columns: Sequence[str]
     ) -> pd.DataFrame:
         """The rows of a query as a DataFrame with these column names."""
         import pandas as pd
 
-        with self._lock:
-            # Plain tuples: sqlite3.Row objects cost a third more to fetch and
-            # convert (a million tasks: 4.4 s against 3.2 s, and 0.6 s more).
-            cursor = self._conn.cursor()
-            cursor.row_factory = None
-            rows = cursor.execute(sql, tuple(params)).fetchall()
-        return pd.DataFrame(rows, columns=list(columns))
+        return pd.DataFrame(self.plain_rows(sql, params), columns=list(columns))

@@ -211,7 +211,7 @@ def _select(
 ) -> tuple[str, list[Any]]:
     """Rows of ``table`` in ``window`` that meet each ``(clause, value)`` of
     ``where``, whose ``null`` columns are NULL and whose columns equal the
-    given values (None: any)."""
+    given values (None: any; a list: any of its values)."""
     # SQLite tests the terms in the order written: the filters, which reject most
     # rows, go before the window's, which most rows pass (measured: a text filter
     # over 1,000,000 lines took 203 ms behind the window terms).
@@ -221,7 +221,11 @@ def _select(
     clauses += window_clauses
     params += window_params
     for column, value in equal.items():
-        if value is not None:
+        if isinstance(value, list):  # one of these
+            marks = ", ".join("?" * len(value))
+            clauses.append(f"{column} IN ({marks})" if value else "0")
+            params += value
+        elif value is not None:
             clauses.append(f"{column} = ?")
             params.append(value)
     sql = f"SELECT {', '.join(columns)} FROM {_source(table, window)}"
@@ -313,9 +317,12 @@ def log_filters(
 
 
 def metric_query(
-    window: Window, name: str | None, worker: str | None
+    window: Window, name: str | Sequence[str] | None, worker: str | None
 ) -> tuple[str, list[Any]]:
-    return _select("metrics", METRIC_COLUMNS, window, name=name, worker=worker)
+    """Samples of metric ``name``, or of several names (one pass over a
+    run's slice, where a query a name scans it each time); None: all."""
+    names = name if name is None or isinstance(name, str) else list(name)
+    return _select("metrics", METRIC_COLUMNS, window, name=names, worker=worker)
 
 
 def cluster_metric_max_query(window: Window, name: str) -> tuple[str, list[Any]]:
