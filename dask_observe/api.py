@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from dask_observe.diagnose import Flag
     from dask_observe.export.otlp import Sent
     from dask_observe.report import Report
+    from dask_observe.store.queries import Window
+    from dask_observe.store.rundata import TimeLike
 
 
 def stored_verdict(source: store.BaseStore, run_id: int) -> list[dict[str, Any]] | None:
@@ -36,15 +39,19 @@ def stored_verdict(source: store.BaseStore, run_id: int) -> list[dict[str, Any]]
 
 class Ending:
     """The end of a run still being written in this process, after its block
-    returned (``Recording.stop``): its settings, environment and verdict (flags),
-    by a thread of its own. Readers in this process wait for it (never a
-    half-ended run), and take the flags it judged rather than judge again."""
+    returned (``Recording.stop``): its last records (every worker flushed) and
+    its row closed, then its settings, environment and verdict (flags), by a
+    thread of its own. Readers in this process wait for it (never a
+    half-ended run), and take the flags it judged rather than judge again;
+    the next run of its store, and its client's close, wait for its records
+    (:meth:`wait_closed`)."""
 
     def __init__(self, key: tuple[str, int]) -> None:
         self.key = key
         self.thread: threading.Thread | None = None
         #: The run's flags, once judged.
         self.flags: list[Flag] | None = None
+        self._closed = threading.Event()
         self._done = threading.Event()
 
     def wait(self) -> bool:
@@ -54,9 +61,20 @@ class Ending:
         self._done.wait()
         return True
 
+    def wait_closed(self, timeout: float | None = None) -> None:
+        """Wait until the run's records are all stored and its row closed
+        (not in its own thread)."""
+        if self.thread is not threading.current_thread():
+            self._closed.wait(timeout)
+
+    def close(self) -> None:
+        """The run's records are stored and its row closed."""
+        self._closed.set()
+
     def finish(self) -> None:
         with _endings_lock:
             _endings.pop(self.key, None)
+        self._closed.set()
         self._done.set()
 
 
@@ -70,6 +88,23 @@ def begin_ending(source: store.BaseStore, run_id: int) -> Ending:
     with _endings_lock:
         _endings[ending.key] = ending
     return ending
+
+
+def wait_closing(source: store.BaseStore | None, timeout: float | None = None) -> None:
+    """Wait (up to ``timeout`` in all) until the runs of ``source`` (None:
+    of any store) whose end is being written here have their records stored
+    and their rows closed: a run starting after another, or the client
+    closing, must not come between a run and its last records."""
+    with _endings_lock:
+        pending = [
+            e
+            for e in _endings.values()
+            if source is None or e.key[0] == str(source.path)
+        ]
+    until = None if timeout is None else time.monotonic() + timeout
+    for ending in pending:
+        left = None if until is None else max(until - time.monotonic(), 0.0)
+        ending.wait_closed(left)
 
 
 def _wait_endings(source: store.BaseStore) -> None:
@@ -123,6 +158,46 @@ class Run(store.RunData):
         return super().environment()
 
     environment.__doc__ = store.RunData.environment.__doc__
+
+    # What a run's end writes after its block returned: its status and
+    # window, its fine metrics and profile. Read here, they wait for it.
+    @property
+    def status(self) -> str:
+        self._settle()
+        return super().status
+
+    status.__doc__ = store.RunData.status.__doc__
+
+    @property
+    def partial(self) -> str | None:
+        self._settle()
+        return super().partial
+
+    partial.__doc__ = store.RunData.partial.__doc__
+
+    def window_end(self) -> float:
+        self._settle()
+        return super().window_end()
+
+    window_end.__doc__ = store.RunData.window_end.__doc__
+
+    def _window(
+        self, since: TimeLike | None = None, until: TimeLike | None = None
+    ) -> Window:
+        self._settle()
+        return super()._window(since, until)
+
+    def fine_rows(self) -> list[tuple[str, str, str, str, float]]:
+        self._settle()
+        return super().fine_rows()
+
+    fine_rows.__doc__ = store.RunData.fine_rows.__doc__
+
+    def profile_trees(self) -> dict[str, Any]:
+        self._settle()
+        return super().profile_trees()
+
+    profile_trees.__doc__ = store.RunData.profile_trees.__doc__
 
     def summary(self) -> dict[str, Any]:
         self._settle()

@@ -21,6 +21,8 @@ import pytest
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
+    import dask_observe
+
     from .otlp import Collector
 
 #: The command-line entry point installed beside this interpreter.
@@ -53,6 +55,15 @@ def wait_until(condition: Callable[[], object], what: str, timeout: float = 30) 
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+def ended(run: dask_observe.Run) -> dask_observe.Run:
+    """``run`` once its end is written: after its block returned, by a thread
+    of its own (as a notebook cell's summary line waits for it). For tests
+    that read it next through another connection (the server's), which
+    shows a run being ended as running."""
+    run.summary()
+    return run
 
 
 def stored_lines(store_path: Path, run: int, contains: str) -> int:

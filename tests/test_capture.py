@@ -393,6 +393,7 @@ def test_a_closed_cluster_lets_go_of_the_records_it_delivered(store_path: Path) 
     ):
         with dask_observe.record("chatty", client=client) as run:
             assert client.submit(flood, 3_000, pure=False).result() == 3_000
+        assert run.status == "finished"  # its end written: the workers flushed
         ring = cluster.scheduler.plugins[SCHEDULER_PLUGIN].buffer
         # While the cluster lives, the ring keeps what was read: a new store
         # starts from the cluster's recent records.

@@ -21,7 +21,7 @@ from dask_observe.recording.install import CaptureUnavailableWarning
 from dask_observe.recording.span import NoClientError
 
 from .conftest import subprocess_env, wait_until
-from .tasks import chatter, spin
+from .tasks import chatter, say, spin
 
 if TYPE_CHECKING:
     from distributed import SpecCluster
@@ -251,8 +251,9 @@ def test_a_runs_end_brings_its_last_records_in_its_own_round_trip(
     call = Recorder.call
 
     def counted(self: Recorder, op: str, **kwargs: Any) -> Any:
-        if threading.current_thread() is threading.main_thread():
-            asked.append(op)  # the block's thread, not the recorder's own pulls
+        # The block's thread and the run's end's, not the recorder's own pulls.
+        if threading.current_thread().name != "dask-observe-recorder":
+            asked.append(op)
         return call(self, op, **kwargs)
 
     monkeypatch.setattr(plugins, "hello", said)
@@ -260,6 +261,7 @@ def test_a_runs_end_brings_its_last_records_in_its_own_round_trip(
     with dask_observe.record("last words", client=client) as run:
         client.submit(chatter, 3, pure=False).result()
         asked.clear()  # the run's start, and what it asked before
+    assert run.status == "finished"  # its end written
     pulled_after = [] if end_pulls else ["dask_observe_pull"]
     assert asked == ["dask_observe_end", *pulled_after]
     assert len(run.logs(contains="<script>alert")) == 3
@@ -775,3 +777,55 @@ def test_a_run_stopped_while_a_task_runs_keeps_where_the_task_was(
     own = stacks[stacks["key"] == napping.key]
     assert len(own) == 1, stacks
     assert "time.sleep(seconds)" in own["frames"].iloc[0]
+
+
+@pytest.fixture
+def slow_end(monkeypatch: pytest.MonkeyPatch) -> float:
+    """A scheduler slow to answer a run's end (its loop busy): the end's
+    round trip, made after the block returned, takes this long."""
+    from dask_observe.recording.recorder import Recorder
+
+    delay = 0.5
+    answer = Recorder.end_run
+
+    def slowly(self: Recorder, span_id: str, *, stopped: bool) -> dict[str, Any]:
+        time.sleep(delay)
+        return answer(self, span_id, stopped=stopped)
+
+    monkeypatch.setattr(Recorder, "end_run", slowly)
+    return delay
+
+
+def test_a_client_closed_right_after_the_block_waits_for_the_runs_end(
+    store_path: Path, slow_end: float
+) -> None:
+    # The block returns before its run's end (the workers flushed, the row
+    # closed: a round trip through the client); a script that closes its
+    # client at once loses nothing of it.
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc:
+        client = Client(lc.scheduler_address)  # by address: the end goes by RPC
+        started = time.monotonic()
+        with dask_observe.record("closing at once", client=client) as run:
+            client.submit(chatter, 3, pure=False).result()
+        assert time.monotonic() - started < slow_end  # its end comes after
+        client.close()
+    assert run.status == "finished"
+    assert len(run.logs(contains="<script>alert")) == 3
+    assert "scheduler-lost" not in set(run.events()["kind"])
+    assert list(run.tasks()["prefix"]) == ["chatter"]
+
+
+def test_a_run_begun_while_the_last_one_ends_holds_only_its_own_lines(
+    client: Client, store_path: Path, slow_end: float
+) -> None:
+    # The next run's start waits for the last one's records and row: the
+    # last one's slice of the store must not take in the next one's lines.
+    with dask_observe.record("first", client=client) as first:
+        client.submit(chatter, 2, pure=False).result()
+    with dask_observe.record("second", client=client) as second:
+        client.submit(say, "from the second", pure=False).result()
+    assert first.status == second.status == "finished"
+    assert len(first.logs(contains="<script>alert")) == 2
+    assert first.logs(contains="from the second").empty
+    assert len(second.logs(contains="from the second")) == 1
+    assert second.logs(contains="<script>alert").empty

@@ -25,6 +25,7 @@ import dask_observe
 from dask_observe.server import payloads
 from dask_observe.store import BaseStore
 
+from .conftest import ended
 from .synthetic import SyntheticRun
 from .tasks import chatter, fail, nap
 
@@ -39,7 +40,7 @@ def recorded(client: Client, store_path: Path) -> dask_observe.Run:
     ):
         client.submit(chatter, N_LINES).result()
         client.submit(fail, 1).result()
-    return run
+    return ended(run)
 
 
 @pytest.fixture
@@ -133,8 +134,9 @@ async def test_two_runs_compared_as_a_page_that_runs_no_script(
     jp_fetch: Any, client: Client, store_path: Path
 ) -> None:
     for name in ("<b>before</b>", "after"):
-        with dask_observe.record(name, client=client):
+        with dask_observe.record(name, client=client) as run:
             client.gather(client.map(inc, range(50 if name == "after" else 10)))
+        ended(run)
     response = await jp_fetch("dask-observe", "api", "runs", "1", "compare", "2")
     assert response.headers["Content-Type"].startswith("text/html")
     assert "default-src 'none'" in response.headers["Content-Security-Policy"]
@@ -493,10 +495,12 @@ async def test_a_runs_history_has_each_runs_figures_verdict_and_changes(
     # import it (jupyter_server...), 2 s more of the first run's wall time at
     # the lowest versions claimed: an "improvement" the second time.
     for n, config in ((40, {}), (40, {}), (120, changed)):
-        with dask.config.set(config), dask_observe.record(name, client=client):
+        with dask.config.set(config), dask_observe.record(name, client=client) as run:
             client.gather(client.map(nap, [0.02] * n, pure=False))
-    with dask_observe.record("another job", client=client):
+        ended(run)
+    with dask_observe.record("another job", client=client) as run:
         client.submit(nap, 0.01).result()
+    ended(run)
 
     history = await get_json(jp_fetch, "runs", "3", "history")
     assert history["name"] == name  # JSON text, never markup
@@ -528,7 +532,7 @@ def plugins_installed(
     client = make_client(n_workers=1, processes=True)
     with dask_observe.record("first", client=client) as run:
         client.submit(chatter, 3).result()  # and three lines of the user's
-    return run
+    return ended(run)
 
 
 async def test_lines_about_our_own_plugins_are_kept_but_shown_only_on_request(

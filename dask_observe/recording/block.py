@@ -41,7 +41,11 @@ def record(
     Yields
     ------
     Run
-        The run; after the block it is refreshed with the final status and counts.
+        The run. Its end (every worker's last records, its final status and
+        counts, its flags) is written after the block returns, by a thread of
+        its own: reading the run in this process waits for it, and so do the
+        next run of the store and the client's close. Another process sees
+        it running until then (a few milliseconds).
 
     Raises
     ------

@@ -5,6 +5,7 @@ retention, and publishing to the team's archive (:class:`RunEnd`)."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import copy
 import functools
@@ -14,9 +15,11 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.api import Ending, Run, Store
+from dask_observe.api import Ending, Run, Store, wait_closing
 
 if TYPE_CHECKING:
+    from distributed import Client
+
     from dask_observe.diagnose import Flag
     from dask_observe.export.live import LiveExport
     from dask_observe.redact import Redactor
@@ -59,19 +62,54 @@ def cluster_environment(hello: dict[str, Any] | None) -> dict[str, Any] | None:
     return (hello or {}).get("environment")
 
 
-def run_settings(thresholds: dict[str, dict[str, float | bool]]) -> dict[str, Any]:
+@dataclass
+class Closing:
+    """What a run's end takes from the config as its block ends: the block's
+    own ``dask.config.set`` ends as soon as it returns, and the end is
+    written after that."""
+
+    #: dask config values that differ from dask's defaults.
+    config: dict[str, Any]
+    #: ``observe.flags`` (a copy: dask.config.set restores the config's own
+    #: dicts in place when its block ends).
+    flags: dict[str, Any]
+    #: This process's memory thresholds (``plugins.memory_thresholds``).
+    memory: dict[str, float | bool]
+    retention: Policy | None
+    #: ``observe.archive`` and its options (None: no publishing).
+    archive: tuple[str | None, dict[str, Any]]
+
+    @classmethod
+    def read(cls) -> Closing:
+        from dask_observe import config
+        from dask_observe.archive.location import configured as configured_archive
+        from dask_observe.recording import environment, plugins
+        from dask_observe.store.retention import Policy
+
+        try:
+            retention: Policy | None = Policy.from_config()
+        except Exception as e:  # the run is recorded; pruning waits for the next
+            logger.warning("dask-observe: cannot prune the store: %s", e)
+            retention = None
+        return cls(
+            config=environment.config_changes(),
+            flags=copy.deepcopy(config.get("flags") or {}),
+            memory=plugins.memory_thresholds(),
+            retention=retention,
+            archive=configured_archive(),
+        )
+
+
+def run_settings(
+    thresholds: dict[str, dict[str, float | bool]], closing: Closing
+) -> dict[str, Any]:
     """The settings a run is judged under (``Run.settings``): the memory
     thresholds its workers reported (``thresholds``, by worker; the most common
     as ``memory``, all of them where they differ), else this process's dask
-    config; and this process's ``observe.flags``."""
-    from dask_observe import config
-    from dask_observe.recording import plugins
-
-    # A copy: dask.config.set restores the config's own dicts in place when
-    # its block ends, and the run's end is written after that.
-    settings: dict[str, Any] = {"flags": copy.deepcopy(config.get("flags") or {})}
+    config; and this process's ``observe.flags`` (both as its block ended)."""
+    settings: dict[str, Any] = {"flags": closing.flags}
     if not thresholds:
-        return {**settings, "memory": plugins.memory_thresholds(), "source": "client"}
+        return {**settings, "memory": closing.memory, "source": "client"}
     kinds = collections.Counter(
         json.dumps(t, sort_keys=True) for t in thresholds.values()
     )
@@ -167,6 +205,39 @@ class RunEnd:
             code,
             shape=before or self.workers,
         )
+
+
+#: How long a client's close waits for the ends of its runs (their last
+#: round trip and write: milliseconds, unless the scheduler stopped answering).
+CLOSE_WAIT_S = 30.0
+
+
+class _EndsFirst:
+    """A client "preload" that only waits, as the client closes (it tears its
+    preloads down first thing), until the runs whose end is still being
+    written here have their last records: those come through the client."""
+
+    name = "dask-observe: runs' ends"
+
+    async def start(self) -> None:
+        """Nothing: it is added to a client already started."""
+
+    async def teardown(self) -> None:
+        # Off the client's event loop: the ends' round trips run on it.
+        await asyncio.to_thread(wait_closing, None, CLOSE_WAIT_S)
+
+
+def hold_close(client: Client) -> bool:
+    """Have ``client``'s close wait for the ends of runs being written in this
+    process (:class:`_EndsFirst` among its preloads), so that a script that
+    closes its client right after a block loses nothing; False where the
+    client has no such list (a run then ends within its block)."""
+    preloads = getattr(getattr(client, "preloads", None), "_preloads", None)
+    if not isinstance(preloads, list):
+        return False
+    if not any(isinstance(p, _EndsFirst) for p in preloads):
+        preloads.append(_EndsFirst())
+    return True
 
 
 def judge(run: Run) -> list[Flag]:

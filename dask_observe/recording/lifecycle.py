@@ -17,25 +17,28 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import redact
-from dask_observe.api import Run, Store, begin_ending
+from dask_observe.api import Ending, Run, Store, begin_ending, wait_closing
 from dask_observe.capture.wire import EventRecord
 from dask_observe.recording.ending import (
+    Closing,
     RunEnd,
     StartedIn,
     client_environment,
     cluster_environment,
+    hold_close,
     run_settings,
 )
 from dask_observe.recording.measures import FineMeter, fine_map, profiles
 from dask_observe.recording.recorder import Recorder
 from dask_observe.recording.span import hide_span_annotation_warning, run_span
+from dask_observe.store import RunData
 
 if TYPE_CHECKING:
+    import pandas as pd
     from distributed import Client
 
     from dask_observe.export.live import LiveExport
     from dask_observe.recording.fallback import StreamMark
-    from dask_observe.store.retention import Policy
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +107,9 @@ class Recording:
         return self._span_id
 
     def start(self) -> Run:
+        # A run of this store whose last records are still coming would take
+        # this one's first ones into its slice too.
+        wait_closing(self.store)
         hide_span_annotation_warning()
         self._recorder = Recorder.acquire(self.client, self.store)
         self._span = (
@@ -196,16 +202,98 @@ class Recording:
             logger.warning("dask-observe: cannot start the task stream: %s", e)
 
     def stop(self, status: str = "finished") -> Run:
-        """End the run as ``finished`` or ``failed`` and return it, refreshed."""
+        """End the run as ``finished`` or ``failed`` and return it.
+
+        The block returns once the run's span is closed: the run's last
+        records (every worker flushed: a round trip to the scheduler), its row
+        closed and what is made of it are written by a thread of its own
+        (``api.Ending``, 3-5 ms of the block before: a run should cost what
+        its start costs). Readers in this process wait for it, and so do the
+        next run of its store and its client's close (``ending.hold_close``).
+        """
         assert self.run is not None and self._span is not None, "not started"
         assert self._recorder is not None
         # The run's wall time ends here, not after the flushes that follow.
         ended = time.time()
         self._span.__exit__(None, None, None)
+        closing = Closing.read()
+        ending = begin_ending(self.store, self.run.id)
+        if self._recorder.partial is not None or not hold_close(self.client):
+            # What distributed holds of a run without the capture is read
+            # here; so is all of a run whose client's close could not wait.
+            self._close_here(status, ended, closing, ending)
+        else:
+            ending.thread = threading.Thread(
+                target=self._finish,
+                args=(status, ended, closing, ending),
+                name="dask-observe-run-end",
+            )  # not a daemon: a script that ends with its block still writes it
+            ending.thread.start()
+            if closing.archive[0]:
+                from dask_observe.archive.publish import hold_exit_for
+
+                hold_exit_for(ending.thread)
+        self.run._ending = ending
+        return self.run
+
+    def _close_here(
+        self, status: str, ended: float, closing: Closing, ending: Ending
+    ) -> None:
+        """The run's last records and row, in the block (store errors raise,
+        as the block's own would); what is made of them by a thread."""
+        try:
+            end = self._close(self.store, status, ended, closing)
+        except BaseException:
+            ending.finish()
+            raise
+        ending.close()
+        ending.thread = threading.Thread(
+            target=end.write, args=(ending,), name="dask-observe-run-end"
+        )
+        ending.thread.start()
+        if closing.archive[0]:
+            from dask_observe.archive.publish import hold_exit_for
+
+            hold_exit_for(ending.thread)
+
+    def _finish(
+        self, status: str, ended: float, closing: Closing, ending: Ending
+    ) -> None:
+        """The run's end, by its thread: its last records and row, then what is
+        made of them (``RunEnd.write``). A store that fails here is a warning:
+        what was stored before is kept."""
+        end = None
+        try:
+            # A connection of its own: whoever opened the run's store may
+            # close it as soon as the block returned (a cell does).
+            with Store(self.store.path) as store:
+                end = self._close(store, status, ended, closing)
+        except Exception as e:
+            logger.warning(
+                "dask-observe: the end of run %r could not be stored (%s); "
+                "what was stored before is kept",
+                self.name,
+                e,
+            )
+        finally:
+            ending.close()
+        if end is None:
+            ending.finish()
+        else:
+            end.write(ending)
+
+    def _close(
+        self, store: Store, status: str, ended: float, closing: Closing
+    ) -> RunEnd:
+        """Store the run's last records and close its row, through ``store``."""
+        assert self._recorder is not None
         if self._recorder.partial is not None:
-            return self._stop_partial(status, ended)
-        if not self._recorder.reachable():
-            return self._stop_lost(ended, "the scheduler stopped answering")
+            return self._stop_partial(store, status, ended, closing)
+        # Its client closing is still answered: its close waits for this.
+        if self._recorder.failing or self.client.status not in ("running", "closing"):
+            return self._stop_lost(
+                store, ended, closing, "the scheduler stopped answering"
+            )
         counts: dict[str, int] = {}
         ended_reply: dict[str, Any] | None = None
         try:  # one round trip: the span's counts, the cluster flushed
@@ -215,7 +303,7 @@ class Recording:
                 ended_reply = self._recorder.end_run(self._span_id, stopped=stopped)
                 counts = ended_reply["counts"]
         except (OSError, TimeoutError) as e:  # connection lost: it is gone
-            return self._stop_lost(ended, f"{type(e).__name__}: {e}")
+            return self._stop_lost(store, ended, closing, f"{type(e).__name__}: {e}")
         except Exception as e:
             logger.warning("dask-observe: cannot read task counts of the run: %s", e)
         workers: dict[str, dict[str, Any]] = {}
@@ -226,16 +314,17 @@ class Recording:
             else:
                 workers = self._recorder.workers.describe(ended_reply["workers"])
             # The end's reply brought them, from a capture that can.
-            self._recorder.pull((ended_reply or {}).get("pull"))
-            self._recorder.settle()
+            self._recorder.pull((ended_reply or {}).get("pull"), self.redact)
+            self._recorder.settle(self.redact)
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's last records: %s", e)
             if isinstance(e, sqlite3.Error):  # the store, not the cluster
                 not_kept = str(e)
+        assert self.run is not None
         fine: list[tuple[str, str, str, str, float]] = []
         try:  # after the flush: its heartbeats brought the last of them
             fine = self._fine.rows(ended_reply)
-            self.store.set_fine_metrics(
+            store.set_fine_metrics(
                 self.run.id,
                 [(c, self.redact.text(p), a, u, v) for c, p, a, u, v in fine],
             )
@@ -243,7 +332,7 @@ class Recording:
             logger.warning("dask-observe: cannot read the run's fine metrics: %s", e)
         try:
             # Profiles hold source lines: a secret assigned in a task's code.
-            self.store.set_profiles(
+            store.set_profiles(
                 self.run.id,
                 self.redact.data(profiles(self.client, self.run.started, fine)),
             )
@@ -251,26 +340,18 @@ class Recording:
             logger.warning("dask-observe: cannot read the run's profile: %s", e)
         self._recorder.release()
         if self._span_id is None:  # whole cluster: count what was stored
-            counts = self._stored_counts()
-        return self._end(status, counts, ended, workers, not_kept=not_kept)
+            counts = _stored_counts(store, self.run.id)
+        return self._end(store, status, counts, ended, closing, workers, not_kept)
 
-    def _stored_counts(self) -> dict[str, int]:
-        """The run's tasks as stored, by ``memory`` / ``erred``."""
-        assert self.run is not None
-        statuses = self.run.tasks()["status"]
-        return {
-            "memory": int((statuses == "memory").sum()),
-            "erred": int((statuses == "erred").sum()),
-        }
-
-    def _not_kept(self, error: str, counts: dict[str, int]) -> str:
+    def _not_kept(self, store: Store, error: str, counts: dict[str, int]) -> str:
         """Why a run whose last records the store refused is not whole, with
         what it holds of it. A pull that failed earlier is no loss: what it
         missed stayed in the scheduler's buffer for the next one (and what
         overflowed that is counted in a ``dropped`` event)."""
+        assert self.run is not None
         counted = sum(counts.values())
         try:
-            stored = len(self.run.tasks()) if self.run is not None else None
+            stored: int | None = len(_stored_tasks(store, self.run.id))
         except Exception:  # the store may not even read
             stored = None
         held = (
@@ -283,20 +364,25 @@ class Recording:
             "lines, metrics and events of its end may be missing"
         )
 
-    def _stop_lost(self, ended: float, why: str) -> Run:
+    def _stop_lost(
+        self, store: Store, ended: float, closing: Closing, why: str
+    ) -> RunEnd:
         """The scheduler died during the run: it ends ``failed``, with what was
         pulled before (the scheduler's last lines: a closing scheduler waits
         for its recorder to read them) and an event that says so."""
-        assert self._recorder is not None
+        assert self._recorder is not None and self.run is not None
         logger.warning("dask-observe: the run's scheduler is gone (%s)", why)
         event = EventRecord(
             "event", time.time(), "scheduler-lost", None, {"reason": why}
         )
-        self.store.append(self._recorder.cluster, [event])
+        store.append(self._recorder.cluster, [event])
         self._recorder.release()
-        return self._end("failed", self._stored_counts(), ended)
+        counts = _stored_counts(store, self.run.id)
+        return self._end(store, "failed", counts, ended, closing)
 
-    def _stop_partial(self, status: str, ended: float) -> Run:
+    def _stop_partial(
+        self, store: Store, status: str, ended: float, closing: Closing
+    ) -> RunEnd:
         """End a run whose cluster has no capture plugins with what distributed
         still holds of it (``fallback``)."""
         from dask_observe.recording import fallback
@@ -307,73 +393,48 @@ class Recording:
                 self.client, self.run.started, self._span_id, self._stream_mark
             )
             redacted = self.redact.records(enumerate(records))
-            self.store.append(self._recorder.cluster, [r for _, r in redacted])
+            store.append(self._recorder.cluster, [r for _, r in redacted])
         except Exception as e:  # the cluster may be gone; the run still ends
             logger.warning("dask-observe: cannot read what the cluster holds: %s", e)
         self._recorder.release()
-        return self._end(status, self._stored_counts(), ended)
+        counts = _stored_counts(store, self.run.id)
+        return self._end(store, status, counts, ended, closing)
 
     def _end(
         self,
+        store: Store,
         status: str,
         counts: dict[str, int],
         ended: float,
+        closing: Closing,
         workers: dict[str, dict[str, Any]] | None = None,
         not_kept: str | None = None,
-    ) -> Run:
-        """Close the run's row, and return: its data is all stored (or, with
-        ``not_kept``, the store's error, marked partial). What is
-        made of it (the settings it is judged under, the environment it ran
-        in, its flags judged once, the live export's end, retention) is
-        written by a thread of its own after the block returned (``RunEnd``);
-        readers in this process wait for that (``run.Ending``)."""
-        from dask_observe.recording import environment
-
-        assert self.run is not None
-        from dask_observe.archive.location import configured as configured_archive
-        from dask_observe.store.retention import Policy
-
-        # Read the config now: the block's own ``dask.config.set`` ends as soon
-        # as this returns.
+    ) -> RunEnd:
+        """Close the run's row: its data is all stored (or, with ``not_kept``,
+        the store's error, marked partial). What is made of it (the settings
+        it is judged under, the environment it ran in, its flags judged once,
+        the live export's end, retention) is the ``RunEnd`` returned."""
+        assert self.run is not None and self._recorder is not None
         workers = workers or {}
-        archive = configured_archive()
-        config = environment.config_changes()
-        settings = run_settings({w: a["memory"] for w, a in workers.items()})
-        try:
-            retention: Policy | None = Policy.from_config()
-        except Exception as e:  # the run is recorded; pruning waits for the next
-            logger.warning("dask-observe: cannot prune the store: %s", e)
-            retention = None
-        self._export_drops()
-        self.store.end_run(
+        settings = run_settings({w: a["memory"] for w, a in workers.items()}, closing)
+        self._export_drops(store)
+        store.end_run(
             self.run.id,
             status,
             n_tasks=sum(counts.values()),
             n_failed=counts.get("erred", 0),
             ended=ended,
-            partial=None if not_kept is None else self._not_kept(not_kept, counts),
+            partial=None
+            if not_kept is None
+            else self._not_kept(store, not_kept, counts),
         )
-        assert self._recorder is not None
-        end = RunEnd(
+        return RunEnd(
             str(self.store.path), self.run.id, status, ended, self.redact,
-            self._recorder.hello, self._started_in,
-            self.code, self._export, workers, config, settings, retention, archive,
+            self._recorder.hello, self._started_in, self.code, self._export,
+            workers, closing.config, settings, closing.retention, closing.archive,
         )  # fmt: skip
-        ending = begin_ending(self.store, self.run.id)
-        # Not a daemon: a script that ends with its block still writes the run's end.
-        ending.thread = threading.Thread(
-            target=end.write, args=(ending,), name="dask-observe-run-end"
-        )
-        ending.thread.start()
-        if archive[0]:
-            from dask_observe.archive.publish import hold_exit_for
 
-            hold_exit_for(ending.thread)
-        run = self.run.refresh()
-        run._ending = ending
-        return run
-
-    def _export_drops(self) -> None:
+    def _export_drops(self, store: Store) -> None:
         """Keep in the run (before its slice of the store closes) what the live
         OpenTelemetry export could not send so far."""
         assert self._recorder is not None
@@ -381,7 +442,7 @@ class Recording:
         if export is not None and export.dropped:
             data = {"count": export.dropped, "endpoint": export.endpoint}
             event = EventRecord("event", time.time(), "export-dropped", None, data)
-            self.store.append(self._recorder.cluster, [event])
+            store.append(self._recorder.cluster, [event])
 
     def finish_export(self, timeout: float) -> None:
         """Wait up to ``timeout`` for the live OpenTelemetry export to send the
@@ -390,3 +451,18 @@ class Recording:
             self.run.refresh()
         if self._export is not None:
             self._export.close(timeout)
+
+
+def _stored_tasks(store: Store, run_id: int) -> pd.DataFrame:
+    """The run's tasks as stored so far: read as its end is being written (as
+    ``RunData``: a ``Run`` would wait for that end)."""
+    return RunData(store, store.run_record(run_id)).tasks()
+
+
+def _stored_counts(store: Store, run_id: int) -> dict[str, int]:
+    """The run's tasks as stored, by ``memory`` / ``erred``."""
+    statuses = _stored_tasks(store, run_id)["status"]
+    return {
+        "memory": int((statuses == "memory").sum()),
+        "erred": int((statuses == "erred").sum()),
+    }

@@ -346,7 +346,7 @@ class Recorder:
         if self.owns_store:
             self.store.close()
 
-    def settle(self) -> None:
+    def settle(self, redactor: redact.Redactor | None = None) -> None:
         """After a worker left, wait for its nanny's next flush and pull again.
 
         A nanny whose worker just died is no longer known to the scheduler, so
@@ -355,7 +355,7 @@ class Recorder:
         """
         if time.monotonic() - self.worker_removed_at < SETTLE_AFTER_REMOVAL_S:
             time.sleep(2 * self.flush_interval_s)
-            self.pull()
+            self.pull(redactor=redactor)
 
     def call(self, op: str, **kwargs: Any) -> Any:
         """Call one of the capture plugin's handlers on the scheduler (see
@@ -390,10 +390,17 @@ class Recorder:
         reply = self.call("dask_observe_pull", cursor=cursor, instance=instance)
         return instance, cursor, reply
 
-    def pull(self, pulled: dict[str, Any] | None = None) -> int:
+    def pull(
+        self,
+        pulled: dict[str, Any] | None = None,
+        redactor: redact.Redactor | None = None,
+    ) -> int:
         """Copy every record the scheduler holds beyond the store's cursor,
         starting with those of ``pulled``, the ``pull`` of a run's end's
-        reply (:meth:`end_run`), if given."""
+        reply (:meth:`end_run`), if given; redacted by ``redactor`` (a run's
+        end's: as configured when the run started, where its block may have
+        configured it), else as configured now."""
+        redactor = redactor or redact.configured()
         written = 0
         if self.partial is not None:
             return written
@@ -407,7 +414,7 @@ class Recorder:
                         f"{reply.get('wire')}, not {WIRE_VERSION}"
                     )
                 # Redacted before the store or a live export sees them.
-                records = redact.configured().records(
+                records = redactor.records(
                     (n, wire.typed(r)) for n, r in reply["records"]
                 )
                 if any(
