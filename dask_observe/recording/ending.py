@@ -16,8 +16,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.api import Ending, Run, Store, wait_closing
+from dask_observe.store import RunData
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import pandas as pd
     from distributed import Client
 
     from dask_observe.diagnose import Flag
@@ -238,6 +242,57 @@ def hold_close(client: Client) -> bool:
     if not any(isinstance(p, _EndsFirst) for p in preloads):
         preloads.append(_EndsFirst())
     return True
+
+
+def start_end(
+    ending: Ending, closing: Closing, target: Callable[..., None], *args: Any
+) -> None:
+    """Start the run's end thread: not a daemon, so that a script that ends
+    with its block still writes it (and publishes it, with an archive)."""
+    ending.thread = threading.Thread(
+        target=target, args=args, name="dask-observe-run-end"
+    )
+    ending.thread.start()
+    if closing.archive[0]:
+        from dask_observe.archive.publish import hold_exit_for
+
+        hold_exit_for(ending.thread)
+
+
+def stored_tasks(store: Store, run_id: int) -> pd.DataFrame:
+    """The run's tasks as stored so far: read as its end is being written (as
+    ``RunData``: a ``Run`` would wait for that end)."""
+    return RunData(store, store.run_record(run_id)).tasks()
+
+
+def stored_counts(store: Store, run_id: int) -> dict[str, int]:
+    """The run's tasks as stored, by ``memory`` / ``erred``."""
+    statuses = stored_tasks(store, run_id)["status"]
+    return {
+        "memory": int((statuses == "memory").sum()),
+        "erred": int((statuses == "erred").sum()),
+    }
+
+
+def not_whole(store: Store, run_id: int, error: str, counts: dict[str, int]) -> str:
+    """Why a run whose last records the store refused is not whole, with
+    what it holds of it. A pull that failed earlier is no loss: what it
+    missed stayed in the scheduler's buffer for the next one (and what
+    overflowed that is counted in a ``dropped`` event)."""
+    counted = sum(counts.values())
+    try:
+        stored: int | None = len(stored_tasks(store, run_id))
+    except Exception:  # the store may not even read
+        stored = None
+    held = (
+        f"{stored:,} of {counted:,} tasks stored"
+        if stored is not None
+        else f"{counted:,} tasks ran"
+    )
+    return (
+        f"the store could not take the run's last records ({error}): {held}; "
+        "lines, metrics and events of its end may be missing"
+    )
 
 
 def judge(run: Run) -> list[Flag]:

@@ -26,15 +26,16 @@ from dask_observe.recording.ending import (
     client_environment,
     cluster_environment,
     hold_close,
+    not_whole,
     run_settings,
+    start_end,
+    stored_counts,
 )
 from dask_observe.recording.measures import FineMeter, fine_map, profiles
 from dask_observe.recording.recorder import Recorder
 from dask_observe.recording.span import hide_span_annotation_warning, run_span
-from dask_observe.store import RunData
 
 if TYPE_CHECKING:
-    import pandas as pd
     from distributed import Client
 
     from dask_observe.export.live import LiveExport
@@ -221,40 +222,18 @@ class Recording:
         if self._recorder.partial is not None or not hold_close(self.client):
             # What distributed holds of a run without the capture is read
             # here; so is all of a run whose client's close could not wait.
-            self._close_here(status, ended, closing, ending)
+            # Store errors raise, as the block's own would.
+            try:
+                end = self._close(self.store, status, ended, closing)
+            except BaseException:
+                ending.finish()
+                raise
+            ending.close()
+            start_end(ending, closing, end.write, ending)
         else:
-            ending.thread = threading.Thread(
-                target=self._finish,
-                args=(status, ended, closing, ending),
-                name="dask-observe-run-end",
-            )  # not a daemon: a script that ends with its block still writes it
-            ending.thread.start()
-            if closing.archive[0]:
-                from dask_observe.archive.publish import hold_exit_for
-
-                hold_exit_for(ending.thread)
+            start_end(ending, closing, self._finish, status, ended, closing, ending)
         self.run._ending = ending
         return self.run
-
-    def _close_here(
-        self, status: str, ended: float, closing: Closing, ending: Ending
-    ) -> None:
-        """The run's last records and row, in the block (store errors raise,
-        as the block's own would); what is made of them by a thread."""
-        try:
-            end = self._close(self.store, status, ended, closing)
-        except BaseException:
-            ending.finish()
-            raise
-        ending.close()
-        ending.thread = threading.Thread(
-            target=end.write, args=(ending,), name="dask-observe-run-end"
-        )
-        ending.thread.start()
-        if closing.archive[0]:
-            from dask_observe.archive.publish import hold_exit_for
-
-            hold_exit_for(ending.thread)
 
     def _finish(
         self, status: str, ended: float, closing: Closing, ending: Ending
@@ -340,29 +319,8 @@ class Recording:
             logger.warning("dask-observe: cannot read the run's profile: %s", e)
         self._recorder.release()
         if self._span_id is None:  # whole cluster: count what was stored
-            counts = _stored_counts(store, self.run.id)
+            counts = stored_counts(store, self.run.id)
         return self._end(store, status, counts, ended, closing, workers, not_kept)
-
-    def _not_kept(self, store: Store, error: str, counts: dict[str, int]) -> str:
-        """Why a run whose last records the store refused is not whole, with
-        what it holds of it. A pull that failed earlier is no loss: what it
-        missed stayed in the scheduler's buffer for the next one (and what
-        overflowed that is counted in a ``dropped`` event)."""
-        assert self.run is not None
-        counted = sum(counts.values())
-        try:
-            stored: int | None = len(_stored_tasks(store, self.run.id))
-        except Exception:  # the store may not even read
-            stored = None
-        held = (
-            f"{stored:,} of {counted:,} tasks stored"
-            if stored is not None
-            else f"{counted:,} tasks ran"
-        )
-        return (
-            f"the store could not take the run's last records ({error}): {held}; "
-            "lines, metrics and events of its end may be missing"
-        )
 
     def _stop_lost(
         self, store: Store, ended: float, closing: Closing, why: str
@@ -377,7 +335,7 @@ class Recording:
         )
         store.append(self._recorder.cluster, [event])
         self._recorder.release()
-        counts = _stored_counts(store, self.run.id)
+        counts = stored_counts(store, self.run.id)
         return self._end(store, "failed", counts, ended, closing)
 
     def _stop_partial(
@@ -397,7 +355,7 @@ class Recording:
         except Exception as e:  # the cluster may be gone; the run still ends
             logger.warning("dask-observe: cannot read what the cluster holds: %s", e)
         self._recorder.release()
-        counts = _stored_counts(store, self.run.id)
+        counts = stored_counts(store, self.run.id)
         return self._end(store, status, counts, ended, closing)
 
     def _end(
@@ -426,7 +384,7 @@ class Recording:
             ended=ended,
             partial=None
             if not_kept is None
-            else self._not_kept(store, not_kept, counts),
+            else not_whole(store, self.run.id, not_kept, counts),
         )
         return RunEnd(
             str(self.store.path), self.run.id, status, ended, self.redact,
@@ -451,18 +409,3 @@ class Recording:
             self.run.refresh()
         if self._export is not None:
             self._export.close(timeout)
-
-
-def _stored_tasks(store: Store, run_id: int) -> pd.DataFrame:
-    """The run's tasks as stored so far: read as its end is being written (as
-    ``RunData``: a ``Run`` would wait for that end)."""
-    return RunData(store, store.run_record(run_id)).tasks()
-
-
-def _stored_counts(store: Store, run_id: int) -> dict[str, int]:
-    """The run's tasks as stored, by ``memory`` / ``erred``."""
-    statuses = _stored_tasks(store, run_id)["status"]
-    return {
-        "memory": int((statuses == "memory").sum()),
-        "erred": int((statuses == "erred").sum()),
-    }
