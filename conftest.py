@@ -14,6 +14,39 @@ from distributed import Client, LocalCluster
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 
+def _hold_off_the_collector_in_current_frames() -> None:
+    """In-process workers' profilers call ``sys._current_frames`` every 10 ms
+    in this process, where distributed's GC diagnosis has a gc callback: on
+    Pythons before 3.11.9 (this machine's 3.11.7) a collection inside it can
+    deadlock with a thread starting (CPython gh-106883). It hung CI once: a
+    P2P shuffle's pyarrow threads, four worker threads and the profiler all
+    waiting for the GIL, out of reach of the tests' timeout. What CPython's
+    fix does (the collector held off during the call), done for this process;
+    our own capture does it itself (``capture.stacks.current_frames``)."""
+    import gc
+    import sys
+
+    from dask_observe.capture.stacks import _FRAMES_DEADLOCK
+
+    if not _FRAMES_DEADLOCK:
+        return
+    unguarded = sys._current_frames
+
+    def guarded() -> dict[int, Any]:
+        if not gc.isenabled():
+            return unguarded()
+        gc.disable()
+        try:
+            return unguarded()
+        finally:
+            gc.enable()
+
+    sys._current_frames = guarded
+
+
+_hold_off_the_collector_in_current_frames()
+
+
 @pytest.fixture
 def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh store location, made the configured default (as a user would).

@@ -288,3 +288,30 @@ def test_a_hung_dask_record_cell_says_why_before_and_after_the_stop_button(
     run = dask_observe.open_store().run("last")
     assert run.status == "failed"
     assert {"hung-task", "no-progress"} <= kinds(run)
+
+
+def test_the_stack_sampler_sees_every_thread_and_leaves_the_collector_be() -> None:
+    # Where sys._current_frames can deadlock with a collection (CPython
+    # gh-106883, before 3.11.9), the sampler holds the collector off for the
+    # call: it must give the same frames and put the collector back.
+    import gc
+
+    from dask_observe.capture.stacks import current_frames
+
+    waiting = threading.Event()
+    other = threading.Thread(target=waiting.wait, name="sampled")
+    other.start()
+    try:
+        assert gc.isenabled()
+        found = current_frames()
+        assert gc.isenabled()
+        assert {threading.get_ident(), other.ident} <= set(found)
+        gc.disable()
+        try:
+            assert other.ident in current_frames()
+            assert not gc.isenabled()  # left off, as it was
+        finally:
+            gc.enable()
+    finally:
+        waiting.set()
+        other.join()

@@ -11,6 +11,7 @@ dozen events, not thousands. Tasks that finish in time cost nothing here.
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import sys
 import traceback
@@ -25,6 +26,30 @@ MAX_FRAMES = 40
 MAX_STACKS_PER_TASK = 5
 #: How often a long task's stack is sampled.
 SAMPLE_EVERY_S = 1.0
+
+
+#: Pythons whose ``sys._current_frames`` can deadlock: a garbage collection
+#: inside it runs the gc callbacks (distributed's GC diagnosis, installed in
+#: every scheduler and worker) while it holds the interpreter's thread list,
+#: and a thread then starting or ending waits on that list with the GIL
+#: (CPython gh-106883; fixed in 3.11.9, 3.12.3, 3.13). Seen here: a P2P
+#: shuffle's pyarrow threads, a worker's profiler and the GC diagnosis hung
+#: a whole test process on 3.11.7.
+_FRAMES_DEADLOCK = (3, 11) <= sys.version_info < (3, 11, 9) or (
+    (3, 12) <= sys.version_info < (3, 12, 3)
+)
+
+
+def current_frames() -> dict[int, Any]:
+    """``sys._current_frames()``, with the garbage collector held off during
+    it where that can deadlock (the upstream fix, done here)."""
+    if not _FRAMES_DEADLOCK or not gc.isenabled():
+        return sys._current_frames()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        gc.enable()
 
 
 @functools.cache
@@ -105,7 +130,7 @@ class StackSampler:
         ``threads`` is the worker's ``active_threads`` (thread id -> key)."""
         if not every and not any(now - t >= self.after_s for t in running.values()):
             return  # the common case: one pass over the running tasks, no more
-        current = sys._current_frames()
+        current = current_frames()
         for thread, task in list(threads.items()):
             key = str(task)
             since = running.get(key)
