@@ -396,8 +396,12 @@ def test_a_capture_of_another_version_on_the_cluster_is_refused_not_misread(
         dask_observe.record("beside an older one", client=client) as run,
     ):
         assert client.submit(inc, 1, key="one").result() == 2
-    assert len(warned) == 1
-    assert "capture of another dask-observe" in str(warned[0].message)
+    # pytest.warns records every warning shown in the block, from any thread
+    # or garbage collection: CI's Python 3.12 run once recorded a second one
+    # (not reproduced in 6 runs of the module; the message now names them).
+    ours = [w for w in warned if w.category is CaptureUnavailableWarning]
+    assert len(ours) == 1, [f"{w.category.__name__}: {w.message}" for w in warned]
+    assert "capture of another dask-observe" in str(ours[0].message)
     assert run.status == "finished"
     assert run.partial is not None and "wire version 0" in run.partial
     assert list(run.tasks()["key"]) == ["one"]

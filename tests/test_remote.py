@@ -205,13 +205,15 @@ def test_a_cluster_that_refuses_plugins_still_runs_the_block_and_records_a_parti
                 ]
             )
         assert results == [line, 1, 2, 3, 4]
-    assert len(warned) == 1
+    # Only ours: pytest.warns also records what other threads show.
+    ours = [w for w in warned if w.category is CaptureUnavailableWarning]
+    assert len(ours) == 1, [f"{w.category.__name__}: {w.message}" for w in warned]
     # It says what is missing and why, naming the plugin that was refused.
     assert re.search(
         r"records this cluster partially: the cluster did not take dask-observe's "
         r"capture plugins \(the (scheduler|worker|nanny) plugin was refused",
-        str(warned[0].message),
-    ), warned[0].message
+        str(ours[0].message),
+    ), ours[0].message
     assert run.status == "finished"
     assert run.partial is not None and "did not take" in run.partial
     assert run.summary()["partial"] == run.partial

@@ -144,11 +144,9 @@ class RunEnd:
     export: LiveExport | None
     #: What each worker reported at the end (its versions, memory thresholds).
     workers: dict[str, dict[str, Any]]
-    config: dict[str, Any]
     settings: dict[str, Any]
-    retention: Policy | None
-    #: ``observe.archive`` and its options (None: no publishing).
-    archive: tuple[str | None, dict[str, Any]]
+    #: The config as the run's block ended.
+    closing: Closing
 
     def write(self, ending: Ending) -> None:
         """The settings and environment, the verdict, the export's end and
@@ -167,15 +165,16 @@ class RunEnd:
             flags = ending.flags = judge(run)
             if self.export is not None:  # the run's trace ends, with its flags
                 self.export.end_run(self.run_id, self.ended, self.status, flags)
-            if self.retention is not None and not self.retention.empty:
-                _retain(store, self.run_id, self.retention)
+            retention = self.closing.retention
+            if retention is not None and not retention.empty:
+                _retain(store, self.run_id, retention)
         except Exception as e:  # the run's data is stored; only this is lost
             logger.warning("dask-observe: cannot write the run's end: %s", e)
         finally:
             if store is not None:
                 store.close()
             ending.finish()
-        url, options = self.archive
+        url, options = self.closing.archive
         if url:
             from dask_observe.archive.publish import publish_at_end
 
@@ -205,7 +204,7 @@ class RunEnd:
             client_environment(),
             cluster_environment(self.hello),
             {**self.workers, **before},
-            {**self.config, **(started.config if started is not None else {})},
+            {**self.closing.config, **(started.config if started is not None else {})},
             code,
             shape=before or self.workers,
         )

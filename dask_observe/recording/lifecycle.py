@@ -268,8 +268,7 @@ class Recording:
         assert self._recorder is not None
         if self._recorder.partial is not None:
             return self._stop_partial(store, status, ended, closing)
-        # Its client closing is still answered: its close waits for this.
-        if self._recorder.failing or self.client.status not in ("running", "closing"):
+        if not self._recorder.reachable(closing=True):
             return self._stop_lost(
                 store, ended, closing, "the scheduler stopped answering"
             )
@@ -389,7 +388,7 @@ class Recording:
         return RunEnd(
             str(self.store.path), self.run.id, status, ended, self.redact,
             self._recorder.hello, self._started_in, self.code, self._export,
-            workers, closing.config, settings, closing.retention, closing.archive,
+            workers, settings, closing,
         )  # fmt: skip
 
     def _export_drops(self, store: Store) -> None:

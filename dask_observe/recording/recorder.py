@@ -319,11 +319,14 @@ class Recorder:
             return touched
         return time.monotonic()
 
-    def reachable(self) -> bool:
+    def reachable(self, *, closing: bool = False) -> bool:
         """Whether the scheduler answered the last pull and the client is still
         connected: a scheduler that died is not asked again (each call to it
-        would wait out distributed's connect timeout)."""
-        return self.client.status == "running" and not self.failing
+        would wait out distributed's connect timeout). With ``closing``, a
+        client closing counts too: a run's end, which its close waits for
+        (``ending.hold_close``), still reaches the scheduler through it."""
+        statuses = ("running", "closing") if closing else ("running",)
+        return self.client.status in statuses and not self.failing
 
     def stop(self) -> None:
         """Stop pulling, after one last pull of whatever the cluster still holds."""
