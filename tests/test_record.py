@@ -833,3 +833,21 @@ def test_a_run_begun_while_the_last_one_ends_holds_only_its_own_lines(
     assert first.logs(contains="from the second").empty
     assert len(second.logs(contains="from the second")) == 1
     assert second.logs(contains="<script>alert").empty
+
+
+def test_lines_pulled_after_the_block_are_redacted_as_the_run_started(
+    client: Client, store_path: Path, slow_end: float
+) -> None:
+    # A block under redaction turned off: its last lines reach the store after
+    # it returned (here its end answers 0.5 s late, so the recorder's own
+    # pulls bring them), yet are kept as they were said, as the run started.
+    import dask
+
+    with (
+        dask.config.set({"observe.redact.enabled": False}),
+        dask_observe.record("unredacted", client=client) as run,
+    ):
+        client.submit(say, "login with password=hunter2", pure=False).result()
+    assert list(run.logs(contains="password")["message"]) == [
+        "login with password=hunter2"
+    ]

@@ -112,7 +112,7 @@ class Recording:
         # this one's first ones into its slice too.
         wait_closing(self.store)
         hide_span_annotation_warning()
-        self._recorder = Recorder.acquire(self.client, self.store)
+        self._recorder = Recorder.acquire(self.client, self.store, self.redact)
         self._span = (
             contextlib.nullcontext(None) if self.whole_cluster else run_span(self.name)
         )
@@ -143,7 +143,7 @@ class Recording:
                     self._fine.baseline(self._recorder.workers.flush)
         except BaseException:
             self._span.__exit__(None, None, None)
-            self._recorder.release()
+            self._recorder.release(self.redact)
             if run_id is not None:
                 self.store.end_run(run_id, "failed")
             raise
@@ -316,7 +316,7 @@ class Recording:
             )
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's profile: %s", e)
-        self._recorder.release()
+        self._recorder.release(self.redact)
         if self._span_id is None:  # whole cluster: count what was stored
             counts = stored_counts(store, self.run.id)
         return self._end(store, status, counts, ended, closing, workers, not_kept)
@@ -333,7 +333,7 @@ class Recording:
             "event", time.time(), "scheduler-lost", None, {"reason": why}
         )
         store.append(self._recorder.cluster, [event])
-        self._recorder.release()
+        self._recorder.release(self.redact)
         counts = stored_counts(store, self.run.id)
         return self._end(store, "failed", counts, ended, closing)
 
@@ -353,7 +353,7 @@ class Recording:
             store.append(self._recorder.cluster, [r for _, r in redacted])
         except Exception as e:  # the cluster may be gone; the run still ends
             logger.warning("dask-observe: cannot read what the cluster holds: %s", e)
-        self._recorder.release()
+        self._recorder.release(self.redact)
         counts = stored_counts(store, self.run.id)
         return self._end(store, status, counts, ended, closing)
 

@@ -95,6 +95,13 @@ class Recorder:
         #: When a pull last saw a worker leave (monotonic clock).
         self.worker_removed_at = -float("inf")
         self._users = 0
+        #: The redaction of each run that uses this recorder, as it started:
+        #: every pull, the periodic ones too, redacts as the newest of them
+        #: (a block's ``dask.config.set`` is undone as it returns, before its
+        #: run's end has pulled the last of its lines; CI: a line recorded
+        #: under ``redact.enabled: False`` was stored redacted). Between runs,
+        #: as configured now.
+        self._redactors: list[redact.Redactor] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pull_lock = threading.Lock()
@@ -115,8 +122,11 @@ class Recorder:
 
     # -- shared use --------------------------------------------------------------
     @classmethod
-    def acquire(cls, client: Client, store: BaseStore) -> Recorder:
-        """The running recorder of this cluster and store, started if need be.
+    def acquire(
+        cls, client: Client, store: BaseStore, redactor: redact.Redactor | None = None
+    ) -> Recorder:
+        """The running recorder of this cluster and store, started if need be,
+        redacting as ``redactor`` says until :meth:`release` with it.
 
         A recorder that lingers after its last run (``recorder.linger``) is
         taken up again by its own client: the cluster is not asked again for
@@ -145,7 +155,11 @@ class Recorder:
                     linger_s=parse_seconds(get("recorder.linger") or 0),
                     owns_store=True,
                 )
+                if redactor is not None:
+                    recorder._redactors.append(redactor)
                 recorder.start()
+            elif redactor is not None:
+                recorder._redactors.append(redactor)
             recorder._users += 1
             recorder._idle_since = None
             return recorder
@@ -158,10 +172,13 @@ class Recorder:
         thread_alive = self._thread is not None and self._thread.is_alive()
         return self.client is client and client.status == "running" and thread_alive
 
-    def release(self) -> None:
-        """One user fewer; when the last one leaves, the recorder lingers (see
-        ``recorder.linger``), or drains the cluster's buffer and stops."""
+    def release(self, redactor: redact.Redactor | None = None) -> None:
+        """One user fewer (the one that acquired it with ``redactor``); when
+        the last one leaves, the recorder lingers (see ``recorder.linger``), or
+        drains the cluster's buffer and stops."""
         with _registry_lock:
+            if redactor is not None and redactor in self._redactors:
+                self._redactors.remove(redactor)
             self._users -= 1
             if self._users > 0:
                 return
@@ -402,8 +419,11 @@ class Recorder:
         starting with those of ``pulled``, the ``pull`` of a run's end's
         reply (:meth:`end_run`), if given; redacted by ``redactor`` (a run's
         end's: as configured when the run started, where its block may have
-        configured it), else as configured now."""
-        redactor = redactor or redact.configured()
+        configured it), else as the newest run using the recorder started,
+        else as configured now."""
+        if redactor is None:
+            running = tuple(self._redactors)  # a copy: runs come and go meanwhile
+            redactor = running[-1] if running else redact.configured()
         written = 0
         if self.partial is not None:
             return written
