@@ -851,3 +851,49 @@ def test_lines_pulled_after_the_block_are_redacted_as_the_run_started(
     assert list(run.logs(contains="password")["message"]) == [
         "login with password=hunter2"
     ]
+
+
+def test_a_cluster_closed_right_after_the_block_keeps_the_runs_end(
+    store_path: Path, slow_end: float
+) -> None:
+    # A script that closes its cluster (not its client) as the block returns:
+    # the run's end, made after the block, still reaches the scheduler.
+    # By address: the end goes by RPC, as to a cluster elsewhere (a scheduler
+    # in this process is called directly and would answer even closed).
+    cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=":0")
+    client = Client(cluster.scheduler_address)
+    try:
+        with dask_observe.record("closing the cluster", client=client) as run:
+            client.submit(chatter, 3, pure=False).result()
+        closed_at = time.monotonic()
+        cluster.close()
+        assert run.status == "finished"
+        # Nothing more was asked of the closed scheduler: each question waited
+        # out distributed's connect timeout (the run's end took 61 s).
+        assert time.monotonic() - closed_at < 20
+        assert "scheduler-lost" not in set(run.events()["kind"])
+        assert len(run.logs(contains="<script>alert")) == 3
+        assert list(run.tasks()["prefix"]) == ["chatter"]
+    finally:
+        client.close()
+
+
+def test_runs_each_followed_by_a_restart_end_finished_without_waiting_on_gone_workers(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    # A run's end (after its block) asks workers new to the recorder to
+    # describe themselves. Those a restart right after the block kills never
+    # answer: the second run's end waited out distributed's 30 s connect
+    # timeout. Workers are now described as the run starts.
+    from dask_observe.recording.describe import ASK_S
+
+    client = make_client(n_workers=2, threads_per_worker=1)
+    for i in range(2):
+        with dask_observe.record(f"then restarted {i}", client=client) as run:
+            client.submit(chatter, 3, pure=False).result()
+        client.restart()
+        restarted_at = time.monotonic()
+        assert run.status == "finished"
+        assert time.monotonic() - restarted_at < ASK_S
+        assert "scheduler-lost" not in set(run.events()["kind"])
+        assert len(run.logs(contains="<script>alert")) == 3

@@ -157,6 +157,8 @@ class RunCalls:
             "fine": self.fine_metrics(None),
             "span_fine": self.fine_metrics(span_id),
             "workers": list(self._scheduler.workers),
+            # Ended from ``before_close``'s wait: the recorder asks no more.
+            "closing": self._scheduler.status.name in ("closing", "closed"),
         }
         if cursor is not None:
             ended["pull"] = self.pull(cursor, instance)

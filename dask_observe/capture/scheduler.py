@@ -169,9 +169,10 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         self._ticker.start()
 
     async def before_close(self) -> None:
-        """The scheduler is closing (a signal, ``client.shutdown()``): give a
-        recorder that is reading the chance to take the last records, the
-        scheduler's "Closing scheduler" lines among them. Bounded."""
+        """The scheduler is closing (a signal, ``client.shutdown()``,
+        ``cluster.close()``): give a recorder that is reading the chance to
+        take the last records, the scheduler's "Closing scheduler" lines
+        among them, and to end the runs it watches. Bounded."""
         if time.monotonic() - self._reader_seen_at > CLOSE_WAIT_S:
             return
         # A recorder reads through a client: with none connected (the user
@@ -182,7 +183,12 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
             return
         self._move_own_logs()
         deadline = time.monotonic() + CLOSE_WAIT_S
-        while self.buffer.read_upto < self.buffer.last and time.monotonic() < deadline:
+        # A run's end comes after its block returned (the recorder's end
+        # thread): a script that closes its cluster at once, its client still
+        # connected, had its run end "failed", the scheduler gone before it.
+        while (
+            self._watched or self.buffer.read_upto < self.buffer.last
+        ) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
 
     async def close(self) -> None:

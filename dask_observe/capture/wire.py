@@ -29,7 +29,9 @@ what it holds (their ``dask_observe_flush`` handler), and returns ``{"counts",
 "fine", "span_fine", "workers"}``: the span's task counts, the cluster's and
 the span's fine metrics after the flush, and the workers' addresses; given
 ``cursor`` and ``instance`` (a capture whose hello says ``end_pulls``), also
-``pull``: ``dask_observe_pull``'s reply after the flush. Workers and
+``pull``: ``dask_observe_pull``'s reply after the flush; and ``closing``
+(added, optional): the scheduler is closing, so nothing more is to be asked of
+it (a closing scheduler waits, bounded, for the runs it watches to end). Workers and
 nannies call ``dask_observe_push(source, records, dropped, samples, events)``:
 log records ``(time, level, logger, message, worker)``, memory samples
 ``(time, worker, rss)`` and events ``(time, kind, worker, data)``; they come from

@@ -15,6 +15,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: How long a run's end waits for workers new to the recorder to describe
+#: themselves. A worker that left meanwhile (a ``client.restart()`` right
+#: after the block) is not answered for until distributed's connect timeout
+#: (the run's end took 30 s); one that answers does so in milliseconds.
+ASK_S = 5.0
+
 
 class Workers:
     """The descriptions of one cluster's workers, by address, as a recorder
@@ -51,17 +57,28 @@ class Workers:
         self._wait_for_early()
         unknown = [a for a in addresses if a not in self._described]
         if unknown and self.enabled:
-            self._described.update(plugins.flush(self.client, unknown, ship=False))
+            try:
+                self._described.update(
+                    plugins.flush(self.client, unknown, ship=False, timeout=ASK_S)
+                )
+            except (OSError, TimeoutError) as e:  # gone meanwhile: undescribed
+                logger.debug("dask-observe: workers not described: %s", e)
         return {a: self._described[a] for a in addresses if a in self._described}
 
     def ask_early(self) -> None:
         """Ask the cluster's workers to describe themselves now, in a thread,
-        if none has yet (a recorder's first run): the run's end then waits
-        only for what is left of it, not for the whole round trip (a
-        ``Client.run`` and each worker's first read of its package metadata,
-        ~10 ms of a first recorded one-task block)."""
-        if self._described or self._asking is not None or not self.enabled:
+        if none has yet (a recorder's first run) or, where the scheduler runs
+        in this process, one of them has not (workers a restart started): the
+        run's end then waits only for what is left of it, not for the whole
+        round trip (a ``Client.run`` and each worker's first read of its
+        package metadata, ~10 ms of a first recorded one-task block), nor
+        asks workers that may be gone by then."""
+        if self._asking is not None or not self.enabled:
             return
+        if self._described:
+            scheduler = link.local_scheduler(self.client, self.cluster)
+            if scheduler is None or set(scheduler.workers) <= self._described.keys():
+                return
 
         def ask() -> None:
             try:

@@ -293,7 +293,13 @@ class Recording:
                 workers = self._recorder.workers.describe(ended_reply["workers"])
             # The end's reply brought them, from a capture that can.
             self._recorder.pull((ended_reply or {}).get("pull"), self.redact)
-            self._recorder.settle(self.redact)
+            if (ended_reply or {}).get("closing"):
+                # Closed as soon as this answer left: asked anything more
+                # (a nanny's last flush, the profile), it would be waited for
+                # to distributed's connect timeout, twice 30 s.
+                self._recorder.failing = True
+            else:
+                self._recorder.settle(self.redact)
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's last records: %s", e)
             if isinstance(e, sqlite3.Error):  # the store, not the cluster
@@ -310,10 +316,11 @@ class Recording:
             logger.warning("dask-observe: cannot read the run's fine metrics: %s", e)
         try:
             # Profiles hold source lines: a secret assigned in a task's code.
-            store.set_profiles(
-                self.run.id,
-                self.redact.data(profiles(self.client, self.run.started, fine)),
-            )
+            if self._recorder.reachable(closing=True):
+                store.set_profiles(
+                    self.run.id,
+                    self.redact.data(profiles(self.client, self.run.started, fine)),
+                )
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's profile: %s", e)
         self._recorder.release(self.redact)

@@ -400,17 +400,29 @@ def profiles(client: Client, start: float, prefixes: list[str]) -> dict[str, Any
 
 
 def flush(
-    client: Client, workers: list[str] | None = None, *, ship: bool = True
+    client: Client,
+    workers: list[str] | None = None,
+    *,
+    ship: bool = True,
+    timeout: float | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Have every worker (with a heartbeat: it carries the fine performance
     metrics measured since the last one) and every nanny ship what it holds.
     Returns what each worker says of itself (see :func:`flush_shipped`).
 
     With ``ship`` False, only that: what the given ``workers`` (all: None) say
-    of themselves, nothing shipped."""
+    of themselves, nothing shipped, within ``timeout`` seconds (TimeoutError)."""
     _pickle_this_module_by_value()
+    bound: dict[str, Any] = {} if timeout is None else {"callback_timeout": timeout}
+    # ``callback_timeout`` is Client.sync's, through which Client.run passes
+    # what it does not take itself; a worker that fails is left out.
     answers = client.run(
-        flush_shipped, WORKER_PLUGIN if ship else "", heartbeat=ship, workers=workers
+        flush_shipped,
+        WORKER_PLUGIN if ship else "",
+        heartbeat=ship,
+        workers=workers,
+        on_error="return",
+        **bound,
     )
     if ship:
         client.run(flush_shipped, NANNY_PLUGIN, nanny=True)
