@@ -154,6 +154,36 @@ def test_a_worker_is_sampled_again_only_when_something_changed(
     assert len(beating_rows) >= 3
 
 
+def monitor_readings(dask_worker: Worker) -> int:
+    return int(dask_worker.monitor.count)
+
+
+def test_a_reading_of_the_system_monitor_is_stored_once(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    """distributed's system monitor takes CPU and GIL contention over the
+    time since its last update; heartbeats send its newest readings. Where
+    heartbeats come more often than it reads, each heartbeat's row repeated
+    the reading, and the gil-contention rule (which weighs each sample by the
+    seconds it stands for) counted one high second twice: on CI, a flag for
+    pandas on four threads. Here the monitor reads every 10 s and heartbeats
+    come every 0.5 s."""
+    with dask.config.set({"distributed.admin.system-monitor.interval": "10s"}):
+        client = make_client(n_workers=1, threads_per_worker=2, processes=False)
+    (worker,) = client.scheduler_info()["workers"]
+    before = client.run(monitor_readings)[worker]
+    with dask_observe.record("monitored", client=client) as run:
+        client.submit(time.sleep, 3.0, pure=False).result()
+    readings = client.run(monitor_readings)[worker] - before
+    rows = run.metrics(worker=worker)
+    named = rows.groupby("name").size()
+    # The reading the run began with, and each the monitor took since.
+    assert named["cpu"] <= 1 + readings, (named, readings)
+    assert named.get("gil_contention", 0) <= 1 + readings, (named, readings)
+    # The heartbeats' other news still came, a row a second.
+    assert named["memory_managed"] >= 3, named
+
+
 def slow_heartbeats(dask_scheduler: Scheduler) -> None:
     """The scheduler takes in each worker's heartbeat a second late."""
     answer = dask_scheduler.handlers["heartbeat_worker"]

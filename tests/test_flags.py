@@ -450,10 +450,13 @@ def test_an_example_notebooks_work_raises_the_same_flags_three_times(
     """dask-examples' dataframe.ipynb (the timeseries dataset filtered and
     grouped, then rolled), three times on one threads-only cluster: pandas
     on four threads read GIL contention 0.3-0.75 from pass to pass, and the
-    flag came and went between identical runs. The truth: nothing to flag,
-    each time."""
+    flag came and went between identical runs; on CI's Python 3.12 it came
+    once more (a reading stored twice counted twice, see
+    test_a_reading_of_the_system_monitor_is_stored_once). The truth: nothing
+    to flag, each time."""
     client = make_client(n_workers=1, threads_per_worker=4, processes=False)
-    raised = []
+    raised: list[list[str]] = []
+    said = []  # what a failure shows: each flag's message and the samples
     for i in range(3):
         with dask_observe.record("dataframe.ipynb", client=client) as run:
             df = dask.datasets.timeseries(
@@ -462,4 +465,6 @@ def test_an_example_notebooks_work_raises_the_same_flags_three_times(
             df[df.y > 0].groupby("name").x.std().compute()
             df.x.rolling("1min").mean().sum().compute()
         raised.append(kinds(run))
-    assert raised == [[], [], []], raised
+        samples = run.metrics("gil_contention")["value"].round(2).tolist()
+        said.append((list(run.flags()["message"]), samples))
+    assert raised == [[], [], []], said

@@ -14,6 +14,30 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+#: The readings distributed's system monitor takes over the time since its
+#: last update (``SystemMonitor.update``, every 0.5 s by default). A heartbeat
+#: sends the newest one, so two heartbeats within one update send the same
+#: reading: the gil-contention rule weighs each sample by the seconds it
+#: stands for, and a reading stored twice counted twice (pandas' one high
+#: second made the two a busy host's flag needs).
+MONITOR_READINGS = frozenset(
+    {
+        "cpu",
+        "gil_contention",
+        "net_read_bps",
+        "net_write_bps",
+        "disk_read_bps",
+        "disk_write_bps",
+    }
+)
+
+
+def monitor_time(ws: WorkerState) -> float | None:
+    """When the worker's system monitor took the readings its last heartbeat
+    sent (None where a worker does not say)."""
+    return _number(ws.metrics.get("time"))
+
+
 def worker_metrics(ws: WorkerState) -> dict[str, float]:
     """One worker's memory, CPU, tasks, transfer and event loop, from its heartbeat."""
     memory = ws.memory
@@ -54,12 +78,15 @@ class WorkerSamples:
     workers half the rows were repeats, at 2,000 ten of eleven. So a worker
     gets its whole row when a heartbeat came since its last, and only
     ``tasks_processing`` (which the scheduler counts itself) when just that
-    changed; readers hold a worker's value until its next sample.
+    changed; readers hold a worker's value until its next sample. A heartbeat
+    that repeats the system monitor's readings (``MONITOR_READINGS``) sends
+    the row without them: each reading is stored once.
     """
 
     def __init__(self) -> None:
-        #: Per worker address: (heartbeat time, tasks processing) last sampled.
-        self.last: dict[str, tuple[float, int]] = {}
+        #: Per worker address: (heartbeat time, tasks processing, monitor
+        #: time) last sampled.
+        self.last: dict[str, tuple[float, int, float | None]] = {}
 
     def changed(
         self, workers: Iterable[WorkerState], every: bool = False
@@ -69,14 +96,21 @@ class WorkerSamples:
         that a run shorter than a heartbeat has every worker's)."""
         for ws in workers:
             seen, processing = ws.last_seen, len(ws.processing)
+            monitored = monitor_time(ws)
             before = self.last.get(ws.address)
             if every or before is None or before[0] != seen:
                 values = worker_metrics(ws)
+                # A repeat of the monitor's last readings: not again.
+                repeated = before is not None and before[2] == monitored
+                if repeated and not every and monitored is not None:
+                    values = {
+                        k: v for k, v in values.items() if k not in MONITOR_READINGS
+                    }
             elif before[1] != processing:
                 values = {"tasks_processing": float(processing)}
             else:
                 continue
-            self.last[ws.address] = (seen, processing)
+            self.last[ws.address] = (seen, processing, monitored)
             yield ws.address, values
 
     def forget(self, address: str) -> None:
