@@ -20,28 +20,14 @@ def _hold_off_the_collector_in_current_frames() -> None:
     Pythons before 3.11.9 (this machine's 3.11.7) a collection inside it can
     deadlock with a thread starting (CPython gh-106883). It hung CI once: a
     P2P shuffle's pyarrow threads, four worker threads and the profiler all
-    waiting for the GIL, out of reach of the tests' timeout. What CPython's
-    fix does (the collector held off during the call), done for this process;
-    our own capture does it itself (``capture.stacks.current_frames``)."""
-    import gc
+    waiting for the GIL, out of reach of the tests' timeout. Guarded as our
+    own capture guards its calls (``capture.stacks.guard_frames``), for every
+    caller in this process."""
     import sys
 
-    from dask_observe.capture.stacks import _FRAMES_DEADLOCK
+    from dask_observe.capture.stacks import guard_frames
 
-    if not _FRAMES_DEADLOCK:
-        return
-    unguarded = sys._current_frames
-
-    def guarded() -> dict[int, Any]:
-        if not gc.isenabled():
-            return unguarded()
-        gc.disable()
-        try:
-            return unguarded()
-        finally:
-            gc.enable()
-
-    sys._current_frames = guarded
+    sys._current_frames = guard_frames(sys._current_frames)
 
 
 _hold_off_the_collector_in_current_frames()

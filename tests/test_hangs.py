@@ -315,3 +315,32 @@ def test_the_stack_sampler_sees_every_thread_and_leaves_the_collector_be() -> No
     finally:
         waiting.set()
         other.join()
+
+
+def test_the_collector_stays_off_until_the_last_thread_inside_leaves() -> None:
+    # Workers' profilers and the stack sampler read frames from several
+    # threads at once: one leaving must not turn the collector back on under
+    # another still inside (each used to put back what it found).
+    import gc
+
+    from dask_observe.capture.stacks import collector_held
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with collector_held:
+            inside.set()
+            leave.wait()
+
+    first = threading.Thread(target=hold, name="first inside")
+    first.start()
+    inside.wait()
+    try:
+        with collector_held:
+            leave.set()
+            first.join()  # the first one has left
+            assert not gc.isenabled()
+    finally:
+        leave.set()
+        first.join()
+    assert gc.isenabled()

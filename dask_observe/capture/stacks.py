@@ -14,6 +14,7 @@ import functools
 import gc
 import hashlib
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -40,16 +41,57 @@ _FRAMES_DEADLOCK = (3, 11) <= sys.version_info < (3, 11, 9) or (
 )
 
 
+class _CollectorHold:
+    """The garbage collector held off while any thread is inside, and put
+    back as the last leaves if it was on as the first came (each turning it
+    back on as it left, a second thread still inside ran unguarded; CPython's
+    own fix holds it per call, in C)."""
+
+    def __init__(self) -> None:
+        # Reentrant: a collection between two of its lines may run a callback
+        # that samples stacks on the same thread.
+        self._lock = threading.RLock()
+        self._inside = 0
+        self._was_on = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._inside == 0:
+                self._was_on = gc.isenabled()
+                gc.disable()
+            self._inside += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._inside -= 1
+            if self._inside == 0 and self._was_on:
+                gc.enable()
+
+
+collector_held = _CollectorHold()
+
+
+def guard_frames(read: Callable[[], dict[int, Any]]) -> Callable[[], dict[int, Any]]:
+    """``read`` (``sys._current_frames`` or a wrapper of it), with the
+    collector held off during each call where that can deadlock (the
+    upstream fix, done here); ``read`` itself elsewhere."""
+    if not _FRAMES_DEADLOCK:
+        return read
+
+    @functools.wraps(read)
+    def guarded() -> dict[int, Any]:
+        with collector_held:
+            return read()
+
+    return guarded
+
+
 def current_frames() -> dict[int, Any]:
-    """``sys._current_frames()``, with the garbage collector held off during
-    it where that can deadlock (the upstream fix, done here)."""
-    if not _FRAMES_DEADLOCK or not gc.isenabled():
-        return sys._current_frames()
-    gc.disable()
-    try:
-        return sys._current_frames()
-    finally:
-        gc.enable()
+    """``sys._current_frames()``, guarded (``guard_frames``)."""
+    return _guarded_frames()
+
+
+_guarded_frames = guard_frames(lambda: sys._current_frames())
 
 
 @functools.cache

@@ -297,7 +297,7 @@ class Recording:
                 # Closed as soon as this answer left: asked anything more
                 # (a nanny's last flush, the profile), it would be waited for
                 # to distributed's connect timeout, twice 30 s.
-                self._recorder.failing = True
+                self._recorder.closing = True
             else:
                 self._recorder.settle(self.redact)
         except Exception as e:

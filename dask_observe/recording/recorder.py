@@ -111,6 +111,10 @@ class Recorder:
         self.partial: str | None = None
         #: Whether the last pull failed to reach the scheduler (it may be gone).
         self.failing = False
+        #: Whether the scheduler said it is closing (a run's end's reply):
+        #: nothing more is asked of it. Unlike ``failing``, a pull that still
+        #: got through (one in flight as it said so) does not undo it.
+        self.closing = False
         self.hello: dict[str, Any] | None = None
         #: What the cluster's workers say of themselves.
         self.workers = Workers(client, self.cluster)
@@ -343,7 +347,7 @@ class Recorder:
         client closing counts too: a run's end, which its close waits for
         (``ending.hold_close``), still reaches the scheduler through it."""
         statuses = ("running", "closing") if closing else ("running",)
-        return self.client.status in statuses and not self.failing
+        return self.client.status in statuses and not self.failing and not self.closing
 
     def stop(self) -> None:
         """Stop pulling, after one last pull of whatever the cluster still holds."""
