@@ -368,3 +368,51 @@ def test_a_worker_from_another_release_is_shown_as_a_version_mismatch(
         env=subprocess_env(store_path), check=True,
     ).stdout  # fmt: skip
     assert "version-mismatch" in shown and other in shown
+
+
+@pytest.mark.parametrize("end", ["shut down", "killed"])
+def test_a_headless_recording_ends_with_its_cluster(
+    tmp_path: Path, store_path: Path, end: str
+) -> None:
+    """A nightly job records its cluster headless and shuts the cluster down
+    at its end: the recorder used to wait for a Ctrl-C nobody would send,
+    and a Ctrl-C then ended the run ``failed``."""
+    line = f"before the end {uuid.uuid4().hex}"
+    with process_cluster(tmp_path / "cluster", workers=1) as cluster:
+        recorder = subprocess.Popen(
+            [DASK_OBSERVE, "record", "--scheduler", cluster.address, "--name", "h"],
+            env=subprocess_env(store_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert recorder.stdout is not None
+        assert recorder.stdout.readline().startswith("Recording run 1 'h'")
+        with Client(cluster.address, timeout="30s") as client:
+            assert client.submit(lambda: say(line), key="said").result() == line
+        wait_until(lambda: stored_lines(store_path, 1, line), "the line stored")
+        if end == "shut down":
+            cluster.stop()  # as a cluster manager does: SIGTERM, workers first
+        else:
+            os.killpg(cluster.processes[0].pid, signal.SIGKILL)
+        try:
+            out, err = recorder.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            recorder.kill()
+            pytest.fail(f"the recorder outlived its cluster ({end}) by 60 s")
+    with dask_observe.open_store(store_path) as store:
+        run = store.run(1)
+        events = set(run.events()["kind"])
+        assert "said" in set(run.tasks()["key"])
+        assert len(run.logs(contains=line)) == 1
+    if end == "shut down":
+        assert recorder.returncode == 0, err
+        assert f"The scheduler at {cluster.address} closed." in out
+        assert "Recorded run 1: 1 tasks, finished" in out
+        assert run.status == "finished"
+        assert "Traceback" not in err
+    else:
+        assert recorder.returncode == 1, err
+        assert f"The scheduler at {cluster.address} stopped answering." in out
+        assert run.status == "failed"
+        assert "scheduler-lost" in events

@@ -375,13 +375,18 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         if instance != self.instance:
             cursor = 0
         records = self.buffer.after(cursor, PULL_LIMIT)
-        return {
+        reply = {
             "wire": WIRE_VERSION,
             "instance": self.instance,
             "last": self.buffer.last,
             "dropped": self._dropped(),
             "records": records,
         }
+        assert self._scheduler is not None
+        if self._scheduler.status.name in ("closing", "closed"):
+            # Read from before_close's wait: a headless recording ends here.
+            reply["closing"] = True
+        return reply
 
     def _dropped(self) -> dict[str, int]:
         dropped = dict(self.buffer.lost)

@@ -6,8 +6,9 @@ installed): every reply says which version of this agreement it speaks, and a
 recorder that cannot read it says so rather than misread it.
 
 Version 1: ``dask_observe_pull`` returns ``{"wire", "instance", "last",
-"dropped", "records"}``, records being ``(number, record)`` pairs whose first
-item names the kind:
+"dropped", "records"}`` (and ``closing``, added, optional: the scheduler is
+closing, these are its last records), records being ``(number, record)``
+pairs whose first item names the kind:
 
 - ``("log", time, level, source, worker, logger, message)``
 - ``("task", time, key, prefix, span_ids, worker, thread, start, stop, status,

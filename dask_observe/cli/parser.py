@@ -61,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     reading["compare"].set_defaults(func=cmd_compare)
     reading["history"].set_defaults(func=cmd_history)
     rec = subcommands.add_parser(
-        "record", help="record a running cluster that no notebook watches"
+        "record",
+        help="record a running cluster that no notebook watches, until Ctrl-C "
+        "or the cluster closes (exit 1 if its scheduler was lost)",
     )
     rec.add_argument("--scheduler", required=True, metavar="ADDRESS")
     rec.add_argument("--name", default="recording", help="the run's name")

@@ -29,6 +29,7 @@ def _security(args: argparse.Namespace) -> Any:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    import logging
     import signal
     import threading
 
@@ -50,13 +51,30 @@ def cmd_record(args: argparse.Namespace) -> int:
         run = recording.start()
         print(f"Recording run {run.id} {run.name!r} from {args.scheduler}")
         print(f"into {store.path}")
-        print("Stop with Ctrl-C.", flush=True)
+        print("Stop with Ctrl-C; it stops by itself when the cluster closes.")
+        sys.stdout.flush()
+        # The cluster may end first (a nightly job shutting its cluster down):
+        # the recording then ends with it, where it waited for Ctrl-C forever.
+        gone = recording.cluster_gone
+
+        def stop_when_gone() -> None:
+            gone.wait()
+            stop.set()
+
+        threading.Thread(target=stop_when_gone, name="until-gone", daemon=True).start()
         stop.wait()
+        if gone.is_set():
+            why = "closed" if recording.cluster_closed else "stopped answering"
+            print(visible(f"The scheduler at {args.scheduler} {why}."), flush=True)
+            # The client, still trying to reconnect, logs the attempt's
+            # traceback as it is closed: noise once the cluster is gone.
+            logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
         run = recording.stop("finished")
         recording.finish_export(timeout=30)
         summary = run.summary()
         print(f"Recorded run {run.id}: {summary['n_tasks']} tasks, {run.status}")
-    return 0
+    # A run that failed (its scheduler lost mid-run) says so to a script too.
+    return 0 if run.status == "finished" else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -103,6 +103,19 @@ class Recording:
         return self.client.sync(getattr(self.client.scheduler, op), **kwargs)
 
     @property
+    def cluster_gone(self) -> threading.Event:
+        """Set once the recorder has nothing more to pull: the scheduler
+        closed (its last records stored) or the client did."""
+        assert self._recorder is not None, "the recording has not started"
+        return self._recorder.gone
+
+    @property
+    def cluster_closed(self) -> bool:
+        """Whether the scheduler closed as it should, its last records read
+        (else, once ``cluster_gone``, it stopped answering)."""
+        return self._recorder is not None and self._recorder.closing_read
+
+    @property
     def span_id(self) -> str | None:
         """The run's span on the cluster (None for a whole-cluster recording)."""
         return self._span_id
@@ -268,6 +281,16 @@ class Recording:
         assert self._recorder is not None
         if self._recorder.partial is not None:
             return self._stop_partial(store, status, ended, closing)
+        if self._span_id is None and self._recorder.closing_read:
+            # A whole-cluster recording whose scheduler closed, its last
+            # records read as it waited: the run ends with the cluster, and
+            # nothing more is asked of it (each call would wait out
+            # distributed's connect timeout).
+            assert self.run is not None
+            self._recorder.release(self.redact)
+            return self._end(
+                store, status, stored_counts(store, self.run.id), ended, closing
+            )
         if not self._recorder.reachable(closing=True):
             return self._stop_lost(
                 store, ended, closing, "the scheduler stopped answering"
@@ -297,7 +320,7 @@ class Recording:
                 # Closed as soon as this answer left: asked anything more
                 # (a nanny's last flush, the profile), it would be waited for
                 # to distributed's connect timeout, twice 30 s.
-                self._recorder.closing = True
+                self._recorder.closed = True
             else:
                 self._recorder.settle(self.redact)
         except Exception as e:

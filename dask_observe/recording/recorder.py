@@ -111,10 +111,18 @@ class Recorder:
         self.partial: str | None = None
         #: Whether the last pull failed to reach the scheduler (it may be gone).
         self.failing = False
-        #: Whether the scheduler said it is closing (a run's end's reply):
-        #: nothing more is asked of it. Unlike ``failing``, a pull that still
-        #: got through (one in flight as it said so) does not undo it.
-        self.closing = False
+        #: Whether the scheduler closed once it answered a run's end (its
+        #: reply said ``closing``): nothing more is asked of it. Unlike
+        #: ``failing``, a pull that still got through does not undo it.
+        self.closed = False
+        #: Whether a pull read the scheduler's last records as it closed (its
+        #: reply said ``closing``; it waits, bounded, for them to be read).
+        #: A run's end still reaches it meanwhile: it waits for those too.
+        self.closing_read = False
+        #: Set once there is nothing more to pull: the scheduler closed (its
+        #: last records read) or the client did. A headless recording
+        #: (``dask-observe record``) ends with it rather than wait for Ctrl-C.
+        self.gone = threading.Event()
         self.hello: dict[str, Any] | None = None
         #: What the cluster's workers say of themselves.
         self.workers = Workers(client, self.cluster)
@@ -318,12 +326,16 @@ class Recorder:
                 # (a busy store, say, is not that).
                 self.failing = isinstance(e, OSError | TimeoutError)
                 if self.client.status in ("closing", "closed"):
+                    self.gone.set()
                     return
                 if not paused:  # once, not every interval while it lasts
                     logger.warning("dask-observe: recording paused: %s", e)
                 paused = True
                 continue
             self.failing = False
+            if self.closing_read:  # its last records are stored
+                self.gone.set()
+                return
             if paused:
                 logger.warning("dask-observe: recording resumed")
                 paused = False
@@ -347,7 +359,7 @@ class Recorder:
         client closing counts too: a run's end, which its close waits for
         (``ending.hold_close``), still reaches the scheduler through it."""
         statuses = ("running", "closing") if closing else ("running",)
-        return self.client.status in statuses and not self.failing and not self.closing
+        return self.client.status in statuses and not self.failing and not self.closed
 
     def stop(self) -> None:
         """Stop pulling, after one last pull of whatever the cluster still holds."""
@@ -466,4 +478,7 @@ class Recorder:
                     self.export.offer([record for _, record in records])
                 written += len(records)
                 if last >= reply["last"]:
+                    # Set once they are stored: a headless run's end reads
+                    # what is stored when it sees this.
+                    self.closing_read = self.closing_read or bool(reply.get("closing"))
                     return written
