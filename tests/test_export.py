@@ -179,6 +179,31 @@ def test_the_run_s_span_encloses_a_task_the_clocks_put_before_its_start(
     assert root.end_time_unix_nano == pytest.approx((ended + 0.1) * 1e9, abs=1e4)
 
 
+def test_back_to_back_tasks_the_clock_estimate_overlaps_are_drawn_in_turn(
+    tmp_path: Path,
+) -> None:
+    """The same estimate, renewed by a heartbeat between two tasks of one
+    thread, made the second start 3 ms before the first stopped (the suite's
+    chrome-trace test failed on it once): a trace viewer would draw it inside
+    the first. Each starts where the one before it on its thread ended."""
+    with dask_observe.Store(tmp_path / "s.sqlite") as store:
+        run = SyntheticRun(store, "estimated")
+        run.task(0.1, 0.5, "first").task(0.597, 0.5, "second").task(1.2, 0.1, "third")
+        trace = json.loads(
+            run.end(2.0).to_chrome_trace(tmp_path / "trace.json").read_text()
+        )
+    first, second, third = sorted(
+        (e for e in trace["traceEvents"] if e["ph"] == "X"), key=lambda e: e["ts"]
+    )
+    # Microseconds since the run's start (which the store keeps to a
+    # microsecond or so).
+    assert first["ts"] + first["dur"] == second["ts"]
+    assert (first["ts"], first["dur"]) == pytest.approx((100_000, 500_000), abs=1)
+    assert (second["ts"], second["dur"]) == pytest.approx((600_000, 497_000), abs=1)
+    # No overlap: as it was.
+    assert (third["ts"], third["dur"]) == pytest.approx((1_200_000, 100_000), abs=1)
+
+
 def test_live_export_above_max_task_spans_sends_a_span_per_prefix_and_worker(
     collector: Collector,
 ) -> None:

@@ -118,7 +118,26 @@ def _task_events(run: RunData, tracks: _Tracks) -> list[dict[str, Any]]:
                 "args": args,
             }
         )
-    return events
+    return _end_to_end(events)
+
+
+def _end_to_end(slices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``slices`` with each starting no earlier than the one before it on its
+    thread ended. A worker stamps a task's start and stop with its own clock
+    plus its estimate of the scheduler's offset, which each heartbeat
+    renews: back-to-back tasks of one thread can overlap by the estimate's
+    change, and a trace viewer nests overlapping slices of a thread (one
+    task drawn inside another) where it should draw them in turn."""
+    ended: dict[tuple[int, int], float] = {}
+    for event in sorted(slices, key=lambda e: (e["pid"], e["tid"], e["ts"])):
+        track = event["pid"], event["tid"]
+        before = ended.get(track)
+        stop = event["ts"] + event["dur"]
+        if before is not None and event["ts"] < before:
+            event["ts"] = before
+            event["dur"] = round(max(stop - before, 0.0), 3)
+        ended[track] = max(stop, before if before is not None else stop)
+    return slices
 
 
 def _instant(
