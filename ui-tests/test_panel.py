@@ -148,9 +148,18 @@ def test_the_dashboard_opens_through_the_proxy(
 
     # Every page the panel offers still draws in its sandbox (no same-origin):
     # its scripts ran, and its bokeh document came over the proxied websocket.
-    for name in ("workers", "tasks", "profile", "system", "graph"):
+    # Opened together, as a user opening them one after the other would not
+    # wait for each to draw; each tab is then shown in turn (a hidden one
+    # draws nothing).
+    pages = ("workers", "tasks", "profile", "system", "graph")
+    for name in pages:
         cluster.locator(f'.jp-DaskObserve-dashboard-button[data-page="{name}"]').click()
+    for name in pages:
         tab = page.locator(f'.lm-DockPanel-widget[id$="-{name}"]')
+        if not tab.is_visible():
+            page.locator(
+                ".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=f"Dask {name}"
+            ).click()
         expect(tab).to_be_visible()
         frame = page.frame_locator(f'.lm-DockPanel-widget[id$="-{name}"] iframe')
         expect(frame.locator("canvas").first).to_be_visible(timeout=30_000)
