@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -43,8 +44,28 @@ NO_GIL_MONITOR = {"DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__GIL__ENABLED": "Fals
 
 
 def subprocess_env(store_path: Path) -> dict[str, str]:
-    """The environment of a separate process that uses the same store."""
-    return {**os.environ, **NO_GIL_MONITOR, "DASK_OBSERVE__STORE": str(store_path)}
+    """The environment of a separate process that uses the same store, with
+    faulthandler on (:func:`exited` makes a hung one say where it stood)."""
+    return {
+        **os.environ,
+        **NO_GIL_MONITOR,
+        "PYTHONFAULTHANDLER": "1",
+        "DASK_OBSERVE__STORE": str(store_path),
+    }
+
+
+def exited(process: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """What ``process`` printed (its stdout and stderr, if piped) once it
+    exited. Still running after ``timeout``, it is aborted (faulthandler then
+    prints each of its threads' stacks) and the test fails with them: a hang
+    names its place instead of a bare timeout."""
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        out, err = process.communicate(timeout=30)
+        pytest.fail(f"still running {timeout} s later; it printed:\n{out}\n{err}")
+    return out or "", err or ""
 
 
 def wait_until(condition: Callable[[], object], what: str, timeout: float = 30) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from distributed import Client
 
 import dask_observe
@@ -18,6 +19,7 @@ from .conftest import (
     DASK_OBSERVE,
     dask_observe_cli,
     dask_observe_process,
+    exited,
     stored_lines,
     subprocess_env,
     wait_until,
@@ -206,29 +208,36 @@ def test_record_headless_until_interrupted(client: Client, store_path: Path) -> 
         [DASK_OBSERVE, "record", "--scheduler", address, "--name", "nightly"],
         env=subprocess_env(store_path),
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     assert process.stdout is not None
     assert process.stdout.readline().startswith("Recording run 1 'nightly'")
     process.stdout.readline(), process.stdout.readline()  # store path, how to stop
     client.gather(client.map(shout, range(5), key=[f"shout-{i}" for i in range(5)]))
+    with pytest.raises(ValueError):
+        client.submit(int, "not a number", key="parse").result()
     wait_until(
         lambda: stored_lines(store_path, 1, "looks <odd>") == 5,
         "the five lines in the store",
     )
     process.send_signal(signal.SIGINT)
-    out, _ = process.communicate(timeout=30)
-    assert process.returncode == 0
-    assert "Recorded run 1" in out
+    out, err = exited(process, timeout=30)
+    assert process.returncode == 0, err
+    # Its last line says what a nightly job's log should keep.
+    assert out.splitlines()[-1] == (
+        "Recorded run 1: 6 tasks (1 failed), finished; "
+        "flags: task-errors (dask-observe flags 1)"
+    )
     with BaseStore(store_path) as store:
         run = store.run("last")
         assert (run.name, run.status) == ("nightly", "finished")
-        assert set(run.tasks()["key"]) >= {f"shout-{i}" for i in range(5)}
+        assert set(run.tasks()["key"]) == {"parse"} | {f"shout-{i}" for i in range(5)}
         assert len(run.logs(contains="looks <odd>")) == 5
         # No span: the run's fine metrics are the whole cluster's meanwhile,
         # and nothing of what the shared cluster ran before.
         fine = run.fine_metrics()
-        assert set(fine[fine["context"] == "execute"]["prefix"]) == {"shout"}
+        assert set(fine[fine["context"] == "execute"]["prefix"]) == {"shout", "parse"}
         # The results fetched count too: transfers are metered by the worker.
         assert "get-data" in set(fine["context"])
         assert fine[fine["unit"] == "seconds"]["value"].sum() > 0
@@ -250,7 +259,7 @@ def test_logs_follow_prints_lines_as_they_come_and_stops_with_the_run(
         client.gather(client.map(shout, range(2, 5)))  # while it follows
         later = [follower.stdout.readline() for _ in range(3)]
     # The run ended: the follower prints what is left and exits by itself.
-    rest, _ = follower.communicate(timeout=30)
+    rest, _ = exited(follower, timeout=30)
     assert follower.returncode == 0
     lines = first + later + rest.splitlines(keepends=True)
     assert sorted(line.split("user.cli: ")[1].strip() for line in lines) == [

@@ -30,6 +30,7 @@ from dask_observe.recording.install import CaptureUnavailableWarning
 from .conftest import (
     DASK_OBSERVE,
     READ_RUN,
+    exited,
     read_in_new_process,
     stored_lines,
     subprocess_env,
@@ -155,8 +156,8 @@ def test_a_cluster_without_dask_observe_is_recorded_headless(
             "the nanny's restart line in the store",
         )
         recorder.send_signal(signal.SIGINT)
-        out, _ = recorder.communicate(timeout=60)
-        assert recorder.returncode == 0, out
+        out, err = exited(recorder, timeout=60)
+        assert recorder.returncode == 0, out + err
     seen = read_in_new_process(store_path, READ_RUN, line)
     assert_memory_death_recorded(seen, line)
 
@@ -274,7 +275,7 @@ def test_a_tls_cluster_is_recorded_from_a_client_and_headless(
             lambda: stored_lines(store_path, 1, line), "the line in the headless run"
         )
         recorder.send_signal(signal.SIGINT)
-        _, err = recorder.communicate(timeout=60)
+        _, err = exited(recorder, timeout=60)
         assert recorder.returncode == 0, err
     with dask_observe.open_store(store_path) as store:
         headless = store.run(1)
@@ -370,6 +371,57 @@ def test_a_worker_from_another_release_is_shown_as_a_version_mismatch(
     assert "version-mismatch" in shown and other in shown
 
 
+@pytest.mark.parametrize("way_out", ["a second Ctrl-C", "the answer timeout"])
+def test_a_recording_whose_scheduler_froze_ends(
+    tmp_path: Path, store_path: Path, way_out: str
+) -> None:
+    """A run's end asks the scheduler to flush every worker; a scheduler that
+    froze (its connection still open) never answers, and the command waited
+    for ever. It says it is ending; a second Ctrl-C leaves at once, and
+    without one the scheduler's silence past ``answer-timeout`` ends the run
+    failed. Either way what was stored is kept."""
+    line = f"before the freeze {uuid.uuid4().hex}"
+    env = subprocess_env(store_path)
+    if way_out == "the answer timeout":
+        env["DASK_OBSERVE__RECORDER__ANSWER_TIMEOUT"] = "2s"
+    with process_cluster(tmp_path / "cluster", workers=1) as cluster:
+        recorder = subprocess.Popen(
+            [DASK_OBSERVE, "record", "--scheduler", cluster.address, "--name", "h"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert recorder.stdout is not None
+        assert recorder.stdout.readline().startswith("Recording run 1 'h'")
+        with Client(cluster.address, timeout="30s") as client:
+            assert client.submit(lambda: say(line), key="said").result() == line
+        wait_until(lambda: stored_lines(store_path, 1, line), "the line stored")
+        scheduler = cluster.processes[0].pid
+        os.killpg(scheduler, signal.SIGSTOP)
+        try:
+            recorder.send_signal(signal.SIGINT)
+            said = [recorder.stdout.readline() for _ in range(3)][-1]
+            assert said.startswith("Ending the run (Ctrl-C again"), said
+            if way_out == "a second Ctrl-C":
+                recorder.send_signal(signal.SIGINT)
+            out, err = exited(recorder, timeout=60)
+        finally:
+            os.killpg(scheduler, signal.SIGCONT)
+    with dask_observe.open_store(store_path) as store:  # a writer: see below
+        run = store.run(1)
+        assert len(run.logs(contains=line)) == 1
+        events = set(run.events()["kind"])
+    if way_out == "a second Ctrl-C":
+        assert recorder.returncode == 130, err
+        assert "left at once; run 1 is kept as it stood" in err
+        assert run.status == "interrupted"  # its process gone, a writer says so
+    else:
+        assert recorder.returncode == 1, err
+        assert out.splitlines()[-1].startswith("Recorded run 1: 1 tasks, failed"), out
+        assert run.status == "failed" and "scheduler-lost" in events
+
+
 @pytest.mark.parametrize("end", ["shut down", "killed"])
 def test_a_headless_recording_ends_with_its_cluster(
     tmp_path: Path, store_path: Path, end: str
@@ -395,11 +447,7 @@ def test_a_headless_recording_ends_with_its_cluster(
             cluster.stop()  # as a cluster manager does: SIGTERM, workers first
         else:
             os.killpg(cluster.processes[0].pid, signal.SIGKILL)
-        try:
-            out, err = recorder.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            recorder.kill()
-            pytest.fail(f"the recorder outlived its cluster ({end}) by 60 s")
+        out, err = exited(recorder, timeout=60)  # it outlived its cluster
     with dask_observe.open_store(store_path) as store:
         run = store.run(1)
         events = set(run.events()["kind"])

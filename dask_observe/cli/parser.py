@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     rec = subcommands.add_parser(
         "record",
         help="record a running cluster that no notebook watches, until Ctrl-C "
-        "or the cluster closes (exit 1 if its scheduler was lost)",
+        "or the cluster closes (exit 1 if its scheduler was lost; a second "
+        "Ctrl-C leaves at once, exit 130)",
     )
     rec.add_argument("--scheduler", required=True, metavar="ADDRESS")
     rec.add_argument("--name", default="recording", help="the run's name")

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dask_observe.cli.reading import store_of
 from dask_observe.plaintext import visible
+
+if TYPE_CHECKING:
+    from dask_observe.api import Run
 
 
 def _security(args: argparse.Namespace) -> Any:
@@ -30,6 +33,7 @@ def _security(args: argparse.Namespace) -> Any:
 
 def cmd_record(args: argparse.Namespace) -> int:
     import logging
+    import os
     import signal
     import threading
 
@@ -44,11 +48,32 @@ def cmd_record(args: argparse.Namespace) -> int:
         print(visible(f"dask-observe: error: {where}"), file=sys.stderr)
         return 1
     stop = threading.Event()
+    started: list[int] = []
+
+    def leave(*_: object) -> None:
+        # The run's end waits on the scheduler (every worker flushed), which
+        # may never answer (a frozen process): the user's second Ctrl-C is
+        # the way out. What is stored stays readable, as after a crash, and
+        # the run reads 'interrupted' once its process is gone.
+        which = f"run {started[0]}" if started else "the run"
+        print(
+            f"dask-observe: left at once; {which} is kept as it stood "
+            "(it reads 'interrupted').",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(130)
+
+    def stopping(*_: object) -> None:
+        signal.signal(signal.SIGINT, leave)
+        stop.set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, stopping)
     with client, store_of(args, create=True) as store:
         recording = Recording(args.name, client, store, whole_cluster=True)
         run = recording.start()
+        started.append(run.id)
         print(f"Recording run {run.id} {run.name!r} from {args.scheduler}")
         print(f"into {store.path}")
         print("Stop with Ctrl-C; it stops by itself when the cluster closes.")
@@ -69,12 +94,26 @@ def cmd_record(args: argparse.Namespace) -> int:
             # The client, still trying to reconnect, logs the attempt's
             # traceback as it is closed: noise once the cluster is gone.
             logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+        print("Ending the run (Ctrl-C again to leave at once)...", flush=True)
         run = recording.stop("finished")
         recording.finish_export(timeout=30)
-        summary = run.summary()
-        print(f"Recorded run {run.id}: {summary['n_tasks']} tasks, {run.status}")
+        print(ended_line(run))
     # A run that failed (its scheduler lost mid-run) says so to a script too.
     return 0 if run.status == "finished" else 1
+
+
+def ended_line(run: Run) -> str:
+    """What a headless run came to, in a line a nightly job's log keeps: its
+    tasks, failures and flags, and the command that explains them."""
+    summary = run.summary()
+    n_failed = summary["n_failed"] or 0
+    failed = f" ({n_failed:,} failed)" if n_failed else ""
+    n_tasks = summary["n_tasks"] or 0
+    line = f"Recorded run {run.id}: {n_tasks:,} tasks{failed}, {run.status}"
+    kinds = list(dict.fromkeys(flag.kind for flag in run.flag_list()))
+    if kinds:
+        line += f"; flags: {', '.join(kinds)} (dask-observe flags {run.id})"
+    return visible(line)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -40,11 +40,11 @@ class Workers:
         their next flush or heartbeat: a run's last lines and fine performance
         metrics are then on the scheduler. Returns what each worker says of
         itself."""
-        from dask_observe.recording import plugins
+        from dask_observe.recording import link, plugins
 
         if not self.enabled:
             return {}
-        found = plugins.flush(self.client)
+        found = plugins.flush(self.client, timeout=link.answer_timeout())
         self._described.update(found)
         return found
 
@@ -107,5 +107,7 @@ class Workers:
         if scheduler is not None:
             addresses = list(scheduler.workers)
         else:
-            addresses = list(self.client.scheduler_info(n_workers=-1)["workers"])
+            timeout = link.answer_timeout()
+            identity = link.rpc(self.client, "identity", timeout, n_workers=-1)
+            addresses = list(identity["workers"])
         return self.describe(addresses)

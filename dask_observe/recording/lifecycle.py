@@ -323,6 +323,13 @@ class Recording:
                 self._recorder.closed = True
             else:
                 self._recorder.settle(self.redact)
+        except (OSError, TimeoutError) as e:  # unanswered (answer-timeout)
+            # A worker that froze holds the flush as a scheduler that froze
+            # does; only the scheduler's own silence makes the run lost.
+            if self._recorder.failing or not self._recorder.answers():
+                why = f"{type(e).__name__}: {e}"
+                return self._stop_lost(store, ended, closing, why)
+            logger.warning("dask-observe: cannot read the run's last records: %s", e)
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's last records: %s", e)
             if isinstance(e, sqlite3.Error):  # the store, not the cluster
@@ -359,6 +366,8 @@ class Recording:
         for its recorder to read them) and an event that says so."""
         assert self._recorder is not None and self.run is not None
         logger.warning("dask-observe: the run's scheduler is gone (%s)", why)
+        # Nothing more is asked of it (each call would wait out its bound).
+        self._recorder.failing = True
         event = EventRecord(
             "event", time.time(), "scheduler-lost", None, {"reason": why}
         )

@@ -13,8 +13,16 @@ if TYPE_CHECKING:
 
     from dask_observe.capture.scheduler import ObserveSchedulerPlugin
 
-#: How long a call to a scheduler in this process may wait for its event loop.
-CALL_TIMEOUT_S = 30.0
+
+def answer_timeout() -> float:
+    """Seconds a call to the scheduler may wait for its answer
+    (``observe.recorder.answer-timeout``): without a bound, a frozen scheduler
+    (its connection still open) held a run's end, and whoever waited for it,
+    for ever."""
+    from dask_observe.config import get
+    from dask_observe.units import parse_seconds
+
+    return parse_seconds(get("recorder.answer-timeout") or 30)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -33,25 +41,31 @@ def call(client: Client, cluster: str, op: str, **kwargs: Any) -> Any:
     a second, while the scheduler works (measured), and a run's start and
     end a round trip each. Elsewhere, over RPC.
     """
+    timeout = answer_timeout()
     scheduler = local_scheduler(client, cluster)
     handler = None if scheduler is None else scheduler.handlers.get(op)
     loop = getattr(local_plugin(client, cluster), "loop", None)
     if handler is None or loop is None:
-        return client.sync(getattr(client.scheduler, op), **kwargs)
+        return rpc(client, op, timeout, **kwargs)
     if _running_loop() is loop:  # already on it: waiting would hang
         result = handler(**kwargs)
         if not inspect.isawaitable(result):
             return result
         result.close()  # type: ignore[attr-defined]
-        return client.sync(getattr(client.scheduler, op), **kwargs)
+        return rpc(client, op, timeout, **kwargs)
 
     async def on_its_loop() -> Any:
         result = handler(**kwargs)
         return await result if inspect.isawaitable(result) else result
 
-    return asyncio.run_coroutine_threadsafe(on_its_loop(), loop).result(
-        timeout=CALL_TIMEOUT_S
-    )
+    return asyncio.run_coroutine_threadsafe(on_its_loop(), loop).result(timeout=timeout)
+
+
+def rpc(client: Client, op: str, timeout: float, **kwargs: Any) -> Any:
+    """One of the scheduler's handlers over RPC, answered within ``timeout``
+    seconds (TimeoutError). ``callback_timeout`` is Client.sync's own."""
+    handler = getattr(client.scheduler, op)
+    return client.sync(handler, callback_timeout=timeout, **kwargs)
 
 
 def scheduler_loop(scheduler: Any) -> asyncio.AbstractEventLoop | None:

@@ -376,11 +376,11 @@ def hello(client: Client) -> dict[str, Any] | None:
     if loop is not None:
         asked = capture_on_scheduler(scheduler, backlog_s=backlog, environment=False)
         said = asyncio.run_coroutine_threadsafe(asked, loop)
-        here = said.result(timeout=link.CALL_TIMEOUT_S)
+        here = said.result(timeout=link.answer_timeout())
         return None if here is None else {**here, "in_process": True}
     _pickle_this_module_by_value()
     found: dict[str, Any] | None = client.run_on_scheduler(
-        capture_on_scheduler, backlog_s=backlog
+        capture_on_scheduler, backlog_s=backlog, callback_timeout=link.answer_timeout()
     )
     return found
 
@@ -390,8 +390,16 @@ def profiles(client: Client, start: float, prefixes: list[str]) -> dict[str, Any
     tree merged over the workers."""
     from distributed import profile
 
+    from dask_observe.recording.link import answer_timeout
+
     _pickle_this_module_by_value()
-    found = client.run(profiles_since, start, prefixes, on_error="return")
+    found = client.run(
+        profiles_since,
+        start,
+        prefixes,
+        on_error="return",
+        callback_timeout=answer_timeout(),
+    )
     per_worker = [trees for trees in found.values() if isinstance(trees, dict)]
     return {
         key: profile.merge(*(trees[key] for trees in per_worker))
@@ -425,7 +433,7 @@ def flush(
         **bound,
     )
     if ship:
-        client.run(flush_shipped, NANNY_PLUGIN, nanny=True)
+        client.run(flush_shipped, NANNY_PLUGIN, nanny=True, **bound)
     return {
         str(worker): found
         for worker, found in answers.items()

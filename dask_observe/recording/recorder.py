@@ -398,6 +398,16 @@ class Recorder:
         :func:`.link.call`)."""
         return link.call(self.client, self.cluster, op, **kwargs)
 
+    def answers(self) -> bool:
+        """Whether the scheduler itself answers (its ``identity``) within
+        ``observe.recorder.answer-timeout``: a call that involves its workers
+        may wait on one of them instead."""
+        try:
+            self.call("identity")
+        except (OSError, TimeoutError):
+            return False
+        return True
+
     def end_run(self, span_id: str, *, stopped: bool) -> dict[str, Any]:
         """The scheduler's ``dask_observe_end`` of a run's span. A capture that
         can (its hello says ``end_pulls``) sends in the same reply, as
