@@ -224,11 +224,13 @@ def test_record_headless_until_interrupted(client: Client, store_path: Path) -> 
     process.send_signal(signal.SIGINT)
     out, err = exited(process, timeout=30)
     assert process.returncode == 0, err
-    # Its last line says what a nightly job's log should keep.
-    assert out.splitlines()[-1] == (
-        "Recorded run 1: 6 tasks (1 failed), finished; "
-        "flags: task-errors (dask-observe flags 1)"
-    )
+    # Its last line says what a nightly job's log should keep. (Only the
+    # failure's flag is certain: the session's cluster is shared with other
+    # tests' load.)
+    last = out.splitlines()[-1]
+    assert last.startswith("Recorded run 1: 6 tasks (1 failed), finished; flags: ")
+    assert last.endswith(" (dask-observe flags 1)")
+    assert "task-errors" in last.split("flags: ")[1].split(" (")[0].split(", ")
     with BaseStore(store_path) as store:
         run = store.run("last")
         assert (run.name, run.status) == ("nightly", "finished")

@@ -431,8 +431,11 @@ def test_a_headless_recording_ends_with_its_cluster(
     and a Ctrl-C then ended the run ``failed``."""
     line = f"before the end {uuid.uuid4().hex}"
     with process_cluster(tmp_path / "cluster", workers=1) as cluster:
+        # --timeout: how long the client tries to reconnect to a killed
+        # scheduler before it gives up (5 s by default).
+        address = ["--scheduler", cluster.address, "--timeout", "2s"]
         recorder = subprocess.Popen(
-            [DASK_OBSERVE, "record", "--scheduler", cluster.address, "--name", "h"],
+            [DASK_OBSERVE, "record", *address, "--name", "h"],
             env=subprocess_env(store_path),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

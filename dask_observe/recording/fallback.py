@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.capture.wire import EventRecord, LogRecord, Record, TaskRecord
+from dask_observe.recording.link import answer_timeout
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -62,12 +63,14 @@ def begin(client: Client) -> StreamMark:
     lasts (a one-task run had no task)."""
     scheduler: Any = client.scheduler
     address = str(getattr(scheduler, "address", ""))
+    bound = answer_timeout()
     if address not in _WITHOUT_INDEX:
         try:  # (asking starts the stream too)
-            return StreamMark(index=int(client.sync(scheduler.get_task_stream_index)))
+            index = client.sync(scheduler.get_task_stream_index, callback_timeout=bound)
+            return StreamMark(index=int(index))
         except Exception:  # an older scheduler: no such handler
             _WITHOUT_INDEX.add(address)
-    last = client.sync(scheduler.get_task_stream, count=1)
+    last = client.sync(scheduler.get_task_stream, count=1, callback_timeout=bound)
     return StreamMark(newest=_end_of(last[-1]) if last else None)
 
 
@@ -128,10 +131,11 @@ def collect(
     """
     scheduler: Any = client.scheduler
     records: list[Record | None] = []
+    bound = answer_timeout()
 
     def read(what: str, fetch: Any) -> Any:
         try:
-            return client.sync(fetch)
+            return client.sync(fetch, callback_timeout=bound)
         except Exception as e:
             logger.warning("dask-observe: cannot read the %s: %s", what, e)
             return None

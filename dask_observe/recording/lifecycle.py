@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from dask_observe import redact
 from dask_observe.api import Ending, Run, Store, begin_ending, wait_closing
 from dask_observe.capture.wire import EventRecord
+from dask_observe.recording import link
 from dask_observe.recording.ending import (
     Closing,
     RunEnd,
@@ -100,7 +101,7 @@ class Recording:
         on its event loop when it runs in this process: ``Recorder.call``)."""
         if self._recorder is not None:
             return self._recorder.call(op, **kwargs)
-        return self.client.sync(getattr(self.client.scheduler, op), **kwargs)
+        return link.rpc(self.client, op, link.answer_timeout(), **kwargs)
 
     @property
     def cluster_gone(self) -> threading.Event:
