@@ -422,6 +422,58 @@ def test_a_recording_whose_scheduler_froze_ends(
         assert run.status == "failed" and "scheduler-lost" in events
 
 
+def test_a_cells_live_display_says_when_its_scheduler_stops_answering(
+    tmp_path: Path, store_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A cell waiting on a frozen scheduler waited in silence: the progress
+    line (a terminal's; the widget's header shows the same words) now says
+    the scheduler has not answered, and stops saying so once it answers."""
+    import dask.config
+
+    from dask_observe.notebook.progress import LiveProgress, TextView, header_html
+    from dask_observe.recording.lifecycle import Recording
+
+    view = TextView("frozen")
+    view.EVERY_S = 0.0  # every change, not one line every 2 s
+    silence = re.compile(r"the scheduler has not answered for \d")
+    with (
+        dask.config.set({"observe.recorder.answer-timeout": "1s"}),
+        process_cluster(tmp_path / "cluster", workers=1) as cluster,
+        Client(cluster.address, timeout="30s") as client,
+        dask_observe.open_store(store_path) as store,
+    ):
+        recording = Recording("frozen", client, store)
+        recording.start()
+        live = LiveProgress(recording, view).start()
+        try:
+            assert client.submit(abs, -2, key="before").result() == 2
+            scheduler = cluster.processes[0].pid
+            os.killpg(scheduler, signal.SIGSTOP)
+            try:
+                wait_until(
+                    lambda: silence.search(capfd.readouterr().err),
+                    "the progress line to say the scheduler is silent",
+                )
+                # The widget's header, as a notebook shows it, says it too.
+                assert silence.search(header_html(live.snapshot, "frozen"))
+            finally:
+                os.killpg(scheduler, signal.SIGCONT)
+            assert client.submit(abs, -3, key="after").result() == 3
+            wait_until(
+                lambda: (
+                    (last := capfd.readouterr().err.strip().splitlines())
+                    and "2/2 tasks" in last[-1]
+                    and not silence.search(last[-1])
+                ),
+                "a progress line without it once the scheduler answers",
+            )
+        finally:
+            live.stop()
+        run = recording.stop("finished")
+        # Resumed before the run ended: not lost, and nothing missing.
+        assert run.summary()["n_tasks"] == 2 and run.status == "finished"
+
+
 @pytest.mark.parametrize("end", ["shut down", "killed"])
 def test_a_headless_recording_ends_with_its_cluster(
     tmp_path: Path, store_path: Path, end: str

@@ -59,6 +59,9 @@ class Snapshot:
     flags: list[tuple[str, str, str]] = field(default_factory=list)
     #: Seconds of the tasks' threads by activity (thread-cpu, thread-noncpu...).
     activities: dict[str, float] = field(default_factory=dict)
+    #: Seconds since the scheduler last answered a poll, once one went
+    #: unanswered (``observe.recorder.answer-timeout``); 0 while it answers.
+    silent_s: float = 0.0
 
     @property
     def totals(self) -> tuple[int, int, int]:
@@ -104,8 +107,21 @@ def header_html(s: Snapshot, name: str) -> str:
         f'<div style="font-size:13px"><b>dask-observe</b> recording '
         f"{escape(name)!s}: {done:,} / {total:,} tasks{failed} · "
         f"{format_seconds(s.elapsed)} · {s.rate:,.0f} tasks/s · "
-        f"{len(s.workers)} workers{split_text(s.activities)}</div>"
+        f"{len(s.workers)} workers{split_text(s.activities)}{silence_html(s)}</div>"
     )
+
+
+def silence_text(s: Snapshot) -> str:
+    """What a display says of a scheduler that stopped answering: the user's
+    cell waits on it too, and nothing else would say why."""
+    if not s.silent_s:
+        return ""
+    return f"the scheduler has not answered for {format_seconds(s.silent_s)}"
+
+
+def silence_html(s: Snapshot) -> str:
+    said = silence_text(s)
+    return f' · <b style="color:{_RED}">{said}</b>' if said else ""
 
 
 def split_text(activities: dict[str, float]) -> str:
@@ -255,6 +271,7 @@ class TextView:
             + split_text(snapshot.activities).replace(" ·", ",")
             + (f", {snapshot.n_alerts} warnings" if snapshot.n_alerts else "")
             + "".join(f", flag {kind}" for kind, _, _ in snapshot.flags)
+            + (f", {silence_text(snapshot)}" if snapshot.silent_s else "")
         )
         if line != self._said:
             print(f"{line} ({format_seconds(snapshot.elapsed)})", file=sys.stderr)
@@ -325,6 +342,7 @@ class LiveProgress:
 
     def _loop(self) -> None:
         failures = 0
+        answered = time.monotonic()
         assert self.recording.run is not None
         with self._reader() as store:
             run = store.run(self.recording.run.id)
@@ -332,8 +350,12 @@ class LiveProgress:
                 began = time.monotonic()
                 try:
                     self.poll(run)
+                    answered, self.snapshot.silent_s = time.monotonic(), 0.0
                     self.view.show(self.snapshot)
                     failures = 0
+                except (OSError, TimeoutError) as e:  # the scheduler's silence
+                    self.snapshot.silent_s = time.monotonic() - answered
+                    self._show_quietly(e)
                 except Exception as e:  # a display must never break the user's cell
                     failures += 1
                     if failures == 3:
@@ -342,6 +364,12 @@ class LiveProgress:
                 # process) shortens the wait that follows it.
                 spent = time.monotonic() - began
                 self._stop.wait(max(0.05, POLL_INTERVAL_S - spent))
+
+    def _show_quietly(self, why: Exception) -> None:
+        try:
+            self.view.show(self.snapshot)
+        except Exception as e:
+            logger.debug("dask-observe: cannot show %s: %s", why, e)
 
     def poll(self, run: Run) -> None:
         s = self.snapshot

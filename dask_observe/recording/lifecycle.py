@@ -292,6 +292,12 @@ class Recording:
             return self._end(
                 store, status, stored_counts(store, self.run.id), ended, closing
             )
+        if self._recorder.failing and self.client.status == "running":
+            # The last pull failed; the scheduler may answer again (a pause
+            # of its loop, a process frozen and resumed): a run ended just
+            # after must not be called lost for it (a test ended one 0.2 s
+            # after its scheduler resumed, before the next pull).
+            self._recorder.failing = not self._recorder.answers()
         if not self._recorder.reachable(closing=True):
             return self._stop_lost(
                 store, ended, closing, "the scheduler stopped answering"
