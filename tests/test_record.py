@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import threading
@@ -755,32 +756,43 @@ def test_a_running_runs_card_counts_its_tasks_so_far(
     assert (run.summary()["n_tasks"], run.summary()["n_failed"]) == (40, 20)
 
 
-def nap(seconds: float) -> float:
-    time.sleep(seconds)
-    return seconds
-
-
 @pytest.mark.parametrize("processes", [False, True], ids=["in-process", "processes"])
 def test_a_run_stopped_while_a_task_runs_keeps_where_the_task_was(
-    make_client: Callable[..., Client], store_path: Path, processes: bool
+    make_client: Callable[..., Client],
+    store_path: Path,
+    tmp_path: Path,
+    processes: bool,
 ) -> None:
     """Stopped within a second of the task's start, long before a running
     task's stack is sampled on its own (``observe.flags.hung-task.after``,
     10 s): the stop has each busy worker sample it, called directly on a
     worker of this process's event loop, by a message elsewhere."""
     client = make_client(n_workers=1, threads_per_worker=1, processes=processes)
-    with (
-        pytest.raises(KeyboardInterrupt),
-        dask_observe.record("stopped", client=client) as run,
-    ):
-        napping = client.submit(nap, 2.0, pure=False)
-        wait_until(lambda: any(client.processing().values()), "the task to start")
-        raise KeyboardInterrupt  # as a cell's stop button does
-    assert run.status == "failed"
+    started, release = tmp_path / "started", tmp_path / "release"
+    try:
+        with (
+            pytest.raises(KeyboardInterrupt),
+            dask_observe.record("stopped", client=client) as run,
+        ):
+            napping = client.submit(nap_until, str(started), str(release))
+            wait_until(started.exists, "the task to run")
+            raise KeyboardInterrupt  # as a cell's stop button does
+        # Still running as the run ends, however late its end comes (a nap
+        # of 2 s was over once, in a loaded suite, before the end asked).
+        assert run.status == "failed"
+    finally:
+        release.touch()
     stacks = run.stacks()
     own = stacks[stacks["key"] == napping.key]
     assert len(own) == 1, stacks
-    assert "time.sleep(seconds)" in own["frames"].iloc[0]
+    assert "time.sleep(0.01)" in own["frames"].iloc[0]
+
+
+def nap_until(started: str, release: str) -> None:
+    """Run until ``release`` exists, having said so in ``started``."""
+    Path(started).touch()
+    while not os.path.exists(release):
+        time.sleep(0.01)
 
 
 @pytest.fixture

@@ -371,6 +371,27 @@ def test_a_worker_from_another_release_is_shown_as_a_version_mismatch(
     assert "version-mismatch" in shown and other in shown
 
 
+def recording_headless(
+    address: str, env: dict[str, str], line: str, *options: str
+) -> subprocess.Popen[str]:
+    """``dask-observe record`` on the cluster at ``address`` (run 1, named
+    h), once a task's ``line`` is in its store."""
+    recorder = subprocess.Popen(
+        [DASK_OBSERVE, "record", "--scheduler", address, *options, "--name", "h"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert recorder.stdout is not None
+    assert recorder.stdout.readline().startswith("Recording run 1 'h'")
+    with Client(address, timeout="30s") as client:
+        assert client.submit(lambda: say(line), key="said").result() == line
+    store_path = Path(env["DASK_OBSERVE__STORE"])
+    wait_until(lambda: stored_lines(store_path, 1, line), "the line stored")
+    return recorder
+
+
 @pytest.mark.parametrize("way_out", ["a second Ctrl-C", "the answer timeout"])
 def test_a_recording_whose_scheduler_froze_ends(
     tmp_path: Path, store_path: Path, way_out: str
@@ -385,18 +406,8 @@ def test_a_recording_whose_scheduler_froze_ends(
     if way_out == "the answer timeout":
         env["DASK_OBSERVE__RECORDER__ANSWER_TIMEOUT"] = "2s"
     with process_cluster(tmp_path / "cluster", workers=1) as cluster:
-        recorder = subprocess.Popen(
-            [DASK_OBSERVE, "record", "--scheduler", cluster.address, "--name", "h"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        recorder = recording_headless(cluster.address, env, line)
         assert recorder.stdout is not None
-        assert recorder.stdout.readline().startswith("Recording run 1 'h'")
-        with Client(cluster.address, timeout="30s") as client:
-            assert client.submit(lambda: say(line), key="said").result() == line
-        wait_until(lambda: stored_lines(store_path, 1, line), "the line stored")
         scheduler = cluster.processes[0].pid
         os.killpg(scheduler, signal.SIGSTOP)
         try:
@@ -485,19 +496,8 @@ def test_a_headless_recording_ends_with_its_cluster(
     with process_cluster(tmp_path / "cluster", workers=1) as cluster:
         # --timeout: how long the client tries to reconnect to a killed
         # scheduler before it gives up (5 s by default).
-        address = ["--scheduler", cluster.address, "--timeout", "2s"]
-        recorder = subprocess.Popen(
-            [DASK_OBSERVE, "record", *address, "--name", "h"],
-            env=subprocess_env(store_path),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert recorder.stdout is not None
-        assert recorder.stdout.readline().startswith("Recording run 1 'h'")
-        with Client(cluster.address, timeout="30s") as client:
-            assert client.submit(lambda: say(line), key="said").result() == line
-        wait_until(lambda: stored_lines(store_path, 1, line), "the line stored")
+        env = subprocess_env(store_path)
+        recorder = recording_headless(cluster.address, env, line, "--timeout", "2s")
         if end == "shut down":
             cluster.stop()  # as a cluster manager does: SIGTERM, workers first
         else:

@@ -353,9 +353,9 @@ class LiveProgress:
                     answered, self.snapshot.silent_s = time.monotonic(), 0.0
                     self.view.show(self.snapshot)
                     failures = 0
-                except (OSError, TimeoutError) as e:  # the scheduler's silence
+                except (OSError, TimeoutError):  # the scheduler's silence
                     self.snapshot.silent_s = time.monotonic() - answered
-                    self._show_quietly(e)
+                    self._show_silence()
                 except Exception as e:  # a display must never break the user's cell
                     failures += 1
                     if failures == 3:
@@ -365,11 +365,11 @@ class LiveProgress:
                 spent = time.monotonic() - began
                 self._stop.wait(max(0.05, POLL_INTERVAL_S - spent))
 
-    def _show_quietly(self, why: Exception) -> None:
+    def _show_silence(self) -> None:
         try:
             self.view.show(self.snapshot)
-        except Exception as e:
-            logger.debug("dask-observe: cannot show %s: %s", why, e)
+        except Exception as e:  # as above: never the user's cell
+            logger.debug("dask-observe: cannot show the scheduler's silence: %s", e)
 
     def poll(self, run: Run) -> None:
         s = self.snapshot
