@@ -47,10 +47,11 @@ def jp_server_cleanup() -> None:
     """No in-process Jupyter server to clean up here (see jp_asyncio_loop)."""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    """One ``jupyter lab`` for a module's tests (a start costs 2-3 s): each test
-    gets it with a fresh store, workspace and settings (see ``store_path``)."""
+    """One ``jupyter lab`` for the tests of a test process (a start costs 2-3 s
+    alone, ~5 CPU-seconds in a loaded suite): each test gets it with a fresh
+    store, workspace and settings (see ``store_path``)."""
     folder = tmp_path_factory.mktemp("lab")
     with running_lab(folder / "observe-store" / "observe.sqlite", folder) as lab:
         yield lab
