@@ -50,13 +50,14 @@ def _workers_forked_from_a_server() -> None:
     the malloc trim threshold the memory tests rely on, one BLAS thread) and
     with no test's environment (a worker forked from it has the server's
     environment, not the test's: a test gives its workers variables by the
-    nanny's ``env``, as users do)."""
+    nanny's ``env``, as users do). ``DASK_OBSERVE_TEST_SPAWN=1`` spawns them
+    as distributed does by default (to tell whether a failure is this)."""
     import multiprocessing.forkserver
     import os
 
     from distributed.utils import get_mp_context
 
-    if os.environ.get("NO_FORKSERVER"):
+    if os.environ.get("DASK_OBSERVE_TEST_SPAWN"):
         return
     dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
     get_mp_context()  # names the modules the server imports
