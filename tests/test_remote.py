@@ -30,6 +30,7 @@ from dask_observe.recording.install import CaptureUnavailableWarning
 from .conftest import (
     DASK_OBSERVE,
     READ_RUN,
+    dask_observe_cli,
     exited,
     read_in_new_process,
     stored_lines,
@@ -364,11 +365,9 @@ def test_a_worker_from_another_release_is_shown_as_a_version_mismatch(
     assert f"{odd} {other}" in message
     assert f"client {version('distributed')}" in message
     # The CLI's flags say the same.
-    shown = subprocess.run(
-        [DASK_OBSERVE, "flags", str(run.id)], capture_output=True, text=True,
-        env=subprocess_env(store_path), check=True,
-    ).stdout  # fmt: skip
-    assert "version-mismatch" in shown and other in shown
+    shown = dask_observe_cli(store_path, "flags", str(run.id))
+    assert shown.returncode == 0, shown.stderr
+    assert "version-mismatch" in shown.stdout and other in shown.stdout
 
 
 def recording_headless(

@@ -4,7 +4,10 @@ publish, prune."""
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.cli.reading import store_of
@@ -31,11 +34,50 @@ def _security(args: argparse.Namespace) -> Any:
     )
 
 
+class _Until:
+    """When a headless recording ends: at the first Ctrl-C (or SIGTERM), or
+    when its cluster goes; after the first, a second Ctrl-C leaves at once.
+
+    The run's end waits on the scheduler (every worker flushed), which may
+    never answer (a frozen process): the second Ctrl-C is the user's way out.
+    What is stored stays readable, as after a crash, and the run reads
+    'interrupted' once its process is gone.
+    """
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.run_id: int | None = None  # named by the way out, once known
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._stopping)
+
+    def _stopping(self, *_: object) -> None:
+        signal.signal(signal.SIGINT, self._leave)
+        self.stop.set()
+
+    def _leave(self, *_: object) -> None:
+        which = "the run" if self.run_id is None else f"run {self.run_id}"
+        print(
+            f"dask-observe: left at once; {which} is kept as it stood "
+            "(it reads 'interrupted').",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(130)
+
+    def wait(self, gone: threading.Event) -> None:
+        """Until a Ctrl-C or ``gone``: the cluster may end first (a nightly
+        job shutting its cluster down), and the recording ends with it."""
+
+        def stop_when_gone() -> None:
+            gone.wait()
+            self.stop.set()
+
+        threading.Thread(target=stop_when_gone, name="until-gone", daemon=True).start()
+        self.stop.wait()
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     import logging
-    import os
-    import signal
-    import threading
 
     from distributed import Client
 
@@ -47,48 +89,17 @@ def cmd_record(args: argparse.Namespace) -> int:
         where = f"cannot reach the scheduler at {args.scheduler}: {e}"
         print(visible(f"dask-observe: error: {where}"), file=sys.stderr)
         return 1
-    stop = threading.Event()
-    started: list[int] = []
-
-    def leave(*_: object) -> None:
-        # The run's end waits on the scheduler (every worker flushed), which
-        # may never answer (a frozen process): the user's second Ctrl-C is
-        # the way out. What is stored stays readable, as after a crash, and
-        # the run reads 'interrupted' once its process is gone.
-        which = f"run {started[0]}" if started else "the run"
-        print(
-            f"dask-observe: left at once; {which} is kept as it stood "
-            "(it reads 'interrupted').",
-            file=sys.stderr,
-            flush=True,
-        )
-        os._exit(130)
-
-    def stopping(*_: object) -> None:
-        signal.signal(signal.SIGINT, leave)
-        stop.set()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, stopping)
+    until = _Until()
     with client, store_of(args, create=True) as store:
         recording = Recording(args.name, client, store, whole_cluster=True)
         run = recording.start()
-        started.append(run.id)
+        until.run_id = run.id
         print(f"Recording run {run.id} {run.name!r} from {args.scheduler}")
         print(f"into {store.path}")
         print("Stop with Ctrl-C; it stops by itself when the cluster closes.")
         sys.stdout.flush()
-        # The cluster may end first (a nightly job shutting its cluster down):
-        # the recording then ends with it, where it waited for Ctrl-C forever.
-        gone = recording.cluster_gone
-
-        def stop_when_gone() -> None:
-            gone.wait()
-            stop.set()
-
-        threading.Thread(target=stop_when_gone, name="until-gone", daemon=True).start()
-        stop.wait()
-        if gone.is_set():
+        until.wait(recording.cluster_gone)
+        if recording.cluster_gone.is_set():
             why = "closed" if recording.cluster_closed else "stopped answering"
             print(visible(f"The scheduler at {args.scheduler} {why}."), flush=True)
             # The client, still trying to reconnect, logs the attempt's
