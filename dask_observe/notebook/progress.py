@@ -271,7 +271,7 @@ class TextView:
             + split_text(snapshot.activities).replace(" ·", ",")
             + (f", {snapshot.n_alerts} warnings" if snapshot.n_alerts else "")
             + "".join(f", flag {kind}" for kind, _, _ in snapshot.flags)
-            + (f", {silence_text(snapshot)}" if snapshot.silent_s else "")
+            + (f", {said}" if (said := silence_text(snapshot)) else "")
         )
         if line != self._said:
             print(f"{line} ({format_seconds(snapshot.elapsed)})", file=sys.stderr)
@@ -318,6 +318,8 @@ class LiveProgress:
             ),
         ]
         self._started = time.monotonic()
+        #: When the scheduler last answered a poll (its silence is measured from).
+        self._answered = self._started
         self._log_seq = 0
         self._rates: collections.deque[tuple[float, int]] = collections.deque(maxlen=12)
 
@@ -342,7 +344,6 @@ class LiveProgress:
 
     def _loop(self) -> None:
         failures = 0
-        answered = time.monotonic()
         assert self.recording.run is not None
         with self._reader() as store:
             run = store.run(self.recording.run.id)
@@ -350,12 +351,8 @@ class LiveProgress:
                 began = time.monotonic()
                 try:
                     self.poll(run)
-                    answered, self.snapshot.silent_s = time.monotonic(), 0.0
                     self.view.show(self.snapshot)
                     failures = 0
-                except (OSError, TimeoutError):  # the scheduler's silence
-                    self.snapshot.silent_s = time.monotonic() - answered
-                    self._show_silence()
                 except Exception as e:  # a display must never break the user's cell
                     failures += 1
                     if failures == 3:
@@ -365,20 +362,19 @@ class LiveProgress:
                 spent = time.monotonic() - began
                 self._stop.wait(max(0.05, POLL_INTERVAL_S - spent))
 
-    def _show_silence(self) -> None:
-        try:
-            self.view.show(self.snapshot)
-        except Exception as e:  # as above: never the user's cell
-            logger.debug("dask-observe: cannot show the scheduler's silence: %s", e)
-
     def poll(self, run: Run) -> None:
         s = self.snapshot
         s.elapsed = time.monotonic() - self._started
         span_id = self.recording.span_id
         if span_id is not None:
-            reply = self.recording.scheduler_call(
-                "dask_observe_progress", span_id=span_id
-            )
+            try:
+                reply = self.recording.scheduler_call(
+                    "dask_observe_progress", span_id=span_id
+                )
+            except (OSError, TimeoutError):  # the scheduler's silence, shown
+                s.silent_s = time.monotonic() - self._answered
+                return
+            self._answered, s.silent_s = time.monotonic(), 0.0
             s.prefixes = reply["prefixes"]
             s.workers = reply["workers"]
             s.activities = reply.get("activities", {})
