@@ -11,7 +11,8 @@ import dask.config
 import pytest
 from distributed import Client, LocalCluster
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
+#: tests.hung: a process whose test hung fails its later tests at once.
+pytest_plugins = ["pytest_jupyter.jupyter_server", "tests.hung"]
 
 
 def _hold_off_the_collector_in_current_frames() -> None:

@@ -1,0 +1,69 @@
+"""The suite's own guard against a hang (tests/hung.py), run as pytest runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+
+STUCK = """
+import threading
+
+#: What a hung test leaves behind: a lock nobody will release, and a thread
+#: that waits for it too.
+held = threading.Lock()
+held.acquire()
+
+
+def waiter():
+    with held:
+        pass
+
+
+threading.Thread(target=waiter, daemon=True).start()
+
+
+def test_first():
+    held.acquire()
+
+
+def test_second():
+    held.acquire()
+
+
+def test_third():
+    held.acquire()
+"""
+
+
+def test_after_a_test_hangs_the_processs_later_tests_fail_at_once_naming_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "test_stuck.py").write_text(STUCK)
+    pytest = [sys.executable, "-m", "pytest", "-p", "tests.hung"]
+    done = subprocess.run(
+        [*pytest, "-p", "no:cacheprovider", "-o", "timeout=1", "-rA", "test_stuck.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    # The first waits out its time; its report says where, and where every
+    # other thread of the process was.
+    assert "FAILED test_stuck.py::test_first - Failed: Timeout (>1.0s)" in out, out
+    assert "def test_first():\n>       held.acquire()\nE       Failed: Timeout" in out
+    assert ", in waiter\n    with held:" in out  # the other thread's stack
+    # The others do not wait their turn: they say which test hung before them.
+    said = (
+        "not run: test_stuck.py::test_first hung earlier in this process (its"
+        " report has every thread's stack); what it left stuck hangs the rest"
+    )
+    for later in ("test_second", "test_third"):
+        assert f"ERROR at setup of {later} _" in out
+    assert out.count(said) == 2, out
