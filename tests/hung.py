@@ -3,8 +3,10 @@ hung, that process's later tests fail at once, naming it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
 
+import psutil
 import pytest
 
 #: The test of this process that ran out of pytest-timeout's time, if any.
@@ -22,7 +24,28 @@ def pytest_runtest_makereport(
         and "from pytest-timeout" in str(call.excinfo.value)
     ):
         _hung.append(item.nodeid)
+        report.sections.append(("processes when it hung", processes()))
     return report
+
+
+def processes() -> str:
+    """This process's children as they were when its test hung (a worker
+    busy or not, a server gone): the threads' stacks say what the test
+    waited for, not what kept it waiting."""
+    lines = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            with child.oneshot():
+                cpu = sum(child.cpu_times()[:2])
+                age = time.time() - child.create_time()
+                said = " ".join(child.cmdline())[:160]
+                lines.append(
+                    f"{child.pid:>7} {child.status():<9} cpu {cpu:7.1f} s,"
+                    f" up {age:7.1f} s: {said}"
+                )
+        except psutil.Error:  # gone meanwhile
+            continue
+    return "\n".join(lines) or "(none)"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).parent.parent
 
 STUCK = """
+import os
+import subprocess
+import sys
 import threading
 
 #: What a hung test leaves behind: a lock nobody will release, and a thread
@@ -24,6 +28,9 @@ def waiter():
 
 
 threading.Thread(target=waiter, daemon=True).start()
+#: And a process it started (which ends with this one), that the report lists.
+NAP = f"import os, time\\nwhile os.getppid() == {os.getpid()}: time.sleep(0.05)"
+child = subprocess.Popen([sys.executable, "-c", NAP])
 
 
 def test_first():
@@ -59,6 +66,10 @@ def test_after_a_test_hangs_the_processs_later_tests_fail_at_once_naming_it(
     assert "FAILED test_stuck.py::test_first - Failed: Timeout (>1.0s)" in out, out
     assert "def test_first():\n>       held.acquire()\nE       Failed: Timeout" in out
     assert ", in waiter\n    with held:" in out  # the other thread's stack
+    assert "processes when it hung" in out
+    assert re.search(
+        r"\d+ sleeping +cpu +[0-9.]+ s, up +[0-9.]+ s: \S+ -c import os", out
+    )
     # The others do not wait their turn: they say which test hung before them.
     said = (
         "not run: test_stuck.py::test_first hung earlier in this process (its"
