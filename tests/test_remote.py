@@ -25,6 +25,7 @@ import pytest
 from distributed import Client, KilledWorker
 
 import dask_observe
+from dask_observe import Run
 from dask_observe.recording.install import CaptureUnavailableWarning
 
 from .conftest import (
@@ -181,7 +182,7 @@ def distributed_says(line: str) -> str:
 
 
 def test_a_cluster_that_refuses_plugins_still_runs_the_block_and_records_a_partial_run(
-    tmp_path: Path, store_path: Path
+    tmp_path: Path, store_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     lockdown = tmp_path / "lockdown.py"
     lockdown.write_text(LOCKDOWN)
@@ -207,6 +208,7 @@ def test_a_cluster_that_refuses_plugins_still_runs_the_block_and_records_a_parti
                 ]
             )
         assert results == [line, 1, 2, 3, 4]
+        frozen = record_a_partial_run_whose_scheduler_froze(client, cluster, caplog)
     # Only ours: pytest.warns also records what other threads show.
     ours = [w for w in warned if w.category is CaptureUnavailableWarning]
     assert len(ours) == 1, [f"{w.category.__name__}: {w.message}" for w in warned]
@@ -226,6 +228,38 @@ def test_a_cluster_that_refuses_plugins_still_runs_the_block_and_records_a_parti
     report = run.report()
     assert "Recorded partially:" in report.inline_html
     assert "(recorded partially)" in repr(report)
+    # The run whose scheduler froze as its block ended: failed, as a whole
+    # recording's is, with what was read before and why the rest was not.
+    assert frozen.status == "failed"
+    (lost,) = frozen.events(kind="scheduler-lost")["data"]
+    assert lost["reason"] == (
+        "the scheduler stopped answering: no answer in 1 s to a read of the task stream"
+    )
+
+
+def record_a_partial_run_whose_scheduler_froze(
+    client: Client, cluster: Any, caplog: pytest.LogCaptureFixture
+) -> Run:
+    """A partial run's end reads what the scheduler holds, five reads: a
+    scheduler that froze held the block's end for each in turn, five times
+    ``answer-timeout`` in silence, and the run was said to have finished.
+    The first unanswered read is the last asked."""
+    import dask.config
+
+    scheduler = cluster.processes[0].pid
+    with (
+        dask.config.set({"observe.recorder.answer-timeout": "1s"}),
+        caplog.at_level(logging.WARNING, logger="dask_observe"),
+        pytest.warns(CaptureUnavailableWarning),
+        dask_observe.record("frozen", client=client) as run,
+    ):
+        assert client.submit(lambda: inc(5), key="before-the-freeze").result() == 6
+        os.killpg(scheduler, signal.SIGSTOP)
+    os.killpg(scheduler, signal.SIGCONT)
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("dask_obs")]
+    assert not [m for m in said if "cannot read" in m], said  # one read, no more
+    assert any("the run's scheduler is gone" in m for m in said), said
+    return run
 
 
 def test_a_tls_cluster_is_recorded_from_a_client_and_headless(

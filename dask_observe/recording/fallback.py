@@ -119,23 +119,51 @@ def _task(entry: dict[str, Any], span_id: str | None) -> TaskRecord:
     )  # fmt: skip
 
 
+@dataclass
+class Collected:
+    """What ``collect`` read, and whether the scheduler answered to the end."""
+
+    records: list[Record]
+    #: Why the scheduler was not read to the end (None: it answered): it did
+    #: not answer one of its own reads within ``answer-timeout``, and the
+    #: rest were not asked (each would have waited as long: a frozen
+    #: scheduler held a cell's end five times the bound, in silence).
+    silent: str | None = None
+
+
 def collect(
     client: Client, started: float, span_id: str | None, mark: StreamMark | None
-) -> list[Record]:
+) -> Collected:
     """What the cluster still holds of the time since ``started``, as records.
 
     Every part is read on its own: one that fails (a dead worker's logs) is
-    logged and the rest is kept. Tasks are those the cluster ran meanwhile
-    (after ``mark``; since ``started`` without one); they are attributed to
-    the run's span, which the task stream does not name.
+    logged and the rest is kept, unless the scheduler itself stopped
+    answering (``Collected.silent``). Tasks are those the cluster ran
+    meanwhile (after ``mark``; since ``started`` without one); they are
+    attributed to the run's span, which the task stream does not name.
     """
     scheduler: Any = client.scheduler
     records: list[Record | None] = []
     bound = answer_timeout()
+    silent: list[str] = []
 
-    def read(what: str, fetch: Any) -> Any:
+    def read(what: str, fetch: Any, *, workers: bool = False) -> Any:
+        if silent:
+            return None
         try:
             return client.sync(fetch, callback_timeout=bound)
+        except (OSError, TimeoutError) as e:
+            # Workers' silence holds a broadcast, not the scheduler's answers.
+            why = (
+                f"no answer in {bound:g} s to a read of the {what}"
+                if isinstance(e, TimeoutError)
+                else f"{type(e).__name__}: {e}"
+            )
+            if not workers:
+                silent.append(why)
+            else:
+                logger.warning("dask-observe: cannot read the %s: %s", what, why)
+            return None
         except Exception as e:
             logger.warning("dask-observe: cannot read the %s: %s", what, e)
             return None
@@ -152,14 +180,18 @@ def collect(
         lambda: scheduler.get_logs(start=started, timestamps=True),
     )
     records += [_log("scheduler", None, entry) for entry in own or ()]
-    for source, nanny in (("worker", False), ("nanny", True)):
+    for source, nanny, whose in (
+        ("worker", False, "workers"),
+        ("nanny", True, "nannies"),
+    ):
         logs = read(
-            f"{source}s' logs",
+            f"{whose}' logs",
             lambda nanny=nanny: scheduler.broadcast(
                 msg={"op": "get_logs", "start": started, "timestamps": True},
                 nanny=nanny,
                 on_error="ignore",  # a dead worker has nothing to say
             ),
+            workers=True,
         )
         for worker, entries in (logs or {}).items():
             if isinstance(entries, list | tuple):  # a failed worker: an error
@@ -175,4 +207,6 @@ def collect(
             if topic == "all" and kind == topic:
                 continue  # the rest of "all" repeats the other topics
             records.append(EventRecord("event", float(t), kind, worker, msg))
-    return [r for r in records if r is not None]
+    return Collected(
+        [r for r in records if r is not None], silent[0] if silent else None
+    )

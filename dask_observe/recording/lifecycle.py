@@ -391,14 +391,19 @@ class Recording:
         from dask_observe.recording import fallback
 
         assert self._recorder is not None and self.run is not None
+        silent = None
         try:
-            records = fallback.collect(
+            collected = fallback.collect(
                 self.client, self.run.started, self._span_id, self._stream_mark
             )
-            redacted = self.redact.records(enumerate(records))
+            silent = collected.silent
+            redacted = self.redact.records(enumerate(collected.records))
             store.append(self._recorder.cluster, [r for _, r in redacted])
         except Exception as e:  # the cluster may be gone; the run still ends
             logger.warning("dask-observe: cannot read what the cluster holds: %s", e)
+        if silent is not None:  # as a whole recording's scheduler that froze
+            why = f"the scheduler stopped answering: {silent}"
+            return self._stop_lost(store, ended, closing, why)
         self._recorder.release(self.redact)
         counts = stored_counts(store, self.run.id)
         return self._end(store, status, counts, ended, closing)
