@@ -53,7 +53,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     once, naming it, rather than each waiting out pytest-timeout's time in
     turn: what it left stuck (a thread holding a lock, a wedged shared
     cluster) is this process's for good. A fresh-clone CI run hung so,
-    2026-11-28 (Python 3.12 or 3.13, not seen again in 8 runs since): 14
+    2026-11-28 (Python 3.12 or 3.13, not seen again in nine runs since): 14
     tests timing out one after another at 300 s each, until CI's own limit
     cut the run off before pytest could print a single report. Now the run
     ends, and the hung test's report holds every thread's stack
