@@ -145,10 +145,11 @@ def collect(
     scheduler: Any = client.scheduler
     records: list[Record | None] = []
     bound = answer_timeout()
-    silent: list[str] = []
+    silent: str | None = None
 
     def read(what: str, fetch: Any, *, workers: bool = False) -> Any:
-        if silent:
+        nonlocal silent
+        if silent is not None:
             return None
         try:
             return client.sync(fetch, callback_timeout=bound)
@@ -159,10 +160,10 @@ def collect(
                 if isinstance(e, TimeoutError)
                 else f"{type(e).__name__}: {e}"
             )
-            if not workers:
-                silent.append(why)
-            else:
+            if workers:
                 logger.warning("dask-observe: cannot read the %s: %s", what, why)
+            else:
+                silent = why
             return None
         except Exception as e:
             logger.warning("dask-observe: cannot read the %s: %s", what, e)
@@ -207,6 +208,4 @@ def collect(
             if topic == "all" and kind == topic:
                 continue  # the rest of "all" repeats the other topics
             records.append(EventRecord("event", float(t), kind, worker, msg))
-    return Collected(
-        [r for r in records if r is not None], silent[0] if silent else None
-    )
+    return Collected([r for r in records if r is not None], silent)
