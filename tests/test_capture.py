@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 import re
 import signal
@@ -23,7 +24,7 @@ from distributed import Client, KilledWorker, LocalCluster
 import dask_observe
 from dask_observe.capture.buffer import SequencedBuffer
 
-from .conftest import READ_RUN, read_in_new_process, subprocess_env
+from .conftest import READ_RUN, exited, read_in_new_process, subprocess_env
 from .tasks import climb_until_killed, eat_memory, flood, log_then_die, say
 
 
@@ -187,6 +188,79 @@ def test_a_flood_of_200000_lines_is_stored_or_counted_and_the_scheduler_answers(
     # worker's loop was held); never many.
     assert n <= stored + dropped <= n + 10
     assert stored > 0
+
+
+COLLECTED_WHILE_LOGGING = """
+import gc, json, logging, threading, time
+import dask_observe
+from distributed import Client, LocalCluster
+
+said = 0
+inside = threading.local()
+
+def on_collect(phase, info):
+    # What distributed's comm finalizer says when a collection finds a stream
+    # left open, here on the event loop's thread, where the capture drains.
+    global said
+    if phase != "start" or getattr(inside, "on", False):
+        return
+    if threading.current_thread().name != "IO loop":
+        return
+    inside.on = True
+    said += 1
+    try:
+        logging.getLogger("distributed.comm.tcp").warning(
+            "Closing dangling stream in <TCP local=tcp://a remote=tcp://b>"
+        )
+    finally:
+        inside.on = False
+
+if __name__ == "__main__":
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            with dask_observe.record("collected", client=client) as run:
+                gc.callbacks.append(on_collect)
+                gc.set_threshold(1)  # a collection at nearly every chance
+                try:
+                    until = time.monotonic() + 1.0
+                    while time.monotonic() < until:
+                        client.submit(abs, -1, pure=False).result(timeout=30)
+                finally:
+                    gc.set_threshold(700, 10, 10)
+                    gc.callbacks.remove(on_collect)
+            stored = len(run.logs(contains="Closing dangling stream"))
+            dropped = run.dropped("log")
+            print(json.dumps({"said": said, "stored": stored, "dropped": dropped}))
+"""
+
+
+def test_a_collection_that_logs_inside_the_capture_does_not_stop_the_scheduler(
+    store_path: Path, tmp_path: Path
+) -> None:
+    """A garbage collection runs finalizers on whatever thread it interrupts,
+    and distributed's comm finalizer logs. One that ran inside the capture's
+    buffer, on the scheduler's event loop, logged into that same buffer and
+    waited on its lock for good: the scheduler stopped, and with it every
+    client (a CI run hung so on Python 3.12, 2026-11-29; likely the one of
+    the day before too). Python 3.11 collects only as it allocates, which the
+    buffer's locked lines seldom do: this passed there before the fix, and
+    hung on 3.12 three times of three."""
+    script = tmp_path / "collected.py"
+    script.write_text(COLLECTED_WHILE_LOGGING)
+    process = subprocess.Popen(
+        [sys.executable, str(script)],
+        env=subprocess_env(store_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = exited(process, timeout=60)
+    assert process.returncode == 0, err[-3000:]
+    seen = json.loads(out.splitlines()[-1])
+    # Each line the collections said is stored or counted as dropped.
+    said = seen["said"]
+    assert said > 100, seen  # collections on the loop, each a line
+    assert 0 < seen["stored"] <= said <= seen["stored"] + seen["dropped"], seen
 
 
 def say_on_the_scheduler(text: str) -> None:

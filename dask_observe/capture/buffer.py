@@ -12,27 +12,38 @@ class DropCountingBuffer:
     """A FIFO of at most ``maxlen`` records; when full, the oldest go and are counted.
 
     Appends come from any thread (log records are emitted by task threads); the lock
-    keeps the drop count exact.
+    keeps the drop count exact. It is reentrant, and each method is whole at every
+    point where Python code can run inside it: a garbage collection there runs
+    finalizers, and one that logs (distributed's "Closing dangling stream") appends
+    to this buffer on the same thread. With a plain lock that append waited for
+    itself, and the scheduler's event loop with it, for good (Python 3.12 on,
+    which collects after calls into C too; a CI run hung so twice).
     """
 
     def __init__(self, maxlen: int) -> None:
         if maxlen < 1:
             raise ValueError(f"a buffer needs room for a record, not {maxlen}")
-        self._records: deque[Any] = deque(maxlen=maxlen)
-        self._lock = threading.Lock()
+        # Unbounded, trimmed by hand: a deque's own bound drops silently, so a
+        # reentrant append between a fullness check and the append went uncounted.
+        self._records: deque[Any] = deque()
+        self._maxlen = maxlen
+        self._lock = threading.RLock()
         self.dropped = 0
 
     def append(self, record: Any) -> None:
         with self._lock:
-            if len(self._records) == self._records.maxlen:
-                self.dropped += 1
             self._records.append(record)
+            # Each record dropped is counted by whoever drops it: an append
+            # reentering here trims (and counts) for both.
+            while len(self._records) > self._maxlen:
+                self._records.popleft()
+                self.dropped += 1
 
     def prepend(self, records: list[Any]) -> None:
         """Put older records before those held; what does not fit is the oldest
         of them, dropped and counted."""
         with self._lock:
-            room = max(0, (self._records.maxlen or 0) - len(self._records))
+            room = max(0, self._maxlen - len(self._records))
             keep = records[len(records) - room :] if room else []
             self.dropped += len(records) - len(keep)
             self._records.extendleft(reversed(keep))
@@ -40,8 +51,9 @@ class DropCountingBuffer:
     def drain(self, limit: int) -> tuple[list[Any], int]:
         """Take up to ``limit`` of the oldest records and the drops since last time."""
         with self._lock:
-            n = min(limit, len(self._records))
-            taken = [self._records.popleft() for _ in range(n)]
+            taken: list[Any] = []
+            while len(taken) < limit and self._records:
+                taken.append(self._records.popleft())
             dropped, self.dropped = self.dropped, 0
         return taken, dropped
 
