@@ -81,3 +81,60 @@ def test_after_a_test_hangs_the_processs_later_tests_fail_at_once_naming_it(
     for later in ("test_second", "test_third"):
         assert f"ERROR at setup of {later} _" in errors, out
     assert errors.count(said) == 2, out
+
+
+STUCK_IN_TEARDOWN = """
+import threading
+
+import pytest
+
+held = threading.Lock()
+held.acquire()
+
+
+@pytest.fixture(scope="session")
+def first_cluster():
+    yield
+    held.acquire()  # its close waits on what hung
+
+
+@pytest.fixture(scope="session")
+def second_cluster():
+    yield
+    held.acquire()
+
+
+def test_first(first_cluster, second_cluster):
+    held.acquire()
+"""
+
+
+def test_a_process_whose_fixtures_hang_as_they_close_after_a_hang_ends_saying_so(
+    tmp_path: Path,
+) -> None:
+    # pytest-timeout bounds a test's teardown once: the second fixture to
+    # close waits for good (a CI run's worker did, on its session's cluster).
+    (tmp_path / "test_stuck.py").write_text(STUCK_IN_TEARDOWN)
+    pytest = [sys.executable, "-m", "pytest", "-p", "tests.hung"]
+    done = subprocess.run(
+        [*pytest, "-p", "no:cacheprovider", "-o", "timeout=1", "test_stuck.py"],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "DASK_OBSERVE_TEST_HUNG_EXIT_S": "3",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    said = done.stderr
+    assert (
+        "test_stuck.py::test_first hung, and its process had not ended 3 s later:"
+        " it exits now. The hung test's report:\n"
+    ) in said, said
+    assert "E       Failed: Timeout (>1.0s) from pytest-timeout." in said
+    assert "---- processes when it hung" in said
+    # Where each thread stood: the main one in the second fixture's close.
+    assert re.search(r"line 1[89] in second_cluster", said), said
