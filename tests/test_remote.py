@@ -208,6 +208,9 @@ def test_a_cluster_that_refuses_plugins_still_runs_the_block_and_records_a_parti
                 ]
             )
         assert results == [line, 1, 2, 3, 4]
+        thawed = record_a_partial_run_whose_scheduler_froze_as_it_began(
+            client, cluster, caplog
+        )
         frozen = record_a_partial_run_whose_scheduler_froze(client, cluster, caplog)
     # Only ours: pytest.warns also records what other threads show.
     ours = [w for w in warned if w.category is CaptureUnavailableWarning]
@@ -228,6 +231,10 @@ def test_a_cluster_that_refuses_plugins_still_runs_the_block_and_records_a_parti
     report = run.report()
     assert "Recorded partially:" in report.inline_html
     assert "(recorded partially)" in repr(report)
+    # The run whose scheduler froze as it began: its tasks once it answered.
+    assert thawed.status == "finished"
+    assert "the scheduler did not answer" in (thawed.partial or "")
+    assert list(thawed.tasks()["key"]) == ["after-the-thaw"]
     # The run whose scheduler froze as its block ended: failed, as a whole
     # recording's is, saying which read went unanswered.
     assert frozen.status == "failed"
@@ -235,6 +242,44 @@ def test_a_cluster_that_refuses_plugins_still_runs_the_block_and_records_a_parti
     assert lost["reason"] == (
         "the scheduler stopped answering: no answer in 1 s to a read of the task stream"
     )
+
+
+def record_a_partial_run_whose_scheduler_froze_as_it_began(
+    client: Client, cluster: Any, caplog: pytest.LogCaptureFixture
+) -> Run:
+    """A run's start asks the scheduler three things (its capture, its
+    dashboard, its task stream). A frozen one held the block for good,
+    without a word: the dashboard was asked with no bound. It is asked once,
+    within ``answer-timeout``; the warning says it did not answer, and the
+    run's end reads what it holds once it answers again."""
+    import dask.config
+
+    scheduler = cluster.processes[0].pid
+    bound = 2.0
+    caplog.clear()
+    try:
+        with (
+            dask.config.set({"observe.recorder.answer-timeout": f"{bound}s"}),
+            caplog.at_level(logging.WARNING, logger="dask_observe"),
+            pytest.warns(CaptureUnavailableWarning) as warned,
+        ):
+            os.killpg(scheduler, signal.SIGSTOP)
+            began = time.monotonic()
+            with dask_observe.record("thawed", client=client) as run:
+                waited = time.monotonic() - began
+                os.killpg(scheduler, signal.SIGCONT)
+                assert client.submit(lambda: inc(7), key="after-the-thaw").result() == 8
+    finally:
+        os.killpg(scheduler, signal.SIGCONT)
+    assert bound <= waited < 2 * bound, waited
+    (said,) = [w for w in warned if w.category is CaptureUnavailableWarning]
+    assert str(said.message).startswith(
+        f"dask-observe records this cluster partially: the scheduler did not answer"
+        f" in {bound:g} s, so dask-observe's capture plugins could not be set up."
+    ), said.message
+    logged = [r.getMessage() for r in caplog.records if r.name.startswith("dask_obs")]
+    assert not logged, logged
+    return run
 
 
 def record_a_partial_run_whose_scheduler_froze(

@@ -68,6 +68,10 @@ def begin(client: Client) -> StreamMark:
         try:  # (asking starts the stream too)
             index = client.sync(scheduler.get_task_stream_index, callback_timeout=bound)
             return StreamMark(index=int(index))
+        except (OSError, TimeoutError):
+            # A silent scheduler is not an old one: asking again would wait
+            # as long, and the index would be lost to its later runs.
+            raise
         except Exception:  # an older scheduler: no such handler
             _WITHOUT_INDEX.add(address)
     last = client.sync(scheduler.get_task_stream, count=1, callback_timeout=bound)

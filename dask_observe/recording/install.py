@@ -16,6 +16,12 @@ class CaptureUnavailable(Exception):
     """dask-observe's plugins cannot run on this cluster; the message says why."""
 
 
+class SchedulerSilent(CaptureUnavailable):
+    """The scheduler did not answer in ``answer-timeout``: not a refusal. Each
+    further question would wait as long, so the run asks it no more until
+    its end."""
+
+
 class CaptureUnavailableWarning(UserWarning):
     """A run is recorded partially: the capture plugins do not run on the cluster."""
 
@@ -38,6 +44,13 @@ def install_capture(client: Client) -> dict[str, Any]:
         if hello is None:
             plugins.register(client, plugins.capture_settings(since=time.time()))
             hello = plugins.hello(client)
+    except TimeoutError as e:
+        from dask_observe.recording.link import answer_timeout
+
+        raise SchedulerSilent(
+            f"the scheduler did not answer in {answer_timeout():g} s, so"
+            " dask-observe's capture plugins could not be set up"
+        ) from e
     except Exception as e:
         raise CaptureUnavailable(
             f"the cluster did not take dask-observe's capture plugins ({e})"
@@ -77,11 +90,18 @@ def dashboard_address(client: Client, hello: dict[str, Any] | None) -> str | Non
     """
     from urllib.parse import urlsplit
 
+    from dask_observe.recording.link import answer_timeout
+
     shown = (hello or {}).get("dashboard") or {}
     port = shown.get("port")
     if port is None and hello is None:
-        try:
-            port = client.scheduler_info().get("services", {}).get("dashboard")
+        try:  # bounded: ``client.scheduler_info()`` waits on a frozen one for good
+            said = client.sync(
+                client.scheduler.identity,  # type: ignore[union-attr]
+                n_workers=0,
+                callback_timeout=answer_timeout(),
+            )
+            port = said.get("services", {}).get("dashboard")
         except Exception:  # a scheduler that cannot say: no dashboard to offer
             return None
     scheduler = client.scheduler

@@ -211,8 +211,17 @@ class Recording:
         its task stream, to read at the end with the rest it holds."""
         from dask_observe.recording import fallback
 
+        assert self._recorder is not None
+        if self._recorder.silent:  # asked at the end, once, by time
+            return
         try:
             self._stream_mark = fallback.begin(self.client)
+        except TimeoutError:
+            logger.warning(
+                "dask-observe: cannot start the task stream: the scheduler did not"
+                " answer in %g s",
+                link.answer_timeout(),
+            )
         except Exception as e:
             logger.warning("dask-observe: cannot start the task stream: %s", e)
 

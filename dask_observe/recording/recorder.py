@@ -24,6 +24,7 @@ from dask_observe.recording.describe import Workers
 from dask_observe.recording.install import (
     CaptureUnavailable,
     CaptureUnavailableWarning,
+    SchedulerSilent,
     dashboard_address,
     install_capture,
 )
@@ -109,6 +110,10 @@ class Recorder:
         #: do. Then there is nothing to pull: runs keep what distributed itself
         #: holds (``dask_observe.recording.fallback``) and are marked partial.
         self.partial: str | None = None
+        #: Whether that is because the scheduler did not answer as the
+        #: recorder started (``SchedulerSilent``): nothing more is asked of it
+        #: before the run's end, each question would wait as long.
+        self.silent = False
         #: Whether the last pull failed to reach the scheduler (it may be gone).
         self.failing = False
         #: Whether the scheduler closed once it answered a run's end (its
@@ -240,6 +245,7 @@ class Recorder:
             hello = install_capture(self.client)
         except CaptureUnavailable as e:
             self.partial = str(e)
+            self.silent = isinstance(e, SchedulerSilent)
             warnings.warn(
                 f"dask-observe records this cluster partially: {e}. Kept: the "
                 "task stream, events and the logs that live processes still hold; "
@@ -250,7 +256,8 @@ class Recorder:
         #: What the scheduler plugin said of itself, and of the scheduler's
         #: process (``environment``); None for a cluster without plugins.
         self.hello = hello
-        self.store.register_cluster(self.cluster, dashboard_address(self.client, hello))
+        dashboard = None if self.silent else dashboard_address(self.client, hello)
+        self.store.register_cluster(self.cluster, dashboard)
         if self.partial is not None:
             self.workers.enabled = False
             return
