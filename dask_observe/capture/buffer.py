@@ -17,7 +17,7 @@ class DropCountingBuffer:
     finalizers, and one that logs (distributed's "Closing dangling stream") appends
     to this buffer on the same thread. With a plain lock that append waited for
     itself, and the scheduler's event loop with it, for good (Python 3.12 on,
-    which collects after calls into C too; a CI run hung so twice).
+    which collects after calls into C too; a CI run hung so, 2026-11-29).
     """
 
     def __init__(self, maxlen: int) -> None:
