@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -406,6 +407,47 @@ def test_a_capture_of_another_version_on_the_cluster_is_refused_not_misread(
     assert run.status == "finished"
     assert run.partial is not None and "wire version 0" in run.partial
     assert list(run.tasks()["key"]) == ["one"]
+
+
+def test_the_first_run_of_a_cluster_whose_worker_is_stopped_starts_and_says_why(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    # The scheduler answers a worker plugin's registration once every worker
+    # has it: with a worker stopped (or its loop held), the first run's start
+    # waited for good, the very run meant to say why the cluster hangs.
+    import dask.config
+
+    client = make_client(n_workers=1, threads_per_worker=1)
+    (worker,) = client.run(os.getpid).values()
+    bound = 2.0
+    os.kill(worker, signal.SIGSTOP)
+    try:
+        with (
+            dask.config.set({"observe.recorder.answer-timeout": f"{bound}s"}),
+            pytest.warns(CaptureUnavailableWarning) as warned,
+        ):
+            began = time.monotonic()
+            with dask_observe.record("stopped", client=client) as run:
+                waited = time.monotonic() - began
+                os.kill(worker, signal.SIGCONT)
+                assert client.submit(inc, 1, key="once-it-answered").result() == 2
+    finally:
+        os.kill(worker, signal.SIGCONT)
+    assert bound <= waited < 2 * bound, waited
+    ours = [str(w.message) for w in warned if w.category is CaptureUnavailableWarning]
+    assert len(ours) == 1, ours
+    assert (
+        "the worker plugin was not taken within 2 s, as a worker that is stopped or"
+        " whose event loop is held does not answer"
+    ) in ours[0]
+    assert run.status == "finished" and "worker plugin" in (run.partial or "")
+    assert list(run.tasks()["key"]) == ["once-it-answered"]
+    # The registration went on, and the worker took it once it answered: the
+    # next run is recorded whole, its worker's lines with it.
+    with dask_observe.record("whole", client=client) as whole:
+        client.submit(say, "said once the worker answered").result()
+    assert whole.partial is None
+    assert len(whole.logs(contains="said once the worker answered")) == 1
 
 
 @pytest.mark.parametrize("index", [True, False], ids=["by-index", "older-scheduler"])

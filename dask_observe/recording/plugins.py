@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -325,24 +326,70 @@ def register(client: Client, settings: CaptureSettings) -> None:
     """Register the scheduler, worker and nanny plugins on the client's cluster.
 
     Raises whatever registration raises (a scheduler that refuses plugins, a
-    worker whose setup failed): the caller decides what a failure means.
+    worker whose setup failed), or ``RuntimeError`` when the cluster has not
+    taken them within ``answer-timeout``: the caller decides what a failure
+    means.
     """
+    from dask_observe.recording.link import answer_timeout
+
     _pickle_this_module_by_value()
+    bound = answer_timeout()
+    deadline = time.monotonic() + bound
     # The scheduler's first: the others ship to it as soon as they are set up.
-    _register_one(client, ShippedSchedulerPlugin(SCHEDULER_PLUGIN, settings))
+    plugin = ShippedSchedulerPlugin(SCHEDULER_PLUGIN, settings)
+    _within(bound, deadline, client, plugin)
     # The scheduler hands each of these to every process of its kind and answers
     # when all have it: two round trips to the whole cluster, taken at once
     # (a first recorded block waited ~20 ms for each, one after the other).
-    with ThreadPoolExecutor(2, thread_name_prefix="dask-observe-register") as pool:
-        registering = [
-            pool.submit(_register_one, client, plugin)
-            for plugin in (
-                ShippedWorkerPlugin(WORKER_PLUGIN, settings),
-                ShippedNannyPlugin(NANNY_PLUGIN, settings),
+    _within(
+        bound,
+        deadline,
+        client,
+        ShippedWorkerPlugin(WORKER_PLUGIN, settings),
+        ShippedNannyPlugin(NANNY_PLUGIN, settings),
+    )
+
+
+def _within(bound: float, deadline: float, client: Client, *shipped: _Shipped) -> None:
+    """Register each plugin, at once, by a thread of its own; wait for them
+    until ``deadline`` (``bound`` after the first began). The scheduler
+    answers a worker plugin's registration once every worker has it: a
+    worker stopped, or its event loop held, kept the start of a run (the
+    very run meant to say why the cluster hangs) waiting for good. Past the
+    deadline they go on in the background (daemon threads: an executor's
+    would hold the interpreter's exit), and a later run finds them taken."""
+    outcomes: dict[str, BaseException | None] = {}
+
+    def register_one(plugin: _Shipped) -> None:
+        try:
+            _register_one(client, plugin)
+            outcomes[plugin.role] = None
+        except BaseException as e:
+            outcomes[plugin.role] = e
+
+    threads = [
+        threading.Thread(
+            target=register_one,
+            args=(plugin,),
+            name=f"dask-observe-register-{plugin.role}",
+            daemon=True,
+        )
+        for plugin in shipped
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    for plugin in shipped:
+        if plugin.role not in outcomes:
+            raise RuntimeError(
+                f"the {plugin.role} plugin was not taken within {bound:g} s, as a"
+                f" {plugin.role} that is stopped or whose event loop is held does"
+                " not answer"
             )
-        ]
-        for registered in registering:
-            registered.result()
+        failed = outcomes[plugin.role]
+        if failed is not None:
+            raise failed
 
 
 def _register_one(client: Client, plugin: _Shipped) -> None:
