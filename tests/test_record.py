@@ -20,6 +20,7 @@ from distributed import Client, LocalCluster, SchedulerPlugin, span
 import dask_observe
 from dask_observe.recording import link
 from dask_observe.recording.install import CaptureUnavailableWarning
+from dask_observe.recording.plugins import WORKER_PLUGIN
 from dask_observe.recording.span import NoClientError
 
 from .conftest import subprocess_env, wait_until
@@ -444,6 +445,14 @@ def test_the_first_run_of_a_cluster_whose_worker_is_stopped_starts_and_says_why(
     assert list(run.tasks()["key"]) == ["once-it-answered"]
     # The registration went on, and the worker took it once it answered: the
     # next run is recorded whole, its worker's lines with it.
+    wait_until(
+        lambda: all(
+            client.run(
+                lambda dask_worker: WORKER_PLUGIN in dask_worker.plugins
+            ).values()
+        ),
+        "the worker's plugin, registered once it answered",
+    )
     with dask_observe.record("whole", client=client) as whole:
         client.submit(say, "said once the worker answered").result()
     assert whole.partial is None
