@@ -46,19 +46,26 @@ def test_third():
 """
 
 
-def test_after_a_test_hangs_the_processs_later_tests_fail_at_once_naming_it(
-    tmp_path: Path,
-) -> None:
-    (tmp_path / "test_stuck.py").write_text(STUCK)
-    pytest = [sys.executable, "-m", "pytest", "-p", "tests.hung"]
-    done = subprocess.run(
-        [*pytest, "-p", "no:cacheprovider", "-o", "timeout=1", "-rA", "test_stuck.py"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+def run_pytest(
+    folder: Path, source: str, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """pytest, with the plugin and a 1 s timeout, on ``source`` as a test file."""
+    (folder / "test_stuck.py").write_text(source)
+    plugins = ["-p", "tests.hung", "-p", "no:cacheprovider"]
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *plugins, "-o", "timeout=1", *options, "."],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_after_a_test_hangs_the_processs_later_tests_fail_at_once_naming_it(
+    tmp_path: Path,
+) -> None:
+    done = run_pytest(tmp_path, STUCK, "-rA")
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
     # The first waits out its time; its report says where, and where every
@@ -114,19 +121,8 @@ def test_a_process_whose_fixtures_hang_as_they_close_after_a_hang_ends_saying_so
 ) -> None:
     # pytest-timeout bounds a test's teardown once: the second fixture to
     # close waits for good (a CI run's worker did, on its session's cluster).
-    (tmp_path / "test_stuck.py").write_text(STUCK_IN_TEARDOWN)
-    pytest = [sys.executable, "-m", "pytest", "-p", "tests.hung"]
-    done = subprocess.run(
-        [*pytest, "-p", "no:cacheprovider", "-o", "timeout=1", "test_stuck.py"],
-        cwd=tmp_path,
-        env={
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "DASK_OBSERVE_TEST_HUNG_EXIT_S": "3",
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = run_pytest(
+        tmp_path, STUCK_IN_TEARDOWN, env={"DASK_OBSERVE_TEST_HUNG_EXIT_S": "3"}
     )
     assert done.returncode == 3, done.stdout + done.stderr
     said = done.stderr
