@@ -261,6 +261,13 @@ def test_a_runs_end_brings_its_last_records_in_its_own_round_trip(
 
     monkeypatch.setattr(plugins, "hello", said)
     monkeypatch.setattr(Recorder, "call", counted)
+    # A new store starts at the cluster's last 30 s of records (its hello's
+    # ``recent``), and a run this short ends before the recorder's pulls
+    # have caught up: run within 30 s of test_server_api.py's 10,000 lines
+    # on the session's cluster, its end also asked for those, page by page
+    # (5 more pulls). A first run's end catches up.
+    with dask_observe.record("catching up", client=client):
+        pass
     with dask_observe.record("last words", client=client) as run:
         client.submit(chatter, 3, pure=False).result()
         asked.clear()  # the run's start, and what it asked before
