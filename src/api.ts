@@ -91,6 +91,12 @@ export interface ICluster {
   first_seen: number;
   last_seen: number;
   alive: boolean;
+  /**
+   * When its scheduler last answered (epoch seconds), once it stopped
+   * answering while its connection held (a frozen scheduler); null while it
+   * answers.
+   */
+  silent_since: number | null;
 }
 
 /**

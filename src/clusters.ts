@@ -36,15 +36,27 @@ export class ClustersView extends Widget {
     const item = element('li', 'jp-DaskObserve-cluster');
     item.dataset.clusterId = cluster.id;
     item.classList.toggle('jp-mod-gone', !cluster.alive);
+    const silent = cluster.alive && cluster.silent_since !== null;
+    item.classList.toggle('jp-mod-silent', silent);
+    const seen = element(
+      'div',
+      'jp-DaskObserve-cluster-seen',
+      cluster.alive
+        ? silent
+          ? `not answering since ${when(cluster.silent_since!).toLocaleTimeString()}`
+          : 'live'
+        : `last seen ${when(cluster.last_seen).toLocaleString()}`
+    );
+    if (silent) {
+      seen.title =
+        'Its connection holds, but the scheduler did not answer the ' +
+        "recorder's calls (observe.recorder.answer-timeout): its process may " +
+        'be stopped or its event loop held (a task or plugin holding the GIL). ' +
+        `Last answer: ${when(cluster.silent_since!).toLocaleString()}.`;
+    }
     item.append(
       element('div', 'jp-DaskObserve-cluster-address', cluster.address),
-      element(
-        'div',
-        'jp-DaskObserve-cluster-seen',
-        cluster.alive
-          ? 'live'
-          : `last seen ${new Date(cluster.last_seen * 1000).toLocaleString()}`
-      )
+      seen
     );
     if (cluster.dashboard) {
       const pages = element('div', 'jp-DaskObserve-cluster-pages');
@@ -79,4 +91,9 @@ export namespace ClustersView {
      */
     openPage: (clusterId: string, page: string) => void;
   }
+}
+
+/** A time the server gives in epoch seconds. */
+function when(seconds: number): Date {
+  return new Date(seconds * 1000);
 }

@@ -171,7 +171,13 @@ export class ClusterModel extends PolledList<ICluster> {
       // card (and the dashboard buttons under the pointer) would be redrawn.
       signature: clusters =>
         JSON.stringify(
-          clusters.map(c => [c.id, c.address, c.dashboard, c.alive])
+          clusters.map(c => [
+            c.id,
+            c.address,
+            c.dashboard,
+            c.alive,
+            c.silent_since
+          ])
         ),
       ...options
     });

@@ -27,6 +27,7 @@ from distributed import Client, KilledWorker
 import dask_observe
 from dask_observe import Run
 from dask_observe.recording.install import CaptureUnavailableWarning
+from dask_observe.store import BaseStore
 
 from .conftest import (
     DASK_OBSERVE,
@@ -513,12 +514,14 @@ def test_a_recording_whose_scheduler_froze_ends(
         assert run.status == "failed" and "scheduler-lost" in events
 
 
-def test_a_cells_live_display_says_when_its_scheduler_stops_answering(
+def test_a_cells_live_display_and_the_panel_say_when_its_scheduler_stops_answering(
     tmp_path: Path, store_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """A cell waiting on a frozen scheduler waited in silence: the progress
     line (a terminal's; the widget's header shows the same words) now says
-    the scheduler has not answered, and stops saying so once it answers."""
+    the scheduler has not answered, and stops saying so once it answers. The
+    store says so too, for the panel's card of the cluster (which showed it
+    live, then gone): still watched, silent since its last answer."""
     import dask.config
 
     from dask_observe.notebook.progress import LiveProgress, TextView, header_html
@@ -539,6 +542,7 @@ def test_a_cells_live_display_says_when_its_scheduler_stops_answering(
         try:
             assert client.submit(abs, -2, key="before").result() == 2
             scheduler = cluster.processes[0].pid
+            frozen_at = time.time()
             os.killpg(scheduler, signal.SIGSTOP)
             try:
                 wait_until(
@@ -547,6 +551,12 @@ def test_a_cells_live_display_says_when_its_scheduler_stops_answering(
                 )
                 # The widget's header, as a notebook shows it, says it too.
                 assert silence.search(header_html(live.snapshot, "frozen"))
+                wait_until(
+                    lambda: silent_since(store, cluster.address) is not None,
+                    "the store to say the cluster's scheduler is silent",
+                )
+                since = silent_since(store, cluster.address)
+                assert since is not None and frozen_at - 30 < since <= frozen_at
             finally:
                 os.killpg(scheduler, signal.SIGCONT)
             assert client.submit(abs, -3, key="after").result() == 3
@@ -558,11 +568,24 @@ def test_a_cells_live_display_says_when_its_scheduler_stops_answering(
                 ),
                 "a progress line without it once the scheduler answers",
             )
+            wait_until(
+                lambda: silent_since(store, cluster.address) is None,
+                "the store to say the cluster's scheduler answers again",
+            )
         finally:
             live.stop()
         run = recording.stop("finished")
         # Resumed before the run ended: not lost, and nothing missing.
         assert run.summary()["n_tasks"] == 2 and run.status == "finished"
+
+
+def silent_since(store: BaseStore, address: str) -> float | None:
+    """When the live cluster at ``address`` last answered, as the store says
+    for the panel (``/api/clusters``), once its scheduler stopped answering."""
+    (found,) = [c for c in store.clusters() if c["address"] == address]
+    assert found["alive"], found  # watched all along: not taken for gone
+    since: float | None = found["silent_since"]
+    return since
 
 
 @pytest.mark.parametrize("end", ["shut down", "killed"])

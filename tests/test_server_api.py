@@ -96,6 +96,7 @@ async def test_a_runs_detail_logs_report_and_cluster(
     assert client.scheduler is not None
     (cluster,) = [c for c in clusters if c["address"] == client.scheduler.address]
     assert cluster["alive"] is True
+    assert cluster["silent_since"] is None  # it answers (test_remote: a frozen one)
     assert cluster["dashboard"] == client.dashboard_link.removesuffix("/status")
 
     # Each route sends its payload's fields, no more (the run listing sent

@@ -116,6 +116,12 @@ class Recorder:
         self.silent = False
         #: Whether the last pull failed to reach the scheduler (it may be gone).
         self.failing = False
+        #: When the scheduler last answered a pull (epoch seconds), once a pull
+        #: then waited out ``answer-timeout`` on a connection that held (a
+        #: frozen process, a held event loop); None while it answers. Told to
+        #: the store with the cluster's liveness, for the panel to say.
+        self.silent_since: float | None = None
+        self._told_silent_since: float | None = None
         #: Whether the scheduler closed once it answered a run's end (its
         #: reply said ``closing``): nothing more is asked of it. Unlike
         #: ``failing``, a pull that still got through does not undo it.
@@ -315,6 +321,7 @@ class Recorder:
     def _pull_while_needed(self) -> None:
         paused = False
         touched = time.monotonic()
+        answered = time.time()
         while not self._stop.wait(self.interval_s):
             if self._idle_since is not None:  # lingering: no run needs a pull
                 if self._linger_over():
@@ -327,7 +334,6 @@ class Recorder:
                 continue
             try:
                 self.pull()
-                touched = self._touch(touched)
             except Exception as e:  # a closed client or a lost scheduler
                 # Only a connection that failed says the scheduler may be gone
                 # (a busy store, say, is not that).
@@ -335,10 +341,18 @@ class Recorder:
                 if self.client.status in ("closing", "closed"):
                     self.gone.set()
                     return
+                if isinstance(e, TimeoutError) and self.client.status == "running":
+                    # Not gone: its connection holds, but it does not answer.
+                    # Still watched, and said to be silent since its last
+                    # answer (a broken connection is an OSError instead).
+                    self.silent_since = answered
+                    touched = self._touch(touched)
                 if not paused:  # once, not every interval while it lasts
                     logger.warning("dask-observe: recording paused: %s", e)
                 paused = True
                 continue
+            answered, self.silent_since = time.time(), None
+            touched = self._touch(touched)
             self.failing = False
             if self.closing_read:  # its last records are stored
                 self.gone.set()
@@ -348,15 +362,18 @@ class Recorder:
                 paused = False
 
     def _touch(self, touched: float) -> float:
-        """Tell the store the cluster is live, every TOUCH_INTERVAL_S; returns
-        when it last did."""
-        if time.monotonic() - touched <= TOUCH_INTERVAL_S:
+        """Tell the store the cluster is live, and whether its scheduler is
+        silent (``silent_since``), every TOUCH_INTERVAL_S and as soon as that
+        changes; returns when it last did."""
+        told = self.silent_since == self._told_silent_since
+        if told and time.monotonic() - touched <= TOUCH_INTERVAL_S:
             return touched
         try:
-            self.store.touch_cluster(self.cluster)
+            self.store.touch_cluster(self.cluster, self.silent_since)
         except Exception as e:  # a busy store: next time
             logger.debug("dask-observe: cannot mark the cluster live: %s", e)
             return touched
+        self._told_silent_since = self.silent_since
         return time.monotonic()
 
     def reachable(self, *, closing: bool = False) -> bool:

@@ -54,6 +54,9 @@ class ClusterPayload(TypedDict):
     first_seen: float
     last_seen: float
     alive: bool
+    #: When its scheduler last answered, once it stopped answering while its
+    #: connection held (a frozen scheduler); None while it answers.
+    silent_since: float | None
 
 
 class HistoryRunPayload(TypedDict):
@@ -185,4 +188,7 @@ def cluster_payload(record: Mapping[str, Any]) -> ClusterPayload:
         first_seen=float(record["first_seen"]),
         last_seen=float(record["last_seen"]),
         alive=bool(record["alive"]),
+        silent_since=(
+            None if record["silent_since"] is None else float(record["silent_since"])
+        ),
     )

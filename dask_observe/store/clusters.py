@@ -40,22 +40,25 @@ class Telemetry(StoreConnection):
             conn.execute(
                 "INSERT INTO clusters (id, address, dashboard, first_seen, last_seen)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (address) DO UPDATE"
-                " SET dashboard = excluded.dashboard, last_seen = excluded.last_seen",
+                " SET dashboard = excluded.dashboard, last_seen = excluded.last_seen,"
+                " silent_since = NULL",
                 (cluster_id, address, dashboard, now, now),
             )
         return cluster_id
 
-    def touch_cluster(self, address: str) -> None:
-        """A recorder still watches this cluster."""
+    def touch_cluster(self, address: str, silent_since: float | None = None) -> None:
+        """A recorder still watches this cluster; its scheduler has not answered
+        since ``silent_since`` (its last answer, epoch seconds), or answers."""
         with self._transaction() as conn:
             conn.execute(
-                "UPDATE clusters SET last_seen = ? WHERE address = ?",
-                (time.time(), address),
+                "UPDATE clusters SET last_seen = ?, silent_since = ? WHERE address = ?",
+                (time.time(), silent_since, address),
             )
 
     def clusters(self) -> list[dict[str, Any]]:
         """Every cluster recorders have watched, most recently seen first, with
-        ``alive``: whether a recorder reported it within CLUSTER_ALIVE_S."""
+        ``alive``: whether a recorder reported it within CLUSTER_ALIVE_S, and
+        ``silent_since``: when its scheduler last answered, once it stopped."""
         now = time.time()
         return [
             {**dict(row), "alive": now - row["last_seen"] < CLUSTER_ALIVE_S}

@@ -190,6 +190,13 @@ MIGRATIONS: tuple[str, ...] = (
         figures   TEXT    NOT NULL
     );
     """,
+    # 11 -> 12: a cluster whose scheduler stopped answering while its
+    # connection held (a frozen process, a held event loop): when it last
+    # answered, NULL while it answers. The panel says so, rather than show it
+    # live and silent, or gone.
+    """
+    ALTER TABLE clusters ADD COLUMN silent_since REAL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -11,7 +11,8 @@ export function cluster(id: string, alive: boolean): ICluster {
     dashboard: null,
     first_seen: 0,
     last_seen: 0,
-    alive
+    alive,
+    silent_since: null
   };
 }
 

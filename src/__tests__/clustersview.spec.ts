@@ -1,0 +1,57 @@
+jest.mock('../api', () => ({}));
+jest.mock('../stream', () => ({}));
+jest.mock('../tabs', () => ({ DASHBOARD_PAGES: ['status'] }));
+
+import { ICluster } from '../api';
+import { ClustersView } from '../clusters';
+import { ClusterModel } from '../models';
+import { cluster } from './fixtures';
+
+/** A clusters view over a model that is told its clusters (no server). */
+function view(): {
+  view: ClustersView;
+  told: (clusters: ICluster[]) => Promise<void>;
+} {
+  let answer: ICluster[] = [];
+  const model = new ClusterModel({ fetch: async () => answer, active: false });
+  const shown = new ClustersView({ model, openPage: () => undefined });
+  const told = async (next: ICluster[]): Promise<void> => {
+    answer = next;
+    await model.refresh();
+  };
+  return { view: shown, told };
+}
+
+function seen(view: ClustersView): HTMLElement {
+  return view.node.querySelector<HTMLElement>('.jp-DaskObserve-cluster-seen')!;
+}
+
+describe('ClustersView', () => {
+  it('says when a live scheduler stopped answering, and when it answers again', async () => {
+    const { view: shown, told } = view();
+    const frozen = 1_700_000_000;
+    await told([cluster('a', true)]);
+    expect(seen(shown).textContent).toBe('live');
+
+    await told([{ ...cluster('a', true), silent_since: frozen }]);
+    const card = shown.node.querySelector('.jp-DaskObserve-cluster')!;
+    expect(card.classList).toContain('jp-mod-silent');
+    const since = new Date(frozen * 1000).toLocaleTimeString();
+    expect(seen(shown).textContent).toBe(`not answering since ${since}`);
+    expect(seen(shown).title).toContain('did not answer');
+
+    await told([cluster('a', true)]);
+    expect(seen(shown).textContent).toBe('live');
+    const again = shown.node.querySelector('.jp-DaskObserve-cluster')!;
+    expect(again.classList).not.toContain('jp-mod-silent');
+  });
+
+  it('shows a cluster no recorder watches any more as gone, silent or not', async () => {
+    const { view: shown, told } = view();
+    await told([{ ...cluster('a', false), silent_since: 1, last_seen: 2 }]);
+    const card = shown.node.querySelector('.jp-DaskObserve-cluster')!;
+    expect(card.classList).toContain('jp-mod-gone');
+    expect(card.classList).not.toContain('jp-mod-silent');
+    expect(seen(shown).textContent).toMatch(/^last seen /);
+  });
+});
