@@ -17,9 +17,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import redact
-from dask_observe.capture import wire
-from dask_observe.capture.wire import VERSION as WIRE_VERSION
-from dask_observe.recording import link
+from dask_observe.recording.copying import Copier
 from dask_observe.recording.describe import Workers
 from dask_observe.recording.install import (
     CaptureUnavailable,
@@ -36,9 +34,6 @@ if TYPE_CHECKING:
     from dask_observe.export.live import LiveExport
 
 logger = logging.getLogger(__name__)
-
-#: How recently a worker must have left for a run's end to wait for its nanny.
-SETTLE_AFTER_REMOVAL_S = 5.0
 
 #: How often a recorder tells the store that its cluster is still watched.
 TOUCH_INTERVAL_S = 3.0
@@ -68,8 +63,9 @@ def _export_settings() -> Any:
     return copy.deepcopy(get("export.otlp"))
 
 
-class Recorder:
-    """Copies one cluster's telemetry into one store while anyone needs it."""
+class Recorder(Copier):
+    """Copies one cluster's telemetry into one store while anyone needs it
+    (the copying itself: :class:`~dask_observe.recording.copying.Copier`)."""
 
     def __init__(
         self,
@@ -274,27 +270,6 @@ class Recorder:
         )
         self._thread.start()
 
-    def _begin_at_recent(self, hello: dict[str, Any] | None) -> None:
-        """A store that never read this cluster starts at its last seconds of
-        records (what the scheduler's hello says), not its whole buffer: a
-        long-lived cluster holds up to 100,000 records, which a new store
-        copied before its first run's first line (seconds of it, in a full
-        test suite on one cluster). Runs begin now; the live view still shows
-        the cluster's recent lines. The drops counted so far are not this
-        store's."""
-        if not hello or "recent" not in hello:  # a capture that cannot say
-            return
-        if self.store.cursor(self.cluster) != (None, 0):
-            return
-        self.store.ingest(
-            self.cluster,
-            [],
-            read_at=(None, 0),
-            instance=hello["instance"],
-            last=int(hello["recent"]),
-            dropped=hello.get("dropped") or {},
-        )
-
     def export_as_configured(self) -> LiveExport | None:
         """The live export for a run starting now, as ``observe.export.otlp``
         says now: a recorder lives on from run to run (it lingers), and the
@@ -405,114 +380,3 @@ class Recorder:
     def _close_store(self) -> None:
         if self.owns_store:
             self.store.close()
-
-    def settle(self, redactor: redact.Redactor | None = None) -> None:
-        """After a worker left, wait for its nanny's next flush and pull again.
-
-        A nanny whose worker just died is no longer known to the scheduler, so
-        a run's end cannot reach it; its last lines (the memory restart,
-        the exit signal) arrive with its own flush, one interval later.
-        """
-        if time.monotonic() - self.worker_removed_at < SETTLE_AFTER_REMOVAL_S:
-            time.sleep(2 * self.flush_interval_s)
-            self.pull(redactor=redactor)
-
-    def call(self, op: str, **kwargs: Any) -> Any:
-        """Call one of the capture plugin's handlers on the scheduler (see
-        :func:`.link.call`)."""
-        return link.call(self.client, self.cluster, op, **kwargs)
-
-    def answers(self) -> bool:
-        """Whether the scheduler itself answers (its ``identity``) within
-        ``observe.recorder.answer-timeout``: a call that involves its workers
-        may wait on one of them instead."""
-        try:
-            self.call("identity")
-        except (OSError, TimeoutError):
-            return False
-        return True
-
-    def end_run(self, span_id: str, *, stopped: bool) -> dict[str, Any]:
-        """The scheduler's ``dask_observe_end`` of a run's span. A capture that
-        can (its hello says ``end_pulls``) sends in the same reply, as
-        ``pull``, the records beyond the store's cursor, flush included: given
-        to :meth:`pull`, they are stored without asking again (one round trip
-        less at each run's end, which on a busy scheduler waits its turn on
-        the loop)."""
-        asked: dict[str, Any] = {"span_id": span_id, "stopped": stopped}
-        if (self.hello or {}).get("end_pulls"):
-            # Not under the pull lock: waiting for a periodic pull in flight
-            # before the end's round trip made a 200-worker run's end 309 ms
-            # where it was 120 (measured). What such a pull stores meanwhile,
-            # ``pull`` leaves out.
-            asked["instance"], asked["cursor"] = self.store.cursor(self.cluster)
-        return dict(self.call("dask_observe_end", **asked))
-
-    def _read(self, pulled: dict[str, Any] | None) -> tuple[str | None, int, Any]:
-        """The store's cursor, and the scheduler's records beyond it: those of
-        ``pulled`` (a pull's reply that came with a run's end), less what a
-        pull stored since, when it was read from the instance the store reads
-        now; else asked for."""
-        instance, cursor = self.store.cursor(self.cluster)
-        if pulled is not None and pulled.get("instance") == instance:
-            records = [(n, r) for n, r in pulled["records"] if n > cursor]
-            return instance, cursor, {**pulled, "records": records}
-        reply = self.call("dask_observe_pull", cursor=cursor, instance=instance)
-        return instance, cursor, reply
-
-    def pull(
-        self,
-        pulled: dict[str, Any] | None = None,
-        redactor: redact.Redactor | None = None,
-    ) -> int:
-        """Copy every record the scheduler holds beyond the store's cursor,
-        starting with those of ``pulled``, the ``pull`` of a run's end's
-        reply (:meth:`end_run`), if given; redacted by ``redactor`` (a run's
-        end's: as configured when the run started, where its block may have
-        configured it), else as the newest run using the recorder started,
-        else as configured now."""
-        if redactor is None:
-            running = tuple(self._redactors)  # a copy: runs come and go meanwhile
-            redactor = running[-1] if running else redact.configured()
-        written = 0
-        if self.partial is not None:
-            return written
-        with self._pull_lock:
-            while True:
-                instance, cursor, reply = self._read(pulled)
-                pulled = None
-                if reply.get("wire") != WIRE_VERSION:  # a scheduler come back changed
-                    raise CaptureUnavailable(
-                        f"the scheduler's capture speaks wire version "
-                        f"{reply.get('wire')}, not {WIRE_VERSION}"
-                    )
-                # Redacted before the store or a live export sees them.
-                records = redactor.records(
-                    (n, wire.typed(r)) for n, r in reply["records"]
-                )
-                if any(
-                    isinstance(r, wire.EventRecord) and r.kind == "worker-removed"
-                    for _, r in records
-                ):
-                    self.worker_removed_at = time.monotonic()
-                # A new scheduler instance numbers from 1 again.
-                start = cursor if reply["instance"] == instance else 0
-                last = records[-1][0] if records else start
-                stored = self.store.ingest(
-                    self.cluster,
-                    records,
-                    read_at=(instance, cursor),
-                    instance=reply["instance"],
-                    last=last,
-                    dropped=reply["dropped"],
-                )
-                if stored is None:  # another writer got there first: read again
-                    continue
-                if self.export is not None:
-                    self.export.offer([record for _, record in records])
-                written += len(records)
-                if last >= reply["last"]:
-                    # Set once they are stored: a headless run's end reads
-                    # what is stored when it sees this.
-                    self.closing_read = self.closing_read or bool(reply.get("closing"))
-                    return written
