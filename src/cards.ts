@@ -1,5 +1,5 @@
 import { element } from './dom';
-import { formatSeconds } from './format';
+import { formatSeconds, fromEpoch } from './format';
 
 /**
  * What a run card shows of a run, whether of this machine's store (`IRun`)
@@ -59,7 +59,7 @@ export function cardMeta(run: ICardRun): HTMLDivElement {
     element(
       'span',
       'jp-DaskObserve-run-started',
-      new Date(run.started * 1000).toLocaleString()
+      fromEpoch(run.started).toLocaleString()
     )
   );
   return meta;

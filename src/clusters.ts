@@ -2,6 +2,7 @@ import { Widget } from '@lumino/widgets';
 
 import { ICluster } from './api';
 import { button, element, heading, patchList } from './dom';
+import { fromEpoch } from './format';
 import { ClusterModel } from './models';
 import { DASHBOARD_PAGES } from './tabs';
 
@@ -43,16 +44,16 @@ export class ClustersView extends Widget {
       'jp-DaskObserve-cluster-seen',
       cluster.alive
         ? silent
-          ? `not answering since ${when(cluster.silent_since!).toLocaleTimeString()}`
+          ? `not answering since ${fromEpoch(cluster.silent_since!).toLocaleTimeString()}`
           : 'live'
-        : `last seen ${when(cluster.last_seen).toLocaleString()}`
+        : `last seen ${fromEpoch(cluster.last_seen).toLocaleString()}`
     );
     if (silent) {
       seen.title =
         'Its connection holds, but the scheduler did not answer the ' +
         "recorder's calls (observe.recorder.answer-timeout): its process may " +
         'be stopped or its event loop held (a task or plugin holding the GIL). ' +
-        `Last answer: ${when(cluster.silent_since!).toLocaleString()}.`;
+        `Last answer: ${fromEpoch(cluster.silent_since!).toLocaleString()}.`;
     }
     item.append(
       element('div', 'jp-DaskObserve-cluster-address', cluster.address),
@@ -91,9 +92,4 @@ export namespace ClustersView {
      */
     openPage: (clusterId: string, page: string) => void;
   }
-}
-
-/** A time the server gives in epoch seconds. */
-function when(seconds: number): Date {
-  return new Date(seconds * 1000);
 }

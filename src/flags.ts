@@ -1,6 +1,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { element, heading, patchList } from './dom';
+import { fromEpoch } from './format';
 import { FlagsModel } from './models';
 import { StreamStatus } from './status';
 import { IFlag } from './api';
@@ -95,7 +96,7 @@ namespace Private {
         element(
           'li',
           'jp-DaskObserve-flag-line',
-          `${new Date(e.time * 1000).toLocaleTimeString()} ${e.worker ?? ''} ${e.text}`
+          `${fromEpoch(e.time).toLocaleTimeString()} ${e.worker ?? ''} ${e.text}`
         )
       )
     );

@@ -1,4 +1,11 @@
 /**
+ * A time the server gives in epoch seconds, as a Date.
+ */
+export function fromEpoch(seconds: number): Date {
+  return new Date(seconds * 1000);
+}
+
+/**
  * "512 B", "1.5 KiB", "3.2 GiB": binary units, as Dask's own dashboard shows them.
  */
 export function formatBytes(bytes: number): string {

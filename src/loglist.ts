@@ -1,6 +1,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { element } from './dom';
+import { fromEpoch } from './format';
 import { ILogLine } from './api';
 
 /**
@@ -102,7 +103,7 @@ namespace Private {
     );
     row.dataset.seq = String(line.seq);
     // Compact, for a narrow sidebar: 24-hour time, workers without "tcp://".
-    const time = new Date(line.time * 1000).toLocaleTimeString([], {
+    const time = fromEpoch(line.time).toLocaleTimeString([], {
       hour12: false
     });
     row.append(
