@@ -50,8 +50,8 @@ export class ClustersView extends Widget {
     );
     if (silent) {
       seen.title =
-        'Its connection holds, but the scheduler did not answer the ' +
-        "recorder's calls (observe.recorder.answer-timeout): its process may " +
+        'Its connection holds, but the scheduler has not answered the ' +
+        "recorder's calls for a while (observe.recorder.silent-after): its process may " +
         'be stopped or its event loop held (a task or plugin holding the GIL). ' +
         `Last answer: ${fromEpoch(cluster.silent_since!).toLocaleString()}.`;
     }

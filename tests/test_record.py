@@ -629,9 +629,10 @@ def test_a_lingering_recorder_leaves_after_its_linger_and_stops_with_its_client(
 ) -> None:
     import dask
 
+    from dask_observe.recording import liveness
     from dask_observe.recording import recorder as recorders
 
-    monkeypatch.setattr(recorders, "TOUCH_INTERVAL_S", 0.1)
+    monkeypatch.setattr(liveness, "TOUCH_INTERVAL_S", 0.1)
 
     def recorder_of(c: Client) -> threading.Thread:
         (found,) = [r for r in recorders._recorders.values() if r.client is c]

@@ -521,7 +521,10 @@ def test_a_cells_live_display_and_the_panel_say_when_its_scheduler_stops_answeri
     line (a terminal's; the widget's header shows the same words) now says
     the scheduler has not answered, and stops saying so once it answers. The
     store says so too, for the panel's card of the cluster (which showed it
-    live, then gone): still watched, silent since its last answer."""
+    live, then gone): still watched, silent since its last answer. Both say
+    it once a question has waited ``silent-after``, while it waits on for its
+    answer (``answer-timeout``, set here beyond the test's waits); the
+    cluster is kept live meanwhile, not left to look gone."""
     import dask.config
 
     from dask_observe.notebook.progress import LiveProgress, TextView, header_html
@@ -534,49 +537,53 @@ def test_a_cells_live_display_and_the_panel_say_when_its_scheduler_stops_answeri
         process_cluster(tmp_path / "cluster", workers=1) as cluster,
         Client(cluster.address, timeout="30s") as client,
         dask_observe.open_store(store_path) as store,
-    ):
-        # Started within the default answer-timeout: the plugins' registration
-        # is bounded by it too, and took over 1 s in a loaded suite (the run
-        # was partial: no pulls, so the store could not tell of the silence).
+        dask.config.set({
+            "observe.recorder.silent-after": "1s",
+            "observe.recorder.answer-timeout": "60s",
+        }),
+    ):  # fmt: skip
         recording = Recording("frozen", client, store)
         recording.start()
         assert store.run_record(1)["partial"] is None  # its records pulled
         live = LiveProgress(recording, view).start()
         try:
-            # Asked within 1 s from here on: the silence is said sooner.
-            with dask.config.set({"observe.recorder.answer-timeout": "1s"}):
-                assert client.submit(abs, -2, key="before").result() == 2
-                scheduler = cluster.processes[0].pid
-                frozen_at = time.time()
-                os.killpg(scheduler, signal.SIGSTOP)
-                try:
-                    wait_until(
-                        lambda: silence.search(capfd.readouterr().err),
-                        "the progress line to say the scheduler is silent",
-                    )
-                    # The widget's header, as a notebook shows it, says it too.
-                    assert silence.search(header_html(live.snapshot, "frozen"))
-                    wait_until(
-                        lambda: silent_since(store, cluster.address) is not None,
-                        "the store to say the cluster's scheduler is silent",
-                    )
-                    since = silent_since(store, cluster.address)
-                    assert since is not None and frozen_at - 30 < since <= frozen_at
-                finally:
-                    os.killpg(scheduler, signal.SIGCONT)
-                assert client.submit(abs, -3, key="after").result() == 3
+            assert client.submit(abs, -2, key="before").result() == 2
+            scheduler = cluster.processes[0].pid
+            frozen_at = time.time()
+            os.killpg(scheduler, signal.SIGSTOP)
+            try:
                 wait_until(
-                    lambda: (
-                        (last := capfd.readouterr().err.strip().splitlines())
-                        and "2/2 tasks" in last[-1]
-                        and not silence.search(last[-1])
-                    ),
-                    "a progress line without it once the scheduler answers",
+                    lambda: silence.search(capfd.readouterr().err),
+                    "the progress line to say the scheduler is silent",
                 )
+                # The widget's header, as a notebook shows it, says it too.
+                assert silence.search(header_html(live.snapshot, "frozen"))
                 wait_until(
-                    lambda: silent_since(store, cluster.address) is None,
-                    "the store to say the cluster's scheduler answers again",
+                    lambda: cluster_row(store, cluster.address)["silent_since"],
+                    "the store to say the cluster's scheduler is silent",
                 )
+                since = cluster_row(store, cluster.address)["silent_since"]
+                assert frozen_at - 30 < since <= frozen_at
+                seen = cluster_row(store, cluster.address)["last_seen"]
+                wait_until(
+                    lambda: cluster_row(store, cluster.address)["last_seen"] > seen,
+                    "the cluster marked live while its scheduler is silent",
+                )
+            finally:
+                os.killpg(scheduler, signal.SIGCONT)
+            assert client.submit(abs, -3, key="after").result() == 3
+            wait_until(
+                lambda: (
+                    (last := capfd.readouterr().err.strip().splitlines())
+                    and "2/2 tasks" in last[-1]
+                    and not silence.search(last[-1])
+                ),
+                "a progress line without it once the scheduler answers",
+            )
+            wait_until(
+                lambda: cluster_row(store, cluster.address)["silent_since"] is None,
+                "the store to say the cluster's scheduler answers again",
+            )
         finally:
             live.stop()
         run = recording.stop("finished")
@@ -584,13 +591,13 @@ def test_a_cells_live_display_and_the_panel_say_when_its_scheduler_stops_answeri
         assert run.summary()["n_tasks"] == 2 and run.status == "finished"
 
 
-def silent_since(store: BaseStore, address: str) -> float | None:
-    """When the live cluster at ``address`` last answered, as the store says
-    for the panel (``/api/clusters``), once its scheduler stopped answering."""
+def cluster_row(store: BaseStore, address: str) -> dict[str, Any]:
+    """The live cluster at ``address`` as the store says for the panel
+    (``/api/clusters``): ``silent_since``, when its scheduler last answered
+    once it stopped, and ``last_seen``, when a recorder last marked it live."""
     (found,) = [c for c in store.clusters() if c["address"] == address]
     assert found["alive"], found  # watched all along: not taken for gone
-    since: float | None = found["silent_since"]
-    return since
+    return found
 
 
 @pytest.mark.parametrize("end", ["shut down", "killed"])

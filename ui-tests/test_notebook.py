@@ -14,7 +14,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import dask_observe
 from conftest import ARTIFACTS, PANEL_TAB, recording_notebook
-from dask_observe.recording.recorder import TOUCH_INTERVAL_S
+from dask_observe.recording.liveness import TOUCH_INTERVAL_S
 
 
 def write_notebook(folder: Path, scheduler: str) -> Path:

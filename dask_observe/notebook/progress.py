@@ -11,6 +11,7 @@ Without a widget frontend (plain IPython) the same snapshot prints as text.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import logging
 import sys
 import threading
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import TYPE_CHECKING, Any, Protocol
 
+from dask_observe.recording.liveness import silent_after
 from dask_observe.units import format_bytes, format_seconds, text_or_none
 
 if TYPE_CHECKING:
@@ -59,8 +61,8 @@ class Snapshot:
     flags: list[tuple[str, str, str]] = field(default_factory=list)
     #: Seconds of the tasks' threads by activity (thread-cpu, thread-noncpu...).
     activities: dict[str, float] = field(default_factory=dict)
-    #: Seconds since the scheduler last answered a poll, once one went
-    #: unanswered (``observe.recorder.answer-timeout``); 0 while it answers.
+    #: Seconds since the scheduler last answered a poll, once one waited
+    #: ``observe.recorder.silent-after`` or failed; 0 while it answers.
     silent_s: float = 0.0
 
     @property
@@ -320,6 +322,9 @@ class LiveProgress:
         self._started = time.monotonic()
         #: When the scheduler last answered a poll (its silence is measured from).
         self._answered = self._started
+        #: The scheduler's answer to the poll under way, while it waits.
+        self._asking: concurrent.futures.Future[Any] | None = None
+        self._silent_after_s = silent_after()
         self._log_seq = 0
         self._rates: collections.deque[tuple[float, int]] = collections.deque(maxlen=12)
 
@@ -362,19 +367,41 @@ class LiveProgress:
                 spent = time.monotonic() - began
                 self._stop.wait(max(0.05, POLL_INTERVAL_S - spent))
 
+    def _progress(self, span_id: str) -> dict[str, Any] | None:
+        """The scheduler's answer on the run's progress, or None while there
+        is none. Asked once and waited for a poll's interval at a time, so
+        that the display moves on meanwhile (it waited out answer-timeout, 30
+        s, in silence); the scheduler is said silent once the question has
+        waited ``silent-after`` or failed."""
+        s = self.snapshot
+        if self._asking is None:
+            self._asking = self.recording.scheduler_ask(
+                "dask_observe_progress", span_id=span_id
+            )
+        asking = self._asking
+        concurrent.futures.wait([asking], timeout=POLL_INTERVAL_S)
+        if not asking.done():
+            waited = time.monotonic() - self._answered
+            if waited >= self._silent_after_s:
+                s.silent_s = waited
+            return None
+        self._asking = None
+        try:
+            reply: dict[str, Any] = asking.result()
+        except (OSError, TimeoutError):  # answer-timeout, a lost connection
+            s.silent_s = time.monotonic() - self._answered
+            return None
+        self._answered, s.silent_s = time.monotonic(), 0.0
+        return reply
+
     def poll(self, run: Run) -> None:
         s = self.snapshot
         s.elapsed = time.monotonic() - self._started
         span_id = self.recording.span_id
         if span_id is not None:
-            try:
-                reply = self.recording.scheduler_call(
-                    "dask_observe_progress", span_id=span_id
-                )
-            except (OSError, TimeoutError):  # the scheduler's silence, shown
-                s.silent_s = time.monotonic() - self._answered
+            reply = self._progress(span_id)
+            if reply is None:  # not answered (yet)
                 return
-            self._answered, s.silent_s = time.monotonic(), 0.0
             s.prefixes = reply["prefixes"]
             s.workers = reply["workers"]
             s.activities = reply.get("activities", {})

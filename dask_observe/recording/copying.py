@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from distributed import Client
 
     from dask_observe.export.live import LiveExport
+    from dask_observe.recording.liveness import Liveness
     from dask_observe.store import BaseStore
 
 #: How recently a worker must have left for a run's end to wait for its nanny.
@@ -47,6 +48,7 @@ class Copier:
     worker_removed_at: float
     _pull_lock: threading.Lock
     _redactors: list[redact.Redactor]
+    liveness: Liveness
 
     def _begin_at_recent(self, hello: dict[str, Any] | None) -> None:
         """A store that never read this cluster starts at its last seconds of
@@ -109,7 +111,8 @@ class Copier:
         if pulled is not None and pulled.get("instance") == instance:
             records = [(n, r) for n, r in pulled["records"] if n > cursor]
             return instance, cursor, {**pulled, "records": records}
-        reply = self.call("dask_observe_pull", cursor=cursor, instance=instance)
+        with self.liveness.asking():  # the scheduler's own answer, no worker's
+            reply = self.call("dask_observe_pull", cursor=cursor, instance=instance)
         return instance, cursor, reply
 
     def pull(

@@ -37,6 +37,8 @@ from dask_observe.recording.recorder import Recorder
 from dask_observe.recording.span import hide_span_annotation_warning, run_span
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from distributed import Client
 
     from dask_observe.export.live import LiveExport
@@ -102,6 +104,16 @@ class Recording:
         if self._recorder is not None:
             return self._recorder.call(op, **kwargs)
         return link.rpc(self.client, op, link.answer_timeout(), **kwargs)
+
+    def scheduler_ask(self, op: str, **kwargs: Any) -> Future[Any]:
+        """As :meth:`scheduler_call`, not waited for: the future of the
+        answer (:func:`.link.ask`)."""
+        recorder = self._recorder
+        if recorder is not None:
+            return link.ask(recorder.client, recorder.cluster, op, **kwargs)
+        scheduler = self.client.scheduler
+        assert scheduler is not None
+        return link.ask(self.client, str(scheduler.address), op, **kwargs)
 
     @property
     def cluster_gone(self) -> threading.Event:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
@@ -42,9 +44,7 @@ def call(client: Client, cluster: str, op: str, **kwargs: Any) -> Any:
     end a round trip each. Elsewhere, over RPC.
     """
     timeout = answer_timeout()
-    scheduler = local_scheduler(client, cluster)
-    handler = None if scheduler is None else scheduler.handlers.get(op)
-    loop = getattr(local_plugin(client, cluster), "loop", None)
+    handler, loop = _direct(client, cluster, op)
     if handler is None or loop is None:
         return rpc(client, op, timeout, **kwargs)
     if _running_loop() is loop:  # already on it: waiting would hang
@@ -53,12 +53,43 @@ def call(client: Client, cluster: str, op: str, **kwargs: Any) -> Any:
             return result
         result.close()  # type: ignore[attr-defined]
         return rpc(client, op, timeout, **kwargs)
+    on_its_loop = _on_its_loop(handler, kwargs)
+    return asyncio.run_coroutine_threadsafe(on_its_loop, loop).result(timeout=timeout)
 
-    async def on_its_loop() -> Any:
-        result = handler(**kwargs)
-        return await result if inspect.isawaitable(result) else result
 
-    return asyncio.run_coroutine_threadsafe(on_its_loop(), loop).result(timeout=timeout)
+def ask(client: Client, cluster: str, op: str, **kwargs: Any) -> Future[Any]:
+    """As :func:`call`, not waited for: the future of the answer, for a caller
+    that keeps going while the scheduler does not answer (a cell's live
+    display says so). Over RPC it fails with TimeoutError after
+    ``answer-timeout``; a scheduler of this process whose loop is held runs
+    no timer, so the caller bounds its own wait."""
+    handler, loop = _direct(client, cluster, op)
+    if handler is not None and loop is not None and _running_loop() is not loop:
+        return asyncio.run_coroutine_threadsafe(_on_its_loop(handler, kwargs), loop)
+    client_loop = getattr(client.loop, "asyncio_loop", None)
+    if not isinstance(client_loop, asyncio.AbstractEventLoop):  # closed
+        unanswered: Future[Any] = Future()
+        unanswered.set_exception(OSError("the client is closed"))
+        return unanswered
+    remote = getattr(client.scheduler, op)(**kwargs)
+    return asyncio.run_coroutine_threadsafe(
+        asyncio.wait_for(remote, answer_timeout()), client_loop
+    )
+
+
+def _direct(
+    client: Client, cluster: str, op: str
+) -> tuple[Callable[..., Any] | None, asyncio.AbstractEventLoop | None]:
+    """The handler ``op`` and the loop it runs on, if the scheduler runs in
+    this process with the capture plugin."""
+    scheduler = local_scheduler(client, cluster)
+    handler = None if scheduler is None else scheduler.handlers.get(op)
+    return handler, getattr(local_plugin(client, cluster), "loop", None)
+
+
+async def _on_its_loop(handler: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    result = handler(**kwargs)
+    return await result if inspect.isawaitable(result) else result
 
 
 def rpc(client: Client, op: str, timeout: float, **kwargs: Any) -> Any:

@@ -26,6 +26,7 @@ from dask_observe.recording.install import (
     dashboard_address,
     install_capture,
 )
+from dask_observe.recording.liveness import Liveness
 from dask_observe.store import BaseStore
 
 if TYPE_CHECKING:
@@ -34,10 +35,6 @@ if TYPE_CHECKING:
     from dask_observe.export.live import LiveExport
 
 logger = logging.getLogger(__name__)
-
-#: How often a recorder tells the store that its cluster is still watched.
-TOUCH_INTERVAL_S = 3.0
-
 
 _registry_lock = threading.Lock()
 _recorders: dict[tuple[str, str], Recorder] = {}
@@ -112,12 +109,9 @@ class Recorder(Copier):
         self.silent = False
         #: Whether the last pull failed to reach the scheduler (it may be gone).
         self.failing = False
-        #: When the scheduler last answered a pull (epoch seconds), once a pull
-        #: then waited out ``answer-timeout`` on a connection that held (a
-        #: frozen process, a held event loop); None while it answers. Told to
-        #: the store with the cluster's liveness, for the panel to say.
-        self.silent_since: float | None = None
-        self._told_silent_since: float | None = None
+        #: Whether the cluster is watched and its scheduler answers, told to
+        #: the store for the panel (by this thread and a watchdog's).
+        self.liveness = Liveness(self.store, self.cluster)
         #: Whether the scheduler closed once it answered a run's end (its
         #: reply said ``closing``): nothing more is asked of it. Unlike
         #: ``failing``, a pull that still got through does not undo it.
@@ -269,6 +263,12 @@ class Recorder(Copier):
             target=self._run, name="dask-observe-recorder", daemon=True
         )
         self._thread.start()
+        threading.Thread(
+            target=self.liveness.watch,
+            args=(self._stop,),
+            name="dask-observe-liveness",
+            daemon=True,
+        ).start()
 
     def export_as_configured(self) -> LiveExport | None:
         """The live export for a run starting now, as ``observe.export.otlp``
@@ -290,13 +290,12 @@ class Recorder(Copier):
         try:
             self._pull_while_needed()
         finally:
+            self._stop.set()  # ended by itself (gone): the watchdog ends too
             if self._idle_since is not None:  # retired: nobody else uses it
                 self._close_store()
 
     def _pull_while_needed(self) -> None:
         paused = False
-        touched = time.monotonic()
-        answered = time.time()
         while not self._stop.wait(self.interval_s):
             if self._idle_since is not None:  # lingering: no run needs a pull
                 if self._linger_over():
@@ -305,7 +304,7 @@ class Recorder(Copier):
                 # connected, recorded or not: the panel keeps its workers and
                 # dashboard buttons between cells. A local check, no call.
                 if self.client.status == "running":
-                    touched = self._touch(touched)
+                    self.liveness.watched()
                 continue
             try:
                 self.pull()
@@ -317,17 +316,14 @@ class Recorder(Copier):
                     self.gone.set()
                     return
                 if isinstance(e, TimeoutError) and self.client.status == "running":
-                    # Not gone: its connection holds, but it does not answer.
-                    # Still watched, and said to be silent since its last
-                    # answer (a broken connection is an OSError instead).
-                    self.silent_since = answered
-                    touched = self._touch(touched)
+                    # Not gone: its connection holds, but it does not answer
+                    # (a broken connection is an OSError instead).
+                    self.liveness.unanswered()
                 if not paused:  # once, not every interval while it lasts
                     logger.warning("dask-observe: recording paused: %s", e)
                 paused = True
                 continue
-            answered, self.silent_since = time.time(), None
-            touched = self._touch(touched)
+            self.liveness.answered()
             self.failing = False
             if self.closing_read:  # its last records are stored
                 self.gone.set()
@@ -335,21 +331,6 @@ class Recorder(Copier):
             if paused:
                 logger.warning("dask-observe: recording resumed")
                 paused = False
-
-    def _touch(self, touched: float) -> float:
-        """Tell the store the cluster is live, and whether its scheduler is
-        silent (``silent_since``), every TOUCH_INTERVAL_S and as soon as that
-        changes; returns when it last did."""
-        told = self.silent_since == self._told_silent_since
-        if told and time.monotonic() - touched <= TOUCH_INTERVAL_S:
-            return touched
-        try:
-            self.store.touch_cluster(self.cluster, self.silent_since)
-        except Exception as e:  # a busy store: next time
-            logger.debug("dask-observe: cannot mark the cluster live: %s", e)
-            return touched
-        self._told_silent_since = self.silent_since
-        return time.monotonic()
 
     def reachable(self, *, closing: bool = False) -> bool:
         """Whether the scheduler answered the last pull and the client is still

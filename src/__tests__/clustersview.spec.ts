@@ -38,7 +38,7 @@ describe('ClustersView', () => {
     expect(card.classList).toContain('jp-mod-silent');
     const since = new Date(frozen * 1000).toLocaleTimeString();
     expect(seen(shown).textContent).toBe(`not answering since ${since}`);
-    expect(seen(shown).title).toContain('did not answer');
+    expect(seen(shown).title).toContain('has not answered');
 
     await told([cluster('a', true)]);
     expect(seen(shown).textContent).toBe('live');
