@@ -11,8 +11,9 @@ import dask.config
 import pytest
 from distributed import Client, LocalCluster
 
-#: tests.hung: a process whose test hung fails its later tests at once.
-pytest_plugins = ["pytest_jupyter.jupyter_server", "tests.hung"]
+#: tests.hung: a process whose test hung fails its later tests at once;
+#: tests.turns: no timing test beside one marked ``alone``.
+pytest_plugins = ["pytest_jupyter.jupyter_server", "tests.hung", "tests.turns"]
 
 
 def _hold_off_the_collector_in_current_frames() -> None:
@@ -124,8 +125,9 @@ GROUPS = {
     "remote": ("tests/test_remote.py",),
     "packaging": ("tests/test_packaging.py",),
     # Verdicts that depend on the machine's load (a stall judged against the
-    # host's, a regression from timings): scripts/test.sh runs these one at a
-    # time, the rest two at a time. Elsewhere a test says so itself
+    # host's, a regression from timings): scripts/test.sh runs these apart
+    # from the rest, two at a time, those marked ``alone`` with nothing
+    # beside them (tests/turns.py). Elsewhere a test says so itself
     # (``@pytest.mark.timing``: a flood's answer times, a profile's shares).
     # Not test_hangs.py: its verdicts read the scheduler's state and the
     # tasks' stacks, not timings; 5 of 5 runs passed beside 2-3 processes that
@@ -149,6 +151,9 @@ def pytest_collection_modifyitems(
         for marker, prefixes in GROUPS.items():
             if where.startswith(prefixes):
                 item.add_marker(marker)
+        if item.get_closest_marker("alone") and not item.get_closest_marker("timing"):
+            # Outside the timing group it would run beside the whole suite.
+            raise pytest.UsageError(f"{item.nodeid} is marked alone, not timing")
     invoked = {(root / arg).resolve() for arg in config.args}
     for suite in config.getini("testpaths"):
         folder = (root / suite).resolve()

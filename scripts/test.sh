@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole suite, in two parts. The tests whose verdicts depend on the
 # machine's load (the "timing" marker: flags judged from stalls and host load,
-# regressions from timings) run one at a time; the rest run two at a time
+# regressions from timings) run first, two at a time, none beside one marked
+# "alone" (tests/turns.py; 1:25-1:28 where one at a time took 1:46-1:51, and
+# 1:33 with whole modules per process); the rest run two at a time
 # (pytest-xdist), as on 2 cores they leave one mostly idle (waiting on
 # servers, browsers, processes; three at a time was faster, and once judged a
 # run of a team's history slower than its load-free truth). A module's tests
@@ -21,9 +23,9 @@ select=${SELECT:-}
 workers=${TEST_WORKERS:-2}
 both() { if [ -n "$select" ]; then echo "$1 and ($select)"; else echo "$1"; fi; }
 start=$(date +%s)
-"$python" -m pytest -m "$(both timing)" "$@"
-alone=$?
+"$python" -m pytest -n 2 --dist load -m "$(both timing)" "$@"
+timing=$?
 "$python" -m pytest -n "$workers" --dist loadscope -m "$(both 'not timing')" "$@"
 beside=$?
-echo "test: $(( $(date +%s) - start )) s in all (alone: exit $alone, beside each other: exit $beside)"
-[ "$alone" -eq 0 ] && [ "$beside" -eq 0 ]
+echo "test: $(( $(date +%s) - start )) s in all (timing: exit $timing, the rest: exit $beside)"
+[ "$timing" -eq 0 ] && [ "$beside" -eq 0 ]

@@ -162,7 +162,8 @@ def test_a_recorder_killed_mid_run_leaves_a_readable_store_and_an_interrupted_ru
     assert ran_in["code"]["script"] == str(script.resolve())
 
 
-@pytest.mark.timing  # judged against the machine's load: run alone
+@pytest.mark.alone  # a flood on both cores
+@pytest.mark.timing  # judged against the machine's load
 def test_a_flood_of_200000_lines_is_stored_or_counted_and_the_scheduler_answers(
     store_path: Path, make_client: Callable[..., Client]
 ) -> None:
@@ -375,7 +376,7 @@ def test_a_full_ring_hands_out_exactly_the_records_after_a_cursor(
     assert ring.lost["task"] == 150_000  # dropped unread: counted
 
 
-@pytest.mark.timing  # judged against the machine's load: run alone
+@pytest.mark.timing  # judged against the machine's load
 def test_a_climb_to_the_memory_limit_between_heartbeats_is_in_the_timeline(
     fragile_cluster: LocalCluster, store_path: Path
 ) -> None:

@@ -26,7 +26,7 @@ def say_hello() -> str:
     return address
 
 
-@pytest.mark.timing  # judged against the machine's load: run alone
+@pytest.mark.timing  # judged against the machine's load
 def test_workers_of_one_process_each_keep_samples_stalls_and_lines(
     store_path: Path, make_client: Callable[..., Client]
 ) -> None:
@@ -87,7 +87,7 @@ def test_a_failing_member_does_not_stop_the_others(
     assert len(logged) == 1  # once, not ten times a second
 
 
-@pytest.mark.timing  # judged against the machine's load: run alone
+@pytest.mark.timing  # judged against the machine's load
 def test_a_run_start_reads_package_metadata_off_the_workers_loop(
     store_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -68,6 +68,7 @@ def test_a_slower_run_is_marked_as_a_regression(
     assert "<svg" not in html  # untrusted notebooks would drop it
 
 
+@pytest.mark.alone  # runs of 0.5 s, told apart by noise
 def test_identical_runs_are_unmarked_and_twice_the_work_is_a_regression(
     client: Client, store_path: Path
 ) -> None:

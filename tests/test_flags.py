@@ -311,6 +311,7 @@ def test_a_p2p_merge_writes_shards_to_disk_without_spilling(
     assert data.n_warnings == len(data.alerts[data.alerts["level"] == "WARNING"])
 
 
+@pytest.mark.alone  # four threads spinning for 10 s
 def test_python_threads_fighting_for_the_gil_raise_gil_contention(
     store_path: Path, make_client: Callable[..., Client]
 ) -> None:
@@ -343,6 +344,7 @@ def busy_host() -> Iterator[None]:
         yield
 
 
+@pytest.mark.alone  # processes spinning on every core
 @pytest.mark.parametrize("processes", [True, False], ids=["tcp", "inproc"])
 def test_on_a_host_busy_with_other_work_the_flag_names_the_host_not_the_code(
     store_path: Path,
@@ -444,6 +446,7 @@ def test_clean_workloads_raise_no_flag(client: Client, store_path: Path) -> None
         assert run.summary()["n_flags"] == 0
 
 
+@pytest.mark.alone  # GIL contention near its line, alone
 def test_an_example_notebooks_work_raises_the_same_flags_three_times(
     store_path: Path, make_client: Callable[..., Client]
 ) -> None:

@@ -210,7 +210,7 @@ def test_each_prefix_has_a_colour_of_its_own_and_keeps_it_in_the_next_run(
     assert second == first
 
 
-@pytest.mark.timing  # judged against the machine's load: run alone
+@pytest.mark.timing  # judged against the machine's load
 def test_fine_metrics_say_where_the_threads_time_went(
     client: Client, store_path: Path
 ) -> None:
@@ -306,7 +306,8 @@ def churn(n: int) -> str:
     return text
 
 
-@pytest.mark.timing  # judged against the machine's load: run alone
+@pytest.mark.alone  # its shares of CPU-bound tasks
+@pytest.mark.timing  # judged against the machine's load
 def test_the_profile_names_each_cpu_bound_task_function(
     make_client: Callable[..., Client], store_path: Path
 ) -> None:
