@@ -370,9 +370,9 @@ class LiveProgress:
     def _progress(self, span_id: str) -> dict[str, Any] | None:
         """The scheduler's answer on the run's progress, or None while there
         is none. Asked once and waited for a poll's interval at a time, so
-        that the display moves on meanwhile (it waited out answer-timeout, 30
-        s, in silence); the scheduler is said silent once the question has
-        waited ``silent-after`` or failed."""
+        that the display moves on meanwhile (a call waited out answer-timeout,
+        30 s, and the display with it); the scheduler is said silent once the
+        question has waited ``silent-after`` or failed."""
         s = self.snapshot
         if self._asking is None:
             self._asking = self.recording.scheduler_ask(

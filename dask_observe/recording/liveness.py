@@ -92,7 +92,7 @@ class Liveness:
         """The watchdog's loop, until ``stop``: a call waiting past
         ``silent-after`` makes the scheduler silent since its last answer,
         and the cluster is kept marked live meanwhile."""
-        every = min(1.0, self.silent_after_s / 2)
+        every = min(1.0, max(0.05, self.silent_after_s / 2))
         while not stop.wait(every):
             asking = self._asking_since
             if asking is None or time.monotonic() - asking < self.silent_after_s:
