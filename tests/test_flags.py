@@ -370,6 +370,7 @@ def test_on_a_host_busy_with_other_work_the_flag_names_the_host_not_the_code(
         assert any("threads waited for a core" in t for t in texts), texts
 
 
+@pytest.mark.alone  # its import sleeps: on a busy host, the host's stall
 def test_a_task_module_slow_to_import_is_named_as_what_blocked_the_loop(
     store_path: Path, make_client: Callable[..., Client]
 ) -> None:
@@ -430,6 +431,7 @@ def test_a_failing_task_raises_task_errors(client: Client, store_path: Path) -> 
     assert "ZeroDivisionError (1)" in run.flags().iloc[0]["message"]
 
 
+@pytest.mark.alone  # a stall on a busy host would be the host's flag
 def test_clean_workloads_raise_no_flag(client: Client, store_path: Path) -> None:
     with dask_observe.record("array", client=client) as array_run:
         x = da.random.random((4000, 4000), chunks=(1000, 1000))
