@@ -78,9 +78,7 @@ class Liveness:
         """A periodic pull waited out ``answer-timeout``, its connection held:
         still watched, silent since its last answer."""
         with self._lock:
-            if self.silent_since is None:
-                self.silent_since = self._answered
-            self._touch()
+            self._silent()
 
     def watched(self) -> None:
         """Nothing asked (a recorder lingering between runs) while the client
@@ -98,11 +96,15 @@ class Liveness:
             if asking is None or time.monotonic() - asking < self.silent_after_s:
                 continue
             with self._lock:
-                if self._asking_since is None:  # answered meanwhile
-                    continue
-                if self.silent_since is None:
-                    self.silent_since = self._answered
-                self._touch()
+                if self._asking_since is not None:  # not answered meanwhile
+                    self._silent()
+
+    def _silent(self) -> None:
+        """(Under the lock.) The scheduler is silent since its last answer, if
+        it was not already; the cluster is still watched."""
+        if self.silent_since is None:
+            self.silent_since = self._answered
+        self._touch()
 
     def _touch(self) -> None:
         """Tell the store (under the lock) every TOUCH_INTERVAL_S, and at once
