@@ -397,6 +397,8 @@ def test_a_worker_added_mid_run_has_its_first_lines_in_the_run(
 def test_a_scheduler_that_dies_mid_run_fails_the_run_and_keeps_its_last_lines(
     tmp_path: Path, store_path: Path
 ) -> None:
+    import dask.config
+
     line = f"before the end {uuid.uuid4().hex}"
     with (
         process_cluster(tmp_path / "cluster") as cluster,
@@ -404,7 +406,13 @@ def test_a_scheduler_that_dies_mid_run_fails_the_run_and_keeps_its_last_lines(
     ):
         client.wait_for_workers(2, timeout=60)
         started = time.monotonic()
-        with dask_observe.record("doomed", client=client) as run:
+        # The workers would ship the task's line only in 30 s: it is kept
+        # because the closing scheduler asks them for it (shipped every
+        # 100 ms, such a line was missing once, under load).
+        with (
+            dask.config.set({"observe.capture.flush-interval": "30s"}),
+            dask_observe.record("doomed", client=client) as run,
+        ):
             assert client.submit(lambda: say(line), key="said").result() == line
             scheduler = cluster.processes[0]
             os.killpg(scheduler.pid, signal.SIGTERM)  # as a cluster manager would

@@ -171,13 +171,13 @@ class RunCalls:
         busy = [ws.address for ws in self._scheduler.workers.values() if ws.processing]
         return self._calls(STACKS_HANDLER, [(address, {}) for address in busy])
 
-    def _flushes(self) -> list[Awaitable[Any]]:
-        """A flush of every worker (with a heartbeat) and nanny, to await
-        together."""
+    def _flushes(self, heartbeat: bool = True) -> list[Awaitable[Any]]:
+        """A flush of every worker (with a heartbeat, which carries its fine
+        performance metrics) and nanny, to await together."""
         assert self._scheduler is not None
         calls: list[tuple[str, dict[str, Any]]] = []
         for worker in self._scheduler.workers.values():
-            calls.append((worker.address, {"heartbeat": True}))
+            calls.append((worker.address, {"heartbeat": heartbeat}))
             if worker.nanny:
                 calls.append((worker.nanny, {"heartbeat": False}))
         return self._calls(FLUSH_HANDLER, calls)

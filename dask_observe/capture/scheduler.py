@@ -9,6 +9,7 @@ it by cursor (``dask_observe_pull``), so nothing here waits for a reader.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import pickle
 import time
@@ -183,6 +184,13 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
             return
         self._move_own_logs()
         deadline = time.monotonic() + CLOSE_WAIT_S
+        # What the workers logged last is in their buffers until their next
+        # flush (flush-interval): asked for now, as a run's end does, so a
+        # task's last line is not lost with its scheduler. Within the bound.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*self._flushes(heartbeat=False)), CLOSE_WAIT_S
+            )
         # A run's end comes after its block returned (the recorder's end
         # thread): a script that closes its cluster at once, its client still
         # connected, had its run end "failed", the scheduler gone before it.
