@@ -1,13 +1,16 @@
 """The timing tests' turns (tests/turns.py), run as scripts/test.sh runs them:
-two at a time, none beside one marked ``alone``."""
+first, two at a time, none beside one marked ``alone``, then the rest."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).parent.parent
 
@@ -37,18 +40,20 @@ def meet(me, other):
     ran(me, 0.2)
 """
 
-#: Two modules, one per test process (``--dist loadscope``, as the suite's).
-#: Each meets the other; then the first's ``alone`` test comes while the
-#: second still has tests to run.
-FIRST = """
+#: The timing tests, each handed out on its own: the first two meet (each
+#: test process is handed one of them first); then an ``alone`` test comes
+#: while the other process still has timing tests to run; the last is long,
+#: so that the other process is handed the rest while it runs.
+TIMING = """
 import pytest
 from timed import meet, ran
 
 pytestmark = pytest.mark.timing
 
 
-def test_meet():
-    meet("a", "b")
+@pytest.mark.parametrize("me, other", [("a", "b"), ("b", "a")])
+def test_meet(me, other):
+    meet(me, other)
 
 
 @pytest.mark.alone
@@ -56,35 +61,38 @@ def test_alone():
     ran("alone", 1.0)
 
 
-@pytest.mark.parametrize("n", range(2))
+@pytest.mark.parametrize("n", range(6))
 def test_short(n):
-    ran(f"first {n}", 0.3)
+    ran(f"short {n}", 0.3)
+
+
+def test_last():  # the other process's tests are done long before
+    ran("last", 1.5)
 """
 
-SECOND = """
+#: The rest of the suite, two modules collected before the timing tests (so
+#: that two processes have one each): they may start only when those are all
+#: done.
+REST = """
 import pytest
-from timed import meet, ran
-
-pytestmark = pytest.mark.timing
+from timed import ran
 
 
-def test_meet():
-    meet("b", "a")
-
-
-@pytest.mark.parametrize("n", range(4))
-def test_short(n):
-    ran(f"second {n}", 0.3)
+@pytest.mark.parametrize("n", range(2))
+def test_rest(n):
+    ran(f"rest {__name__} {n}", 0.3)
 """
 
 
-def test_two_timing_tests_run_at_once_but_none_beside_one_marked_alone(
-    tmp_path: Path,
+@pytest.mark.parametrize("processes", [2, 3])
+def test_timing_tests_run_two_at_a_time_first_none_beside_alone_or_the_rest(
+    tmp_path: Path, processes: int
 ) -> None:
     for name, source in [
         ("timed", TIMED),
-        ("test_first", FIRST),
-        ("test_second", SECOND),
+        ("test_a_rest", REST),
+        ("test_a_rest_too", REST),
+        ("test_b_timing", TIMING),
     ]:
         (tmp_path / f"{name}.py").write_text(source)
     log = tmp_path / "ran.jsonl"
@@ -92,11 +100,12 @@ def test_two_timing_tests_run_at_once_but_none_beside_one_marked_alone(
     plugins = ["-p", "xdist", "-p", "tests.turns"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", *plugins, *markers, "-q",
-         "-n", "2", "--dist", "loadscope", "."],
+         "-n", str(processes), "--dist", "loadscope", "."],
         cwd=tmp_path,
         # Only the two plugins: this process's others take seconds to import.
+        # (Nor does it write the suite's module seconds, tests/turns.py.)
         env={
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "TEST_SECONDS"},
             "PYTHONPATH": str(ROOT),
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
             "TURNS_LOG": str(log),
@@ -107,7 +116,22 @@ def test_two_timing_tests_run_at_once_but_none_beside_one_marked_alone(
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     ran = {name: (start, end) for name, start, end in map(json.loads, log.open())}
-    assert len(ran) == 9
-    start, end = ran.pop("alone")
-    beside = [name for name, (s, e) in ran.items() if s < end and e > start]
+    assert len(ran) == 14
+    start, end = ran["alone"]
+    beside = [
+        name
+        for name, (s, e) in ran.items()
+        if name != "alone" and s < end and e > start
+    ]
     assert beside == [], f"ran beside the alone test: {beside}"
+    rest = [ran.pop(name) for name in list(ran) if name.startswith("rest ")]
+    assert len(rest) == 4
+    # Never more than two timing tests at once, however many processes.
+    edges = sorted(
+        [(s, 1) for s, _ in ran.values()] + [(e, -1) for _, e in ran.values()]
+    )
+    at_once = max(itertools.accumulate(step for _, step in edges))
+    assert at_once == 2, f"{at_once} timing tests ran at once"
+    timing_ended = max(e for _, e in ran.values())
+    early = [s for s, _ in rest if s < timing_ended]
+    assert early == [], f"the rest started {timing_ended - min(early):.2f} s early"
