@@ -189,12 +189,15 @@ nap = lambda seconds: time.sleep(seconds)  # noqa: E731
 def test_a_jobs_history_charts_each_run_and_marks_the_slow_one_and_what_changed(
     client: Client, store_path: Path, lab: Lab, page: Page
 ) -> None:
-    # The same job five times, then each task three times slower, under a
-    # changed config value. Few tasks, each a nap: a run of 40 tasks of 20 ms
-    # took twice as long once, felt as load (three test processes), and its
-    # run was marked as well as the slow one.
+    # The same job five times, then three times the work, each task three
+    # times slower (nine times the wall time), under a changed config value.
+    # Few tasks, each a nap: a run of 40 tasks of 20 ms took twice as long
+    # once, felt as load (three test processes), and its run was marked as
+    # well as the slow one. Nine times, not three: the first run into a fresh
+    # store took 1.17 s where the next took 0.5-0.75, and a band that wide
+    # held a slow run of three times the work (1.38 s).
     changed = {"distributed.admin.tick.limit": "4s"}
-    for n, pause, config in [(8, 0.1, {})] * 5 + [(8, 0.3, changed)]:
+    for n, pause, config in [(8, 0.1, {})] * 5 + [(24, 0.3, changed)]:
         with dask.config.set(config), dask_observe.record("nightly", client=client):
             client.gather(client.map(nap, [pause] * n, pure=False))
 
