@@ -15,8 +15,8 @@ until no other timing test runs, and none starts beside them.
 Three parts:
 
 - A readers-writer lock between the test processes, with ``flock`` files in
-  the run's temporary folder: ordinary timing tests hold ``room`` shared and
-  one of two ``seat`` files, an ``alone`` one holds ``room`` exclusively;
+  the run's temporary folder: ordinary timing tests hold ``room`` shared, an
+  ``alone`` one holds it exclusively;
   ``turnstile`` lets an ``alone`` test that waits keep new ones from
   entering, so it is not starved.
 - The scheduler (``TimingFirst``, for ``--dist loadscope``): each timing test
@@ -34,7 +34,6 @@ timing tests still come first.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
@@ -71,33 +70,14 @@ def _timing_tests_take_turns(
         finally:
             fcntl.flock(turnstile, fcntl.LOCK_UN)
         try:
-            with contextlib.nullcontext() if alone else _seat(folder):
-                yield
+            yield
         finally:
             fcntl.flock(room, fcntl.LOCK_UN)
 
 
-#: Ordinary timing tests at once, however many test processes there are: two
-#: at a time is what their verdicts were tried at (a core each, about).
-SEATS = 2
-
-
-@contextlib.contextmanager
-def _seat(folder: Path) -> Iterator[None]:
-    """One of the ``SEATS`` (a ``flock`` file each), when one is free."""
-    while True:
-        for n in range(SEATS):
-            with open(folder / f"timing-seat-{n}", "a") as seat:
-                try:
-                    fcntl.flock(seat, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue
-                try:
-                    yield
-                finally:
-                    fcntl.flock(seat, fcntl.LOCK_UN)
-                return
-        time.sleep(0.05)
+#: The test processes that run timing tests (TimingFirst hands them to the
+#: first two only): two at a time is what their verdicts were tried at.
+TIMING_PROCESSES = 2
 
 
 #: Where the test processes tell the controller which tests are timing tests
@@ -111,6 +91,12 @@ _SCHEDULER = pytest.StashKey["TimingFirst"]()
 DONE, DONE_WAIT_S = "timing-done", 100.0
 
 
+def _timing_folder(config: pytest.Config) -> str | None:
+    """The controller's folder, in a test process run by TimingFirst."""
+    folder: str | None = getattr(config, "workerinput", {}).get(TIMING_KEY)
+    return folder
+
+
 @pytest.hookimpl(trylast=True)  # after -m/-k deselected what does not run
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
@@ -118,7 +104,7 @@ def pytest_collection_modifyitems(
     """The timing tests first, in their order; their node ids to the
     controller's scheduler, which sees ids only."""
     items.sort(key=lambda item: item.get_closest_marker("timing") is None)
-    folder = getattr(config, "workerinput", {}).get(TIMING_KEY)
+    folder = _timing_folder(config)
     if folder is not None:
         timing = [item.nodeid for item in items if item.get_closest_marker("timing")]
         worker = config.workerinput["workerid"]  # type: ignore[attr-defined]
@@ -165,7 +151,7 @@ UNKNOWN_TEST_S = 1.0
 
 class TimingFirst(LoadScopeScheduling):  # type: ignore[misc]  # xdist is untyped
     """``--dist loadscope``, but each timing test is a unit of its own, handed
-    out before any other unit and to the first SEATS test processes only; the
+    out before any other unit and to the first TIMING_PROCESSES test processes only; the
     other units go longest first (SECONDS). When every timing test has
     finished (run, or lost with a crashed worker), it says so in ``DONE``,
     which a test process waits for before any other test (it may be handed
@@ -195,7 +181,7 @@ class TimingFirst(LoadScopeScheduling):  # type: ignore[misc]  # xdist is untype
         return nodeid if nodeid in self.timing else super()._split_scope(nodeid)
 
     def _assign_work_unit(self, node: WorkerController) -> None:
-        if self.timing_left and node not in self.nodes[:SEATS]:
+        if self.timing_left and node not in self.nodes[:TIMING_PROCESSES]:
             # A third test process would start its clusters, browser and
             # servers beside the two timing tests (one failed so): it is
             # handed its first tests when they are all done (_finished).
@@ -245,7 +231,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before its fixtures (a module's cluster, say)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    folder = getattr(item.config, "workerinput", {}).get(TIMING_KEY)
+    folder = _timing_folder(item.config)
     if folder is None or item.get_closest_marker("timing"):
         return
     done = Path(folder) / DONE
