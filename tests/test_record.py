@@ -550,6 +550,60 @@ def test_a_script_that_ends_with_its_block_still_writes_the_runs_end(
     assert run.environment()["code"]["script"].endswith("job.py")
 
 
+SCRIPT_IMPORTS_AFTER_CLOSE = """
+import sys
+import threading
+import dask_observe
+from distributed import Client, LocalCluster
+
+def shout(x):
+    raise ValueError(x)
+
+if __name__ == "__main__":
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as lc:
+        with Client(lc) as client:
+            try:
+                with dask_observe.record("imports", client=client):
+                    client.submit(shout, 7).result()
+            except ValueError:
+                pass
+        # The client's close waited for the run's records: its end's thread
+        # goes on judging it, while the cluster stays open here.
+        before = set(sys.modules)
+        for thread in threading.enumerate():
+            if thread.name == "dask-observe-run-end":
+                thread.join()
+        # A submodule is looked for in its package's folder, not on sys.path.
+        print(sorted(name for name in set(sys.modules) - before if "." not in name))
+"""
+
+
+def test_a_runs_end_imports_nothing_once_its_client_may_close(
+    store_path: Path, tmp_path: Path
+) -> None:
+    # A scheduler or nanny of this process takes its folder off sys.path as
+    # it closes; an import in another thread at that moment skipped an entry
+    # of sys.path: pandas, first imported by a script's run end as its
+    # cluster closed, failed ("No module named 'six'") and every rule with
+    # it. The run's end now imports what it needs before its client's close
+    # (and so the cluster's, closed after it) goes on: after that, no module
+    # it imports is looked for on sys.path.
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT_IMPORTS_AFTER_CLOSE)
+    env = subprocess_env(store_path)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=env,
+        check=True,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    run = dask_observe.open_store().run("last")
+    assert "task-errors" in set(run.flags()["kind"])
+
+
 def test_readers_right_after_the_block_see_the_whole_end_of_the_run(
     client: Client, store_path: Path
 ) -> None:

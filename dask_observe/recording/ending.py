@@ -9,6 +9,7 @@ import asyncio
 import collections
 import copy
 import functools
+import importlib
 import json
 import logging
 import threading
@@ -46,6 +47,23 @@ class StartedIn:
         self.thread: threading.Thread | None = None
         #: Set when the run ended: its end assembles all of it then.
         self.ended = threading.Event()
+
+
+#: What a run's end imports to judge it (pandas, the rules, the report's
+#: task figures: ~0.4 s the first time). Its thread imports them before the
+#: run's records count as closed, which the run's client's close waits for:
+#: a scheduler or nanny of this process takes its folder off ``sys.path`` as
+#: it closes (distributed's ``Server.close``), and an import walking
+#: ``sys.path`` in another thread at that moment skips an entry. pandas,
+#: first imported by a script's run end as its cluster closed, failed so
+#: ("No module named 'six'") and stayed broken for the process.
+END_IMPORTS = ("pandas", "dask_observe.diagnose", "dask_observe.report.tasks")
+
+
+def import_for_end() -> None:
+    """Import :data:`END_IMPORTS` (at once where imported already)."""
+    for name in END_IMPORTS:
+        importlib.import_module(name)
 
 
 @functools.cache

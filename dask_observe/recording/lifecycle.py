@@ -27,6 +27,7 @@ from dask_observe.recording.ending import (
     client_environment,
     cluster_environment,
     hold_close,
+    import_for_end,
     not_whole,
     run_settings,
     start_end,
@@ -290,6 +291,12 @@ class Recording:
                 e,
             )
         finally:
+            # Before the client's close goes on (and its cluster's, usually
+            # closed after it): see ``END_IMPORTS``.
+            try:
+                import_for_end()
+            except ImportError as e:  # the rules say what they miss
+                logger.warning("dask-observe: cannot judge run %r: %s", self.name, e)
             ending.close()
         if end is None:
             ending.finish()
