@@ -65,7 +65,9 @@ async def test_a_runs_detail_logs_report_and_cluster(
     detail = await get_json(jp_fetch, "runs", str(recorded.id))
     assert detail["run"]["name"] == "chatty" and detail["run"]["status"] == "failed"
     assert detail["summary"]["n_failed"] == 1
-    assert [f["kind"] for f in detail["flags"]] == ["task-errors"]
+    # The run's verdict: its task's error (and on a busy host, its stalls).
+    kinds = [f["kind"] for f in detail["flags"]]
+    assert kinds == list(recorded.flags()["kind"]) and "task-errors" in kinds
 
     # Pages in store order; each line's text comes back JSON-encoded, as it was.
     page = await get_json(
@@ -349,14 +351,26 @@ async def test_a_finished_runs_flags_are_its_verdict_sent_once(
     monkeypatch.setattr(subscriptions, "FLAGS_INTERVAL_S", 0.05)  # a running pace
     recorded.flag_list()  # waits for the run's end to store its verdict
 
-    def mark(message: str) -> None:
+    def mark(message: str) -> list[tuple[str, str]]:
+        """Set the stored task-errors flag's message; the verdict's flags."""
         with sqlite3.connect(store_path) as conn:
+            (stored,) = conn.execute(
+                "SELECT flags FROM verdicts WHERE run_id = ?", (recorded.id,)
+            ).fetchone()
+            flags = json.loads(stored)
+            for flag in flags:
+                if flag["kind"] == "task-errors":
+                    flag["message"] = message
             conn.execute(
-                "UPDATE verdicts SET flags = json_set(flags, '$[0].message', ?)",
-                (message,),
+                "UPDATE verdicts SET flags = ? WHERE run_id = ?",
+                (json.dumps(flags), recorded.id),
             )
+        return [(f["kind"], f["message"]) for f in flags]
 
-    mark("STORED")  # to see that the verdict is what is sent
+    # To see that the verdict is what is sent: the task's error, and on a busy
+    # host the host's stalls beside it (a suite run under load saw one).
+    verdict = mark("STORED")
+    assert ("task-errors", "STORED") in verdict
     ws = await jp_ws_fetch("dask-observe", "api", "stream")
     ws.write_message(
         json.dumps({"type": "subscribe", "run": recorded.id, "kinds": ["flags"]})
@@ -364,9 +378,7 @@ async def test_a_finished_runs_flags_are_its_verdict_sent_once(
     assert (await receive(ws))["type"] == "subscribed"
     sent = await receive(ws)
     assert sent["type"] == "flags"
-    assert [(f["kind"], f["message"]) for f in sent["flags"]] == [
-        ("task-errors", "STORED")
-    ]
+    assert [(f["kind"], f["message"]) for f in sent["flags"]] == verdict
     assert set(sent["flags"][0]) == set(payloads.FLAG_FIELDS)
     # A finished run's verdict cannot change: it is not read (nor judged)
     # again, so a change in the file now is never sent.

@@ -40,10 +40,10 @@ def meet(me, other):
     ran(me, 0.2)
 """
 
-#: The timing tests, each handed out on its own: the first two meet (each
-#: test process is handed one of them first); then an ``alone`` test comes
-#: while the other process still has timing tests to run; the last is long,
-#: so that the other process is handed the rest while it runs.
+#: The timing tests, each handed out on its own: the two marked ``alone``
+#: first (each test process is handed one of them, and one waits for the
+#: other), then two that meet; the last is long, so that the other process is
+#: handed the rest while it runs.
 TIMING = """
 import pytest
 from timed import meet, ran
@@ -57,8 +57,9 @@ def test_meet(me, other):
 
 
 @pytest.mark.alone
-def test_alone():
-    ran("alone", 1.0)
+@pytest.mark.parametrize("n", range(2))
+def test_alone(n):
+    ran(f"alone {n}", 1.0)
 
 
 @pytest.mark.parametrize("n", range(6))
@@ -116,14 +117,18 @@ def test_timing_tests_run_two_at_a_time_first_none_beside_alone_or_the_rest(
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     ran = {name: (start, end) for name, start, end in map(json.loads, log.open())}
-    assert len(ran) == 14
-    start, end = ran["alone"]
-    beside = [
-        name
-        for name, (s, e) in ran.items()
-        if name != "alone" and s < end and e > start
-    ]
-    assert beside == [], f"ran beside the alone test: {beside}"
+    assert len(ran) == 15
+    for alone in ("alone 0", "alone 1"):
+        start, end = ran[alone]
+        beside = [
+            name
+            for name, (s, e) in ran.items()
+            if name != alone and s < end and e > start
+        ]
+        assert beside == [], f"ran beside {alone}: {beside}"
+    # The alone tests first, though collected after two others.
+    first = max(ran["alone 0"][1], ran["alone 1"][1]) <= ran["a"][0]
+    assert first, "an ordinary timing test ran before the alone tests"
     rest = [ran.pop(name) for name in list(ran) if name.startswith("rest ")]
     assert len(rest) == 4
     # Never more than two timing tests at once, however many processes.

@@ -21,7 +21,10 @@ Three parts:
   entering, so it is not starved.
 - The scheduler (``TimingFirst``, for ``--dist loadscope``): each timing test
   is a unit of its own, handed out before anything else, to two test
-  processes only; the rest go a module at a time, longest first.
+  processes only, those marked ``alone`` first (among the others, each of
+  them waited for the test beside it to end: 93-98 s for the timing tests
+  alone against 103-104, 2026-11-29); the rest go a module at a time,
+  longest first.
 - A barrier: a test process starts a test that is not a timing test only
   when the scheduler says every timing test is done.
 
@@ -101,9 +104,16 @@ def _timing_folder(config: pytest.Config) -> str | None:
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """The timing tests first, in their order; their node ids to the
+    """The timing tests first, those marked ``alone`` first of them (one after
+    the other: each waits only for the one before, where one among the
+    others waited for the test beside it to end); their node ids to the
     controller's scheduler, which sees ids only."""
-    items.sort(key=lambda item: item.get_closest_marker("timing") is None)
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("timing") is None,
+            item.get_closest_marker("alone") is None,
+        )
+    )
     folder = _timing_folder(config)
     if folder is not None:
         timing = [item.nodeid for item in items if item.get_closest_marker("timing")]

@@ -458,7 +458,7 @@ def test_the_lists_are_polled_only_while_the_panel_shows(
 ) -> None:
     from dask_observe.store import BaseStore
 
-    lab.set_user_settings("dask-observe:plugin", '{"refreshInterval": 400}')
+    lab.set_user_settings("dask-observe:plugin", '{"refreshInterval": 250}')
     with BaseStore(store_path) as store:
         store.end_run(store.create_run("listed"), "finished")
     reads: list[str] = []
@@ -471,19 +471,22 @@ def test_the_lists_are_polled_only_while_the_panel_shows(
     page.goto(lab.page_url())
     panel = page.locator("#dask-observe-panel")
     expect(panel).to_be_hidden()
-    page.wait_for_timeout(1_500)
+    # Each wait is a few of the panel's refresh intervals (250 ms, the least).
+    page.wait_for_timeout(1_000)
     assert reads == [], "polled while the panel was never shown"
 
     page.locator(PANEL_TAB).click()
     expect(panel.locator(".jp-DaskObserve-run")).to_have_count(1)
-    page.wait_for_timeout(1_500)
-    assert len(reads) >= 4  # both lists, every 400 ms
+    deadline = time.monotonic() + 5
+    while len(reads) < 6 and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    assert len(reads) >= 6  # both lists, every 250 ms
 
     page.locator(PANEL_TAB).click()  # the sidebar collapses
     expect(panel).to_be_hidden()
-    page.wait_for_timeout(500)  # a read under way when it hid may end
+    page.wait_for_timeout(400)  # a read under way when it hid may end
     hidden = len(reads)
-    page.wait_for_timeout(2_000)
+    page.wait_for_timeout(1_000)
     assert len(reads) == hidden, "polled while the panel was hidden"
 
     page.locator(PANEL_TAB).click()
