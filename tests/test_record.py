@@ -531,15 +531,29 @@ if __name__ == "__main__":
 """
 
 
+def run_script(
+    source: str, store_path: Path, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` as a script of its own, recording into ``store_path``;
+    what it prints is returned, its warnings go to the test's report."""
+    script = tmp_path / "job.py"
+    script.write_text(source)
+    return subprocess.run(
+        [sys.executable, str(script)],
+        env=subprocess_env(store_path),
+        check=True,
+        timeout=120,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_a_script_that_ends_with_its_block_still_writes_the_runs_end(
     store_path: Path, tmp_path: Path
 ) -> None:
     # The run's settings, environment and flags are written after the block
     # returns; the cluster closes at once and the interpreter exits.
-    script = tmp_path / "job.py"
-    script.write_text(SCRIPT_ENDING_WITH_ITS_BLOCK)
-    env = subprocess_env(store_path)
-    subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=120)
+    run_script(SCRIPT_ENDING_WITH_ITS_BLOCK, store_path, tmp_path)
     run = dask_observe.open_store().run("last")
     assert (run.name, run.status) == ("last words", "failed")
     assert "giving up on 7" in " ".join(run.logs()["message"])
@@ -588,17 +602,7 @@ def test_a_runs_end_imports_nothing_once_its_client_may_close(
     # it. The run's end now imports what it needs before its client's close
     # (and so the cluster's, closed after it) goes on: after that, no module
     # it imports is looked for on sys.path.
-    script = tmp_path / "job.py"
-    script.write_text(SCRIPT_IMPORTS_AFTER_CLOSE)
-    env = subprocess_env(store_path)
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        env=env,
-        check=True,
-        timeout=120,
-        capture_output=True,
-        text=True,
-    )
+    done = run_script(SCRIPT_IMPORTS_AFTER_CLOSE, store_path, tmp_path)
     assert done.stdout.strip().splitlines()[-1] == "[]"
     run = dask_observe.open_store().run("last")
     assert "task-errors" in set(run.flags()["kind"])
