@@ -1,5 +1,6 @@
 """The timing tests' turns (tests/turns.py), run as scripts/test.sh runs them:
-first, two at a time, none beside one marked ``alone``, then the rest."""
+first, those marked ``alone`` first and by themselves, the others two at a
+time, then the rest."""
 
 from __future__ import annotations
 

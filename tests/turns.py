@@ -16,9 +16,8 @@ Three parts:
 
 - A readers-writer lock between the test processes, with ``flock`` files in
   the run's temporary folder: ordinary timing tests hold ``room`` shared, an
-  ``alone`` one holds it exclusively;
-  ``turnstile`` lets an ``alone`` test that waits keep new ones from
-  entering, so it is not starved.
+  ``alone`` one holds it exclusively; ``turnstile`` lets an ``alone`` test
+  that waits keep new ones from entering, so it is not starved.
 - The scheduler (``TimingFirst``, for ``--dist loadscope``): each timing test
   is a unit of its own, handed out before anything else, to two test
   processes only, those marked ``alone`` first (among the others, each of
@@ -161,11 +160,11 @@ UNKNOWN_TEST_S = 1.0
 
 class TimingFirst(LoadScopeScheduling):  # type: ignore[misc]  # xdist is untyped
     """``--dist loadscope``, but each timing test is a unit of its own, handed
-    out before any other unit and to the first TIMING_PROCESSES test processes only; the
-    other units go longest first (SECONDS). When every timing test has
-    finished (run, or lost with a crashed worker), it says so in ``DONE``,
-    which a test process waits for before any other test (it may be handed
-    one while the other process runs the last timing tests)."""
+    out before any other unit and to the first TIMING_PROCESSES test
+    processes only; the other units go longest first (SECONDS). When every
+    timing test has finished (run, or lost with a crashed worker), it says so
+    in ``DONE``, which a test process waits for before any other test (it may
+    be handed one while the other process runs the last timing tests)."""
 
     def __init__(self, config: pytest.Config, log: Any, folder: Path) -> None:
         super().__init__(config, log)

@@ -291,12 +291,16 @@ class Recording:
                 e,
             )
         finally:
-            # Before the client's close goes on (and its cluster's, usually
+            # A run that will be judged has what judging imports imported
+            # before its client's close goes on (and its cluster's, usually
             # closed after it): see ``END_IMPORTS``.
-            try:
-                import_for_end()
-            except ImportError as e:  # the rules say what they miss
-                logger.warning("dask-observe: cannot judge run %r: %s", self.name, e)
+            if end is not None:
+                try:
+                    import_for_end()
+                except ImportError as e:  # the rules say what they miss
+                    logger.warning(
+                        "dask-observe: cannot judge run %r: %s", self.name, e
+                    )
             ending.close()
         if end is None:
             ending.finish()

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import importlib
 
-#: The modules a run's start and end import (the run's end thread aside):
+#: The modules a run's start and end import (the run's end thread aside: it
+#: imports its own, ``ending.END_IMPORTS``, before its client may close):
 #: ``tests/test_magics.py`` checks that a first recorded block after
 #: :func:`prepare` imports none of ours.
 FIRST_RUN_IMPORTS = (
