@@ -125,6 +125,27 @@ def hog_the_gil(seconds: float) -> None:
         sys.setswitchinterval(previous)
 
 
+class SlowToFree:
+    """An object in a reference cycle whose finalizer takes ``seconds`` (a
+    connection closed politely, say): only a full garbage collection frees
+    it, and the collection lasts as long."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.me = self
+
+    def __del__(self) -> None:
+        time.sleep(self.seconds)
+
+
+def collect_slowly(seconds: float) -> None:
+    """A full garbage collection that takes ``seconds`` on the calling thread."""
+    import gc
+
+    SlowToFree(seconds)
+    gc.collect()
+
+
 def short_nap(x: int) -> int:
     """Sleep 20 ms, then give ``x`` back."""
     time.sleep(0.02)

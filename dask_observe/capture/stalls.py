@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from collections.abc import Callable
@@ -12,6 +13,36 @@ from typing import Any
 STALL_S = 0.5
 #: Top-level packages of the modules imported during a stall named at most.
 NAMED_PACKAGES = 5
+
+
+class FullCollections:
+    """The seconds this process has spent in full (generation 2) garbage
+    collections, finalizers included: a full collection walks every object
+    the process holds with the GIL held, so every thread waits for it, the
+    event loop's too. One ``gc`` callback per process, installed by the first
+    watch and never removed: it returns at once for the young generations,
+    collected hundreds of times a second (as distributed's own GC diagnosis
+    does). A collection runs with the GIL held and is not re-entered, so a
+    start and its stop are never interleaved with another's."""
+
+    total = 0.0
+    _started = 0.0
+    _installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if not cls._installed:
+            cls._installed = True
+            gc.callbacks.append(cls._on_collection)
+
+    @classmethod
+    def _on_collection(cls, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            cls._started = time.perf_counter()
+        else:
+            cls.total += time.perf_counter() - cls._started
 
 
 class StallWatch:
@@ -29,6 +60,8 @@ class StallWatch:
         self.modules = len(sys.modules)
         self._spilling = spilling
         self.spilled = spilling() if spilling else 0.0
+        FullCollections.install()
+        self.collected = FullCollections.total
 
     def tick(self, now: float) -> dict[str, Any] | None:
         """``{"seconds", "since", "cpu"}`` of the stall that ended now, or None.
@@ -42,7 +75,10 @@ class StallWatch:
         seconds the worker spent meanwhile moving data to or from disk
         (``spilling``'s running total), where it spent any: a worker writes a
         result that does not fit under its target, and its memory monitor
-        evicts, on its event loop."""
+        evicts, on its event loop. ``gc``: the seconds of full garbage
+        collections meanwhile, where there were any (a collection walks all
+        the process's objects, a threads-only cluster's client's among them,
+        with the GIL held)."""
         mono, cpu = time.monotonic(), time.process_time()
         spilled = self._spilling() if self._spilling else 0.0
         # A count a tick (O(1)); the names only for a stall: sys.modules keeps
@@ -52,8 +88,9 @@ class StallWatch:
         used = cpu - self.cpu
         added = modules - self.modules
         moved = spilled - self.spilled
+        collected = FullCollections.total - self.collected
         self.last, self.cpu, self.modules = mono, cpu, modules
-        self.spilled = spilled
+        self.spilled, self.collected = spilled, FullCollections.total
         if late < STALL_S:
             return None
         stall: dict[str, Any] = {
@@ -70,6 +107,8 @@ class StallWatch:
             stall.update(imported=added, packages=packages[:NAMED_PACKAGES])
         if moved > 0:
             stall["spilled"] = round(moved, 3)
+        if collected > 0:
+            stall["gc"] = round(collected, 3)
         return stall
 
 

@@ -45,10 +45,17 @@ class Stalls(NamedTuple):
     #: (a worker keeping 1.2 GB under a 1.5 GiB limit stalled 0.6 s, three
     #: times, each with as many seconds of spilling; on CI, over the tick).
     spilled: list[tuple[Stall, float]]
+    #: A process's that spent at least half of it in full garbage
+    #: collections, with those seconds: a collection walks every object the
+    #: process holds with the GIL held (in a threads-only cluster, the
+    #: client's objects too).
+    collected: list[tuple[Stall, float]]
 
 
-#: A stall during which the worker spent this share of it spilling is spilling's.
-SPILLED_SHARE = 0.5
+#: A stall during which the worker spent this share of it spilling is spilling's;
+#: one the process spent this share of in full garbage collections, the
+#: collector's.
+HELD_SHARE = 0.5
 
 
 class Imported(NamedTuple):
@@ -69,7 +76,7 @@ def stalls(ctx: Context) -> Stalls:
         return kept
     tick = ctx.seconds("event-loop-blocked.tick")
     scheduler_tick = ctx.seconds("event-loop-blocked.scheduler-tick")
-    split = Stalls([], [], [], [], [])
+    split = Stalls([], [], [], [], [], [])
     events = ctx.events("event-loop-stall")
     unresponsive = ctx.logs("Event loop was unresponsive")
     if not events and not unresponsive:
@@ -87,6 +94,7 @@ def stalls(ctx: Context) -> Stalls:
         cpu: float | None = None,
         imported: Imported | None = None,
         spilled: float = 0.0,
+        collected: float = 0.0,
     ) -> None:
         t, worker = stall[0], stall[1]
         busy = hosts.during(worker, since, t)
@@ -101,10 +109,14 @@ def stalls(ctx: Context) -> Stalls:
         )
         if turns:
             split.contended.append(stall)
-        elif worker and spilled > 0 and spilled >= SPILLED_SHARE * stall[2]:
+        elif worker and spilled > 0 and spilled >= HELD_SHARE * stall[2]:
             # Before the host: a busy host slows the writes, but the worker
             # would not have stalled without them.
             split.spilled.append((stall, spilled))
+        elif collected > 0 and collected >= HELD_SHARE * stall[2]:
+            # Before the host too: a busy host stretches a collection, but
+            # the loop waited for the collector, not for a core.
+            split.collected.append((stall, collected))
         elif busy is not None and starved:
             split.host.append((stall, busy))
         elif imported is not None:
@@ -121,10 +133,11 @@ def stalls(ctx: Context) -> Stalls:
             text = f"event loop of {who} stalled for {format_seconds(seconds)}"
             cpu = (data or {}).get("cpu")
             cpu = float(cpu) if isinstance(cpu, int | float) else None
-            spilled = (data or {}).get("spilled")
-            spilled = float(spilled) if isinstance(spilled, int | float) else 0.0
+            spilled, collected = (
+                _seconds((data or {}).get(key)) for key in ("spilled", "gc")
+            )
             stall = (float(t), named, seconds, text)
-            file(stall, since, cpu, imported(data), spilled)
+            file(stall, since, cpu, imported(data), spilled, collected)
     seen = {
         (w, round(t))
         for t, w, _, _ in [
@@ -133,6 +146,7 @@ def stalls(ctx: Context) -> Stalls:
             *(s for s, _ in split.host),
             *(s for s, _ in split.imports),
             *(s for s, _ in split.spilled),
+            *(s for s, _ in split.collected),
         ]
     }
     for t, worker, message in unresponsive:
@@ -145,8 +159,13 @@ def stalls(ctx: Context) -> Stalls:
     split.host.sort(key=lambda pair: pair[0])
     split.imports.sort(key=lambda pair: pair[0])
     split.spilled.sort(key=lambda pair: pair[0])
+    split.collected.sort(key=lambda pair: pair[0])
     ctx.derived["stalls"] = split
     return split
+
+
+def _seconds(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def imported(data: Any) -> Imported | None:

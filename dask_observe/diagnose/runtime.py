@@ -28,6 +28,15 @@ IMPORT_ADVICE = (
     "'pandas'); and keep task functions in modules that import little."
 )
 
+#: What event-loop-blocked advises for stalls in full garbage collections.
+COLLECTOR_ADVICE = (
+    "Hold fewer long-lived Python objects in the process: arrays and "
+    "DataFrames rather than lists and dicts of many small objects; "
+    "gc.freeze() after loading data that stays; in a threads-only cluster, "
+    "the notebook's own objects are walked too, which worker processes "
+    "(LocalCluster(processes=True)) keep apart."
+)
+
 
 @rule("event-loop-blocked")
 def event_loop_blocked(ctx: Context) -> list[Flag]:
@@ -35,7 +44,8 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
     more, of the scheduler's of ``scheduler-tick`` (a big graph takes it a
     while to take in); an error when the longest, or all together, reach
     ``error-time``. The flag names the cause of the stalls it counts, first
-    found of: the process's own work (the code's), modules imported meanwhile
+    found of: the process's own work (the code's), full garbage collections
+    (the collector's, finalizers included), modules imported meanwhile
     (a task's module on first use), a host too busy to run the process (the
     host's; told as such, with advice about the host). The others are said as
     counted apart; so are stalls while a worker spilled, which the spilling
@@ -43,6 +53,7 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
     split = holdups.stalls(ctx)
     causes = (
         ("code", split.code),
+        ("collected", [stall for stall, _ in split.collected]),
         ("imports", [stall for stall, _ in split.imports]),
         ("host", [stall for stall, _ in split.host]),
     )
@@ -75,6 +86,7 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
             ("imports", split.imports, "modules were imported"),
             ("host", split.host, "the host was oversubscribed"),
             ("spilled", split.spilled, "a worker spilled to disk (see spilling)"),
+            ("collected", split.collected, "Python's garbage collector ran"),
         )
         if others and name != cause
     )
@@ -90,6 +102,16 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
         )
         level = "error" if severe else "warning"
         return [_loop_flag(stalls, level, message, IMPORT_ADVICE, found)]
+    if cause == "collected":
+        collecting = sum(seconds for _, seconds in split.collected)
+        message = (
+            f"{stalled}, each while Python's garbage collector ran "
+            f"({format_seconds(collecting)} of full collections in all): a full "
+            "collection walks every object the process holds with the GIL "
+            f"held, so heartbeats and transfers waited.{also}"
+        )
+        level = "error" if severe else "warning"
+        return [_loop_flag(stalls, level, message, COLLECTOR_ADVICE, found)]
     message = (
         f"{stalled}: something held it (or the GIL), so heartbeats and "
         f"transfers waited.{also}"
