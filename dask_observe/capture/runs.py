@@ -11,7 +11,7 @@ import inspect
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tornado.ioloop import IOLoop
@@ -84,6 +84,9 @@ class RunCalls:
     _adopted: dict[str, Counter[str]]
     _progress: ProgressWatch
     _reader_seen_at: float
+    #: Watched spans whose block has returned, their end on its way (a pull
+    #: says so): a closing scheduler waits longer for them.
+    _ending: set[str]
 
     def sample(self, every: bool = False) -> None:  # the plugin's
         raise NotImplementedError
@@ -92,7 +95,10 @@ class RunCalls:
         raise NotImplementedError
 
     def pull(  # the plugin's
-        self, cursor: int = 0, instance: str | None = None
+        self,
+        cursor: int = 0,
+        instance: str | None = None,
+        ending: Sequence[str] = (),
     ) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -111,6 +117,7 @@ class RunCalls:
         (every worker's whole row at the end too was 3,800 rows of a 200
         worker run's last write; a value holds until the next sample)."""
         self.sample()
+        self._ending.discard(span_id)
         self._adopted.pop(span_id, None)
         self._progress.unwatch(span_id)
         totals: Counter[str] = Counter()

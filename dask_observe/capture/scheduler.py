@@ -57,6 +57,11 @@ _SKIPPED_TOPICS = frozenset({"all"})
 
 #: How long a closing scheduler waits for a recorder to read its last records.
 CLOSE_WAIT_S = 2.0
+#: ...and, from the same start, for the end of a run whose block has returned
+#: (its recorder said so): milliseconds on a quiet host, but on a busy one
+#: (a full test suite on two cores) past 2 s, and the run's end was lost.
+#: A client's close waits for the same ends (``ending.CLOSE_WAIT_S``).
+RUN_END_WAIT_S = 10.0
 
 #: Host names that mean "every interface": no address to reach a dashboard at.
 _ANY_HOST = frozenset({"", "0.0.0.0", "::"})
@@ -126,6 +131,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         )
         #: Per watched span: tasks that ended, by (prefix, memory|erred).
         self._watched: dict[str, Counter[tuple[str, str]]] = {}
+        self._ending: set[str] = set()
         #: Per watched span: tasks submitted in its run that distributed filed
         #: under an older span (their task group had one), by prefix.
         self._adopted: dict[str, Counter[str]] = {}
@@ -183,7 +189,8 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         if not set(self._scheduler.clients) - {"fire-and-forget"}:
             return
         self._move_own_logs()
-        deadline = time.monotonic() + CLOSE_WAIT_S
+        started = time.monotonic()
+        deadline = started + CLOSE_WAIT_S
         # What the workers logged last is in their buffers until their next
         # flush (flush-interval): asked for now, as a run's end does, so a
         # task's last line is not lost with its scheduler. Within the bound.
@@ -194,9 +201,21 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         # A run's end comes after its block returned (the recorder's end
         # thread): a script that closes its cluster at once, its client still
         # connected, had its run end "failed", the scheduler gone before it.
-        while (
-            self._watched or self.buffer.read_upto < self.buffer.last
-        ) and time.monotonic() < deadline:
+        # A run still in its block (the block closing the cluster) is not
+        # waited for past the first bound: its end comes after this close.
+        while self._watched or self.buffer.read_upto < self.buffer.last:
+            ending = self._ending & self._watched.keys()
+            bound = started + RUN_END_WAIT_S if ending else deadline
+            if time.monotonic() >= bound:
+                if ending:
+                    logger.warning(
+                        "dask-observe: the scheduler closes before the end of "
+                        "%d recorded run(s) came (waited %.0f s): their "
+                        "recorder will call them failed",
+                        len(ending),
+                        RUN_END_WAIT_S,
+                    )
+                break
             await asyncio.sleep(0.05)
 
     async def close(self) -> None:
@@ -371,14 +390,22 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         for t, kind, worker, data in events:
             self.buffer.append(EventRecord("event", t, kind, worker, data))
 
-    def pull(self, cursor: int = 0, instance: str | None = None) -> dict[str, Any]:
+    def pull(
+        self,
+        cursor: int = 0,
+        instance: str | None = None,
+        ending: Sequence[str] = (),
+    ) -> dict[str, Any]:
         """Records numbered above ``cursor``; from the start for another instance.
+        ``ending``: the watched spans whose block has returned in the reader's
+        process, their end on its way (see ``before_close``).
 
         ``dropped`` holds running totals, by kind of record, of what was dropped
         unread: here, or (log lines) in a worker, nanny or the scheduler's own log
         buffer before it got here.
         """
         self._reader_seen_at = time.monotonic()
+        self._ending.update(s for s in ending if s in self._watched)
         self._move_own_logs()
         if instance != self.instance:
             cursor = 0
@@ -432,4 +459,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
             # A run's end (``dask_observe_end``) takes a cursor and brings its
             # last records: the wire's version 2, extended.
             "end_pulls": True,
+            # A pull may say which runs are ending (``ending``): a closing
+            # scheduler waits longer for them.
+            "ending": True,
         }

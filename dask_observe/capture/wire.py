@@ -7,8 +7,10 @@ recorder that cannot read it says so rather than misread it.
 
 Version 1: ``dask_observe_pull`` returns ``{"wire", "instance", "last",
 "dropped", "records"}`` (and ``closing``, added, optional: the scheduler is
-closing, these are its last records), records being ``(number, record)``
-pairs whose first item names the kind:
+closing, these are its last records); it takes ``ending`` (added, optional,
+sent where the hello says ``ending``): the spans of runs whose block has
+returned, their end on its way, which a closing scheduler waits longer for.
+Records are ``(number, record)`` pairs whose first item names the kind:
 
 - ``("log", time, level, source, worker, logger, message)``
 - ``("task", time, key, prefix, span_ids, worker, thread, start, stop, status,

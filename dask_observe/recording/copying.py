@@ -48,6 +48,11 @@ class Copier:
     worker_removed_at: float
     _pull_lock: threading.Lock
     _redactors: list[redact.Redactor]
+    #: The spans of runs whose block has returned, their end not yet read:
+    #: each pull names them, so that a scheduler closing meanwhile waits for
+    #: their end (the capture's ``before_close``). Added and removed by the
+    #: runs' threads: read by copy.
+    ending: set[str]
     liveness: Liveness
 
     def _begin_at_recent(self, hello: dict[str, Any] | None) -> None:
@@ -111,8 +116,12 @@ class Copier:
         if pulled is not None and pulled.get("instance") == instance:
             records = [(n, r) for n, r in pulled["records"] if n > cursor]
             return instance, cursor, {**pulled, "records": records}
+        asked: dict[str, Any] = {"cursor": cursor, "instance": instance}
+        ending = self.ending.copy()
+        if ending and (self.hello or {}).get("ending"):
+            asked["ending"] = sorted(ending)
         with self.liveness.asking():  # the scheduler's own answer, no worker's
-            reply = self.call("dask_observe_pull", cursor=cursor, instance=instance)
+            reply = self.call("dask_observe_pull", **asked)
         return instance, cursor, reply
 
     def pull(

@@ -267,6 +267,8 @@ class Recording:
             ending.close()
             start_end(ending, closing, end.write, ending)
         else:
+            if self._span_id is not None:  # a closing scheduler waits for it
+                self._recorder.ending.add(self._span_id)
             start_end(ending, closing, self._finish, status, ended, closing, ending)
         self.run._ending = ending
         return self.run
@@ -291,6 +293,8 @@ class Recording:
                 e,
             )
         finally:
+            if self._recorder is not None and self._span_id is not None:
+                self._recorder.ending.discard(self._span_id)  # its end came, or not
             # A run that will be judged has what judging imports imported
             # before its client's close goes on (and its cluster's, usually
             # closed after it): see ``END_IMPORTS``.

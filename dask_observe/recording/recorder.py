@@ -96,6 +96,7 @@ class Recorder(Copier):
         #: under ``redact.enabled: False`` was stored redacted). Between runs,
         #: as configured now.
         self._redactors: list[redact.Redactor] = []
+        self.ending: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pull_lock = threading.Lock()
