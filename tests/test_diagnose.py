@@ -282,6 +282,26 @@ def test_distributed_s_own_unresponsive_line_counts_once(run: SyntheticRun) -> N
     assert any("unresponsive" in e["text"] for e in evidence)
 
 
+def test_distributed_s_line_goes_with_the_stall_it_tells_on_a_busy_host(
+    run: SyntheticRun,
+) -> None:
+    """A task held the GIL 4 s on a host that other work kept busy (CI, three
+    test processes on two cores): the ticker's stall had the process's CPU
+    (the task's, so the code's); distributed's line about the same stall has
+    no CPU reading, and was filed apart as the host's. The flag then lost it
+    as evidence and said "1 more came while the host was oversubscribed"."""
+    busy_host(run, 4.0)
+    run.event(3.0, "event-loop-stall", A, seconds=4.0, since=run.start - 1.0, cpu=4.0)
+    run.log(3.0, "Event loop was unresponsive in Worker for 4.00s.  This is often "
+            "caused by long-running GIL-holding functions", A)  # fmt: skip
+    recorded = run.end(5.0)
+    text = message(recorded, "event-loop-blocked")
+    assert "stalled 1 time(s), up to 4.00 s" in text
+    assert "oversubscribed" not in text
+    evidence = recorded.flags()["evidence"][0]
+    assert any("unresponsive" in e["text"] for e in evidence)
+
+
 def test_a_partial_run_has_distributed_s_lines_only(run: SyntheticRun) -> None:
     run.log(3.0, "Event loop was unresponsive in Scheduler for 3.50s.", None,
             source="scheduler")  # fmt: skip
@@ -604,7 +624,7 @@ def test_a_stall_while_modules_were_imported_names_them_and_the_remedy(
 ) -> None:
     run.event(
         2.0, "event-loop-stall", A, seconds=1.6, since=run.start + 0.4, cpu=1.5,
-        imported=312, packages=["pandas", "pyarrow"],
+        loop_cpu=1.5, imported=312, packages=["pandas", "pyarrow"],
     )  # fmt: skip
     recorded = run.end(3.0)
     assert flags(recorded) == [("event-loop-blocked", "warning")]
@@ -623,6 +643,30 @@ def test_stalls_of_the_code_and_of_imports_blame_the_code_and_count_the_others(
     text = message(recorded, "event-loop-blocked")
     assert "stalled 1 time(s), up to 1.20 s" in text
     assert "1 more came while modules were imported" in text
+
+
+def test_a_task_holding_the_gil_after_its_module_was_imported_is_the_codes(
+    run: SyntheticRun,
+) -> None:
+    """A worker unpickled a task on its loop (its module, two of them,
+    imported in milliseconds), then the task held the GIL for 4 s: the loop's
+    own thread had 10 ms of CPU in the stall, the process 4 s (the task's).
+    It was told as an import stall, with advice to preload the module."""
+    run.event(5.0, "event-loop-stall", A, seconds=3.9, since=run.start + 1.1,
+              cpu=4.0, loop_cpu=0.01, imported=2, packages=["tests"])  # fmt: skip
+    recorded = run.end(6.0)
+    flag = recorded.flags().iloc[0]
+    assert "stalled 1 time(s), up to 3.90 s" in flag["message"]
+    assert "imported" not in flag["message"]
+    assert "Release the GIL" in flag["advice"]
+
+
+def test_an_import_waiting_on_a_slow_disk_is_the_imports(run: SyntheticRun) -> None:
+    """A module read from a slow file system: little CPU on the loop's thread
+    and none elsewhere. Nothing else held the loop: the imports did."""
+    run.event(5.0, "event-loop-stall", A, seconds=2.0, since=run.start + 3.0,
+              cpu=0.05, loop_cpu=0.04, imported=40, packages=["mylib"])  # fmt: skip
+    assert "while it imported modules" in message(run.end(6.0), "event-loop-blocked")
 
 
 def test_an_import_on_a_busy_host_that_starved_the_process_is_the_hosts(

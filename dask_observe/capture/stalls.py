@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -57,6 +58,11 @@ class StallWatch:
         self.interval_s = interval_s
         self.last = time.monotonic()
         self.cpu = time.process_time()
+        # The CPU time of the loop's own thread at the last tick. A watch is
+        # made on its loop (a plugin's setup), and ticks there: a stall right
+        # after it (a run's first task) has a reading too.
+        self._thread = threading.get_ident()
+        self.loop_cpu = time.thread_time()
         self.modules = len(sys.modules)
         self._spilling = spilling
         self.spilled = spilling() if spilling else 0.0
@@ -78,8 +84,15 @@ class StallWatch:
         evicts, on its event loop. ``gc``: the seconds of full garbage
         collections meanwhile, where there were any (a collection walks all
         the process's objects, a threads-only cluster's client's among them,
-        with the GIL held)."""
+        with the GIL held). ``loop_cpu``: the seconds of CPU the loop's own
+        thread had meanwhile: about the stall's length where the loop itself
+        worked (importing, say), next to nothing where it waited for another
+        thread's GIL or for a core."""
         mono, cpu = time.monotonic(), time.process_time()
+        # Another thread's CPU time says nothing of the loop's.
+        same = threading.get_ident() == self._thread
+        loop_cpu, last_loop_cpu = time.thread_time(), self.loop_cpu
+        self._thread, self.loop_cpu = threading.get_ident(), loop_cpu
         spilled = self._spilling() if self._spilling else 0.0
         # A count a tick (O(1)); the names only for a stall: sys.modules keeps
         # insertion order, so the newest imports are its last entries.
@@ -98,6 +111,8 @@ class StallWatch:
             "since": now - late,
             "cpu": round(used, 3),
         }
+        if same:
+            stall["loop_cpu"] = round(loop_cpu - last_loop_cpu, 3)
         if added > 0:
             try:
                 names = list(sys.modules)[-added:]

@@ -6,7 +6,8 @@ taking turns at the GIL. The evidence of the runtime family's rules
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 
 Stall = tuple[float, "str | None", float, str]
+T = TypeVar("T")
 
 
 class Stalls(NamedTuple):
@@ -56,6 +58,14 @@ class Stalls(NamedTuple):
 #: one the process spent this share of in full garbage collections, the
 #: collector's.
 HELD_SHARE = 0.5
+#: Modules imported during a stall are not its cause where the loop's own
+#: thread (which imports them) had less CPU than this share of the stall while
+#: the process's other threads had more: another thread held the GIL. A task
+#: that held it for 4 s, its module (two of them) unpickled on the loop first,
+#: left the loop's thread 5 ms of CPU and the process 4 s. An import that
+#: waits on a slow disk has little CPU on either side, and stays the imports'.
+#: Not half: on a busy host a thread gets a core part of the time.
+LOOP_WORK_SHARE = 0.25
 
 
 class Imported(NamedTuple):
@@ -95,7 +105,10 @@ def stalls(ctx: Context) -> Stalls:
         imported: Imported | None = None,
         spilled: float = 0.0,
         collected: float = 0.0,
-    ) -> None:
+        loop_cpu: float | None = None,
+    ) -> Callable[[Stall], None]:
+        """File ``stall`` by its cause; return how to file another record of
+        the same stall with it."""
         t, worker = stall[0], stall[1]
         busy = hosts.during(worker, since, t)
         # A process that had as much CPU meanwhile as a stall takes to count
@@ -107,23 +120,29 @@ def stalls(ctx: Context) -> Stalls:
             during(contended.get(worker), since, t)
             or during(contended_at_host.get(worker), since, t)
         )
+        add: Callable[[Stall], None]
         if turns:
-            split.contended.append(stall)
+            add = split.contended.append
         elif worker and spilled > 0 and spilled >= HELD_SHARE * stall[2]:
             # Before the host: a busy host slows the writes, but the worker
             # would not have stalled without them.
-            split.spilled.append((stall, spilled))
+            add = _paired(split.spilled, spilled)
         elif collected > 0 and collected >= HELD_SHARE * stall[2]:
             # Before the host too: a busy host stretches a collection, but
             # the loop waited for the collector, not for a core.
-            split.collected.append((stall, collected))
+            add = _paired(split.collected, collected)
         elif busy is not None and starved:
-            split.host.append((stall, busy))
-        elif imported is not None:
-            split.imports.append((stall, imported))
+            add = _paired(split.host, busy)
+        elif imported is not None and not held_elsewhere(stall[2], cpu, loop_cpu):
+            add = _paired(split.imports, imported)
         else:
-            split.code.append(stall)
+            add = split.code.append
+        add(stall)
+        return add
 
+    #: Each ticker stall's filing, by (worker, second): distributed's line
+    #: about the same stall goes with it.
+    filed: dict[tuple[str | None, int], Callable[[Stall], None]] = {}
     for t, _, worker, data in events:
         seconds = float((data or {}).get("seconds") or 0.0)
         named = worker if isinstance(worker, str) and worker else None
@@ -136,24 +155,26 @@ def stalls(ctx: Context) -> Stalls:
             spilled, collected = (
                 _seconds((data or {}).get(key)) for key in ("spilled", "gc")
             )
+            loop_cpu = (data or {}).get("loop_cpu")
+            loop_cpu = float(loop_cpu) if isinstance(loop_cpu, int | float) else None
             stall = (float(t), named, seconds, text)
-            file(stall, since, cpu, imported(data), spilled, collected)
-    seen = {
-        (w, round(t))
-        for t, w, _, _ in [
-            *split.code,
-            *split.contended,
-            *(s for s, _ in split.host),
-            *(s for s, _ in split.imports),
-            *(s for s, _ in split.spilled),
-            *(s for s, _ in split.collected),
-        ]
-    }
+            filed[(named, round(t))] = file(
+                stall, since, cpu, imported(data), spilled, collected, loop_cpu
+            )
     for t, worker, message in unresponsive:
         took = re.search(r"for ([0-9.]+)s", message)
         seconds = float(took[1]) if took else 0.0
-        near = any((worker, round(t) + d) in seen for d in range(-5, 6))
-        file((t, worker, 0.0 if near else seconds, message), t - seconds)
+        near = next(
+            (filed[k] for d in range(-5, 6) if (k := (worker, round(t) + d)) in filed),
+            None,
+        )
+        if near is not None:
+            # Evidence of a stall the ticker saw, filed with it: on its own
+            # (no CPU reading) a busy host would take it, and the flag said
+            # the same stall "came while the host was oversubscribed" too.
+            near((t, worker, 0.0, message))
+        else:
+            file((t, worker, seconds, message), t - seconds)
     split.code.sort()
     split.contended.sort()
     split.host.sort(key=lambda pair: pair[0])
@@ -162,6 +183,21 @@ def stalls(ctx: Context) -> Stalls:
     split.collected.sort(key=lambda pair: pair[0])
     ctx.derived["stalls"] = split
     return split
+
+
+def held_elsewhere(seconds: float, cpu: float | None, loop_cpu: float | None) -> bool:
+    """Whether, during a stall of ``seconds``, the loop's thread barely ran
+    while the process's other threads worked (``LOOP_WORK_SHARE``): the GIL
+    was held elsewhere. Unknown (a capture without the readings): False."""
+    if cpu is None or loop_cpu is None:
+        return False
+    least = LOOP_WORK_SHARE * seconds
+    return loop_cpu < least <= cpu - loop_cpu
+
+
+def _paired(into: list[tuple[Stall, T]], found: T) -> Callable[[Stall], None]:
+    """Files a stall into ``into`` with what was ``found`` of its cause."""
+    return lambda stall: into.append((stall, found))
 
 
 def _seconds(value: Any) -> float:
