@@ -28,9 +28,15 @@ def waiter():
 
 
 threading.Thread(target=waiter, daemon=True).start()
-#: And a process it started (which ends with this one), that the report lists.
-NAP = f"import os, time\\nwhile os.getppid() == {os.getpid()}: time.sleep(0.05)"
-child = subprocess.Popen([sys.executable, "-c", NAP])
+#: And a process it started (which ends with this one), that the report lists:
+#: up before the tests start (a Python starting on a busy host may take more
+#: than the test's 1 s to reach its loop; the suite once missed it asleep).
+NAP = (
+    "import os, time\\nprint('up', flush=True)\\n"
+    f"while os.getppid() == {os.getpid()}: time.sleep(0.05)"
+)
+child = subprocess.Popen([sys.executable, "-c", NAP], stdout=subprocess.PIPE)
+child.stdout.readline()
 
 
 def test_first():
@@ -74,9 +80,12 @@ def test_after_a_test_hangs_the_processs_later_tests_fail_at_once_naming_it(
     assert "def test_first():\n>       held.acquire()\nE       Failed: Timeout" in out
     assert ", in waiter\n    with held:" in out  # the other thread's stack
     assert "processes when it hung" in out
+    # Its state as the report was taken: asleep in its loop, or woken and
+    # waiting for a core on a busy host.
     assert re.search(
-        r"\d+ sleeping +cpu +[0-9.]+ s, up +[0-9.]+ s: \S+ -c import os", out
-    )
+        r"\d+ (sleeping|running) +cpu +[0-9.]+ s, up +[0-9.]+ s: \S+ -c import os",
+        out,
+    ), out
     # The others do not wait their turn: they say which test hung before them.
     said = (
         "not run: test_stuck.py::test_first hung earlier in this process (its"

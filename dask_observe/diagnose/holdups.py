@@ -140,8 +140,8 @@ def stalls(ctx: Context) -> Stalls:
         add(stall)
         return add
 
-    #: Each ticker stall's filing, by (worker, second): distributed's line
-    #: about the same stall goes with it.
+    # Each ticker stall's filing, by (worker, second): distributed's line
+    # about the same stall goes with it.
     filed: dict[tuple[str | None, int], Callable[[Stall], None]] = {}
     for t, _, worker, data in events:
         seconds = float((data or {}).get("seconds") or 0.0)
