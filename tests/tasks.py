@@ -8,6 +8,7 @@ pyproject.toml claims, and the run was flagged, rightly, for what it imported
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -140,8 +141,6 @@ class SlowToFree:
 
 def collect_slowly(seconds: float) -> None:
     """A full garbage collection that takes ``seconds`` on the calling thread."""
-    import gc
-
     SlowToFree(seconds)
     gc.collect()
 

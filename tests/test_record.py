@@ -934,6 +934,7 @@ def slower_end(monkeypatch: pytest.MonkeyPatch) -> float:
 
 
 def delay_the_end(monkeypatch: pytest.MonkeyPatch, delay: float) -> float:
+    """Have each run's end wait ``delay`` seconds before its round trip."""
     from dask_observe.recording.recorder import Recorder
 
     answer = Recorder.end_run
