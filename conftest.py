@@ -87,16 +87,32 @@ def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalCluster]:
-    """Two single-threaded worker processes with nannies, shared by a module's
-    tests. Not by the session's: an idle cluster costs ~0.1 CPU-second a
-    second (its event loops' ticks, heartbeats, profiler and GIL monitor;
-    ~0.14 once a run was recorded on it), and starting one from the forked
-    workers' server 0.2 (0.45 s). Per module, the README's command used 513
-    CPU-seconds where it used 553 with one per session (2026-11-29, one run
-    each, every process's CPU read from /proc)."""
+def cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
+    """Two single-threaded workers shared by a module's tests, reached over
+    TCP (kernels, scripts and CLI processes connect to it too).
+
+    Threads of the test's process, unless the module is marked
+    ``worker_processes``: then processes with nannies, as a notebook user's
+    ``LocalCluster()`` has them. In-process is what most tests need (a run
+    recorded, read and shown) and costs half: an idle cluster of two worker
+    processes takes ~0.105 CPU-second a second (their event loops' ticks,
+    heartbeats, profilers, GIL monitors and nannies), one of threads ~0.059
+    (measured side by side, 20 s each, 2026-11-30), and the suite keeps three
+    alive at a time: the README's command used 611 CPU-seconds, not 682
+    (forked workers 108, not 154; every process's CPU read from /proc, one
+    run each, 2026-11-30). The timing modules keep processes: their verdicts
+    (GIL contention, a busy host, memory limits) were judged on them; so do
+    the notebooks', whose truths (no flag, the naps' time is waiting) are
+    of workers that the test process, busy with the suite, does not hold. Per module,
+    not per session: an idle cluster's cost beside a module that does not use
+    it was ~40 CPU-seconds of the suite (2026-11-29)."""
+    processes = request.node.get_closest_marker("worker_processes") is not None
     with LocalCluster(
-        n_workers=2, threads_per_worker=1, dashboard_address=":0", processes=True
+        n_workers=2,
+        threads_per_worker=1,
+        dashboard_address=":0",
+        processes=processes,
+        protocol="tcp",
     ) as cluster:
         yield cluster
 

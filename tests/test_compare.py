@@ -19,6 +19,10 @@ from dask_observe.analysis.compare import NothingToCompare
 from .conftest import dask_observe_cli
 from .tasks import nap
 
+# Regressions judged from timings of worker processes, which the test
+# process's own work does not slow (conftest.cluster).
+pytestmark = pytest.mark.worker_processes
+
 
 @pytest.fixture(scope="module")
 def pair_store(

@@ -33,6 +33,10 @@ from .conftest import wait_until
 from .load import burners, spin
 from .tasks import array_of, collect_slowly, hog_the_gil, hold_memory, short_nap
 
+# Verdicts judged on worker processes: GIL contention, a busy host, memory
+# limits and restarts (conftest.cluster).
+pytestmark = pytest.mark.worker_processes
+
 
 def report_charts(html: str) -> dict[str, ET.Element]:
     """A report's charts (images of SVG documents), by their labels."""

@@ -8,11 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import pytest
 from distributed import LocalCluster
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 
 import dask_observe
+
+# A notebook's LocalCluster, as users make it: worker processes. The live
+# display's figures (the naps' time is waiting) are of workers that the test
+# process, busy with the suite, does not hold (its threads read 88 %).
+pytestmark = pytest.mark.worker_processes
 
 
 def text_of(cell: nbformat.NotebookNode) -> str:

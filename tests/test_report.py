@@ -23,6 +23,10 @@ from dask_observe.report import stream as stream_chart
 from .conftest import wait_until
 from .tasks import spin
 
+# Fine metrics and profiles of CPU-bound tasks: in worker processes, whose
+# GIL the test process does not share (conftest.cluster).
+pytestmark = pytest.mark.worker_processes
+
 
 def slow(x: int) -> int:
     time.sleep(0.02)
