@@ -102,6 +102,34 @@ def test_the_last_line_of_a_worker_killed_with_sigkill_is_kept(
         assert flags[kind]["worker"] == worker
 
 
+def test_a_nanny_slow_to_say_how_its_worker_died_is_waited_for_as_the_run_ends(
+    fragile_cluster: LocalCluster, store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A nanny says "killed by signal 9" once its thread joining the worker
+    # process has seen the exit and its event loop has run the callback: on a
+    # busy host that came after the run's end (which had waited two flush
+    # intervals for it), and the flag could not name the signal. Here it
+    # comes 0.5 s late; the run's end asks that nanny, whose worker has left
+    # the scheduler, and the nanny answers once it has said it.
+    from distributed.process import AsyncProcess
+    from tornado.ioloop import IOLoop
+
+    handled = AsyncProcess._on_exit
+
+    def late(self: AsyncProcess, exitcode: int) -> None:
+        IOLoop.current().call_later(0.5, handled, self, exitcode)
+
+    monkeypatch.setattr(AsyncProcess, "_on_exit", late)
+    line = f"last words {uuid.uuid4().hex}"
+    worker, seen = kill_a_worker(
+        fragile_cluster, store_path, log_then_die, line, "doomed"
+    )
+    killed = [n for n in seen["nanny"] if "was killed by signal 9" in n["message"]]
+    assert killed and killed[0]["worker"] == worker, seen["nanny"]
+    flags = {f["kind"]: f for f in seen["flags"]}
+    assert "killed by signal 9 (SIGKILL)" in flags["killed-worker"]["message"]
+
+
 RECORDER_SCRIPT = """
 import logging, sys, time
 import dask

@@ -6,7 +6,9 @@ which exit code or signal its worker process ended.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import NannyPlugin
 
@@ -16,6 +18,13 @@ from .wire import FLUSH_HANDLER
 
 if TYPE_CHECKING:
     from distributed import Nanny
+
+#: A nanny asked to flush after its worker process died, but before it said
+#: so, waits this long at most for the line ("Worker process 123 was killed
+#: by signal 9"). distributed logs it on the nanny's event loop once a thread
+#: joining the process has seen it end: on a busy host that came after the
+#: run's end, which then could not name the signal.
+DEATH_WAIT_S = 1.0
 
 
 class ObserveNannyPlugin(NannyPlugin):
@@ -28,8 +37,10 @@ class ObserveNannyPlugin(NannyPlugin):
     def __init__(self, settings: CaptureSettings) -> None:
         self.settings = settings
         self.shipper: LogShipper | None = None
+        self._nanny: Nanny | None = None
 
     def setup(self, nanny: Nanny) -> None:
+        self._nanny = nanny
         self.shipper = LogShipper("nanny", self.settings)
         self.shipper.start(
             nanny.scheduler.dask_observe_push,
@@ -42,10 +53,41 @@ class ObserveNannyPlugin(NannyPlugin):
         nanny.handlers[FLUSH_HANDLER] = self.flush
 
     async def flush(self, heartbeat: bool = False) -> None:
-        """Ship the buffered records now (a nanny has no heartbeat to send)."""
+        """Ship the buffered records now (a nanny has no heartbeat to send),
+        with the line about its worker's death if that worker just died."""
         if self.shipper is not None:
+            await _death_told(getattr(self._nanny, "process", None))
             await self.shipper.flush()
 
     async def teardown(self, nanny: Nanny) -> None:
         if self.shipper is not None:
             await self.shipper.stop()
+
+
+async def _death_told(worker: Any) -> None:
+    """Return once the nanny has logged how ``worker`` (its ``WorkerProcess``)
+    ended, if that process has ended; at once otherwise, and after
+    DEATH_WAIT_S at most."""
+    stopped = getattr(worker, "stopped", None)
+    process = getattr(worker, "process", None)  # None once the end is handled
+    if not isinstance(stopped, asyncio.Event) or stopped.is_set() or process is None:
+        return
+    if not _ended(getattr(process, "pid", None)):
+        return
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(stopped.wait(), DEATH_WAIT_S)
+
+
+def _ended(pid: int | None) -> bool:
+    """Whether the process ``pid`` has ended (a zombie not yet reaped, or
+    reaped), without reaping it: the thread that joins it must see its exit."""
+    import psutil
+
+    if pid is None:
+        return False
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False

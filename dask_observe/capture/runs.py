@@ -24,6 +24,16 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: A run's end asks the nanny of a worker that left this long ago or less for
+#: its last lines, as it asks those of the workers still there: a nanny says
+#: how its worker died ("was killed by signal 9") once its worker is gone
+#: from the scheduler, and its restarted worker may not be back yet. Later,
+#: the nanny has shipped them on its own (every flush-interval).
+GONE_NANNY_S = 30.0
+#: How long a run's end waits for such a nanny, which may be gone too (its
+#: host down: a connection attempt would wait distributed's connect timeout).
+GONE_NANNY_WAIT_S = 2.0
+
 
 def fine_rows(totals: Any) -> list[tuple[str, str, str, str, float]]:
     """Fine performance metrics (a span's, or the scheduler's for the whole
@@ -87,6 +97,10 @@ class RunCalls:
     #: Watched spans whose block has returned, their end on its way (a pull
     #: says so): a closing scheduler waits longer for them.
     _ending: set[str]
+    #: The nanny of each worker (``add_worker``), and when the worker of each
+    #: nanny left (``remove_worker``; monotonic): see GONE_NANNY_S.
+    _nanny_of: dict[str, str]
+    _gone_nannies: dict[str, float]
 
     def sample(self, every: bool = False) -> None:  # the plugin's
         raise NotImplementedError
@@ -180,23 +194,54 @@ class RunCalls:
 
     def _flushes(self, heartbeat: bool = True) -> list[Awaitable[Any]]:
         """A flush of every worker (with a heartbeat, which carries its fine
-        performance metrics) and nanny, to await together."""
+        performance metrics) and nanny, to await together; and of the nannies
+        whose worker left in the last GONE_NANNY_S, within GONE_NANNY_WAIT_S."""
         assert self._scheduler is not None
         calls: list[tuple[str, dict[str, Any]]] = []
+        nannies = set()
         for worker in self._scheduler.workers.values():
             calls.append((worker.address, {"heartbeat": heartbeat}))
             if worker.nanny:
                 calls.append((worker.nanny, {"heartbeat": False}))
-        return self._calls(FLUSH_HANDLER, calls)
+                nannies.add(worker.nanny)
+        gone = [
+            (nanny, {"heartbeat": False})
+            for nanny in self._nannies_of_gone_workers()
+            if nanny not in nannies
+        ]
+        return [
+            *self._calls(FLUSH_HANDLER, calls),
+            *self._calls(FLUSH_HANDLER, gone, timeout=GONE_NANNY_WAIT_S),
+        ]
+
+    def worker_left(self, worker: str) -> None:
+        """``worker`` left the scheduler: its nanny, if it had one, is asked
+        at the ends of runs for a while (GONE_NANNY_S)."""
+        nanny = self._nanny_of.pop(worker, None)
+        if nanny is not None:
+            self._gone_nannies[nanny] = time.monotonic()
+
+    def _nannies_of_gone_workers(self) -> list[str]:
+        """The nannies whose worker left in the last GONE_NANNY_S (older ones
+        forgotten: the list stays as short as a cluster's recent losses)."""
+        now = time.monotonic()
+        for nanny, left in list(self._gone_nannies.items()):
+            if now - left > GONE_NANNY_S:
+                del self._gone_nannies[nanny]
+        return list(self._gone_nannies)
 
     def _calls(
-        self, name: str, calls: list[tuple[str, dict[str, Any]]]
+        self,
+        name: str,
+        calls: list[tuple[str, dict[str, Any]]],
+        timeout: float | None = None,
     ) -> list[Awaitable[Any]]:
         """The handler ``name`` of each (address, arguments), to await
         together: called directly for a server on this event loop, elsewhere
         a message over the scheduler's pooled connections (``broadcast``
         would open new ones each time: a few milliseconds a run's end). A
-        server gone, or without the plugin, has nothing to give: skipped."""
+        server gone, without the plugin, or not done within ``timeout``
+        seconds, has nothing to give: skipped."""
         here = _handlers_on_this_loop(name) if calls else {}
 
         async def call(address: str, arguments: dict[str, Any]) -> None:
@@ -204,9 +249,11 @@ class RunCalls:
             try:
                 handler = here.get(address)
                 if handler is None:
-                    await getattr(self._scheduler.rpc(address), name)(**arguments)
-                elif inspect.isawaitable(done := handler(**arguments)):
-                    await done
+                    done = getattr(self._scheduler.rpc(address), name)(**arguments)
+                else:
+                    done = handler(**arguments)
+                if inspect.isawaitable(done):
+                    await asyncio.wait_for(done, timeout)
             except Exception as e:
                 logger.debug("dask-observe: no %s of %s: %s", name, address, e)
 

@@ -132,6 +132,10 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         #: Per watched span: tasks that ended, by (prefix, memory|erred).
         self._watched: dict[str, Counter[tuple[str, str]]] = {}
         self._ending: set[str] = set()
+        self._nanny_of = {
+            address: ws.nanny for address, ws in scheduler.workers.items() if ws.nanny
+        }
+        self._gone_nannies: dict[str, float] = {}
         #: Per watched span: tasks submitted in its run that distributed filed
         #: under an older span (their task group had one), by prefix.
         self._adopted: dict[str, Counter[str]] = {}
@@ -299,6 +303,8 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
     def add_worker(self, scheduler: Scheduler, worker: str) -> None:
         ws = scheduler.workers.get(worker)
         data = {"nthreads": ws.nthreads, "memory_limit": ws.memory_limit} if ws else {}
+        if ws is not None and ws.nanny:
+            self._nanny_of[worker] = ws.nanny
         self._event("worker-added", worker, data)
 
     def remove_worker(
@@ -306,6 +312,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
     ) -> None:
         # The stimulus says why: heartbeat missing, worker closed, comm lost, ...
         self._samples.forget(worker)
+        self.worker_left(worker)
         self._event("worker-removed", worker, {"stimulus_id": stimulus_id})
 
     def restart(self, scheduler: Scheduler) -> None:
@@ -462,4 +469,6 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
             # A pull may say which runs are ending (``ending``): a closing
             # scheduler waits longer for them.
             "ending": True,
+            # A run's end has the nannies of workers that just left ship too.
+            "gone_nannies": True,
         }

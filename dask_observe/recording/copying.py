@@ -182,12 +182,16 @@ class Copier:
                     return written
 
     def settle(self, redactor: redact.Redactor | None = None) -> None:
-        """After a worker left, wait for its nanny's next flush and pull again.
+        """After a worker left, wait for its nanny's next flush and pull again:
+        for a capture that does not have the run's end ask that nanny itself
+        (its hello lacks ``gone_nannies``: another dask-observe registered it).
 
-        A nanny whose worker just died is no longer known to the scheduler, so
-        a run's end cannot reach it; its last lines (the memory restart,
-        the exit signal) arrive with its own flush, one interval later.
+        Such a capture knows only the workers still there; a nanny whose
+        worker just died says how it ended (the memory restart, the exit
+        signal) with its own flush, one interval later.
         """
+        if (self.hello or {}).get("gone_nannies"):
+            return
         if time.monotonic() - self.worker_removed_at < SETTLE_AFTER_REMOVAL_S:
             time.sleep(2 * self.flush_interval_s)
             self.pull(redactor=redactor)
