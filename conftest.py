@@ -102,10 +102,10 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
     (forked workers 108, not 154; every process's CPU read from /proc, one
     run each, 2026-11-30). The timing modules keep processes: their verdicts
     (GIL contention, a busy host, memory limits) were judged on them; so do
-    the notebooks', whose truths (no flag, the naps' time is waiting) are
-    of workers that the test process, busy with the suite, does not hold. Per module,
-    not per session: an idle cluster's cost beside a module that does not use
-    it was ~40 CPU-seconds of the suite (2026-11-29)."""
+    the notebooks', whose truths (no flag, the naps' time is waiting) are of
+    workers that the test process, busy with the suite, does not hold. Per
+    module, not per session: an idle cluster's cost beside a module that does
+    not use it was ~40 CPU-seconds of the suite (2026-11-29)."""
     processes = request.node.get_closest_marker("worker_processes") is not None
     with LocalCluster(
         n_workers=2,

@@ -219,6 +219,7 @@ class RunCalls:
         at the ends of runs for a while (GONE_NANNY_S)."""
         nanny = self._nanny_of.pop(worker, None)
         if nanny is not None:
+            self._nannies_of_gone_workers()  # a cluster that scales all day
             self._gone_nannies[nanny] = time.monotonic()
 
     def _nannies_of_gone_workers(self) -> list[str]:
@@ -253,7 +254,7 @@ class RunCalls:
                 else:
                     done = handler(**arguments)
                 if inspect.isawaitable(done):
-                    await asyncio.wait_for(done, timeout)
+                    await (done if timeout is None else asyncio.wait_for(done, timeout))
             except Exception as e:
                 logger.debug("dask-observe: no %s of %s: %s", name, address, e)
 
