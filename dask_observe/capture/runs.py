@@ -7,6 +7,7 @@ share its state, made in its ``start``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import time
@@ -101,6 +102,8 @@ class RunCalls:
     #: nanny left (``remove_worker``; monotonic): see GONE_NANNY_S.
     _nanny_of: dict[str, str]
     _gone_nannies: dict[str, float]
+    #: Per worker a call of ``_calls`` waits on: a future its removal sets.
+    _leaving: dict[str, asyncio.Future[None]]
 
     def sample(self, every: bool = False) -> None:  # the plugin's
         raise NotImplementedError
@@ -217,6 +220,9 @@ class RunCalls:
     def worker_left(self, worker: str) -> None:
         """``worker`` left the scheduler: its nanny, if it had one, is asked
         at the ends of runs for a while (GONE_NANNY_S)."""
+        left = self._leaving.pop(worker, None)
+        if left is not None and not left.done():
+            left.set_result(None)
         nanny = self._nanny_of.pop(worker, None)
         if nanny is not None:
             self._nannies_of_gone_workers()  # a cluster that scales all day
@@ -242,8 +248,13 @@ class RunCalls:
         a message over the scheduler's pooled connections (``broadcast``
         would open new ones each time: a few milliseconds a run's end). A
         server gone, without the plugin, or not done within ``timeout``
-        seconds, has nothing to give: skipped."""
+        seconds, has nothing to give: skipped; so has a worker of another
+        process that the scheduler removes while it is called
+        (``_unless_it_leaves``)."""
         here = _handlers_on_this_loop(name) if calls else {}
+        assert self._scheduler is not None
+        present = self._scheduler.workers
+        workers = {address for address, _ in calls if address in present}
 
         async def call(address: str, arguments: dict[str, Any]) -> None:
             assert self._scheduler is not None
@@ -254,11 +265,39 @@ class RunCalls:
                 else:
                     done = handler(**arguments)
                 if inspect.isawaitable(done):
-                    await (done if timeout is None else asyncio.wait_for(done, timeout))
+                    if timeout is not None:
+                        done = asyncio.wait_for(done, timeout)
+                    if handler is None and address in workers:  # a message
+                        await self._unless_it_leaves(address, done)
+                    else:
+                        await done
             except Exception as e:
                 logger.debug("dask-observe: no %s of %s: %s", name, address, e)
 
         return [call(address, arguments) for address, arguments in calls]
+
+    async def _unless_it_leaves(self, address: str, done: Awaitable[Any]) -> None:
+        """Await ``done``, a call to the worker at ``address``, unless the
+        scheduler removes that worker first. A call to a worker that died
+        retries its refused connection for distributed's connect timeout
+        (30 s): a ``client.restart()`` right after a block killed the workers
+        that its run's end was flushing, and the end waited that long (CI,
+        once). What a worker that left had not shipped is lost with it."""
+        assert self._scheduler is not None
+        if address not in self._scheduler.workers:  # left before the call
+            with contextlib.suppress(Exception):
+                done.close()  # type: ignore[attr-defined]
+            return
+        left = self._leaving.get(address)
+        if left is None or left.done():
+            left = self._leaving[address] = asyncio.get_running_loop().create_future()
+        call = asyncio.ensure_future(done)
+        await asyncio.wait([call, left], return_when=asyncio.FIRST_COMPLETED)
+        if call.done():
+            call.result()
+        else:
+            call.cancel()
+            logger.debug("dask-observe: %s left while called", address)
 
     def fine_metrics(
         self, span_id: str | None = None

@@ -136,6 +136,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
             address: ws.nanny for address, ws in scheduler.workers.items() if ws.nanny
         }
         self._gone_nannies: dict[str, float] = {}
+        self._leaving: dict[str, asyncio.Future[None]] = {}
         #: Per watched span: tasks submitted in its run that distributed filed
         #: under an older span (their task group had one), by prefix.
         self._adopted: dict[str, Counter[str]] = {}
