@@ -280,9 +280,10 @@ class RunCalls:
         """Await ``done``, a call to the worker at ``address``, unless the
         scheduler removes that worker first. A call to a worker that died
         retries its refused connection for distributed's connect timeout
-        (30 s): a ``client.restart()`` right after a block killed the workers
-        that its run's end was flushing, and the end waited that long (CI,
-        once). What a worker that left had not shipped is lost with it."""
+        (30 s): a ``client.restart()`` right after a block kills the workers
+        that its run's end flushes (a run's end failed so beside one in CI,
+        once: the cause is not proven). What a worker that left had not
+        shipped is lost with it."""
         assert self._scheduler is not None
         if address not in self._scheduler.workers:  # left before the call
             with contextlib.suppress(Exception):
@@ -292,11 +293,14 @@ class RunCalls:
         if left is None or left.done():
             left = self._leaving[address] = asyncio.get_running_loop().create_future()
         call = asyncio.ensure_future(done)
-        await asyncio.wait([call, left], return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait([call, left], return_when=asyncio.FIRST_COMPLETED)
+        finally:  # left, or this wait cancelled (a closing scheduler's bound)
+            if not call.done():
+                call.cancel()
         if call.done():
-            call.result()
+            call.result()  # its error, for the caller to log
         else:
-            call.cancel()
             logger.debug("dask-observe: %s left while called", address)
 
     def fine_metrics(
