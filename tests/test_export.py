@@ -254,7 +254,14 @@ def test_a_dead_collector_changes_nothing_but_a_counted_reported_drop(
         dask_observe.record("nowhere", client=client) as run,
     ):
         lines = client.gather(client.map(say, [f"x {i}" for i in range(5)]))
-        time.sleep(2.5)  # a few sends, each refused
+        # A send refused, and known to the recorder: a run's end keeps the
+        # drops known by then. Waited for, not slept on: the export's process
+        # starts at the first records and imports the OpenTelemetry SDK, which
+        # in a loaded suite took longer than the 2.5 s once slept here.
+        wait_until(
+            lambda: any("OpenTelemetry collector" in r.message for r in caplog.records),
+            "the collector's refusal, reported",
+        )
     assert lines == [f"x {i}" for i in range(5)]
     assert run.status == "finished"
     assert len(run.logs(contains="x ")) == 5
