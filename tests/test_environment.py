@@ -56,7 +56,10 @@ def test_a_run_keeps_its_packages_cluster_config_and_what_changed(
     ) in comparison.changed  # fmt: skip
     assert 'data-changed="config"' in comparison._repr_html_()
     assert "work-stealing-interval: None -> '50ms'" in comparison.text()
-    assert b.flags().empty  # one environment everywhere: no mismatch
+    # One environment everywhere: no mismatch. (Not "no flag": the workers are
+    # threads of this test's process, whose stalls on a loaded machine are
+    # another flag's truth.)
+    assert "version-mismatch" not in set(b.flags()["kind"])
 
 
 def test_the_environment_is_kept_as_the_run_starts_and_completed_at_its_end(
