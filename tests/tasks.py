@@ -149,3 +149,19 @@ def short_nap(x: int) -> int:
     """Sleep 20 ms, then give ``x`` back."""
     time.sleep(0.02)
     return x
+
+
+def drop_the_scheduler_then_die(line: str) -> None:
+    """Say ``line``, close this worker's connection to the scheduler (which
+    removes the worker at once), then die by SIGKILL 0.3 s later: the scheduler
+    has seen the worker go while its process still runs, as it may for an
+    instant while a killed process closes its files before it ends."""
+    from distributed import get_worker
+
+    logging.getLogger("user.task").warning(line)
+    worker = get_worker()
+    comm = worker.batched_stream.comm
+    assert comm is not None
+    comm.abort()
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -25,7 +25,14 @@ import dask_observe
 from dask_observe.capture.buffer import SequencedBuffer
 
 from .conftest import READ_RUN, exited, read_in_new_process, subprocess_env
-from .tasks import climb_until_killed, eat_memory, flood, log_then_die, say
+from .tasks import (
+    climb_until_killed,
+    drop_the_scheduler_then_die,
+    eat_memory,
+    flood,
+    log_then_die,
+    say,
+)
 
 
 @pytest.fixture
@@ -128,6 +135,22 @@ def test_a_nanny_slow_to_say_how_its_worker_died_is_waited_for_as_the_run_ends(
     assert killed and killed[0]["worker"] == worker, seen["nanny"]
     flags = {f["kind"]: f for f in seen["flags"]}
     assert "killed by signal 9 (SIGKILL)" in flags["killed-worker"]["message"]
+
+
+def test_a_worker_removed_a_moment_before_its_process_dies_has_its_death_told(
+    fragile_cluster: LocalCluster, store_path: Path
+) -> None:
+    # The scheduler removes the worker (its connection closed) while the
+    # process still runs for 0.3 s: the run's end asks its nanny, which must
+    # wait for the end it has not seen yet (it read the process as alive and
+    # answered at once: CI, Python 3.13, where a SIGKILLed process's socket
+    # had closed before the process was a zombie).
+    line = f"dropped {uuid.uuid4().hex}"
+    worker, seen = kill_a_worker(
+        fragile_cluster, store_path, drop_the_scheduler_then_die, line, "dropped"
+    )
+    killed = [n for n in seen["nanny"] if "was killed by signal 9" in n["message"]]
+    assert killed and killed[0]["worker"] == worker, seen["nanny"]
 
 
 RECORDER_SCRIPT = """

@@ -506,12 +506,11 @@ async def test_a_runs_history_has_each_runs_figures_verdict_and_changes(
     changed = {"distributed.admin.tick.limit": "4s"}
     # nap comes from tests/tasks.py: a task of this module made the workers
     # import it (jupyter_server...), 2 s more of the first run's wall time at
-    # the lowest versions claimed: an "improvement" the second time. Few naps
-    # of 0.1 s, not 40 of 20 ms: the shared cluster's workers are threads of
-    # this process, busy with its Jupyter server, and in a loaded suite the
-    # first of two identical runs of 40 short naps took long enough to call
-    # the second an improvement (2026-11-30; the panel's history test met it
-    # first).
+    # the lowest versions claimed: an "improvement" the second time. It was
+    # again, twice on 2026-11-30: the new store's first run copied the
+    # cluster's recent lines (earlier tests') while it ran; the recorder now
+    # copies them before the run begins (test_record.py). Few naps of 0.1 s,
+    # not 40 of 20 ms, as the panel's history test: less jitter to judge.
     for n, config in ((8, {}), (8, {}), (24, changed)):
         with dask.config.set(config), dask_observe.record(name, client=client) as run:
             client.gather(client.map(nap, [0.1] * n, pure=False))

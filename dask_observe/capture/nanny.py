@@ -52,11 +52,15 @@ class ObserveNannyPlugin(NannyPlugin):
         )
         nanny.handlers[FLUSH_HANDLER] = self.flush
 
-    async def flush(self, heartbeat: bool = False) -> None:
+    async def flush(self, heartbeat: bool = False, left: str | None = None) -> None:
         """Ship the buffered records now (a nanny has no heartbeat to send),
-        with the line about its worker's death if that worker just died."""
+        with the line about its worker's death if that worker just died.
+        ``left``: the address of its worker, which the scheduler has removed
+        (a run's end asks the nannies of workers gone in the last 30 s)."""
         if self.shipper is not None:
-            await _death_told(getattr(self._nanny, "process", None))
+            nanny = self._nanny
+            gone = left is not None and getattr(nanny, "worker_address", None) == left
+            await _death_told(getattr(nanny, "process", None), gone)
             await self.shipper.flush()
 
     async def teardown(self, nanny: Nanny) -> None:
@@ -64,15 +68,25 @@ class ObserveNannyPlugin(NannyPlugin):
             await self.shipper.stop()
 
 
-async def _death_told(worker: Any) -> None:
+async def _death_told(worker: Any, gone: bool = False) -> None:
     """Return once the nanny has logged how ``worker`` (its ``WorkerProcess``)
-    ended, if that process has ended; at once otherwise, and after
-    DEATH_WAIT_S at most."""
+    ended, if that process has ended, or if the scheduler removed the worker
+    it runs (``gone``); at once otherwise, and after DEATH_WAIT_S at most.
+
+    ``gone`` is enough: a process whose socket the scheduler saw close may
+    not be a zombie yet (a process closes its files before it becomes one),
+    and on CI's Python 3.13 a run's end asked in between, read the process
+    as alive, and missed the line. A worker the scheduler removed while its
+    process lives on (a network partition) costs that wait, once."""
+    from distributed.core import Status
+
     stopped = getattr(worker, "stopped", None)
     process = getattr(worker, "process", None)  # None once the end is handled
     if not isinstance(stopped, asyncio.Event) or stopped.is_set() or process is None:
         return
-    if not _ended(getattr(process, "pid", None)):
+    if getattr(worker, "status", None) == Status.starting:
+        return  # a new process: the last one's end was told as it restarted
+    if not gone and not _ended(getattr(process, "pid", None)):
         return
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(stopped.wait(), DEATH_WAIT_S)

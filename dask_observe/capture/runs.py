@@ -98,10 +98,10 @@ class RunCalls:
     #: Watched spans whose block has returned, their end on its way (a pull
     #: says so): a closing scheduler waits longer for them.
     _ending: set[str]
-    #: The nanny of each worker (``add_worker``), and when the worker of each
-    #: nanny left (``remove_worker``; monotonic): see GONE_NANNY_S.
+    #: The nanny of each worker (``add_worker``), and which worker of each
+    #: nanny left and when (``remove_worker``; monotonic): see GONE_NANNY_S.
     _nanny_of: dict[str, str]
-    _gone_nannies: dict[str, float]
+    _gone_nannies: dict[str, tuple[str, float]]
     #: Per worker a call of ``_calls`` waits on: a future its removal sets.
     _leaving: dict[str, asyncio.Future[None]]
 
@@ -208,8 +208,8 @@ class RunCalls:
                 calls.append((worker.nanny, {"heartbeat": False}))
                 nannies.add(worker.nanny)
         gone = [
-            (nanny, {"heartbeat": False})
-            for nanny in self._nannies_of_gone_workers()
+            (nanny, {"heartbeat": False, "left": worker})
+            for nanny, worker in self._nannies_of_gone_workers()
             if nanny not in nannies
         ]
         return [
@@ -226,16 +226,17 @@ class RunCalls:
         nanny = self._nanny_of.pop(worker, None)
         if nanny is not None:
             self._nannies_of_gone_workers()  # a cluster that scales all day
-            self._gone_nannies[nanny] = time.monotonic()
+            self._gone_nannies[nanny] = (worker, time.monotonic())
 
-    def _nannies_of_gone_workers(self) -> list[str]:
-        """The nannies whose worker left in the last GONE_NANNY_S (older ones
-        forgotten: the list stays as short as a cluster's recent losses)."""
+    def _nannies_of_gone_workers(self) -> list[tuple[str, str]]:
+        """The (nanny, worker) of each worker that left in the last
+        GONE_NANNY_S (older ones forgotten: the list stays as short as a
+        cluster's recent losses)."""
         now = time.monotonic()
-        for nanny, left in list(self._gone_nannies.items()):
+        for nanny, (_, left) in list(self._gone_nannies.items()):
             if now - left > GONE_NANNY_S:
                 del self._gone_nannies[nanny]
-        return list(self._gone_nannies)
+        return [(nanny, worker) for nanny, (worker, _) in self._gone_nannies.items()]
 
     def _calls(
         self,

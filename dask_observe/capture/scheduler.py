@@ -135,7 +135,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         self._nanny_of = {
             address: ws.nanny for address, ws in scheduler.workers.items() if ws.nanny
         }
-        self._gone_nannies: dict[str, float] = {}
+        self._gone_nannies: dict[str, tuple[str, float]] = {}
         self._leaving: dict[str, asyncio.Future[None]] = {}
         #: Per watched span: tasks submitted in its run that distributed filed
         #: under an older span (their task group had one), by prefix.

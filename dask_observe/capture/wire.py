@@ -36,8 +36,9 @@ the span's fine metrics after the flush, and the workers' addresses; given
 (added, optional): the scheduler is closing, so nothing more is to be asked of
 it (a closing scheduler waits, bounded, for the runs it watches to end). A
 capture whose hello says ``gone_nannies`` also has the nannies of workers that
-left in the last 30 s ship, each once it has logged how its worker ended: a
-recorder then need not wait for their own flush. Workers and
+left in the last 30 s ship (``dask_observe_flush(left=worker)``), each once it
+has logged how its worker ended: a recorder then need not wait for their own
+flush. Workers and
 nannies call ``dask_observe_push(source, records, dropped, samples, events)``:
 log records ``(time, level, logger, message, worker)``, memory samples
 ``(time, worker, rss)`` and events ``(time, kind, worker, data)``; they come from

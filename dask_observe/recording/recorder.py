@@ -260,6 +260,17 @@ class Recorder(Copier):
             return
         self._begin_at_recent(hello)
         self.export = _live_export(self.cluster)
+        # What the store starts at (up to ``recorder.backlog`` of the cluster's
+        # recent records, or all since it last read this cluster) is copied
+        # now, before the first run begins. Copied by the thread during that
+        # run, it held the client's GIL and the run's end: after 12,000 lines
+        # on the cluster, a new store's first run of 8 naps of 0.1 s read
+        # 0.47-0.62 s against 0.42 for each next one, with worker processes or
+        # threads, and a history called the next run an improvement.
+        try:
+            self.pull()
+        except Exception as e:  # the thread's pulls retry, and say what fails
+            logger.debug("dask-observe: the first pull failed: %s", e)
         self._thread = threading.Thread(
             target=self._run, name="dask-observe-recorder", daemon=True
         )

@@ -154,7 +154,7 @@ def choose(
     if policy.max_bytes is not None:
         # What a run costs on disk is estimated as its rows' share of the pages
         # in use: the oldest go until the rest fits.
-        sizes = {r["id"]: _rows_in(conn, [_slice(r, 2**62)]) for r in ended}
+        sizes = {r["id"]: _rows_in(conn, [span]) for r, span in _owned(ended)}
         per_row = _used_bytes(conn) / max(1, _rows_in(conn, [(1, 2**62)]))
         left = _used_bytes(conn) - per_row * sum(sizes[i] for i in doomed)
         for r in reversed(ended):
@@ -164,6 +164,22 @@ def choose(
                 doomed[r["id"]] = r
                 left -= per_row * sizes[r["id"]]
     return [r for r in runs if r["id"] in doomed and r["id"] not in keep]
+
+
+def _owned(
+    runs: Sequence[dict[str, Any]],
+) -> list[tuple[dict[str, Any], tuple[int, int]]]:
+    """Each run with the rows its pruning lets go, for the size estimate: its
+    slice, and the rows before it that no earlier run's slice holds (those a
+    new store copies before its first run, from the cluster's recent
+    records: counted nowhere, the oldest runs all went and the store was
+    still too large)."""
+    owned, covered = [], 0
+    for run in sorted(runs, key=lambda r: int(r["seq_start"] or 0)):
+        first, last = _slice(run, 2**62)
+        owned.append((run, (min(first, covered + 1), last)))
+        covered = max(covered, last)
+    return owned
 
 
 def _last_row(run: dict[str, Any], runs: Sequence[dict[str, Any]]) -> int:
