@@ -63,6 +63,11 @@ def kill_a_worker(
     return worker, read_in_new_process(store_path, READ_RUN, line)
 
 
+def killed_by_signal_9(seen: Any) -> list[Any]:
+    """The nanny's lines of the run that say its worker was SIGKILLed."""
+    return [n for n in seen["nanny"] if "was killed by signal 9" in n["message"]]
+
+
 def test_a_worker_restarted_for_memory_leaves_its_line_the_nanny_message_and_task(
     fragile_cluster: LocalCluster, store_path: Path
 ) -> None:
@@ -98,7 +103,7 @@ def test_the_last_line_of_a_worker_killed_with_sigkill_is_kept(
         fragile_cluster, store_path, log_then_die, line, "doomed"
     )
     assert seen["line"] == [{"source": "worker", "worker": worker}]
-    killed = [n for n in seen["nanny"] if "was killed by signal 9" in n["message"]]
+    killed = killed_by_signal_9(seen)
     assert killed and killed[0]["worker"] == worker
     # The flags name the signal, and no memory trouble.
     flags = {f["kind"]: f for f in seen["flags"]}
@@ -131,7 +136,7 @@ def test_a_nanny_slow_to_say_how_its_worker_died_is_waited_for_as_the_run_ends(
     worker, seen = kill_a_worker(
         fragile_cluster, store_path, log_then_die, line, "doomed"
     )
-    killed = [n for n in seen["nanny"] if "was killed by signal 9" in n["message"]]
+    killed = killed_by_signal_9(seen)
     assert killed and killed[0]["worker"] == worker, seen["nanny"]
     flags = {f["kind"]: f for f in seen["flags"]}
     assert "killed by signal 9 (SIGKILL)" in flags["killed-worker"]["message"]
@@ -149,7 +154,7 @@ def test_a_worker_removed_a_moment_before_its_process_dies_has_its_death_told(
     worker, seen = kill_a_worker(
         fragile_cluster, store_path, drop_the_scheduler_then_die, line, "dropped"
     )
-    killed = [n for n in seen["nanny"] if "was killed by signal 9" in n["message"]]
+    killed = killed_by_signal_9(seen)
     assert killed and killed[0]["worker"] == worker, seen["nanny"]
 
 
