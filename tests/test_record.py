@@ -976,18 +976,36 @@ def delay_the_end(monkeypatch: pytest.MonkeyPatch, delay: float) -> float:
 
 
 def test_a_client_closed_right_after_the_block_waits_for_the_runs_end(
-    store_path: Path, slow_end: float
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The block returns before its run's end (the workers flushed, the row
     # closed: a round trip through the client); a script that closes its
-    # client at once loses nothing of it.
+    # client at once loses nothing of it. The end is held until the block has
+    # returned, then 0.5 s more, so the client's close is asked while it is
+    # on its way: the order is proven by the hold, not by the clock (a block
+    # timed against 0.5 s took 0.55 s on a loaded CI machine).
+    from dask_observe.recording.recorder import Recorder
+
+    answer = Recorder.end_run
+    returned, ended = threading.Event(), threading.Event()
+
+    def held(self: Recorder, span_id: str, *, stopped: bool) -> dict[str, Any]:
+        returned.wait(30)
+        time.sleep(0.5)
+        try:
+            return answer(self, span_id, stopped=stopped)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(Recorder, "end_run", held)
     with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc:
         client = Client(lc.scheduler_address)  # by address: the end goes by RPC
-        started = time.monotonic()
         with dask_observe.record("closing at once", client=client) as run:
             client.submit(chatter, 3, pure=False).result()
-        assert time.monotonic() - started < slow_end  # its end comes after
+        assert not ended.is_set()  # the block did not wait for its end
+        returned.set()
         client.close()
+        assert ended.is_set()  # the close did
     assert run.status == "finished"
     assert len(run.logs(contains="<script>alert")) == 3
     assert "scheduler-lost" not in set(run.events()["kind"])
