@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import sqlite3
+import time
 from pathlib import Path
 
 import dask.config
@@ -14,6 +15,7 @@ from distributed import Client
 import dask_observe
 from dask_observe.api import Run, Store
 from dask_observe.recording.lifecycle import Recording
+from dask_observe.store import BaseStore
 from dask_observe.store.retention import Policy, file_bytes
 
 from .conftest import dask_observe_cli
@@ -143,3 +145,55 @@ def test_max_size_lets_the_oldest_runs_go_first(
         left = list(store.runs()["id"])
     assert left[0] == runs[-1].id and runs[0].id not in left
     assert file_bytes(store_path) <= limit
+
+
+def run_of_lines(store: BaseStore, name: str, cluster: str) -> int:
+    """A run that holds 2,000 lines of 200 characters, ended."""
+    run_id = store.create_run(name, cluster=cluster)
+    now = time.time()
+    store.append(cluster, [
+        ("log", now, 30, "worker", "w", "u", f"{name} {i} {'x' * 200}")
+        for i in range(2000)
+    ])  # fmt: skip
+    store.end_run(run_id, "finished")
+    return run_id
+
+
+def test_max_size_lets_no_run_go_whose_rows_a_running_run_holds(
+    store_path: Path,
+) -> None:
+    # Two notebooks record into one store: a run still running began before
+    # the last two ended, and its slice holds their rows. Letting them go
+    # would free nothing: the estimate once counted them, let them go and
+    # left the store as large.
+    with BaseStore(store_path) as store:
+        oldest = run_of_lines(store, "oldest", "tcp://x:1")
+        running = store.create_run("still running", cluster="tcp://y:1")
+        later = [run_of_lines(store, name, "tcp://x:1") for name in ("b", "c")]
+    with sqlite3.connect(store_path) as conn:  # the size counts the log: fold it
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    limit = int(file_bytes(store_path) * 0.5)  # the oldest run's room is not enough
+    done = dask_observe_cli(store_path, "prune", "--max-size", str(limit))
+    assert done.returncode == 0, done.stderr
+    assert f"Pruned 1 run ({oldest}): 2,000 rows" in done.stdout
+    assert (
+        f"run {running}, still running, holds every row stored since it began"
+        in done.stdout
+    )
+    with Store(store_path) as store:
+        assert sorted(store.runs()["id"]) == [running, *later]
+        assert len(store.run(later[0]).logs(contains="b ")) == 2000
+
+
+def test_keep_last_0_with_a_max_size_keeps_the_run_that_just_ended(
+    store_path: Path,
+) -> None:
+    # observe.retention with keep-last 0 and a max-size, applied as a run
+    # ends (that run kept): the size's sum once looked the kept run up among
+    # those it may let go, and failed.
+    with BaseStore(store_path) as store:
+        older = run_of_lines(store, "older", "tcp://x:1")
+        ended = run_of_lines(store, "just ended", "tcp://x:1")
+        pruned = store.prune(Policy(keep_last=0, max_bytes=1), keep=[ended])
+        assert [r["id"] for r in pruned.runs] == [older]
+        assert [r["id"] for r in store.run_records()] == [ended]

@@ -224,12 +224,12 @@ def cmd_prune(args: argparse.Namespace) -> int:
         return _prune_archive(args, policy)
     with store_of(args, readonly=args.dry_run) as store:
         pruned = store.prune(policy, dry_run=args.dry_run)
-    if not pruned.runs:
-        print(visible(f"Nothing to prune in {store.path}."))
-        return 0
+        running = [r["id"] for r in store.run_records() if r["status"] == "running"]
     ids = ", ".join(str(r["id"]) for r in reversed(pruned.runs))
     runs = f"{len(pruned.runs)} run{'s' if len(pruned.runs) > 1 else ''} ({ids})"
-    if pruned.dry_run:
+    if not pruned.runs:
+        print(visible(f"Nothing to prune in {store.path}."))
+    elif pruned.dry_run:
         print(f"Would prune {runs}: {pruned.rows:,} rows. Nothing changed (--dry-run).")
     else:
         before, after = (
@@ -238,6 +238,20 @@ def cmd_prune(args: argparse.Namespace) -> int:
         )
         print(f"Pruned {runs}: {pruned.rows:,} rows; the store went from {before}")
         print(f"to {after}.")
+    limit = policy.max_bytes
+    if limit is not None and not pruned.dry_run and pruned.bytes_after > limit:
+        # The size asked for is not met: say so, and why when runs hold it.
+        size = format_bytes(pruned.bytes_after)
+        still = f"The store is {size}, above {format_bytes(limit)}"
+        if running:
+            held = ", ".join(map(str, running))
+            many = len(running) > 1
+            still += (
+                f": run{'s' if many else ''} {held}, still running, "
+                f"hold{'' if many else 's'} every row stored since "
+                f"{'the first' if many else 'it'} began"
+            )
+        print(f"{still}.")
     return 0
 
 

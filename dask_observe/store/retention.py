@@ -143,9 +143,10 @@ def choose(
     running one, nor one in ``keep``."""
     ended = [r for r in runs if r["status"] != "running"]
     doomed: dict[int, dict[str, Any]] = {}
-    if policy.keep_last is not None:
+    if policy.keep_last is not None:  # the kept runs count among the last
         doomed.update((r["id"], r) for r in ended[policy.keep_last :])
     ended = [r for r in ended if r["id"] not in keep]
+    doomed = {i: r for i, r in doomed.items() if i not in keep}
     if policy.max_age_s is not None:
         cutoff = now - policy.max_age_s
         doomed.update(
@@ -153,31 +154,44 @@ def choose(
         )
     if policy.max_bytes is not None:
         # What a run costs on disk is estimated as its rows' share of the pages
-        # in use: the oldest go until the rest fits.
-        sizes = {r["id"]: _rows_in(conn, [span]) for r, span in _owned(ended)}
+        # in use: the oldest go until the rest fits. None that began after a
+        # run still running: that run holds every row since it began, and
+        # letting them go would free nothing.
+        sizes = {r["id"]: _rows_in(conn, spans) for r, spans in _owned(runs, ended)}
         per_row = _used_bytes(conn) / max(1, _rows_in(conn, [(1, 2**62)]))
         left = _used_bytes(conn) - per_row * sum(sizes[i] for i in doomed)
+        held_from = min(
+            (int(r["seq_start"] or 0) for r in runs if r["status"] == "running"),
+            default=2**62,
+        )
         for r in reversed(ended):
-            if left <= policy.max_bytes:
+            if left <= policy.max_bytes or int(r["seq_start"] or 0) >= held_from:
                 break
             if r["id"] not in doomed:
                 doomed[r["id"]] = r
                 left -= per_row * sizes[r["id"]]
-    return [r for r in runs if r["id"] in doomed and r["id"] not in keep]
+    return [r for r in runs if r["id"] in doomed]
 
 
 def _owned(
-    runs: Sequence[dict[str, Any]],
-) -> list[tuple[dict[str, Any], tuple[int, int]]]:
-    """Each run with the rows its pruning lets go, for the size estimate: its
-    slice, and the rows before it that no earlier run's slice holds (those a
-    new store copies before its first run, from the cluster's recent
-    records: counted nowhere, the oldest runs all went and the store was
-    still too large)."""
+    runs: Sequence[dict[str, Any]], candidates: Sequence[dict[str, Any]]
+) -> list[tuple[dict[str, Any], list[tuple[int, int]]]]:
+    """Each candidate with the rows its pruning lets go, for the size
+    estimate: its slice, and the rows before it that no earlier run's slice
+    holds (those a new store copies before its first run, from the cluster's
+    recent records: counted nowhere, the oldest runs all went and the store
+    was still too large), less what a run that stays holds (one still
+    running, or kept: a notebook recording into the same store began before
+    it, and its slice reaches over the candidate's, whose rows then stay)."""
+    ids = {r["id"] for r in candidates}
+    staying = [r for r in runs if r["id"] not in ids]
     owned, covered = [], 0
     for run in sorted(runs, key=lambda r: int(r["seq_start"] or 0)):
         first, last = _slice(run, 2**62)
-        owned.append((run, (min(first, covered + 1), last)))
+        if run["id"] in ids:
+            first = min(first, covered + 1)
+            free = gaps(staying, last, 2**62)
+            owned.append((run, [(max(a, first), b) for a, b in free if b >= first]))
         covered = max(covered, last)
     return owned
 
