@@ -10,16 +10,32 @@ behaviour reproduced by a backlog longer than the cluster's life:
 
 Prints, for each backlog, the seconds from entering ``record()`` to the run's
 first line being in the store, and the rows the new store holds.
+
+``--recent``: the cluster's lines are recent (``--lines`` logged just before,
+into another store), so a new store copies them (within the 30 s backlog).
+Each session is a fresh process; it times the first recorded block into the
+new store (entering ``record()`` to its end written) and the stored durations
+of that run and two identical ones after it (8 naps of 0.1 s each). With
+several ``--variant NAME=PATH`` (another commit's checkout, first on
+``PYTHONPATH``), sessions alternate between them:
+
+    .venv/bin/python benchmarks/new_store.py --recent --lines 12000 \
+        --rounds 4 --variant new=. --variant old=../old
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import dask
 from distributed import Client, LocalCluster
@@ -47,11 +63,82 @@ def first_line_after(client: Client, store: Path, backlog: str, marker: str) -> 
     return took
 
 
+def nap(i: int) -> int:
+    time.sleep(0.1)
+    return i
+
+
+def recent_session(lines: int) -> dict[str, Any]:
+    """One fresh process: the first block into a new store after ``lines``
+    recent lines, and three identical runs' stored durations."""
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,
+        Client(lc) as client,
+    ):
+        folder = Path(tmp)
+        with dask_observe.record("before", client=client, store=folder / "a.sqlite"):
+            client.submit(chatter, lines, "recent", pure=False).result()
+        # That run's end (written after its block, judged from its 12,000
+        # lines) would otherwise overlap the next one: ~80 ms of it did.
+        dask_observe.open_store(folder / "a.sqlite").runs()
+        store = dask_observe.open_store(folder / "b.sqlite")
+        durations, first = [], 0.0
+        for _ in range(3):
+            began = time.perf_counter()
+            with dask_observe.record("naps", client=client, store=store) as run:
+                for j in range(8):
+                    client.submit(nap, j, pure=False).result()
+            store.runs()  # its end written
+            first = first or time.perf_counter() - began
+            durations.append(float(run.summary()["duration_s"]))
+        copied = store.rows("SELECT count(*) AS n FROM logs", [])[0]["n"]
+        return {"first": first, "durations": durations, "copied": copied}
+
+
+def recent(args: argparse.Namespace) -> None:
+    variants = dict(v.split("=", 1) for v in args.variant) or {"this": "."}
+    found: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+    for n in range(args.rounds):
+        order = list(variants.items())
+        for name, path in order[n % len(order) :] + order[: n % len(order)]:
+            env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
+            command = [sys.executable, __file__, "--recent-session"]
+            command += ["--lines", str(args.lines)]
+            out = subprocess.run(
+                command, env=env, capture_output=True, text=True, check=True
+            )
+            found[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            got = found[name][-1]
+            runs = ", ".join(f"{d:.3f}" for d in got["durations"])
+            print(
+                f"session {n + 1} {name}: first block {got['first']:.3f} s, "
+                f"runs {runs} s, {got['copied']} lines in the new store"
+            )
+    for name, sessions in found.items():
+        firsts = [float(s["first"]) for s in sessions]
+        durations = [[float(d) for d in s["durations"]] for s in sessions]
+        print(
+            f"{name}: first block median {statistics.median(firsts):.3f} s; "
+            f"first run {statistics.median(r[0] for r in durations):.3f} s, the "
+            f"next two {statistics.median(d for r in durations for d in r[1:]):.3f} s"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lines", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--recent", action="store_true")
+    parser.add_argument("--variant", action="append", default=[])
+    parser.add_argument("--recent-session", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.recent_session:
+        print(json.dumps(recent_session(args.lines)))
+        return
+    if args.recent:
+        recent(args)
+        return
     with (
         tempfile.TemporaryDirectory() as tmp,
         LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,

@@ -49,7 +49,9 @@ Each of these records is a named tuple of this module (:class:`LogRecord`,
 :class:`PushedLog`, :class:`MemorySample`, :class:`PushedEvent`): both ends
 build and read them by name, and they travel as the plain arrays above (a named
 tuple is a tuple to msgpack), so the layout, not the Python class, is what a
-version fixes. :func:`typed` reads a received one back.
+version fixes. :func:`typed` reads a received one back. The capture's buffers
+hold them as plain tuples (``buffer.untracked``: the garbage collector's
+reasons), which a scheduler in the reader's process hands over as they are.
 """
 
 from __future__ import annotations
