@@ -165,3 +165,12 @@ def drop_the_scheduler_then_die(line: str) -> None:
     comm.abort()
     time.sleep(0.3)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def leak_many(n: int) -> int:
+    """Log ``n`` lines, every third with a password in it."""
+    log = logging.getLogger("user.leaky")
+    for i in range(n):
+        secret = f" password=hunter{i}" if i % 3 == 0 else ""
+        log.warning("line %05d%s", i, secret)
+    return n

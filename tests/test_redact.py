@@ -191,6 +191,24 @@ def test_no_secret_reaches_the_store_and_the_lines_stay_readable(
     assert store_bytes(store_path) == []
 
 
+def test_a_flood_of_lines_is_redacted_whole_and_in_order(
+    client: Client, store_path: Path
+) -> None:
+    # A pull of thousands is redacted a few hundred at a time (the garbage
+    # collector's reasons, recording/copying.py): every slice, its edges
+    # included, and the order kept.
+    from .tasks import leak_many
+
+    with dask_observe.record("leaky", client=client) as run:
+        assert client.submit(leak_many, 2_000, pure=False).result() == 2_000
+    messages = list(run.logs(contains="line ")["message"])
+    assert messages == [
+        f"line {i:05d}" + (" password=[redacted]" if i % 3 == 0 else "")
+        for i in range(2_000)
+    ]
+    assert store_bytes(store_path) == []
+
+
 def test_no_secret_leaves_by_report_export_cli_or_otlp(
     secret_run: dask_observe.Run,
     store_path: Path,

@@ -28,6 +28,26 @@ if TYPE_CHECKING:
 
 #: How recently a worker must have left for a run's end to wait for its nanny.
 SETTLE_AFTER_REMOVAL_S = 5.0
+#: Records redacted at a time (a pull brings up to 10,000).
+REDACT_SLICE = 500
+
+
+def _redacted(
+    redactor: redact.Redactor, raw: list[tuple[int, Any]]
+) -> list[tuple[int, tuple[Any, ...]]]:
+    """Pulled ``(number, record)`` pairs, redacted, as plain tuples: read by
+    name (``wire.typed``) a slice at a time, so that each slice's named tuples
+    are gone before the next. A whole pull's, held until it was stored, lived
+    long enough to reach the collector's oldest generation and to bring its
+    full collections on (see ``capture.buffer.untracked``;
+    benchmarks/README.md, "Garbage a record leaves")."""
+    out: list[tuple[int, tuple[Any, ...]]] = []
+    for at in range(0, len(raw), REDACT_SLICE):
+        named = redactor.records(
+            (n, wire.typed(r)) for n, r in raw[at : at + REDACT_SLICE]
+        )
+        out.extend((n, tuple(r)) for n, r in named)
+    return out
 
 
 class Copier:
@@ -151,12 +171,9 @@ class Copier:
                         f"{reply.get('wire')}, not {WIRE_VERSION}"
                     )
                 # Redacted before the store or a live export sees them.
-                records = redactor.records(
-                    (n, wire.typed(r)) for n, r in reply["records"]
-                )
+                records = _redacted(redactor, reply["records"])
                 if any(
-                    isinstance(r, wire.EventRecord) and r.kind == "worker-removed"
-                    for _, r in records
+                    r[0] == "event" and r[2] == "worker-removed" for _, r in records
                 ):
                     self.worker_removed_at = time.monotonic()
                 # A new scheduler instance numbers from 1 again.

@@ -83,6 +83,15 @@ def _json(data: Any) -> str:
     return json.dumps(data, default=str)
 
 
+def _rows_of(raw: Sequence[Any]) -> int:
+    """The rows a record becomes: one per metric of a metrics record."""
+    if raw and raw[0] == "metrics":
+        record = typed(raw)
+        assert isinstance(record, MetricsRecord)
+        return len(record.values)
+    return 1
+
+
 def ingest(
     conn: sqlite3.Connection,
     cluster: str,
@@ -93,14 +102,10 @@ def ingest(
     record or its plain tuple) inside the caller's transaction; ``lost``
     counts records dropped before they could be read, by kind (log, task,
     metrics, event)."""
-    typed_records = [typed(record) for _, record in records]
     drops = [(kind, count) for kind, count in lost.items() if count]
     # Numbers first (a metrics record becomes a row per metric), so that each row
     # is built once, numbered in the order the cluster produced it.
-    total = len(drops) + sum(
-        len(record.values) if isinstance(record, MetricsRecord) else 1
-        for record in typed_records
-    )
+    total = len(drops) + sum(_rows_of(record) for _, record in records)
     if not total:
         return 0
     (last,) = conn.execute(
@@ -111,7 +116,12 @@ def ingest(
     tasks: list[tuple[Any, ...]] = []
     metrics: list[tuple[Any, ...]] = []
     events: list[tuple[Any, ...]] = []
-    for record in typed_records:
+    for _, raw in records:
+        # Read by name one at a time: a list of them all lived long enough to
+        # reach the collector's oldest generation (see ``buffer.untracked``).
+        # One this version does not know raises, and the caller's transaction
+        # writes nothing.
+        record = typed(raw)
         # The columns of logs and tasks are the records' fields, in order;
         # their texts bounded (a capture of another version may not have).
         if isinstance(record, TaskRecord):
