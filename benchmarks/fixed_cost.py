@@ -54,6 +54,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from variants import parse, sessions
+
 HERE = Path(__file__).resolve().parent
 #: Idle time before each timed block (``--pause``): longer than the client's
 #: 10 ms batching.
@@ -255,26 +257,18 @@ def main() -> None:
     if args.closing_session is not None:
         print(closing_session(bool(args.closing_session)))
         return
-    variants = dict(v.split("=", 1) for v in args.variant) or {"this": str(HERE.parent)}
+    variants = parse(args.variant, str(HERE.parent))
     if args.closing:
         closing(variants, args.closing)
         return
     results: dict[str, list[dict[str, list[float] | float]]] = {v: [] for v in variants}
-    for n in range(args.sessions):
-        order = list(variants.items())
-        for name, path in order[n % len(order) :] + order[: n % len(order)]:
-            env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
-            command = [sys.executable, __file__, "--session"]
-            command += ["--cluster", args.cluster, "--blocks", str(args.blocks)]
-            command += ["--pause", str(args.pause)]
-            command += ["--load-ext"] if args.load_ext else []
-            command += ["--end-pull-ab"] if args.end_pull_ab else []
-            out = subprocess.run(
-                command, env=env, capture_output=True, text=True, check=True
-            )
-            results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
-            first = float(results[name][-1]["first"])  # type: ignore[arg-type]
-            print(f"session {n + 1} {name}: first {first * 1e3:.0f} ms")
+    command = ["--session", "--cluster", args.cluster, "--blocks", str(args.blocks)]
+    command += ["--pause", str(args.pause)]
+    command += ["--load-ext"] if args.load_ext else []
+    command += ["--end-pull-ab"] if args.end_pull_ab else []
+    for n, name, got in sessions(__file__, variants, args.sessions, command):
+        results[name].append(got)
+        print(f"session {n + 1} {name}: first {float(got['first']) * 1e3:.0f} ms")
     if args.end_pull_ab:
         results = {
             f"{name} {label}": [split(r, mode) for r in found]

@@ -28,17 +28,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import dask
 from distributed import Client, LocalCluster
+from variants import parse, sessions
 
 import dask_observe
 
@@ -63,6 +63,17 @@ def first_line_after(client: Client, store: Path, backlog: str, marker: str) -> 
     return took
 
 
+@contextmanager
+def one_worker() -> Iterator[tuple[Path, Client]]:
+    """A temporary folder, and a client of a cluster of one in-process worker."""
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,
+        Client(lc) as client,
+    ):
+        yield Path(tmp), client
+
+
 def nap(i: int) -> int:
     time.sleep(0.1)
     return i
@@ -71,12 +82,7 @@ def nap(i: int) -> int:
 def recent_session(lines: int) -> dict[str, Any]:
     """One fresh process: the first block into a new store after ``lines``
     recent lines, and three identical runs' stored durations."""
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,
-        Client(lc) as client,
-    ):
-        folder = Path(tmp)
+    with one_worker() as (folder, client):
         with dask_observe.record("before", client=client, store=folder / "a.sqlite"):
             client.submit(chatter, lines, "recent", pure=False).result()
         # That run's end (written after its block, judged from its 12,000
@@ -97,27 +103,19 @@ def recent_session(lines: int) -> dict[str, Any]:
 
 
 def recent(args: argparse.Namespace) -> None:
-    variants = dict(v.split("=", 1) for v in args.variant) or {"this": "."}
+    variants = parse(args.variant)
     found: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
-    for n in range(args.rounds):
-        order = list(variants.items())
-        for name, path in order[n % len(order) :] + order[: n % len(order)]:
-            env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
-            command = [sys.executable, __file__, "--recent-session"]
-            command += ["--lines", str(args.lines)]
-            out = subprocess.run(
-                command, env=env, capture_output=True, text=True, check=True
-            )
-            found[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
-            got = found[name][-1]
-            runs = ", ".join(f"{d:.3f}" for d in got["durations"])
-            print(
-                f"session {n + 1} {name}: first block {got['first']:.3f} s, "
-                f"runs {runs} s, {got['copied']} lines in the new store"
-            )
-    for name, sessions in found.items():
-        firsts = [float(s["first"]) for s in sessions]
-        durations = [[float(d) for d in s["durations"]] for s in sessions]
+    session_args = ["--recent-session", "--lines", str(args.lines)]
+    for n, name, got in sessions(__file__, variants, args.rounds, session_args):
+        found[name].append(got)
+        runs = ", ".join(f"{d:.3f}" for d in got["durations"])
+        print(
+            f"session {n + 1} {name}: first block {got['first']:.3f} s, "
+            f"runs {runs} s, {got['copied']} lines in the new store"
+        )
+    for name, measured in found.items():
+        firsts = [float(s["first"]) for s in measured]
+        durations = [[float(d) for d in s["durations"]] for s in measured]
         print(
             f"{name}: first block median {statistics.median(firsts):.3f} s; "
             f"first run {statistics.median(r[0] for r in durations):.3f} s, the "
@@ -139,12 +137,7 @@ def main() -> None:
     if args.recent:
         recent(args)
         return
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc,
-        Client(lc) as client,
-    ):
-        folder = Path(tmp)
+    with one_worker() as (folder, client):
         # The capture installed, then a long-lived cluster's history.
         with dask_observe.record("setup", client=client, store=folder / "a.sqlite"):
             client.submit(chatter, 1, "setup", pure=False).result()

@@ -21,14 +21,13 @@ import argparse
 import gc
 import json
 import logging
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from variants import parse, sessions
 
 
 def chatter(n: int) -> int:
@@ -89,27 +88,20 @@ def main() -> None:
     if args.session:
         print(json.dumps(session(args.cluster == "processes")))
         return
-    variants = dict(v.split("=", 1) for v in args.variant) or {"this": "."}
+    variants = parse(args.variant)
     found: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
-    for n in range(args.rounds):
-        order = list(variants.items())
-        for name, path in order[n % len(order) :] + order[: n % len(order)]:
-            env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
-            command = [sys.executable, __file__, "--session", "--cluster", args.cluster]
-            out = subprocess.run(
-                command, env=env, capture_output=True, text=True, check=True
-            )
-            found[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
-            got = found[name][-1]
-            print(
-                f"session {n + 1} {name}: {got['n']} full collections, "
-                f"{got['s']:.3f} s; CPU {got['cpu']:.2f} s, wall {got['wall']:.2f} s; "
-                f"{got['tracked']:,} objects tracked"
-            )
-    for name, sessions in found.items():
+    session_args = ["--session", "--cluster", args.cluster]
+    for n, name, got in sessions(__file__, variants, args.rounds, session_args):
+        found[name].append(got)
+        print(
+            f"session {n + 1} {name}: {got['n']} full collections, "
+            f"{got['s']:.3f} s; CPU {got['cpu']:.2f} s, wall {got['wall']:.2f} s; "
+            f"{got['tracked']:,} objects tracked"
+        )
+    for name, measured in found.items():
 
-        def median(field: str, sessions: list[dict[str, Any]] = sessions) -> float:
-            return float(statistics.median(s[field] for s in sessions))
+        def median(field: str, measured: list[dict[str, Any]] = measured) -> float:
+            return float(statistics.median(s[field] for s in measured))
 
         print(
             f"{name}: median {median('n'):.0f} full collections, "
