@@ -151,6 +151,18 @@ def _quiet(lab: Lab) -> None:
     )
 
 
+def _no_build_check(lab: Lab) -> None:
+    """No "build recommended?" check as each page loads (JupyterLab's
+    ``page_config.json`` settings, as a site that builds nothing sets them):
+    the server answered it by running yarn under node, 0.56 CPU-second of a
+    load's 3.60 (benchmarks/README.md, "The suite's page loads"). The panel
+    is a prebuilt extension: no build is ever recommended for it."""
+    folder = lab.home / "config" / "labconfig"
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = {"buildCheck": False, "buildAvailable": False}
+    (folder / "page_config.json").write_text(json.dumps(settings))
+
+
 @contextmanager
 def running_lab(
     store_path: Path,
@@ -167,6 +179,7 @@ def running_lab(
         store_path, folder, app=app, env=env or {},
     )  # fmt: skip
     _quiet(lab)
+    _no_build_check(lab)
     try:
         lab.start()
         yield lab
