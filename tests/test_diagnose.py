@@ -439,6 +439,83 @@ def test_a_stall_spent_at_least_half_spilling_is_told_by_spilling_alone(
         assert "held it (or the GIL)" in blocked, blocked
 
 
+PAUSING = "Worker is at 82% memory usage. Pausing worker.  Process memory: 494 MiB"
+RESUMING = "Worker is at 61% memory usage. Resuming worker. Process memory: 366 MiB"
+
+
+def collected_as_it_paused(run: SyntheticRun) -> SyntheticRun:
+    """A worker's loop held 1.65 s, 1.6 s of it in full garbage collections
+    (seen on CI: a worker eating memory under its nanny, whose memory monitor
+    collects on the event loop as the worker passes its pause threshold)."""
+    run.event(3.0, "event-loop-stall", A, seconds=1.65, since=run.start + 1.35,
+              cpu=1.6, loop_cpu=1.6, gc=1.6)  # fmt: skip
+    return run
+
+
+@pytest.mark.parametrize(
+    "pause",
+    [
+        [("line", 2.98)],  # said as its collection returned
+        [("status", 3.05)],  # its line lost with it: the scheduler's change
+        [("line", 1.0)],  # paused before, still paused: a paused worker collects
+    ],
+    ids=["as it paused", "status change only", "while paused"],
+)
+def test_a_stall_in_the_collection_a_worker_runs_as_it_pauses_is_the_pauses(
+    run: SyntheticRun, pause: list[tuple[str, float]]
+) -> None:
+    for how, t in pause:
+        if how == "line":
+            run.log(t, PAUSING, A, logger="distributed.worker.memory")
+        else:
+            run.event(t, A, action="worker-status-change", status="paused")
+    recorded = collected_as_it_paused(run).end(4.0, settings(pause=0.8))
+    assert flags(recorded) == [("memory-pressure", "warning")]
+    said = message(recorded, "memory-pressure")
+    assert "was paused 1 time(s)" in said
+    assert "Its event loop stalled 1 time(s) meanwhile, up to 1.65 s" in said
+    evidence = recorded.flags()["evidence"][0]
+    assert any("stalled for 1.65 s" in e["text"] for e in evidence)
+
+
+def test_a_collection_long_after_a_worker_resumed_is_the_collectors(
+    run: SyntheticRun,
+) -> None:
+    # Paused and resumed a second before the stall began: its collection was
+    # not the pause's, and event-loop-blocked names the collector.
+    run.log(0.1, PAUSING, A, logger="distributed.worker.memory")
+    run.log(0.3, RESUMING, A, logger="distributed.worker.memory")
+    recorded = collected_as_it_paused(run).end(4.0, settings(pause=0.8))
+    assert sorted(flags(recorded)) == [
+        ("event-loop-blocked", "warning"),
+        ("memory-pressure", "warning"),
+    ]
+    assert "garbage collector ran" in message(recorded, "event-loop-blocked")
+    assert "stalled" not in message(recorded, "memory-pressure")
+
+
+def test_event_loop_blocked_counts_apart_the_stalls_a_pause_told(
+    run: SyntheticRun,
+) -> None:
+    run.log(2.98, PAUSING, A, logger="distributed.worker.memory")
+    collected_as_it_paused(run)
+    # Later, resumed, the same worker's loop held 2 s by its tasks' code.
+    run.log(4.0, RESUMING, A, logger="distributed.worker.memory")
+    run.event(7.0, "event-loop-stall", A, seconds=2.0, since=run.start + 5.0,
+              cpu=2.0, loop_cpu=2.0)  # fmt: skip
+    recorded = run.end(8.0, settings(pause=0.8))
+    assert sorted(flags(recorded)) == [
+        ("event-loop-blocked", "warning"),
+        ("memory-pressure", "warning"),
+    ]
+    blocked = message(recorded, "event-loop-blocked")
+    assert "stalled 1 time(s), up to 2.00 s" in blocked
+    assert (
+        "1 more came while a worker paused for memory collected garbage "
+        "(see memory-pressure)" in blocked
+    )
+
+
 @pytest.mark.parametrize(
     ("seconds", "text", "expected"),
     [(5.3, "5.30 s", "warning"), (12.0, "12.00 s", "error")],

@@ -241,6 +241,37 @@ class Context:
         ]
 
     @cached_property
+    def paused_spans(self) -> dict[str, list[tuple[float, float]]]:
+        """Each worker's spans of time paused for memory, (from, until): from
+        its "Pausing worker" line or its status change to paused (which the
+        scheduler logs a moment later, and keeps when the line died with its
+        worker), until its "Resuming worker" line or its status change back
+        to running (``inf``: paused to the end of what was recorded)."""
+        changes: dict[str, list[tuple[float, bool]]] = {}
+        for said, paused in (("Pausing worker", True), ("Resuming worker", False)):
+            for t, worker, _ in self.logs(said):
+                if worker:
+                    changes.setdefault(worker, []).append((t, paused))
+        for t, kind, _, d in self.events():
+            status = d.get("status") if isinstance(d, dict) else None
+            if status in ("paused", "running") and (
+                d.get("action") == "worker-status-change"
+            ):
+                changes.setdefault(kind, []).append((t, status == "paused"))
+        spans: dict[str, list[tuple[float, float]]] = {}
+        for worker, seen in changes.items():
+            began: float | None = None
+            for t, paused in sorted(seen):
+                if paused and began is None:
+                    began = t
+                elif not paused and began is not None:
+                    spans.setdefault(worker, []).append((began, t))
+                    began = None
+            if began is not None:
+                spans.setdefault(worker, []).append((began, float("inf")))
+        return spans
+
+    @cached_property
     def memory_restarts(self) -> list[tuple[float, str, dict[str, Any]]]:
         """(time, worker, event) of each nanny memory restart: pid and rss."""
         return [

@@ -52,12 +52,24 @@ class Stalls(NamedTuple):
     #: process holds with the GIL held (in a threads-only cluster, the
     #: client's objects too).
     collected: list[tuple[Stall, float]]
+    #: A worker's spent so in collections while it was paused for memory,
+    #: or as it paused: memory-pressure's. A worker's memory monitor, above
+    #: the pause threshold, runs a full collection on the event loop to free
+    #: memory, then pauses (a worker eating memory under its nanny stalled
+    #: 1.65 s so on a loaded CI machine, its collection 1.74 s: the first of
+    #: a process forked from one that had imported pandas).
+    paused: list[tuple[Stall, float]]
 
 
 #: A stall during which the worker spent this share of it spilling is spilling's;
 #: one the process spent this share of in full garbage collections, the
 #: collector's.
 HELD_SHARE = 0.5
+#: A pause said up to this long after a stall is the pause that stall's
+#: collection came before: the worker logs "Pausing worker" once its
+#: collection returned, before its loop ticks again, and the scheduler logs
+#: the status change when the worker's message reaches it.
+PAUSE_SLACK_S = 1.0
 #: Modules imported during a stall are not its cause where the loop's own
 #: thread (which imports them) had less CPU than this share of the stall while
 #: the process's other threads had more: another thread held the GIL. A task
@@ -86,7 +98,7 @@ def stalls(ctx: Context) -> Stalls:
         return kept
     tick = ctx.seconds("event-loop-blocked.tick")
     scheduler_tick = ctx.seconds("event-loop-blocked.scheduler-tick")
-    split = Stalls([], [], [], [], [], [])
+    split = Stalls([], [], [], [], [], [], [])
     events = ctx.events("event-loop-stall")
     unresponsive = ctx.logs("Event loop was unresponsive")
     if not events and not unresponsive:
@@ -130,7 +142,10 @@ def stalls(ctx: Context) -> Stalls:
         elif collected > 0 and collected >= HELD_SHARE * stall[2]:
             # Before the host too: a busy host stretches a collection, but
             # the loop waited for the collector, not for a core.
-            add = _paired(split.collected, collected)
+            in_pause = worker is not None and paused_during(
+                ctx.paused_spans.get(worker), since, t
+            )
+            add = _paired(split.paused if in_pause else split.collected, collected)
         elif busy is not None and starved:
             add = _paired(split.host, busy)
         elif imported is not None and not held_elsewhere(stall[2], cpu, loop_cpu):
@@ -181,8 +196,20 @@ def stalls(ctx: Context) -> Stalls:
     split.imports.sort(key=lambda pair: pair[0])
     split.spilled.sort(key=lambda pair: pair[0])
     split.collected.sort(key=lambda pair: pair[0])
+    split.paused.sort(key=lambda pair: pair[0])
     ctx.derived["stalls"] = split
     return split
+
+
+def paused_during(
+    spans: list[tuple[float, float]] | None, since: float, until: float
+) -> bool:
+    """Whether a worker paused for memory (``spans``: ``Context.paused_spans``)
+    at some time of a stall from ``since`` to ``until``, or as it ended."""
+    return any(
+        began <= until + PAUSE_SLACK_S and ended >= since
+        for began, ended in spans or ()
+    )
 
 
 def held_elsewhere(seconds: float, cpu: float | None, loop_cpu: float | None) -> bool:

@@ -24,28 +24,46 @@ SHUFFLE_CONTEXT = "p2p"
 @rule("memory-pressure")
 def memory_pressure(ctx: Context) -> list[Flag]:
     """Workers paused for memory: their "Pausing worker" lines, and the status
-    changes the scheduler logged (which survive a worker that dies right after)."""
+    changes the scheduler logged (which survive a worker that dies right after).
+    With the stalls of their event loops in the collections a worker runs as
+    it pauses and while paused (``holdups.Stalls.paused``): the pause's, not
+    event-loop-blocked's."""
     seen: dict[str, list[dict[str, Any]]] = {}
     for t, worker, message in ctx.logs("Pausing worker"):
         seen.setdefault(worker or "?", []).append(evidence(t, worker, message))
     for t, worker in ctx.pauses:
         if worker not in seen:  # the line was lost with its worker
             seen[worker] = [evidence(t, worker, "status changed to paused")]
-    return [
-        Flag(
-            "memory-pressure",
-            "warning",
-            found[0]["time"],
-            worker,
-            f"Worker {worker} was paused {len(found)} time(s): its memory "
-            f"passed {ctx.fraction('pause', worker):.0%} of its limit, so it "
-            "stopped starting tasks until memory fell again.",
-            "Give workers more memory or fewer threads, or use smaller chunks so "
-            "that fewer intermediate results are held at once.",
-            found[:MAX_EVIDENCE],
+    stalled: dict[str, list[holdups.Stall]] = {}
+    for stall, _ in holdups.stalls(ctx).paused if seen else []:
+        stalled.setdefault(str(stall[1]), []).append(stall)
+    flags = []
+    for worker, found in seen.items():
+        stalls = stalled.get(worker, [])
+        also = (
+            f" Its event loop stalled {len(stalls)} time(s) meanwhile, up to "
+            f"{format_seconds(max(s for _, _, s, _ in stalls))}, in the full "
+            "garbage collections a worker runs on its event loop to free memory "
+            "as it pauses and while paused, so heartbeats and transfers waited."
+            if stalls
+            else ""
         )
-        for worker, found in seen.items()
-    ]
+        told = [evidence(t, w, text) for t, w, _, text in stalls]
+        flags.append(
+            Flag(
+                "memory-pressure",
+                "warning",
+                found[0]["time"],
+                worker,
+                f"Worker {worker} was paused {len(found)} time(s): its memory "
+                f"passed {ctx.fraction('pause', worker):.0%} of its limit, so it "
+                f"stopped starting tasks until memory fell again.{also}",
+                "Give workers more memory or fewer threads, or use smaller chunks "
+                "so that fewer intermediate results are held at once.",
+                sorted(found + told, key=lambda e: e["time"])[:MAX_EVIDENCE],
+            )
+        )
+    return flags
 
 
 @rule("memory-restart")

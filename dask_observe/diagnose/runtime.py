@@ -87,6 +87,11 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
             ("host", split.host, "the host was oversubscribed"),
             ("spilled", split.spilled, "a worker spilled to disk (see spilling)"),
             ("collected", split.collected, "Python's garbage collector ran"),
+            (
+                "paused",
+                split.paused,
+                "a worker paused for memory collected garbage (see memory-pressure)",
+            ),
         )
         if others and name != cause
     )
