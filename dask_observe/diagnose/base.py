@@ -230,15 +230,19 @@ class Context:
         )
 
     @cached_property
+    def status_changes(self) -> list[tuple[float, str, str]]:
+        """(time, worker, status) of each change of a worker's status that
+        the scheduler logged (the event's kind is the worker)."""
+        return [
+            (t, kind, str(d.get("status")))
+            for t, kind, _, d in self.events()
+            if isinstance(d, dict) and d.get("action") == "worker-status-change"
+        ]
+
+    @cached_property
     def pauses(self) -> list[tuple[float, str]]:
         """(time, worker) of each change of a worker's status to paused."""
-        return [
-            (t, kind)
-            for t, kind, _, d in self.events()
-            if isinstance(d, dict)
-            and d.get("action") == "worker-status-change"
-            and d.get("status") == "paused"
-        ]
+        return [(t, w) for t, w, status in self.status_changes if status == "paused"]
 
     @cached_property
     def paused_spans(self) -> dict[str, list[tuple[float, float]]]:
@@ -252,12 +256,9 @@ class Context:
             for t, worker, _ in self.logs(said):
                 if worker:
                     changes.setdefault(worker, []).append((t, paused))
-        for t, kind, _, d in self.events():
-            status = d.get("status") if isinstance(d, dict) else None
-            if status in ("paused", "running") and (
-                d.get("action") == "worker-status-change"
-            ):
-                changes.setdefault(kind, []).append((t, status == "paused"))
+        for t, worker, status in self.status_changes:
+            if status in ("paused", "running"):
+                changes.setdefault(worker, []).append((t, status == "paused"))
         spans: dict[str, list[tuple[float, float]]] = {}
         for worker, seen in changes.items():
             began: float | None = None
