@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 
+from .corpus import NEGATIVES, POSITIVES
+
 SECRETS = {
     "coiled.token": "tok-COILED-5f1e9a7c",
     "gateway.auth.kwargs.password": "gw-PASS-8d2b41",
@@ -16,6 +18,13 @@ SECRETS = {
     "github": "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
 }
 CLEAN = "a clean line: naïve ☃\twith tab, 100 % done"
+#: The archive's storage options as the docs tell users to set them: never
+#: recorded, whatever their keys are called.
+ARCHIVE_OPTIONS = {
+    "account_name": "teamruns",
+    "account_key": "azACCOUNTkey-6f0e1d2c==",
+    "connection_string": "opaque-CONN-4b3a29",
+}
 
 
 def leak() -> str:
@@ -27,10 +36,20 @@ def leak() -> str:
         SECRETS["github"],
     )  # fmt: skip
     log.warning(CLEAN)
+    # Every shape of the corpus, each line logged whole (with its new lines).
+    corpus = logging.getLogger("user.corpus")
+    for line, _ in POSITIVES:
+        corpus.warning(line)
+    for line in NEGATIVES:
+        corpus.warning(line)
     return "done"
 
 
 def found_in(data: bytes | str) -> list[str]:
-    """Which of the secrets ``data`` holds."""
+    """Which of the secrets ``data`` holds: the planted ones by name, the
+    archive's options and the corpus's by the secret itself."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return [name for name, secret in SECRETS.items() if secret in text]
+    planted = [name for name, secret in SECRETS.items() if secret in text]
+    options = [f"archive-options.{k}" for k, v in ARCHIVE_OPTIONS.items()
+               if k != "account_name" and v in text]  # fmt: skip
+    return planted + options + [s for _, s in POSITIVES if s in text]

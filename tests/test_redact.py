@@ -20,8 +20,9 @@ from dask_observe.redact import MARKER, Redactor, configured
 from dask_observe.store import BaseStore
 
 from .conftest import dask_observe_cli, wait_until
+from .corpus import NEGATIVES, POSITIVES
 from .otlp import Collector
-from .planted import CLEAN, SECRETS, found_in
+from .planted import ARCHIVE_OPTIONS, CLEAN, SECRETS, found_in
 
 
 @pytest.mark.parametrize(
@@ -69,6 +70,40 @@ def test_each_kind_of_secret_is_replaced_and_nothing_else(
     line: str, expected: str
 ) -> None:
     assert Redactor().text(line) == expected
+
+
+@pytest.mark.parametrize(("line", "secret"), POSITIVES)
+def test_every_shape_of_the_corpus_loses_its_secret(line: str, secret: str) -> None:
+    redacted = Redactor().text(line)
+    assert secret not in redacted and MARKER in redacted
+
+
+@pytest.mark.parametrize("line", NEGATIVES)
+def test_the_corpus_lines_without_a_secret_are_kept_byte_for_byte(line: str) -> None:
+    assert Redactor().text(line) == line
+
+
+def test_storage_options_are_never_recorded_and_older_ones_lose_their_values() -> None:
+    from dask_observe.recording.environment import config_changes
+
+    with dask.config.set(
+        {
+            "observe.archive-options": ARCHIVE_OPTIONS,
+            "my-lib.storage_options": {"client_kwargs": {"region": "eu"}},
+            "my-lib.threads": 4,
+        }
+    ):
+        changed = config_changes()
+    assert changed["my-lib.threads"] == 4
+    assert not [k for k in changed if "archive-options" in k or "storage_options" in k]
+    # A run recorded before kept them: redaction (``dask-observe redact``)
+    # takes every value under them, whatever the key is called.
+    older = {"observe.archive-options.account_name": "teamruns",
+             "s3.storage_options": {"anon": False, "endpoint": "x"}}  # fmt: skip
+    assert Redactor().data(older) == {
+        "observe.archive-options.account_name": MARKER,
+        "s3.storage_options": {"anon": False, "endpoint": MARKER},
+    }
 
 
 @pytest.mark.parametrize(
@@ -143,6 +178,16 @@ def store_bytes(path: Path) -> list[str]:
     return found_in(bytes.fromhex(done.stdout.decode().strip()))
 
 
+def readable(path: Path) -> bytes | str:
+    """A file's content as a reader sees it: Parquet decoded (its pages are
+    compressed, so its bytes would hide a secret), anything else as bytes."""
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        return pd.read_parquet(path).to_csv()
+    return path.read_bytes()
+
+
 @pytest.fixture
 def secret_run(
     ip: InteractiveShell,
@@ -150,9 +195,10 @@ def secret_run(
     store_path: Path,
     collector: Collector,
 ) -> Iterator[dask_observe.Run]:
-    """A cell recorded with the seven secrets where users keep them: two in dask
-    config, one assigned in the cell, four in a task's log line; exported live
-    to a real OTLP receiver."""
+    """A cell recorded with the secrets where users keep them: two in dask
+    config and the archive's storage options, one assigned in the cell, four
+    in a task's log line and the corpus's shapes in more; exported live to a
+    real OTLP receiver."""
     ip.user_ns["client"] = client
     cell = (
         f"%%dask_record secrets --no-widget\n"
@@ -164,6 +210,7 @@ def secret_run(
         {
             "coiled.token": SECRETS["coiled.token"],
             "gateway.auth.kwargs.password": SECRETS["gateway.auth.kwargs.password"],
+            "observe.archive-options": ARCHIVE_OPTIONS,
             "observe.export.otlp.endpoint": collector.url,
         }
     ):
@@ -185,8 +232,10 @@ def test_no_secret_reaches_the_store_and_the_lines_stay_readable(
         "key [redacted], token [redacted]"
     )
     assert CLEAN in messages  # byte for byte
+    assert set(NEGATIVES) <= set(messages)
     environment = run.environment()
     assert environment["config"]["coiled.token"] == MARKER
+    assert not [k for k in environment["config"] if "archive-options" in k]
     assert "DB_PASSWORD = [redacted]" in environment["code"]["cell"]
     assert store_bytes(store_path) == []
 
@@ -222,9 +271,16 @@ def test_no_secret_leaves_by_report_export_cli_or_otlp(
     assert report.returncode == 0, report.stderr
     assert found_in(saved.read_bytes()) == []
     for path in run.to_parquet(tmp_path / "parquet").values():
-        assert found_in(path.read_bytes()) == [], path.name
+        assert found_in(readable(path)) == [], path.name
     assert found_in(run.to_chrome_trace(tmp_path / "trace.json").read_bytes()) == []
-    for command in (["logs", str(run.id)], ["flags", str(run.id)], ["runs"]):
+    assert found_in(dask_observe.compare(run, run)._repr_html_()) == []
+    run.publish((tmp_path / "archive").as_uri())
+    published = [p for p in (tmp_path / "archive").rglob("*") if p.is_file()]
+    assert published
+    for path in published:
+        assert found_in(readable(path)) == [], path.name
+    for command in (["logs", str(run.id)], ["flags", str(run.id)], ["runs"],
+                    ["compare", str(run.id), str(run.id)]):  # fmt: skip
         done = dask_observe_cli(store_path, *command)
         assert done.returncode == 0 and found_in(done.stdout) == [], command
     # The live export sent the line as it was stored, redacted.

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dask_observe.redact import NOT_RECORDED
+
 #: Config values a run keeps at most (the rest are counted).
 MAX_CONFIG = 200
 
@@ -72,13 +74,15 @@ def assemble(
 
 def config_changes() -> dict[str, Any]:
     """This process's dask config values that differ from dask's defaults
-    (set in code, YAML files or ``DASK_*`` variables), as dotted keys."""
+    (set in code, YAML files or ``DASK_*`` variables), as dotted keys; storage
+    options are left out whole (``redact.NOT_RECORDED``)."""
     import dask.config
 
     defaults = _merged_defaults(len(dask.config.defaults))
     changed = {
         key: _plain(value)
         for key, value in _differences(dask.config.config, defaults).items()
+        if NOT_RECORDED.search(key) is None
     }
     keys = sorted(changed)
     kept = {key: changed[key] for key in keys[:MAX_CONFIG]}
