@@ -68,10 +68,14 @@ class SyntheticRun:
         )  # fmt: skip
         return self
 
-    def tasks(self, n: int, seconds: float, prefix: str = "work") -> SyntheticRun:
-        """``n`` tasks of ``seconds`` each, one after the other on two workers."""
+    def tasks(
+        self, n: int, seconds: float, prefix: str = "work", *, gap: float = 0.0
+    ) -> SyntheticRun:
+        """``n`` tasks of ``seconds`` each, one after the other on two workers,
+        ``gap`` seconds between one's end and the next one's start on each
+        (what handing a thread its next task took)."""
         for i in range(n):
-            self.task(i * seconds / 2, seconds, prefix, A if i % 2 else B)
+            self.task(i // 2 * (seconds + gap), seconds, prefix, A if i % 2 else B)
         return self
 
     def metrics(self, t: float, worker: str | None, **values: float) -> SyntheticRun:
@@ -126,4 +130,15 @@ def workers(run: SyntheticRun, t: float, threads: int = 1) -> SyntheticRun:
     """Both workers' limits and threads, as the scheduler samples them."""
     for worker in (A, B):
         run.metrics(t, worker, memory_limit=1000.0, nthreads=float(threads))
+    return run
+
+
+def busy_host(
+    run: SyntheticRun, until: float, worker: str | None = A, waiting: float | None = 0.9
+) -> SyntheticRun:
+    """Samples of an oversubscribed host (worker's, or the scheduler's: None),
+    a second each, as the capture ships them."""
+    for t in range(1, int(until) + 1):
+        data = {"waiting": waiting, "runnable": 6, "cores": 2, "seconds": 1.0}
+        run.event(float(t), "host-load", worker, **data)
     return run

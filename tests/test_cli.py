@@ -113,6 +113,46 @@ def test_runs_without_a_store_says_how_to_record_one_and_creates_none(
     assert not store_path.parent.exists()
 
 
+def test_a_store_path_given_that_holds_none_is_an_error(tmp_path: Path) -> None:
+    # A path typed by hand that holds nothing is a typo, not a fresh start.
+    missing = tmp_path / "missing" / "x.sqlite"
+    done = dask_observe_cli(
+        tmp_path / "default.sqlite", "--store", str(missing), "runs"
+    )
+    assert done.returncode == 1
+    assert f"no dask-observe store at {missing}" in done.stderr
+    assert not missing.parent.exists()
+
+
+def test_read_answers_say_what_is_wrong_and_what_is_empty(tmp_path: Path) -> None:
+    """A newcomer's first minutes with the command line: an unknown name
+    exited 0 listing nothing, a time it could not read printed pandas' own
+    words, an empty answer printed nothing at all, a table had no headers."""
+    path = tmp_path / "observe.sqlite"
+    with BaseStore(path) as store:
+        for name in ("etl", "nightly"):
+            run_id = store.create_run(name)
+            store.end_run(run_id, "finished", n_tasks=3, n_failed=0)
+    unknown = dask_observe_cli(path, "history", "nosuchname")
+    assert unknown.returncode == 1
+    assert "no runs named 'nosuchname'" in unknown.stderr
+    assert "'etl', 'nightly'" in unknown.stderr
+    history = dask_observe_cli(path, "history", "etl")
+    assert history.returncode == 0, history.stderr
+    header, row = history.stdout.splitlines()
+    assert header.split()[:3] == ["id", "started", "(UTC)"] and "judged" in header
+    assert row.split()[0] == "1" and " - " in row  # judged: nothing to judge against
+    bad = dask_observe_cli(path, "logs", "last", "--since", "the day before")
+    assert bad.returncode == 1
+    assert "cannot read the time 'the day before'" in bad.stderr
+    assert "'10min'" in bad.stderr and "yesterday" in bad.stderr
+    assert "Unknown datetime" not in bad.stderr and "Traceback" not in bad.stderr
+    for since in ("yesterday", "2h", "2026-01-01"):
+        empty = dask_observe_cli(path, "logs", "last", "--since", since)
+        assert empty.returncode == 0, (since, empty.stderr)
+        assert empty.stdout == "" and "0 lines in run 2 'nightly'" in empty.stderr
+
+
 def test_a_store_that_is_not_ours_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("hello")

@@ -25,7 +25,7 @@ from dask_observe.diagnose.base import RULES
 from dask_observe.diagnose.host import HOST_ADVICE
 from dask_observe.report.model import collect
 
-from .synthetic import A, B, SyntheticRun, workers
+from .synthetic import A, B, SyntheticRun, busy_host, workers
 
 MiB = 2**20
 
@@ -564,17 +564,6 @@ def test_a_stall_after_the_threads_stopped_fighting_is_its_own_flag(
     assert "stalled for" not in message(recorded, "gil-contention")
 
 
-def busy_host(
-    run: SyntheticRun, until: float, worker: str | None = A, waiting: float | None = 0.9
-) -> SyntheticRun:
-    """Samples of an oversubscribed host (worker's, or the scheduler's: None),
-    a second each, as the capture ships them."""
-    for t in range(1, int(until) + 1):
-        data = {"waiting": waiting, "runnable": 6, "cores": 2, "seconds": 1.0}
-        run.event(float(t), "host-load", worker, **data)
-    return run
-
-
 def test_a_stall_while_the_host_was_busy_and_the_process_starved_is_the_hosts(
     run: SyntheticRun,
 ) -> None:
@@ -774,10 +763,36 @@ def test_a_worker_on_the_schedulers_host_is_judged_by_its_samples_too(
 # -- work ------------------------------------------------------------------------
 
 
+# A scheduler that spends 1 ms on a task keeps each of two threads waiting 2 ms
+# between one task and the next.
+QUIET_GAP = 0.002
+
+
 def test_tiny_tasks_that_cost_more_to_schedule_than_to_run(run: SyntheticRun) -> None:
-    recorded = run.tasks(3000, 0.0002, "inc").end(4.0)
+    recorded = run.tasks(3000, 0.0002, "inc", gap=QUIET_GAP).end(4.0)
     assert flags(recorded) == [("tiny-tasks", "warning")]
-    assert "x more work" in recorded.flags()["advice"][0]
+    flag = recorded.flags().iloc[0]
+    assert "3000 tasks of 'inc'" in flag["message"]
+    assert "a median 2.0 ms between one task's end" in flag["message"]
+    assert "x more work" in flag["advice"] and "'inc'" in flag["advice"]
+
+
+def test_tiny_tasks_on_a_loaded_host_are_named_by_the_cost_measured(
+    run: SyntheticRun,
+) -> None:
+    """10,001 trivial tasks took 34-45 s on a host loaded 2-3x over its cores,
+    with no flag: the rule assumed 1 ms a task where it cost 2.7-4 ms, so the
+    scheduling it reckoned (10 s) was under its share of the run."""
+    recorded = run.tasks(10_001, 0.0006, "inc", gap=0.0062).end(34.0)
+    assert flags(recorded) == [("tiny-tasks", "warning")]
+    assert "a median 6.2 ms between one task's end" in message(recorded, "tiny-tasks")
+
+
+def test_tasks_longer_than_what_handing_them_out_costs_are_not_tiny(
+    run: SyntheticRun,
+) -> None:
+    # On a quiet, fast host: 0.5 ms tasks handed out in 0.2 ms each.
+    assert flags(run.tasks(3000, 0.0005, "inc", gap=0.0002).end(1.2)) == []
 
 
 def test_a_stencil_with_tiny_slices_and_real_compute_is_well_cut(
@@ -785,8 +800,9 @@ def test_a_stencil_with_tiny_slices_and_real_compute_is_well_cut(
 ) -> None:
     # An array stencil: median task 0.27 ms (slicing, concatenating), mean
     # 4.6 ms: 5.5 s of compute against ~1.2 s of scheduling.
-    run.tasks(1000, 0.00027, "getitem").tasks(200, 0.0013, "concatenate")
-    run.tasks(100, 0.0525, "apply_stencil")
+    run.tasks(1000, 0.00027, "getitem", gap=QUIET_GAP)
+    run.tasks(200, 0.0013, "concatenate", gap=QUIET_GAP)
+    run.tasks(100, 0.0525, "apply_stencil", gap=QUIET_GAP)
     assert flags(run.end(4.0)) == []
 
 
@@ -802,7 +818,7 @@ def test_a_stencil_with_tiny_slices_and_real_compute_is_well_cut(
 def test_tiny_tasks_edges(
     run: SyntheticRun, n: int, duration: float, expected: list[tuple[str, str]]
 ) -> None:
-    assert flags(run.tasks(n, 0.0001).end(duration)) == expected
+    assert flags(run.tasks(n, 0.0001, gap=QUIET_GAP).end(duration)) == expected
 
 
 def test_failed_tasks_raise_task_errors(run: SyntheticRun) -> None:
@@ -822,6 +838,27 @@ def test_high_transfer_from_min_time(
     run.task(0.1, 0.5, transfer=transfer / 2).task(0.2, 0.5, worker=B,
                                                    transfer=transfer / 2)  # fmt: skip
     assert [kind for kind, _ in flags(run.end(3.0))] == expected
+
+
+def test_waiting_for_a_few_kib_is_not_high_transfer(run: SyntheticRun) -> None:
+    """The loaded notebook's 10,717 tiny tasks waited seconds for 71 KiB in
+    all: latency, not data in the wrong place."""
+    run.task(0.1, 0.5, "sum", transfer=1.0).task(0.2, 0.5, "sum", B, transfer=1.0)
+    run.event(1.0, "transfer", A, **{"from": B, "bytes": 71 * 2**10, "seconds": 2.0})
+    assert flags(run.end(3.0)) == []
+
+
+def test_high_transfer_names_what_moved_and_which_tasks_waited(
+    run: SyntheticRun,
+) -> None:
+    run.task(0.1, 0.5, "merge", transfer=1.0).task(0.2, 0.5, "merge", B, transfer=1.0)
+    run.event(1.0, "transfer", A, **{"from": B, "bytes": 300 * 2**20, "seconds": 2.0})
+    recorded = run.end(3.0)
+    assert flags(recorded) == [("high-transfer", "warning")]
+    text = message(recorded, "high-transfer")
+    assert (
+        "2.00 s for 300.00 MiB moved" in text and "the tasks of 'merge' 2.00 s" in text
+    )
 
 
 @pytest.mark.parametrize(

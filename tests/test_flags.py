@@ -395,6 +395,24 @@ def test_on_a_host_busy_with_other_work_the_flag_names_the_host_not_the_code(
         assert any("threads waited for a core" in t for t in texts), texts
 
 
+@pytest.mark.alone  # processes spinning on every core
+def test_tiny_tasks_on_a_host_busy_with_other_work_are_still_named(
+    store_path: Path, make_client: Callable[..., Client], busy_host: None
+) -> None:
+    """The truth by construction: 1,200 chunks of one element summed, on a host
+    oversubscribed by other processes (handing each out costs milliseconds
+    there, computing it microseconds; a few KiB move). Before, the rule
+    assumed 1 ms a task and said nothing, and ``high-transfer`` spoke
+    instead."""
+    client = make_client(n_workers=2, threads_per_worker=1)
+    with dask_observe.record("tiny", client=client) as run:
+        assert da.ones(1200, chunks=1).sum().compute() == 1200
+    assert "tiny-tasks" in kinds(run) and "high-transfer" not in kinds(run)
+    flag = run.flags().set_index("kind").loc["tiny-tasks"]
+    assert "tasks of 'sum'" in flag["message"], flag["message"]  # ones fused in
+    assert "measured in this run" in flag["message"]
+
+
 @pytest.mark.alone  # its import sleeps: on a busy host, the host's stall
 def test_a_task_module_slow_to_import_is_named_as_what_blocked_the_loop(
     store_path: Path, make_client: Callable[..., Client]

@@ -106,21 +106,6 @@ def test_storage_options_are_never_recorded_and_older_ones_lose_their_values() -
     }
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        "Worker tcp://127.0.0.1:40000 exceeded 95% memory budget. Restarting...",
-        "Event loop was unresponsive in Worker for 3.02s.",
-        "Compute Failed Key: ('inc-9f2c', 3) Function: inc args: (3,)",
-        "tokenize.ensure-deterministic: False; password_file=/etc/pw; author: me",
-        "Lost connection to 'tcp://[::1]:8786' while sending result for task",
-        "naïve ☃ line\twith tab and ünïcode: 100 % done",
-    ],
-)
-def test_a_line_without_a_secret_is_kept_byte_for_byte(line: str) -> None:
-    assert Redactor().text(line) == line
-
-
 def test_config_keys_that_name_secrets_lose_their_values_only() -> None:
     config = {
         "coiled.token": "abc",

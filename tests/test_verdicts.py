@@ -20,7 +20,8 @@ import dask_observe
 from dask_observe import Run, Store
 
 from .conftest import DASK_OBSERVE
-from .synthetic import SyntheticRun
+from .marks import marks_agree
+from .synthetic import SyntheticRun, busy_host
 
 
 @pytest.fixture
@@ -152,3 +153,115 @@ def test_more_work_is_said_first_and_its_pace_judged_per_task(store: Store) -> N
     same = SyntheticRun(store, "job", span="d").tasks(40, 0.1).end(2.1)
     assert dask_observe.compare(before, same).work == []
     assert "prefix work per task" not in verdicts(before, same)
+
+
+def test_a_wall_time_far_beyond_its_jitter_with_idle_threads_is_marked(
+    store: Store,
+) -> None:
+    """The straggler job with work stealing on, then off: the same tasks, as
+    fast, and a wall time 1.59x longer (17.95 s -> 28.48 s) went unmarked:
+    the tasks' own durations said "no change" and had the vote."""
+
+    def run(span: str) -> SyntheticRun:
+        # Two threads, as the scheduler's cluster-wide sample says.
+        made = SyntheticRun(store, "job", span=span).metrics(0.0, None, nthreads=2)
+        return made.tasks(40, 0.5)
+
+    before, after = run("a"), run("b")
+    first, second = before.end(17.95), after.end(28.48)
+    comparison = dask_observe.compare(first, second)
+    found = dict(
+        zip(comparison.table["figure"], comparison.table["verdict"], strict=True)
+    )
+    assert found["wall time"] == "regression"
+    assert found["compute time"] == found["prefix work"] == ""  # the same work
+    marks_agree(comparison)
+    # Within the runs' jitter, idle threads are no evidence: unmarked.
+    assert verdicts(first, run("c").end(21.0))["wall time"] == ""
+
+
+def test_a_new_flag_is_evidence_for_a_far_wall_time(store: Store) -> None:
+    # Without thread counts (no evidence of idle threads), the flag b raised
+    # and a did not is what says the run, not the noise, changed.
+    before = SyntheticRun(store, "job", span="a").tasks(40, 0.5).end(12.0)
+    after = SyntheticRun(store, "job", span="b").tasks(40, 0.5).end(19.0)
+    version = dask_observe.config.version()
+    store.set_verdict(before.id, [], version)
+    assert verdicts(before, after)["wall time"] == ""  # b's flags unknown
+    flag = {"kind": "load-imbalance", "severity": "warning", "message": "m"}
+    store.set_verdict(after.id, [flag], version)
+    assert verdicts(before, store.run(after.id))["wall time"] == "regression"
+
+
+def test_a_run_on_a_busier_host_is_said_so_not_marked_a_regression(
+    store: Store,
+) -> None:
+    """Two identical runs of a job while other work loaded the machine for the
+    second: its tasks 1.56x slower were marked regressions of the code, while
+    its own flags said the host was oversubscribed (threads waited for a core
+    71 % of the time)."""
+    before = SyntheticRun(store, "job", span="a").tasks(40, 0.1).end(2.2)
+    loaded = busy_host(
+        SyntheticRun(store, "job", span="b").tasks(40, 0.156), 3, waiting=0.71
+    )
+    after = loaded.end(3.3)
+    comparison = dask_observe.compare(before, after)
+    table = comparison.table.set_index("figure")
+    for figure in ("compute time", "prefix work"):
+        assert table.loc[figure, "verdict"] == "slower on a busier host", figure
+    assert comparison.regressions.empty
+    text = comparison.text()
+    assert "0 regressions" in text.splitlines()[0]
+    assert (
+        "Run b ran on a busier host: its threads waited for a core 65% of its time"
+        in text
+    )
+    assert "slower on a busier host" in comparison._repr_html_()
+    marks_agree(comparison)
+    # Read the other way round: faster on a quieter host.
+    back = dask_observe.compare(after, before).table.set_index("figure")
+    assert back.loc["prefix work", "verdict"] == "faster on a quieter host"
+    # Far beyond what the host can explain (1 / (1 - 0.65) = 2.9x): the code.
+    worse = busy_host(
+        SyntheticRun(store, "job", span="c").tasks(40, 0.7), 14, waiting=0.71
+    )
+    assert verdicts(before, worse.end(15.0))["prefix work"] == "regression"
+
+
+def test_a_history_says_a_busier_host_where_it_explains_the_wall_time(
+    store: Store,
+) -> None:
+    """Identical runs of a named job compared as regressions when the host was
+    loaded for the last one."""
+    for i in range(6):
+        SyntheticRun(store, "nightly", span=f"q{i}").tasks(40, 0.1).end(2.0 + i / 50)
+    loaded = SyntheticRun(store, "nightly", span="loaded").tasks(40, 0.15)
+    busy_host(loaded, 3, waiting=0.7).end(3.1)
+    history = store.history("nightly")
+    assert list(history["verdict"].fillna(""))[-1] == "slower on a busier host"
+    done = subprocess.run(
+        [DASK_OBSERVE, "--store", str(store.path), "history", "nightly"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "slower on a busier host" in done.stdout.splitlines()[-1]
+
+
+def test_no_printed_mark_disagrees_with_its_ratio(store: Store) -> None:
+    """A property over many pairs of runs that differ in every way at once:
+    task counts and paces per prefix, wall times, host load."""
+    import random
+
+    rng = random.Random(65)
+    runs = []
+    for i in range(24):
+        run = SyntheticRun(store, "job", span=f"r{i}")
+        for prefix in ("load", "work"):
+            run.tasks(
+                rng.choice((4, 10, 40)), rng.choice((0.01, 0.1, 0.3, 1.0)), prefix
+            )
+        if rng.random() < 0.3:
+            busy_host(run, 3, waiting=rng.choice((0.3, 0.7, 0.9)))
+        runs.append(run.end(rng.uniform(0.5, 30.0)))
+    for a, b in zip(runs[::2], runs[1::2], strict=True):
+        marks_agree(dask_observe.compare(a, b))
+        marks_agree(dask_observe.compare(b, a))

@@ -57,6 +57,9 @@ class Comparison:
     #: Prefixes whose number of tasks changed: prefix, tasks in a, in b.
     #: Their totals follow the work; their "per task" rows judge the pace.
     work: list[tuple[str, int, int]] = field(default_factory=list)
+    #: The share of each run's wall time its busiest host's threads waited
+    #: for a core (a, b): time figures that moved with it say so, unmarked.
+    host: tuple[float, float] = (0.0, 0.0)
     #: Which code changed (``profiles.profile_changes``; empty when not read).
     code: pd.DataFrame | None = field(default=None, repr=False)
     #: Run b's profile coloured by its change against a (an SVG; "" for none).
@@ -88,10 +91,12 @@ class Comparison:
         """The table as plain text, for terminals."""
         rows = [
             f"Run {self.a['id']} {self.a['name']!r} -> run {self.b['id']} "
-            f"{self.b['name']!r} (ratio b/a; marked beyond +/-{self.threshold:.0%})"
+            f"{self.b['name']!r} (ratio b/a; {self.marks_text()})"
         ]
         if self.work:
             rows.append(self.work_text())
+        if self.host_text():
+            rows.append(self.host_text())
         for r in self.table.to_dict("records"):
             ratio = ratio_text(r["ratio"])
             rows.append(
@@ -107,15 +112,41 @@ class Comparison:
                 else:
                     rows.append(f"  {area} {what}: {a!r} -> {b!r}")
         code = self.profile_changes()
-        marked = code[code["verdict"] != ""].head(CODE_ROWS)
+        marked = code[(code["verdict"] != "") | (code["per_task_verdict"] != "")]
         if not marked.empty:
             rows.append("Code that changed (self time in the function, b/a):")
             rows += [
                 f"  {r['function']} ({where(r)}) {format_seconds(r['a_s'])} -> "
-                f"{format_seconds(r['b_s'])} {ratio_text(r['ratio'])}  {r['verdict']}"
-                for r in marked.to_dict("records")
+                f"{format_seconds(r['b_s'])} {ratio_text(r['ratio'])}  "
+                f"{r['verdict'] or 'unmarked'}{per_task_text(r)}"
+                for r in marked.head(CODE_ROWS).to_dict("records")
             ]
         return "\n".join(rows)
+
+    def marks_text(self) -> str:
+        """What the marks mean, and how many there are: the summary line."""
+        counts = self.table["verdict"].value_counts()
+        marks = [
+            f"{counts.get(v, 0)} {v}{'s' if counts.get(v, 0) != 1 else ''}"
+            for v in ("regression", "improvement")
+        ]
+        marks += [f"{counts[v]} {v}" for v in HOST_MARKS if counts.get(v, 0)]
+        return (
+            f"{', '.join(marks)}; a change is marked where it exceeds "
+            f"+/-{self.threshold:.0%} and the runs' noise"
+        )
+
+    def host_text(self) -> str:
+        """What the hosts' load says, when one run's was busier ("" when not)."""
+        a, b = self.host
+        if abs(b - a) < verdicts.HOST_BUSIER:
+            return ""
+        busier = "b" if b > a else "a"
+        return (
+            f"Run {busier} ran on a busier host: its threads waited for a core "
+            f"{max(a, b):.0%} of its time ({'a' if busier == 'b' else 'b'}: "
+            f"{min(a, b):.0%}); times that moved with the host say so, unmarked."
+        )
 
     def work_text(self) -> str:
         """What changed in the work itself, said before any figure: totals
@@ -135,8 +166,24 @@ class Comparison:
         return render_html(self)
 
 
+#: What a time figure says, unmarked, when the host explains its change.
+HOST_MARKS = (verdicts.BUSIER_HOST, verdicts.QUIETER_HOST)
+
 #: Functions listed at most under "Code that changed".
 CODE_ROWS = 8
+
+
+def per_task_text(row: dict[Any, Any]) -> str:
+    """A profile change's seconds a task, with their own mark, where the
+    prefix ran a different number of tasks ("" where it ran as many)."""
+    if row["a_tasks"] == row["b_tasks"] or not row["a_tasks"] or not row["b_tasks"]:
+        return ""
+    return (
+        f"; a task ({row['a_tasks']:,} -> {row['b_tasks']:,} tasks) "
+        f"{format_seconds(row['a_per_task_s'])} -> "
+        f"{format_seconds(row['b_per_task_s'])} {ratio_text(row['per_task_ratio'])}"
+        f"  {row['per_task_verdict'] or 'unmarked'}"
+    )
 
 
 def where(row: dict[Any, Any]) -> str:
@@ -159,6 +206,7 @@ def figures(run: RunData) -> dict[str, Any]:
     """The figures a comparison reads of one run: (unit, value) by name, and the
     total compute seconds of each prefix."""
     from dask_observe.analysis.figures import (
+        host_waiting,
         peak_memory,
         phase_totals,
         prefix_table,
@@ -190,9 +238,18 @@ def figures(run: RunData) -> dict[str, Any]:
     values["failed tasks"] = ("tasks", float(summary["n_failed"]))
     prefixes = prefix_table(tasks).set_index("prefix")["total_s"]
     done = tasks[tasks["status"] == "memory"]
+    wall = summary["duration_s"]
+    threads = run.cluster_metric_max("nthreads")
+    compute = values["compute time"][1]
+    judged = run.store.verdict(run.id)
     return {
         "summary": summary,
         "values": values,
+        # How busy its threads were, its host, and what it was flagged for:
+        # what a wall time that moved without the tasks says of the run.
+        "busy": compute / (wall * threads) if wall and threads and compute else None,
+        "host": host_waiting(run, wall),
+        "kinds": None if judged is None else frozenset(f["kind"] for f in judged[1]),
         "prefixes": prefixes.to_dict(),
         # Each task's duration, the spread a change is judged against.
         "durations": done["duration_s"].to_numpy(dtype=float),
@@ -255,6 +312,13 @@ def compare(
     for name, (unit, va) in fa["values"].items():
         vb = fb["values"][name][1]
         evidence = [*work, history] if name == "wall time" else list(work)
+        if name == "wall time" and verdicts.far(va, vb):
+            # The same tasks can make a slower run: a worker left idle, a new
+            # flag. Heard only for a move beyond the runs' own jitter.
+            evidence += [
+                verdicts.appeared(fa["kinds"], fb["kinds"]),
+                verdicts.idler(fa["busy"], fb["busy"], threshold),
+            ]
         if unit == "bytes":  # memory follows the data, not the task times
             evidence = []
         rows.append((name, unit, va, vb, evidence))
@@ -282,6 +346,7 @@ def compare(
         verdicts.obvious("s", va, vb) for name, _, va, vb, _ in rows
         if name == "compute time" or name.startswith("prefix ")
     ) - {0}  # fmt: skip
+    waiting = (fa["host"], fb["host"])
     table = pd.DataFrame(
         [
             (
@@ -290,7 +355,15 @@ def compare(
                 va,
                 vb,
                 _ratio(va, vb),
-                verdicts.verdict(name, unit, va, vb, threshold, evidence, walls, moved),
+                verdicts.on_host(
+                    verdicts.verdict(
+                        name, unit, va, vb, threshold, evidence, walls, moved
+                    ),
+                    unit,
+                    _ratio(va, vb),
+                    waiting,
+                    threshold,
+                ),
             )
             for name, unit, va, vb, evidence in rows
         ],
@@ -298,12 +371,13 @@ def compare(
     )
     changed = differences(run_a.environment(), run_b.environment())
     comparison = Comparison(
-        fa["summary"], fb["summary"], table, threshold, changed, work=work_changes
-    )
+        fa["summary"], fb["summary"], table, threshold, changed, work=work_changes,
+        host=waiting,
+    )  # fmt: skip
     if profiles:  # read now: a comparison outlives the store it was read from
         from dask_observe.analysis.profiles import differential_icicle, profile_changes
 
-        comparison.code = profile_changes(run_a, run_b, threshold)
+        comparison.code = profile_changes(run_a, run_b, threshold, waiting)
         comparison.code_chart = differential_icicle(run_a, run_b)
     return comparison
 

@@ -299,3 +299,28 @@ def transfer_summary(transfers: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     )
     sums["bandwidth"] = sums["bytes"] / sums["seconds"].clip(lower=1e-3)
     return sums.sort_values("bytes", ascending=False, ignore_index=True)
+
+
+def host_waiting(run: RunData, duration: float | None) -> float:
+    """The share of the run's wall time during which runnable threads of its
+    busiest host waited for a core (Linux's CPU pressure, "some"), from the
+    samples the capture ships a second for a pressured host; a quiet second
+    ships none and counts as 0. Where the kernel gives no pressure, a second
+    with more runnable threads than cores counts the share they exceed."""
+    if not duration:
+        return 0.0
+    waited: dict[str | None, float] = {}
+    for _, _, sampler, data in run.event_rows("host-load"):
+        if not isinstance(data, dict):
+            continue
+        seconds = data.get("seconds")
+        seconds = float(seconds) if isinstance(seconds, int | float) else 1.0
+        share = data.get("waiting")
+        if not isinstance(share, int | float):
+            runnable, cores = data.get("runnable"), data.get("cores") or 1
+            if not isinstance(runnable, int | float) or runnable <= cores:
+                continue
+            share = 1 - cores / runnable
+        # Each process samples its host: the busiest sampler speaks for it.
+        waited[sampler] = waited.get(sampler, 0.0) + float(share) * seconds
+    return min(1.0, max(waited.values(), default=0.0) / duration)

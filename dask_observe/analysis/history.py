@@ -11,14 +11,16 @@ runs reads no run's tables.
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dask_observe import config
-from dask_observe.analysis import noise
+from dask_observe.analysis import noise, verdicts
 from dask_observe.analysis.changes import change_text, differences
 from dask_observe.analysis.compare import NothingToCompare, compare
+from dask_observe.analysis.figures import host_waiting
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -181,9 +183,20 @@ def _wall_verdict(
 ) -> str:
     """The wall time's verdict of ``entry`` in its history (see :func:`judge`)."""
     wall = float(entry.record["duration_s"])
-    band = noise.outside(walls[-BAND_RUNS:], wall, floor)
+    earlier = walls[-BAND_RUNS:]
+    band = noise.outside(earlier, wall, floor)
     if band is not None:
-        return {1: "regression", -1: "improvement"}.get(band, "")
+        mark = {1: "regression", -1: "improvement"}.get(band, "")
+        if not mark or previous is None:
+            return mark
+        # Judged against the band, said of the host where it explains it (its
+        # load read only for a marked run: most are not).
+        waiting = tuple(
+            host_waiting(e.data(), float(e.record["duration_s"]))
+            for e in (previous, entry)
+        )
+        ratio = wall / statistics.median(earlier)
+        return verdicts.on_host(mark, "s", ratio, (waiting[0], waiting[1]), floor)
     if previous is None:
         return ""
     try:

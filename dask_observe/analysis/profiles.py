@@ -17,11 +17,13 @@ number of tasks, per task (more work is not slower code).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.analysis import verdicts
 from dask_observe.analysis.trees import profile_table
 from dask_observe.report.icicle import CallPath, icicle
 
@@ -30,9 +32,13 @@ if TYPE_CHECKING:
 
     from dask_observe.store import RunData
 
-#: Columns of ``Comparison.profile_changes()``.
+#: Columns of ``Comparison.profile_changes()``: ``verdict`` judges the totals
+#: beside it (``a_s``, ``b_s``, ``ratio``), ``per_task_verdict`` the seconds a
+#: task of the prefix (``a_tasks`` and ``b_tasks`` of them) beside it.
 PROFILE_CHANGE_COLUMNS = (
     "function", "filename", "lineno", "prefix", "a_s", "b_s", "ratio", "verdict",
+    "a_tasks", "b_tasks", "a_per_task_s", "b_per_task_s", "per_task_ratio",
+    "per_task_verdict",
 )  # fmt: skip
 
 #: A change of fewer seconds than this is never marked (ten 10 ms samples).
@@ -143,11 +149,16 @@ def judge(
 
 
 def profile_changes(
-    run_a: RunData, run_b: RunData, threshold: float = 0.1
+    run_a: RunData,
+    run_b: RunData,
+    threshold: float = 0.1,
+    waiting: tuple[float, float] = (0.0, 0.0),
 ) -> pd.DataFrame:
     """Function by function, the self time of run ``b`` against run ``a``:
     PROFILE_CHANGE_COLUMNS, the largest changes first. Empty when either run
-    has no profile (under half a second of compute)."""
+    has no profile (under half a second of compute). ``waiting``: the
+    share of each run's time its host's threads waited for a core (a time
+    that moved with the host says so: ``verdicts.on_host``)."""
     import pandas as pd
 
     ma, mb = measured(run_a), measured(run_b)
@@ -170,17 +181,25 @@ def profile_changes(
             continue
         prefix = str(r["prefix"])
         tasks_a, tasks_b = ma.tasks.get(prefix, 0), mb.tasks.get(prefix, 0)
-        verdict = judge(
-            a_s,
-            b_s,
+        judged = functools.partial(
+            judge, a_s, b_s, sampled=sampled, threshold=threshold,
             sample_s=(float(r["sample_s_a"]), float(r["sample_s_b"])),
-            sampled=sampled,
-            threshold=threshold,
-            work=tasks_b / tasks_a if tasks_a and tasks_b else 1.0,
-        )
+        )  # fmt: skip
         ratio = b_s / a_s if a_s else math.inf
+        total = verdicts.on_host(judged(work=1.0), "s", ratio, waiting, threshold)
+        per_a = a_s / tasks_a if tasks_a else math.nan
+        per_b = b_s / tasks_b if tasks_b else math.nan
+        per_ratio = per_b / per_a if per_a else math.inf
+        per_task = (
+            verdicts.on_host(
+                judged(work=tasks_b / tasks_a), "s", per_ratio, waiting, threshold
+            )
+            if tasks_a and tasks_b
+            else ""
+        )
         where = (r["function"], r["filename"], int(r["lineno"]), prefix)
-        rows.append((*where, a_s, b_s, ratio, verdict))
+        rows.append((*where, a_s, b_s, ratio, total, tasks_a, tasks_b, per_a,
+                     per_b, per_ratio, per_task))  # fmt: skip
     table = pd.DataFrame(rows, columns=list(PROFILE_CHANGE_COLUMNS))
     order = (table["b_s"] - table["a_s"]).abs().sort_values(ascending=False).index
     return table.loc[order].reset_index(drop=True)

@@ -127,3 +127,76 @@ def count_change(a: int, b: int, floor: float) -> int:
         return 0
     ratio = b / a if a else float("inf")
     return 0 if abs(ratio - 1) <= floor else (1 if ratio > 1 else -1)
+
+
+#: What a time figure says instead of a mark when the host explains it.
+BUSIER_HOST = "slower on a busier host"
+QUIETER_HOST = "faster on a quieter host"
+
+#: A run's host counts as busier than the other's when its threads waited for
+#: a core this much more of the run's time (a share of its wall time).
+HOST_BUSIER = 0.15
+#: Waiting beyond this share explains no more: the factor below stops there.
+HOST_CAP = 0.9
+
+
+def host_factor(waiting_a: float, waiting_b: float) -> float:
+    """How much slower b's times may be for its host alone: a thread that
+    waited for a core a share ``w`` of the time ran at most ``1 / (1 - w)``
+    slower, so b against a at most ``(1 - w_a) / (1 - w_b)``."""
+    return (1 - min(waiting_a, HOST_CAP)) / (1 - min(waiting_b, HOST_CAP))
+
+
+def on_host(
+    mark: str,
+    unit: str,
+    ratio: float,
+    waiting: tuple[float, float],
+    floor: float,
+) -> str:
+    """``mark`` of a figure, or what the host says of it: a time that got
+    slower on a host busier than a's, by no more than that host can explain,
+    is "slower on a busier host" (not a regression of the code); faster on
+    a quieter one likewise."""
+    if unit not in ("s", PER_TASK) or ratio != ratio:
+        return mark
+    a, b = waiting
+    factor = host_factor(a, b)
+    if mark == "regression" and b - a >= HOST_BUSIER and ratio <= factor * (1 + floor):
+        return BUSIER_HOST
+    if mark == "improvement" and a - b >= HOST_BUSIER and ratio >= factor / (1 + floor):
+        return QUIETER_HOST
+    return mark
+
+
+def far(a: float | None, b: float | None) -> bool:
+    """Whether a wall time moved far beyond the runs' own jitter: by
+    ``UNMEASURED`` and by ``WALL_ALONE_S`` at least. Such a move is marked on
+    evidence that is not the tasks' durations (the work can stay the same
+    while the run gets slower: a worker idle, a new flag)."""
+    if a is None or b is None or min(a, b) <= 0:
+        return False
+    larger, smaller = max(a, b), min(a, b)
+    return larger / smaller - 1 > UNMEASURED["s"] and larger - smaller >= WALL_ALONE_S
+
+
+def appeared(
+    kinds_a: frozenset[str] | None, kinds_b: frozenset[str] | None
+) -> int | None:
+    """+1 when run b raised flags a did not (and a none that b did not),
+    -1 the other way round, 0 for the same kinds; None unknown."""
+    if kinds_a is None or kinds_b is None:
+        return None
+    new, gone = kinds_b - kinds_a, kinds_a - kinds_b
+    if new and not gone:
+        return 1
+    return -1 if gone and not new else 0
+
+
+def idler(busy_a: float | None, busy_b: float | None, floor: float) -> int | None:
+    """+1 when b kept its threads busy a smaller share of its wall time than
+    a did (beyond ``floor``), -1 a larger; None unknown."""
+    if not busy_a or not busy_b:
+        return None
+    ratio = busy_a / busy_b
+    return 0 if abs(ratio - 1) <= floor else (1 if ratio > 1 else -1)

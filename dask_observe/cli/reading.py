@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -61,6 +62,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     try:
         store = source_of(args)
     except StoreMissing as e:
+        if args.store:  # a path the user gave: a typo, not a fresh start
+            raise
         print(visible(f"No dask-observe store at {e.path} yet. {hint}"))
         return 0
     with store:
@@ -97,6 +100,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         logs = commands.logs(run, args, since=args.since)
     for line in log_lines(logs):
         print(line)
+    if logs.empty:  # said apart from the lines, so that a pipe reads none
+        print(visible(f"0 lines in run {run.id} {run.name!r}"), file=sys.stderr)
     return 0
 
 
@@ -170,9 +175,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     with source_of(args) as store:
         runs = store.history(args.name)
+        names = [] if not runs.empty else sorted({str(n) for n in store.runs()["name"]})
     if runs.empty:
-        print(visible(f"No runs named {args.name!r} in {store.path}."))
-        return 0
+        known = ", ".join(repr(n) for n in names[:20]) or "none: the store has no runs"
+        print(
+            visible(f"dask-observe: error: no runs named {args.name!r} in "
+                    f"{store.path}; the names there: {known}"),
+            file=sys.stderr,
+        )  # fmt: skip
+        return 1
+    print(
+        f"{'id':>5}  {'started (UTC)':<19}  {'status':<11} {'wall':>10}  "
+        f"{'tasks':>14}  {'judged':<11} changed"
+    )
     for row in runs.to_dict("records"):
         seconds = row["duration_s"]
         wall = "-" if seconds is None or seconds != seconds else f"{seconds:.2f} s"
@@ -180,7 +195,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         changed = "; ".join([*prefixes, *row["changed"]])
         print(visible(
             f"{row['id']:>5}  {row['started']:%Y-%m-%d %H:%M:%S}  {row['status']:<11}"
-            f" {wall:>10}  {row['n_tasks']:>8} tasks  {row['verdict'] or '':<11}"
+            f" {wall:>10}  {row['n_tasks']:>8} tasks  {row['verdict'] or '-':<11}"
             f" {changed}"
         ))  # fmt: skip
     return 0

@@ -4,6 +4,7 @@ spread unevenly, time spent moving data."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,39 +17,66 @@ from dask_observe.diagnose.base import (
     rule,
     workers,
 )
-from dask_observe.units import format_seconds
+from dask_observe.units import format_bytes, format_seconds
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def scheduling_gaps(done: pd.DataFrame, idle: float) -> pd.Series:
+    """Each finished task's gap on its thread: from the end of the task that
+    thread ran before it to its own start, the time it took to hand the
+    thread its next task (the scheduler, the worker, the network, a busy
+    host: all of a task's cost that is not its compute). NaN for a thread's
+    first task and across a gap of ``idle`` or more (a thread with nothing
+    to do, not one waiting to be handed work)."""
+    frame = done[["worker", "thread", "start", "stop"]].sort_values(
+        ["worker", "thread", "start"], kind="stable"
+    )
+    same = (frame["worker"] == frame["worker"].shift()) & (
+        frame["thread"] == frame["thread"].shift()
+    )
+    gaps = (frame["start"] - frame["stop"].shift()).where(same)
+    return gaps.where((gaps >= 0) & (gaps < idle)).reindex(done.index)
 
 
 @rule("tiny-tasks")
 def tiny_tasks(ctx: Context) -> list[Flag]:
-    """Tasks so small that scheduling them outweighed computing them.
+    """Tasks so small that handing them to a thread outweighed computing them.
 
-    A prefix is tiny when its tasks compute for less, on average, than the
-    scheduler spends on a task (``tiny-tasks.overhead``). The flag needs the
-    scheduling of the tiny tasks to have taken longer than all the run's tasks
-    computed, and a ``share`` of its wall time: a stencil of many 0.3 ms
-    slicing tasks beside 5 s of real compute is well cut.
+    What a task costs beside its compute is measured in the run: the median
+    gap on a thread between one task's end and the next one's start
+    (``scheduling_gaps``). On a quiet host that is about a millisecond; on
+    one loaded two to three times over its cores, 3-4 ms: a constant
+    (``tiny-tasks.overhead``, used only where too few gaps were seen) missed
+    the flag exactly where the cost was worst. A prefix is tiny when its tasks
+    compute for less, on average, than that cost. The flag needs the gaps
+    before the tiny tasks to add up to more than all the run's tasks
+    computed, and to a ``share`` of its wall time on the threads that ran
+    them: a stencil of many 0.3 ms slicing tasks beside 5 s of real compute is
+    well cut.
     """
-    overhead = ctx.seconds("tiny-tasks.overhead")
     share = ctx.number("tiny-tasks.share")
+    least = ctx.number("tiny-tasks.min-count")
     done = ctx.finished
-    if len(done) < ctx.number("tiny-tasks.min-count"):
+    if len(done) < least:
         return []
+    gaps = scheduling_gaps(done, ctx.seconds("tiny-tasks.idle"))
+    measured = gaps.notna().sum() >= least / 2
+    overhead = float(gaps.median()) if measured else ctx.seconds("tiny-tasks.overhead")
     by_prefix = done.groupby("prefix")["duration_s"].agg(["mean", "size", "sum"])
     tiny = by_prefix[by_prefix["mean"] < overhead].sort_values("size", ascending=False)
     count = int(tiny["size"].sum())
-    scheduling = count * overhead
+    mine = done["prefix"].isin(tiny.index)
+    threads = max(1, len(done.loc[mine, ["worker", "thread"]].drop_duplicates()))
+    scheduling = float(gaps[mine].sum()) if measured else count * overhead / threads
     computing = float(done["duration_s"].sum())
     wall = max(ctx.duration, 1e-9)
-    if (
-        count < ctx.number("tiny-tasks.min-count")
-        or scheduling <= computing
-        or scheduling < share * wall
-    ):
+    if count < least or scheduling <= computing or scheduling / threads < share * wall:
         return []
     mean = float(tiny["sum"].sum()) / count
-    # Enough work per task to dwarf the scheduling: about 100x it, said with
-    # one significant digit (nobody resizes chunks by 386x).
+    # Enough work per task to dwarf its cost: about 100x it, said with one
+    # significant digit (nobody resizes chunks by 386x).
     raw = max(2.0, 100 * overhead / max(mean, 1e-6))
     magnitude = 10 ** math.floor(math.log10(raw))
     factor = int(round(raw / magnitude) * magnitude)
@@ -61,28 +89,36 @@ def tiny_tasks(ctx: Context) -> list[Flag]:
         )
         for prefix, row in tiny.head(3).iterrows()
     ]
+    cost = (
+        f"a median {format_seconds(overhead)} between one task's end and the "
+        "next one's start on a thread, measured in this run"
+        if measured
+        else f"about {format_seconds(overhead)}, the usual cost"
+    )
     found.append(
         evidence(
             float(done["stop"].max()),
             None,
             f"{len(done)} tasks computed for {format_seconds(computing)} in all during "
-            f"a {format_seconds(wall)} run",
+            f"a {format_seconds(wall)} run; {count} tiny ones waited "
+            f"{format_seconds(scheduling)} in all to start on {threads} thread(s)",
         )
     )
+    names = ", ".join(repr(str(p)) for p in tiny.index[:3])
     return [
         Flag(
             "tiny-tasks",
-            "warning" if scheduling >= 2 * share * wall else "info",
+            "warning" if scheduling / threads >= 2 * share * wall else "info",
             first,
             None,
-            f"{count} tasks computed for a mean of {format_seconds(mean)} each, "
-            f"less than the scheduler spends on a task (about "
-            f"{format_seconds(overhead)}): scheduling them took about "
-            f"{format_seconds(scheduling)}, more than the "
+            f"{count} tasks of {names} computed for a mean of "
+            f"{format_seconds(mean)} each, less than a task cost beside its "
+            f"compute ({cost}): handing them to threads took about "
+            f"{format_seconds(scheduling)} of thread time, more than the "
             f"{format_seconds(computing)} all tasks computed, in a "
             f"{format_seconds(wall)} run.",
-            f"Give each task about {factor}x more work: chunks or partitions "
-            f"{factor}x larger, or batch items into fewer tasks.",
+            f"Give each task of {names} about {factor}x more work: chunks or "
+            f"partitions {factor}x larger, or batch items into fewer tasks.",
             found,
         )
     ]
@@ -190,6 +226,12 @@ def load_imbalance(ctx: Context) -> list[Flag]:
 
 @rule("high-transfer")
 def high_transfer(ctx: Context) -> list[Flag]:
+    """Tasks that spent much of their time waiting for data from other workers,
+    where that data was large enough to be the cause (``min-bytes`` moved in
+    the run, from the workers' own transfer logs): time spent fetching a few
+    KiB is the latency of handing out many small tasks or of a busy host, not
+    data in the wrong place (a notebook's 10,717 tasks of 0.3 ms that moved
+    71 KiB were told to "keep related data together")."""
     share_limit = ctx.number("high-transfer.share")
     min_time = ctx.seconds("high-transfer.min-time")
     done = ctx.finished
@@ -197,7 +239,20 @@ def high_transfer(ctx: Context) -> list[Flag]:
     compute = float(done["compute_s"].fillna(0.0).sum())
     if transfer < min_time or transfer / (transfer + compute) <= share_limit:
         return []
+    logged = ctx.events("transfer")
+    moved = sum(
+        float(d.get("bytes") or 0) for _, _, _, d in logged if isinstance(d, dict)
+    )
+    if logged and moved < ctx.nbytes("high-transfer.min-bytes"):
+        return []
     by_worker = done.groupby("worker")["transfer_s"].sum().sort_values(ascending=False)
+    by_prefix = done.groupby("prefix")["transfer_s"].sum().sort_values(ascending=False)
+    waited = ", ".join(
+        f"{prefix!r} {format_seconds(seconds)}"
+        for prefix, seconds in by_prefix.head(3).items()
+        if seconds > 0
+    )
+    size = f" for {format_bytes(moved)} moved" if logged else ""
     return [
         Flag(
             "high-transfer",
@@ -205,8 +260,9 @@ def high_transfer(ctx: Context) -> list[Flag]:
             float(done["start"].min()),
             workers(by_worker.index[:3]),
             f"Tasks spent {transfer / (transfer + compute):.0%} of their time "
-            f"waiting for data from other workers ({format_seconds(transfer)} "
-            f"against {format_seconds(compute)} computing).",
+            f"waiting for data from other workers ({format_seconds(transfer)}"
+            f"{size}, against {format_seconds(compute)} computing); most of it "
+            f"the tasks of {waited}.",
             "Keep related data together (fewer shuffles, rechunk less), make "
             "results smaller before combining them, or use fewer, larger workers.",
             [

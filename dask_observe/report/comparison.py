@@ -8,15 +8,28 @@ import math
 from html import escape
 from typing import TYPE_CHECKING
 
+from dask_observe.analysis import verdicts
 from dask_observe.analysis.changes import code_diff
-from dask_observe.analysis.compare import CODE_ROWS, ratio_text, shown, where
+from dask_observe.analysis.compare import (
+    CODE_ROWS,
+    per_task_text,
+    ratio_text,
+    shown,
+    where,
+)
 from dask_observe.report.svg import image
 from dask_observe.units import format_seconds
 
 if TYPE_CHECKING:
     from dask_observe.analysis.compare import Comparison
 
-_COLORS = {"regression": "#d62728", "improvement": "#2ca02c", "": "#8c8c8c"}
+_COLORS = {
+    "regression": "#d62728",
+    "improvement": "#2ca02c",
+    verdicts.BUSIER_HOST: "#b8860b",
+    verdicts.QUIETER_HOST: "#b8860b",
+    "": "#8c8c8c",
+}
 
 
 def _bar(ratio: float, verdict: str) -> str:
@@ -53,9 +66,10 @@ def render_html(c: Comparison) -> str:
     head = (
         f"<b>Run {c.a['id']} {escape(repr(str(c.a['name'])))}</b> (a) vs "
         f"<b>run {c.b['id']} {escape(repr(str(c.b['name'])))}</b> (b): "
-        f"{len(c.regressions)} regression(s), {len(c.improvements)} improvement(s) "
-        f"beyond ±{c.threshold:.0%}"
+        f"{escape(c.marks_text())}"
     )
+    if c.host_text():
+        head = f"{head}<br>{escape(c.host_text())}"
     if c.work:
         head = f"<b>{escape(c.work_text())}</b><br>{head}"
     rows = "".join(
@@ -94,7 +108,8 @@ def _code_html(c: Comparison) -> str:
         f"{escape(str(r['function']))}</code></td><td>{escape(where(r))}</td>"
         f"<td>{format_seconds(r['a_s'])}</td><td>{format_seconds(r['b_s'])}</td>"
         f"<td>{ratio_text(r['ratio'])}</td>"
-        f'<td style="color:{_COLORS[r["verdict"]]}">{escape(r["verdict"])}</td></tr>'
+        f'<td style="color:{_COLORS[r["verdict"]]}">{escape(r["verdict"])}</td>'
+        f"<td>{escape(per_task_text(r).lstrip('; '))}</td></tr>"
         for r in code.to_dict("records")
     )
     chart = c.code_chart
@@ -102,6 +117,6 @@ def _code_html(c: Comparison) -> str:
         "<p><b>Code that changed most</b> (time in the function itself)</p>"
         '<table class="dobs-code-changes" style="border-collapse:collapse">'
         "<tr><th>function</th><th>where</th><th>a</th><th>b</th><th>b/a</th>"
-        f"<th></th></tr>{rows}</table>"
+        f"<th></th><th>per task</th></tr>{rows}</table>"
         + (f'<p data-figure="profile-diff">{image(chart)}</p>' if chart else "")
     )

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self
 
 from dask_observe.store import queries
-from dask_observe.units import text_or_none
+from dask_observe.units import parse_seconds, text_or_none
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,16 +50,44 @@ TimeLike = float | str | datetime
 EventRow = tuple[float, str, "str | None", Any]
 
 
+#: The forms of a time ``epoch`` reads, said when it cannot read one.
+TIME_FORMS = (
+    "an ISO time in UTC (2026-12-01, '2026-12-01 13:05'), seconds since the "
+    "epoch, a time ago ('30s', '10min', '2h', '1d'), 'today' or 'yesterday'"
+)
+
+
 def epoch(value: TimeLike) -> float:
-    """Seconds since the epoch from a number, a datetime or an ISO string.
+    """Seconds since the epoch from a number, a datetime, an ISO string, a
+    duration ago (``"10min"``, ``"2h"``), ``"today"`` or ``"yesterday"``
+    (midnight UTC); ValueError naming the forms otherwise.
 
     Times without a zone are taken as UTC, the zone every listing shows.
     """
     if isinstance(value, int | float):
         return float(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("today", "yesterday"):
+            midnight = time.time() // 86400 * 86400
+            return midnight - (86400 if text == "yesterday" else 0)
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        if text[:1].isdigit() and text[-1:].isalpha():
+            try:
+                return time.time() - parse_seconds(text)
+            except ValueError:
+                pass
     import pandas as pd
 
-    stamp = pd.Timestamp(value)
+    try:
+        stamp = pd.Timestamp(value)
+    except (ValueError, TypeError, OverflowError):
+        raise ValueError(f"cannot read the time {value!r}: give {TIME_FORMS}") from None
+    if pd.isna(stamp):  # "NaT", "", "nat": no time at all
+        raise ValueError(f"cannot read the time {value!r}: give {TIME_FORMS}")
     if stamp.tzinfo is None:
         stamp = stamp.tz_localize("UTC")
     return float(stamp.timestamp())
