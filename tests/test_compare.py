@@ -15,6 +15,7 @@ from distributed import Client, LocalCluster
 
 import dask_observe
 from dask_observe.analysis.compare import NothingToCompare
+from dask_observe.analysis.verdicts import HOST_BUSIER
 
 from .conftest import dask_observe_cli
 from .marks import marks_agree
@@ -272,7 +273,12 @@ def test_more_smaller_tasks_mark_their_totals_and_their_pace_apart(
     row = code[code["function"] == "transform"].iloc[0]
     assert (row["a_tasks"], row["b_tasks"]) == (4, 16)
     assert row["ratio"] == pytest.approx(2.0, rel=0.35)
-    assert row["verdict"] == "regression"  # the totals beside it doubled
+    # The totals beside it doubled: slower, said of the code or, where the
+    # suite loaded the host during b (truly: its samples say so), of the host.
+    slower = row["verdict"]
+    assert slower in ("regression", "slower on a busier host"), slower
+    if slower != "regression":
+        assert comparison.host[1] - comparison.host[0] >= HOST_BUSIER
     assert row["per_task_ratio"] == pytest.approx(0.5, rel=0.35)
     assert row["per_task_verdict"] == "improvement"  # each task took half
     marks_agree(comparison)
@@ -281,7 +287,7 @@ def test_more_smaller_tasks_mark_their_totals_and_their_pace_apart(
         for line in comparison.text().splitlines()
         if line.startswith("  transform")
     )
-    assert "regression; a task (4 -> 16 tasks)" in line
+    assert f"{slower}; a task (4 -> 16 tasks)" in line
     assert line.endswith("improvement")
     html = comparison._repr_html_()
     assert "a task (4 -&gt; 16 tasks)" in html
