@@ -174,3 +174,8 @@ def leak_many(n: int) -> int:
         secret = f" password=hunter{i}" if i % 3 == 0 else ""
         log.warning("line %05d%s", i, secret)
     return n
+
+
+def divide(a: float, b: float) -> float:
+    """A task that raises ZeroDivisionError for ``b == 0``."""
+    return a / b

@@ -387,3 +387,62 @@ def test_compare_two_runs_in_the_notebook(
     assert "Run 1 'a' -> run 2 'b'" in repr(comparison)
     error = ip.run_cell("%dask_observe compare 1 3").error_in_exec
     assert type(error).__name__ == "UsageError" and "no run 3" in str(error)
+
+
+def shown_traceback(
+    ip: InteractiveShell, cell: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[BaseException | None, str]:
+    """Run a cell; its error and the traceback IPython showed for it, as text
+    (colours taken out)."""
+    capsys.readouterr()
+    result = ip.run_cell(cell)
+    shown = capsys.readouterr()
+    text = re.sub(r"\x1b\[[0-9;]*m", "", shown.out + shown.err)
+    start = text.rfind("Traceback (most recent call last)")
+    return result.error_in_exec, text[start:] if start >= 0 else text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "x = 1\ny = 1 / (x - 1)\n",  # a plain Python error in the cell
+        "future = client.submit(divide, 1, 0, pure=False)\nfuture.result()\n",
+    ],
+    ids=["cell", "task"],
+)
+def test_a_recorded_cells_error_reads_as_the_same_cell_unrecorded(
+    ip: InteractiveShell,
+    client: Client,
+    store_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    body: str,
+) -> None:
+    """A recorded cell's traceback held two frames of dask-observe, IPython's
+    ``run_cell_magic`` and ``File <dask_record>:9`` with no source line, where
+    the cell unrecorded shows ``Cell In[8], line 9`` and its code."""
+    from .tasks import divide
+
+    ip.user_ns.update(client=client, divide=divide)
+    plain, plain_text = shown_traceback(ip, "# unrecorded\n" + body, capsys)
+    recorded, text = shown_traceback(
+        ip, "%%dask_record oops --no-widget\n" + body, capsys
+    )
+    assert type(recorded) is type(plain) is ZeroDivisionError
+    assert str(recorded) == str(plain)
+
+    def frames(shown: str) -> list[str]:
+        return [
+            re.sub(r"In\[\d+\]", "In[n]", line)
+            for line in shown.splitlines()
+            if line.startswith("Cell In[")
+        ]
+
+    # The same frames from the cell on, the same lines with their code (the
+    # unrecorded cell had a comment where the magic's line stands).
+    assert frames(text)[0] == "Cell In[n], line 3"
+    assert frames(text) == frames(plain_text)
+    source = body.splitlines()[1]
+    assert f"----> 3 {source}" in text
+    for inside in ("magics.py", "run_cell_magic", "dask_record>", "dask_observe"):
+        assert inside not in text, inside
+    assert text.count("ZeroDivisionError") == plain_text.count("ZeroDivisionError")

@@ -159,14 +159,14 @@ class ObserveMagics(Magics):
             client = resolve_client(None)
         except NoClientError as e:
             print(f"dask-observe: {e} The cell ran without recording.", file=sys.stderr)
-            return self._run_cell(cell)
+            return self._run_cell(line, cell)
 
         try:
             recording = begin(name, client, args.store, code={"cell": cell})
         except STORE_ERRORS as e:  # never stops the cell; said once, as is
             why = NotRecorded(name, str(e)).why_line()
             print(f"dask-observe: {why}", file=sys.stderr)
-            return self._run_cell(cell)
+            return self._run_cell(line, cell)
         try:
             view = live = None
             if not args.no_widget:
@@ -174,7 +174,7 @@ class ObserveMagics(Magics):
                 live = LiveProgress(recording, view).start()
             status = "failed"  # also when the cell is interrupted
             try:
-                result = self._run_cell(cell)
+                result = self._run_cell(line, cell)
                 status = "finished"
                 return result
             finally:
@@ -186,17 +186,31 @@ class ObserveMagics(Magics):
         finally:
             recording.store.close()
 
-    def _run_cell(self, cell: str) -> Any:
-        """Execute the cell in the user namespace; return its last expression."""
-        assert self.shell is not None
-        tree = ast.parse(self.shell.transform_cell(cell))
+    def _run_cell(self, line: str, cell: str) -> Any:
+        """Execute the cell in the user namespace; return its last expression.
+
+        Compiled under the name IPython gives a cell (``Cell In[n]``), its
+        lines numbered as the user sees them (the magic's line first): an
+        error shows the cell's line and code, and its traceback starts at the
+        cell, without this magic's frames or IPython's (as the same cell
+        unrecorded would show it)."""
+        shell = self.shell
+        assert shell is not None
+        code = shell.transform_cell(cell)
+        shown = f"%%dask_record {line}\n{code}"
+        filename = shell.compile.cache(shown, shell.execution_count, raw_code=shown)
+        tree = ast.increment_lineno(ast.parse(code), 1)
         last: ast.Expression | None = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)
-        namespace = self.shell.user_ns
-        exec(compile(tree, "<dask_record>", "exec"), namespace)
-        if last is not None:
-            return eval(compile(last, "<dask_record>", "eval"), namespace)
+        namespace = shell.user_ns
+        try:
+            exec(compile(tree, filename, "exec"), namespace)
+            if last is not None:
+                return eval(compile(last, filename, "eval"), namespace)
+        except BaseException as e:
+            _from_the_cell(shell, e, filename)
+            raise
         return None
 
     # -- %dask_observe -----------------------------------------------------------
@@ -380,6 +394,29 @@ def _show_end(run: Run, view: WidgetView | TextView | None, *, report: bool) -> 
         view.close()
     elif shown is not None:
         display(shown)
+
+
+def _from_the_cell(
+    shell: InteractiveShell, error: BaseException, filename: str
+) -> None:
+    """Have IPython show ``error``'s traceback from the cell's own frame on
+    (``_render_traceback_``, which IPython's ``showtraceback`` asks first)."""
+
+    def render() -> list[str]:
+        # Found when shown: an error kept and raised again later has another.
+        tb, offset = error.__traceback__, 0
+        while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+            tb = tb.tb_next
+        if tb is None:  # not raised through the cell: as IPython shows it
+            tb, offset = error.__traceback__, 1
+        found: list[str] = shell.InteractiveTB.structured_traceback(
+            type(error), error, tb, tb_offset=offset
+        )
+        return found
+
+    # An exception without a __dict__ (slots) keeps IPython's own rendering.
+    with contextlib.suppress(AttributeError, TypeError):
+        error._render_traceback_ = render  # type: ignore[attr-defined]
 
 
 def load(ipython: InteractiveShell) -> None:
