@@ -28,6 +28,7 @@ from distributed import Client, LocalCluster
 
 import dask_observe
 from dask_observe.archive import Location, publish
+from dask_observe.archive.location import RUN_TABLE_BYTES
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reads import inflate
@@ -85,7 +86,9 @@ def many(url: str, target: str, options: dict[str, Any], n: int) -> None:
     # The first runs of a history are compared with the one before (fewer
     # than five before them): those few are read whole, so they have folders.
     source_files = {
-        name: source.location.read(source.location.run_path(manifest["uid"], name))
+        name: source.location.read(
+            source.location.run_path(manifest["uid"], name), RUN_TABLE_BYTES
+        )
         for name in manifest["files"]
     }
     for i in range(n):

@@ -71,12 +71,14 @@ export interface IArchiveRun {
 }
 
 /**
- * The team's archive: where it is (null: none is set where Jupyter runs) and
- * its runs, newest first.
+ * The team's archive: where it is (null: none is set where Jupyter runs),
+ * its runs, newest first, and how many of its entries the server skipped as
+ * not valid runs (anyone who can write the archive wrote them).
  */
 export async function fetchArchive(): Promise<{
   archive: string | null;
   runs: IArchiveRun[];
+  skipped: number;
 }> {
   return requestAPI('archive/runs');
 }

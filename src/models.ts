@@ -201,8 +201,9 @@ export class TeamModel extends PolledList<IArchiveRun> {
   constructor(options: Partial<PolledList.IOptions<IArchiveRun>> = {}) {
     super({
       fetch: async () => {
-        const { archive, runs } = await fetchArchive();
+        const { archive, runs, skipped } = await fetchArchive();
         this.archive = archive;
+        this.skipped = skipped ?? 0;
         return runs;
       },
       name: 'dask-observe:team',
@@ -215,6 +216,11 @@ export class TeamModel extends PolledList<IArchiveRun> {
    * Where the archive is; null where none is set (or not fetched yet).
    */
   archive: string | null = null;
+
+  /**
+   * Entries of the archive its last listing skipped as not valid runs.
+   */
+  skipped = 0;
 }
 
 /**

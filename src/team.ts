@@ -48,6 +48,10 @@ export class TeamView extends Widget {
         : runs.length === 0
           ? `No runs published to ${archive} yet.`
           : `${runs.length} run${runs.length === 1 ? '' : 's'} in ${archive}`;
+    const skipped = this._model.skipped;
+    if (archive !== null && skipped > 0) {
+      this._status.textContent += ` (${skipped} entr${skipped === 1 ? 'y' : 'ies'} skipped: not valid runs)`;
+    }
     this._picks.keepOnly(new Set(runs.map(run => run.id))); // pruned meanwhile
     patchList(
       this._list,

@@ -20,7 +20,7 @@ from dask_observe.server import payloads
 async def test_without_an_archive_the_team_view_says_so(jp_fetch: Any) -> None:
     with dask.config.set({"observe.archive": None}):
         response = await jp_fetch("dask-observe", "api", "archive", "runs")
-        assert json.loads(response.body) == {"archive": None, "runs": []}
+        assert json.loads(response.body) == {"archive": None, "runs": [], "skipped": 0}
         with pytest.raises(HTTPClientError) as e:
             await jp_fetch(
                 "dask-observe", "api", "archive", "runs",

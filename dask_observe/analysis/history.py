@@ -11,6 +11,7 @@ runs reads no run's tables.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from collections import deque
 from functools import cached_property
@@ -21,6 +22,7 @@ from dask_observe.analysis import noise, verdicts
 from dask_observe.analysis.changes import change_text, differences
 from dask_observe.analysis.compare import NothingToCompare, compare
 from dask_observe.analysis.figures import host_waiting
+from dask_observe.store import StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -139,7 +141,12 @@ def judge(
         read = i >= shown - BAND_RUNS
         pace = entry.pace() if read and finished else {}
         if i >= shown:
-            verdict = _wall_verdict(entry, previous, walls, floor) if finished else ""
+            verdict = ""
+            if finished:
+                # A run whose tables cannot be read (an archive's, pruned or
+                # never written whole) is listed, unjudged.
+                with contextlib.suppress(StoreError):
+                    verdict = _wall_verdict(entry, previous, walls, floor)
             changed: list[str] = []
             if previous is not None:
                 changed = [

@@ -12,6 +12,7 @@ race leaves can hide a published run or show one that is not there.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import time
@@ -19,15 +20,17 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.archive.location import (
-    FORMAT,
     LISTING,
+    MANIFEST_BYTES,
     MANIFESTS,
+    PART_BYTES,
     ArchiveError,
     Location,
 )
+from dask_observe.archive.manifest import parse
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 #: Manifests outside every part that make a reader compact them.
 COMPACT_AT = 50
@@ -35,11 +38,21 @@ COMPACT_AT = 50
 _TRIES = 5
 
 
+#: The most rows a listing part may hold, and the most text its rows may
+#: decode to (a 14 KB part of 6,000 copies of one 25 KB manifest took a
+#: reader's process to 7.5 GB): a part beyond either is skipped.
+PART_ROWS = 200_000
+PART_TEXT = 64 * 2**20
+
+
 class Listing:
     """The manifests of the archive at ``location``, read anew on each call."""
 
     def __init__(self, location: Location) -> None:
         self.location = location
+        #: Entries the last listing skipped: manifests and parts that were
+        #: not what they must be (not regular files, too large, not valid).
+        self.skipped = 0
 
     def manifests(self) -> list[dict[str, Any]]:
         """Every published run's manifest, newest first."""
@@ -55,18 +68,31 @@ class Listing:
 
     def _manifests(self) -> list[dict[str, Any]]:
         location = self.location
-        visible = {n.removesuffix(".json") for n in location.names(MANIFESTS, ".json")}
-        parts = location.names(LISTING, ".parquet")
+        names, skipped = location.files(MANIFESTS, ".json", MANIFEST_BYTES)
+        visible = {n.removesuffix(".json") for n in names}
+        parts, skipped_parts = location.files(LISTING, ".parquet", PART_BYTES)
+        skipped += skipped_parts
         known: dict[str, dict[str, Any]] = {}
         for part in parts:
-            known.update(_read_part(location.read(location.path(LISTING, part))))
+            try:
+                read = _read_part(
+                    location.read(location.path(LISTING, part), PART_BYTES), visible
+                )
+            except ArchiveError:
+                read = None
+            if read is None:
+                skipped += 1
+                continue
+            known.update(read)
         missing = sorted(visible - known.keys())
         fetched = _fetch(location, missing)
+        skipped += len(missing) - len(fetched)
         known.update(fetched)
         if len(fetched) >= COMPACT_AT:
             self._compact({u: m for u, m in known.items() if u in visible}, parts)
         found = [m for u, m in known.items() if u in visible]
-        found.sort(key=lambda m: (m.get("started") or 0.0, m["uid"]), reverse=True)
+        found.sort(key=lambda m: (m["started"], m["uid"]), reverse=True)
+        self.skipped = skipped
         return found
 
     def _compact(self, manifests: dict[str, dict[str, Any]], parts: list[str]) -> None:
@@ -83,18 +109,25 @@ class Listing:
 
 
 def _fetch(location: Location, uids: list[str]) -> dict[str, dict[str, Any]]:
-    """The manifests of ``uids``, read at once (fsspec reads many paths
-    concurrently on object stores); one that is unreadable or of a newer
-    format is left out."""
+    """The valid manifests of ``uids`` (each a regular file of at most
+    MANIFEST_BYTES); one that is not, or is another run's, is left out.
+    Object stores are read concurrently (fsspec), their sizes known from the
+    listing; local files one by one, each opened as ``Location.read`` does."""
     if not uids:
         return {}
     paths = {location.manifest_path(u): u for u in uids}
-    read = location.fs.cat(list(paths), on_error="omit")
+    if location.local:
+        read: dict[str, bytes] = {}
+        for path in paths:
+            with contextlib.suppress(OSError, ArchiveError):
+                read[path] = location.read(path, MANIFEST_BYTES)
+    else:
+        read = location.fs.cat(list(paths), on_error="omit")
     found = {}
     for path, data in read.items():
-        manifest = _parse(data)
         uid = paths.get(path) or paths.get(_strip_protocol(location, path))
-        if manifest is not None and uid is not None and manifest.get("uid") == uid:
+        manifest = parse(data) if len(data) <= MANIFEST_BYTES else None
+        if manifest is not None and uid is not None and manifest["uid"] == uid:
             found[uid] = manifest
     return found
 
@@ -102,16 +135,6 @@ def _fetch(location: Location, uids: list[str]) -> dict[str, dict[str, Any]]:
 def _strip_protocol(location: Location, path: str) -> str:
     stripped: str = location.fs._strip_protocol(path)
     return stripped
-
-
-def _parse(data: bytes) -> dict[str, Any] | None:
-    try:
-        manifest = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(manifest, dict) or manifest.get("format", 0) > FORMAT:
-        return None
-    return manifest
 
 
 def _part(manifests: dict[str, dict[str, Any]]) -> bytes:
@@ -131,19 +154,50 @@ def _part(manifests: dict[str, dict[str, Any]]) -> bytes:
     return buffer.getvalue()
 
 
-def _read_part(data: bytes) -> dict[str, dict[str, Any]]:
-    import pandas as pd
+def _read_part(data: bytes, visible: set[str]) -> dict[str, dict[str, Any]] | None:
+    """The valid manifests of a listing part, of the runs in ``visible`` (whose
+    manifests are there), each once, read a batch at a time; None for a part
+    that is not one, or holds more than PART_ROWS rows or PART_TEXT of text
+    (it is skipped whole, and its runs' manifests read one by one instead)."""
+    import pyarrow.parquet as pq
 
-    frame: pd.DataFrame = pd.read_parquet(io.BytesIO(data))
-    found = {}
-    environments: dict[str, Any] = {}  # each distinct one parsed once, shared
-    for uid, text, environment in zip(
-        frame["uid"], frame["manifest"], frame["environment"], strict=True
-    ):
-        manifest = _parse(text.encode())
-        if manifest is not None:
-            if environment not in environments:
-                environments[environment] = json.loads(environment)
-            manifest["environment"] = environments[environment]
-            found[str(uid)] = manifest
-    return found
+    try:
+        part = pq.ParquetFile(io.BytesIO(data))
+        if part.metadata.num_rows > PART_ROWS:
+            return None
+        found: dict[str, dict[str, Any]] = {}
+        environments: dict[str, Any] = {}  # each distinct one parsed once, shared
+        seen: set[str] = set()  # a run's row decoded once, valid or not
+        text = 0
+        for batch in part.iter_batches(
+            batch_size=1000, columns=["uid", "manifest", "environment"]
+        ):
+            uids = batch.column(0).to_pylist()
+            wanted = []
+            for i, u in enumerate(uids):
+                if u in visible and u not in seen:
+                    seen.add(u)
+                    wanted.append(i)
+            if not wanted:  # rows of runs without a manifest are never decoded
+                continue
+            rows = batch.take(wanted)
+            texts, envs = rows.column(1).to_pylist(), rows.column(2).to_pylist()
+            for i, manifest_text, environment in zip(wanted, texts, envs, strict=True):
+                if not isinstance(manifest_text, str) or not isinstance(
+                    environment, str
+                ):
+                    continue
+                text += len(manifest_text)
+                if environment not in environments:
+                    text += len(environment)
+                    if text > PART_TEXT:
+                        return None
+                    environments[environment] = json.loads(environment)
+                if text > PART_TEXT:
+                    return None
+                manifest = parse(manifest_text, environment=environments[environment])
+                if manifest is not None and manifest["uid"] == uids[i]:
+                    found[manifest["uid"]] = manifest
+        return found
+    except (OSError, ValueError, KeyError, RecursionError):  # not a part of ours
+        return None

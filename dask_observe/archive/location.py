@@ -14,7 +14,9 @@ the environment, ``observe.archive-options``); none is written anywhere.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -30,6 +32,15 @@ MANIFESTS = "manifests"
 LISTING = "listing"
 #: The archive's own format: a reader refuses what a newer writer made.
 FORMAT = 1
+
+#: The most bytes read of each kind of file the archive holds: whoever can
+#: write it chose them. A manifest is a few KiB (its environment most of it).
+MANIFEST_BYTES = 2**20
+#: A listing part (compressed): thousands of manifests.
+PART_BYTES = 64 * 2**20
+#: A run's JSON files, and its tables (a million-task run's are ~100 MiB).
+RUN_JSON_BYTES = 16 * 2**20
+RUN_TABLE_BYTES = 2**30
 
 
 class ArchiveError(StoreError):
@@ -117,9 +128,45 @@ class Location:
         else:
             fs.pipe_file(path, data)
 
-    def read(self, path: str) -> bytes:
-        data: bytes = self.fs.cat_file(path)
+    def read(self, path: str, limit: int) -> bytes:
+        """The bytes of the regular file at ``path``, if it holds at most
+        ``limit``: anyone who can write the archive chose what is there (a
+        named pipe would block a reader for good, a link reach outside it,
+        a huge file fill memory). ArchiveError otherwise."""
+        if self.local:
+            data = _read_local(path, limit)
+        else:
+            data = self.fs.cat_file(path, start=0, end=limit + 1)
+        if len(data) > limit:
+            raise ArchiveError(f"{path} is larger than {limit:,} bytes: not read")
         return data
+
+    def files(self, folder: str, suffix: str, limit: int) -> tuple[list[str], int]:
+        """The names of the regular files in ``folder`` ending with ``suffix``
+        that hold at most ``limit`` bytes, and how many others were there
+        (links, pipes, folders, larger files): skipped."""
+        if self.local:
+            return _local_files(self.path(folder), suffix, limit)
+        try:
+            found = self.fs.ls(self.path(folder), detail=True, refresh=True)
+        except FileNotFoundError:
+            return [], 0
+        names, skipped = [], 0
+        for entry in found:
+            name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
+            if not name.endswith(suffix):
+                continue
+            size = entry.get("size")
+            if (
+                entry.get("type") != "file"
+                or entry.get("islink")
+                or not isinstance(size, int)
+                or size > limit
+            ):
+                skipped += 1
+                continue
+            names.append(name)
+        return sorted(names), skipped
 
     def names(self, folder: str, suffix: str) -> list[str]:
         """The names in ``folder`` (one of this layout's) ending with ``suffix``;
@@ -134,3 +181,42 @@ class Location:
     def remove(self, path: str, recursive: bool = False) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm(path, recursive=recursive)
+
+
+def _read_local(path: str, limit: int) -> bytes:
+    """A local file's bytes (up to ``limit`` + 1), opened without following a
+    link and without waiting on a pipe, read only if it is a regular file."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            raise FileNotFoundError(path) from None
+        raise ArchiveError(f"{path} cannot be read: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ArchiveError(f"{path} is not a regular file: not read")
+        return f.read(limit + 1)
+
+
+def _local_files(folder: str, suffix: str, limit: int) -> tuple[list[str], int]:
+    """``Location.files`` of a local folder: its directory entries' own types
+    (a link is a link, not what it points at) and sizes."""
+    names, skipped = [], 0
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return [], 0
+    for entry in entries:
+        if not entry.name.endswith(suffix):
+            continue
+        try:
+            regular = entry.is_file(follow_symlinks=False)
+            small = regular and entry.stat(follow_symlinks=False).st_size <= limit
+        except OSError:  # gone meanwhile
+            continue
+        if small:
+            names.append(entry.name)
+        else:
+            skipped += 1
+    return sorted(names), skipped

@@ -20,7 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.archive.listing import Listing
-from dask_observe.archive.location import ArchiveError, Location
+from dask_observe.archive.location import (
+    RUN_JSON_BYTES,
+    RUN_TABLE_BYTES,
+    ArchiveError,
+    Location,
+)
 from dask_observe.store import RunNotFound
 from dask_observe.store.slices import BY_RUN, TELEMETRY
 
@@ -62,6 +67,13 @@ class Archive:
         return self.url
 
     # -- listing -----------------------------------------------------------------
+    @property
+    def skipped(self) -> int:
+        """Entries the last listing left out: files that are not regular or
+        too large, manifests and parts that are not valid (anyone who can
+        write the archive may have put them there)."""
+        return self.listing.skipped
+
     def run_records(self, limit: int | None = None) -> list[dict[str, Any]]:
         """The published runs, newest first, as dicts with the columns of
         :meth:`runs` (and the rest of each manifest)."""
@@ -147,8 +159,9 @@ class Archive:
         location = self.location
 
         def read(name: str) -> bytes:
+            limit = RUN_TABLE_BYTES if name.endswith(".parquet") else RUN_JSON_BYTES
             try:
-                return location.read(location.run_path(uid, name))
+                return location.read(location.run_path(uid, name), limit)
             except FileNotFoundError:
                 raise ArchiveError(
                     f"run {uid} of {self.url} is missing {name} (pruned meanwhile?)"

@@ -68,17 +68,21 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return 0
     with store:
         runs = store.runs()
+        _say_skipped(store)
         if runs.empty:
             print(visible(f"No runs in {store.path} yet. {hint}"))
             return 0
     for column in ("started", "ended"):
         runs[column] = runs[column].dt.tz_convert(None).dt.strftime("%Y-%m-%d %H:%M:%S")
     runs["duration_s"] = runs["duration_s"].round(2)
-    for column in ("name", "cluster", "partial"):  # text the cluster or a user chose
-        runs[column] = [
-            visible(str(v), newlines=False) if v is not None else None
-            for v in runs[column]
-        ]
+    # Text a cluster, a user or whoever wrote the archive chose (a status,
+    # a host): never a control sequence to the terminal.
+    for column in runs.columns:
+        if any(isinstance(v, str) for v in runs[column]):
+            runs[column] = [
+                visible(v, newlines=False) if isinstance(v, str) else v
+                for v in runs[column]
+            ]
     # Blank where a run has no value yet (a running run's end and duration):
     # only such columns become text, as fillna("") on a float column, which
     # pandas 3 warns will raise, did (the others keep their number format).
@@ -89,6 +93,18 @@ def cmd_runs(args: argparse.Namespace) -> int:
     }
     print(runs.assign(**blanks).to_string(index=False))
     return 0
+
+
+def _say_skipped(source: Store | Archive) -> None:
+    """A warning when an archive's listing left entries out (not valid runs)."""
+    skipped = getattr(source, "skipped", 0)
+    if skipped:
+        print(
+            f"dask-observe: warning: {skipped} entr{'y' if skipped == 1 else 'ies'} "
+            "of the archive skipped: not valid runs (not regular files, too "
+            "large, or fields that are not what a run's are)",
+            file=sys.stderr,
+        )
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -175,6 +191,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     with source_of(args) as store:
         runs = store.history(args.name)
+        _say_skipped(store)
         names = [] if not runs.empty else sorted({str(n) for n in store.runs()["name"]})
     if runs.empty:
         known = ", ".join(repr(n) for n in names[:20]) or "none: the store has no runs"

@@ -52,8 +52,13 @@ def _archive(url: str, options: dict[str, Any]) -> Archive:
     return _archives[key]
 
 
-def read_archive_runs(url: str, options: dict[str, Any]) -> list[ArchiveRunPayload]:
-    return [archive_run_payload(r) for r in _archive(url, options).run_records()]
+def read_archive_runs(
+    url: str, options: dict[str, Any]
+) -> tuple[list[ArchiveRunPayload], int]:
+    """The archive's runs as sent, and how many entries its listing skipped."""
+    archive = _archive(url, options)
+    runs = [archive_run_payload(r) for r in archive.run_records()]
+    return runs, archive.skipped
 
 
 def read_archive_report(url: str, options: dict[str, Any], uid: str) -> str:
@@ -81,6 +86,8 @@ class ArchiveReader(StoreReader):
             raise web.HTTPError(404, "no archive: set observe.archive")
         try:
             return await self.manager.call(reader, *where, *args, isolated=isolated)
+        except TimeoutError as e:
+            raise web.HTTPError(504, "the archive did not answer in time") from e
         except RunNotFound as e:
             raise web.HTTPError(404, escape(str(e))) from e
         except (StoreError, OSError, ValueError) as e:
@@ -88,19 +95,20 @@ class ArchiveReader(StoreReader):
 
 
 class ArchiveRunsHandler(ArchiveReader, APIHandler):
-    """``GET dask-observe/api/archive/runs``: ``{"archive", "runs"}``, the
-    runs published to the configured archive, newest first (``archive``
-    null and no runs where none is set)."""
+    """``GET dask-observe/api/archive/runs``: ``{"archive", "runs",
+    "skipped"}``, the runs published to the configured archive, newest first,
+    and how many entries of it were not valid runs (``archive`` null and no
+    runs where none is set)."""
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
         where = configured()
         if where is None:
-            self.finish(json.dumps({"archive": None, "runs": []}))
+            self.finish(json.dumps({"archive": None, "runs": [], "skipped": 0}))
             return
-        runs = await self.read(read_archive_runs)
-        self.finish(json.dumps({"archive": where[0], "runs": runs}))
+        runs, skipped = await self.read(read_archive_runs)
+        self.finish(json.dumps({"archive": where[0], "runs": runs, "skipped": skipped}))
 
 
 class ArchiveReportHandler(ArchiveReader):

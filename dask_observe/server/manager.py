@@ -36,6 +36,11 @@ THREADS = 6
 PROCESSES = 2
 #: Seconds a read may take before it is stopped and answered with a 400.
 DEADLINE_S = 5.0
+#: Threads for work that is not the store's (the team's archive, on storage
+#: that others write and that may hang), and how long it may take before the
+#: request is answered without it.
+OTHER_THREADS = 2
+OTHER_DEADLINE_S = 20.0
 #: What may be in flight at once, by kind of work.
 CAPS = {"pattern": 2, "stream": 32}
 
@@ -87,6 +92,9 @@ class StoreManager:
         self.path = path
         self.deadline_s = deadline_s
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dask-observe")
+        self._other = ThreadPoolExecutor(
+            OTHER_THREADS, thread_name_prefix="dask-observe-archive"
+        )
         self._busy: dict[str, int] = {}
         #: What wakes the stream's subscriptions when the store changed.
         self.watch = StoreWatch(path)
@@ -152,13 +160,20 @@ class StoreManager:
         self, function: Callable[..., T], *args: Any, isolated: bool = False
     ) -> T:
         """``function(*args)`` for work that is not the store's (the team's
-        archive): on the manager's threads, or, ``isolated``, its processes."""
+        archive), within ``OTHER_DEADLINE_S``: on threads of its own (a
+        storage that hangs cannot take the store's), or, ``isolated``, the
+        manager's processes. TimeoutError past the deadline (a thread goes
+        on until its read returns: at most ``OTHER_THREADS`` at once)."""
         global _processes
         loop = asyncio.get_running_loop()
         if not isolated:
-            return await loop.run_in_executor(self._pool, function, *args)
+            work = loop.run_in_executor(self._other, function, *args)
+            return await asyncio.wait_for(work, OTHER_DEADLINE_S)
         try:
-            return await loop.run_in_executor(_process_pool(), function, *args)
+            return await asyncio.wait_for(
+                loop.run_in_executor(_process_pool(), function, *args),
+                OTHER_DEADLINE_S,
+            )
         except BrokenProcessPool:
             _processes = None
             raise StoreError(
@@ -196,3 +211,4 @@ class StoreManager:
         read in progress; the reading processes end with the server."""
         self.watch.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._other.shutdown(wait=False, cancel_futures=True)
