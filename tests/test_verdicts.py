@@ -213,19 +213,39 @@ def test_a_run_on_a_busier_host_is_said_so_not_marked_a_regression(
     text = comparison.text()
     assert "0 regressions" in text.splitlines()[0]
     assert (
-        "Run b ran on a busier host: its threads waited for a core 65% of its time"
-        in text
-    )
+        "Run b ran on a busier host: threads waited for a core 65% of its time "
+        "(a: 0%), 2.8 runnable threads a core on average (a: 1.0)"
+    ) in text
     assert "slower on a busier host" in comparison._repr_html_()
     marks_agree(comparison)
     # Read the other way round: faster on a quieter host.
     back = dask_observe.compare(after, before).table.set_index("figure")
     assert back.loc["prefix work", "verdict"] == "faster on a quieter host"
-    # Far beyond what the host can explain (1 / (1 - 0.65) = 2.9x): the code.
+    # Far beyond what the host can explain (2.9 threads a core): the code.
     worse = busy_host(
         SyntheticRun(store, "job", span="c").tasks(40, 0.7), 14, waiting=0.71
     )
     assert verdicts(before, worse.end(15.0))["prefix work"] == "regression"
+
+
+def test_a_crowded_host_explains_only_time_spent_on_a_cpu(store: Store) -> None:
+    """Tasks that sleep 1.5x longer are not slowed by a crowded host: run b's
+    host waited as much and was as crowded as above, and its tasks' time was
+    95 % sleep (the workers' meters): a regression. (Seen: naps made 5x
+    slower on purpose read "slower on a busier host" on a loaded suite.)"""
+
+    def run(span: str, seconds: float, busy: bool) -> Run:
+        made = SyntheticRun(store, "job", span=span).tasks(40, seconds)
+        total = 40 * seconds
+        made.meter("execute", "work", "thread-cpu", "seconds", 0.05 * total)
+        made.meter("execute", "work", "thread-noncpu", "seconds", 0.95 * total)
+        if busy:
+            busy_host(made, 3, waiting=0.71)
+        return made.end(2.2 if not busy else 3.3)
+
+    before, after = run("a", 0.1, False), run("b", 0.156, True)
+    table = dask_observe.compare(before, after).table.set_index("figure")
+    assert table.loc["prefix work", "verdict"] == "regression"
 
 
 def test_a_history_says_a_busier_host_where_it_explains_the_wall_time(

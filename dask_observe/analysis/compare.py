@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dask_observe import config
 from dask_observe.analysis import noise, verdicts
 from dask_observe.analysis.changes import code_diff, differences
+from dask_observe.analysis.figures import HostLoad
 from dask_observe.analysis.verdicts import PER_TASK
 from dask_observe.plaintext import short_path
 from dask_observe.units import format_bytes, format_seconds
@@ -57,9 +58,9 @@ class Comparison:
     #: Prefixes whose number of tasks changed: prefix, tasks in a, in b.
     #: Their totals follow the work; their "per task" rows judge the pace.
     work: list[tuple[str, int, int]] = field(default_factory=list)
-    #: The share of each run's wall time its busiest host's threads waited
-    #: for a core (a, b): time figures that moved with it say so, unmarked.
-    host: tuple[float, float] = (0.0, 0.0)
+    #: How busy each run's busiest host was (a, b): time figures that moved
+    #: with it, by no more than it explains, say so, unmarked.
+    host: tuple[HostLoad, HostLoad] = (HostLoad(), HostLoad())
     #: Which code changed (``profiles.profile_changes``; empty when not read).
     code: pd.DataFrame | None = field(default=None, repr=False)
     #: Run b's profile coloured by its change against a (an SVG; "" for none).
@@ -139,13 +140,17 @@ class Comparison:
     def host_text(self) -> str:
         """What the hosts' load says, when one run's was busier ("" when not)."""
         a, b = self.host
-        if abs(b - a) < verdicts.HOST_BUSIER:
+        if abs(b.waiting - a.waiting) < verdicts.HOST_BUSIER:
             return ""
-        busier = "b" if b > a else "a"
+        (busier, busy), (other, quiet) = sorted(
+            (("a", a), ("b", b)), key=lambda pair: pair[1].waiting, reverse=True
+        )
         return (
-            f"Run {busier} ran on a busier host: its threads waited for a core "
-            f"{max(a, b):.0%} of its time ({'a' if busier == 'b' else 'b'}: "
-            f"{min(a, b):.0%}); times that moved with the host say so, unmarked."
+            f"Run {busier} ran on a busier host: threads waited for a core "
+            f"{busy.waiting:.0%} of its time ({other}: {quiet.waiting:.0%}), "
+            f"{busy.crowding:.1f} runnable threads a core on average ({other}: "
+            f"{quiet.crowding:.1f}); times that moved with the host, by no more "
+            "than that, say so, unmarked."
         )
 
     def work_text(self) -> str:
@@ -206,7 +211,7 @@ def figures(run: RunData) -> dict[str, Any]:
     """The figures a comparison reads of one run: (unit, value) by name, and the
     total compute seconds of each prefix."""
     from dask_observe.analysis.figures import (
-        host_waiting,
+        host_load,
         peak_memory,
         phase_totals,
         prefix_table,
@@ -248,7 +253,7 @@ def figures(run: RunData) -> dict[str, Any]:
         # How busy its threads were, its host, and what it was flagged for:
         # what a wall time that moved without the tasks says of the run.
         "busy": compute / (wall * threads) if wall and threads and compute else None,
-        "host": host_waiting(run, wall),
+        "host": host_load(run, wall),
         "kinds": None if judged is None else frozenset(f["kind"] for f in judged[1]),
         "prefixes": prefixes.to_dict(),
         # Each task's duration, the spread a change is judged against.
@@ -346,7 +351,7 @@ def compare(
         verdicts.obvious("s", va, vb) for name, _, va, vb, _ in rows
         if name == "compute time" or name.startswith("prefix ")
     ) - {0}  # fmt: skip
-    waiting = (fa["host"], fb["host"])
+    hosts = (fa["host"], fb["host"])
     table = pd.DataFrame(
         [
             (
@@ -361,7 +366,7 @@ def compare(
                     ),
                     unit,
                     _ratio(va, vb),
-                    waiting,
+                    hosts,
                     threshold,
                 ),
             )
@@ -372,12 +377,12 @@ def compare(
     changed = differences(run_a.environment(), run_b.environment())
     comparison = Comparison(
         fa["summary"], fb["summary"], table, threshold, changed, work=work_changes,
-        host=waiting,
+        host=hosts,
     )  # fmt: skip
     if profiles:  # read now: a comparison outlives the store it was read from
         from dask_observe.analysis.profiles import differential_icicle, profile_changes
 
-        comparison.code = profile_changes(run_a, run_b, threshold, waiting)
+        comparison.code = profile_changes(run_a, run_b, threshold, hosts)
         comparison.code_chart = differential_icicle(run_a, run_b)
     return comparison
 

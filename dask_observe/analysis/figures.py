@@ -5,6 +5,7 @@ between workers (profiles: :mod:`.trees`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dask_observe.analysis.series import held, stacked
@@ -301,26 +302,56 @@ def transfer_summary(transfers: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return sums.sort_values("bytes", ascending=False, ignore_index=True)
 
 
-def host_waiting(run: RunData, duration: float | None) -> float:
-    """The share of the run's wall time during which runnable threads of its
-    busiest host waited for a core (Linux's CPU pressure, "some"), from the
-    samples the capture ships a second for a pressured host; a quiet second
-    ships none and counts as 0. Where the kernel gives no pressure, a second
-    with more runnable threads than cores counts the share they exceed."""
+@dataclass(frozen=True)
+class HostLoad:
+    """How busy a run's busiest host was, from the samples the capture ships
+    a second for a host under CPU pressure (a quiet second ships none)."""
+
+    #: The share of the run's wall time during which its runnable threads
+    #: waited for a core (Linux's CPU pressure, "some": any thread, any
+    #: process): whether the host was busy.
+    waiting: float = 0.0
+    #: Runnable threads per core, averaged over the run's wall time (1 where
+    #: never more than the cores): how much slower a thread could run for the
+    #: host alone, each core shared by that many.
+    crowding: float = 1.0
+    #: The share of the run's task threads' time spent on a CPU (the workers'
+    #: meters; None unknown): only that part is slowed by a crowded host (a
+    #: task that sleeps 5x longer is not the host's doing).
+    cpu_share: float | None = None
+
+
+def host_load(run: RunData, duration: float | None) -> HostLoad:
+    """The run's :class:`HostLoad`, of the process whose samples say its host
+    waited longest (each process samples the host it runs on)."""
+    split = time_split(run)
+    cpu, other = split.get("thread-cpu"), split.get("thread-noncpu")
+    share = (
+        cpu / (cpu + other)
+        if cpu is not None and other is not None and cpu + other
+        else None
+    )
     if not duration:
-        return 0.0
+        return HostLoad(cpu_share=share)
     waited: dict[str | None, float] = {}
+    crowded: dict[str | None, float] = {}
     for _, _, sampler, data in run.event_rows("host-load"):
         if not isinstance(data, dict):
             continue
         seconds = data.get("seconds")
         seconds = float(seconds) if isinstance(seconds, int | float) else 1.0
-        share = data.get("waiting")
-        if not isinstance(share, int | float):
-            runnable, cores = data.get("runnable"), data.get("cores") or 1
-            if not isinstance(runnable, int | float) or runnable <= cores:
-                continue
-            share = 1 - cores / runnable
-        # Each process samples its host: the busiest sampler speaks for it.
-        waited[sampler] = waited.get(sampler, 0.0) + float(share) * seconds
-    return min(1.0, max(waited.values(), default=0.0) / duration)
+        runnable, cores = data.get("runnable"), data.get("cores") or 1
+        over = 0.0
+        if isinstance(runnable, int | float) and isinstance(cores, int | float):
+            over = max(0.0, float(runnable) / max(float(cores), 1.0) - 1.0)
+        waiting = data.get("waiting")
+        if not isinstance(waiting, int | float):  # no pressure information
+            waiting = over / (1.0 + over)
+        waited[sampler] = waited.get(sampler, 0.0) + float(waiting) * seconds
+        crowded[sampler] = crowded.get(sampler, 0.0) + over * seconds
+    if not waited:
+        return HostLoad(cpu_share=share)
+    busiest = max(waited, key=lambda sampler: waited[sampler])
+    return HostLoad(
+        min(1.0, waited[busiest] / duration), 1.0 + crowded[busiest] / duration, share
+    )

@@ -21,7 +21,7 @@ from dask_observe import config
 from dask_observe.analysis import noise, verdicts
 from dask_observe.analysis.changes import change_text, differences
 from dask_observe.analysis.compare import NothingToCompare, compare
-from dask_observe.analysis.figures import host_waiting
+from dask_observe.analysis.figures import host_load
 from dask_observe.store import StoreError
 
 if TYPE_CHECKING:
@@ -198,12 +198,12 @@ def _wall_verdict(
             return mark
         # Judged against the band, said of the host where it explains it (its
         # load read only for a marked run: most are not).
-        waiting = tuple(
-            host_waiting(e.data(), float(e.record["duration_s"]))
-            for e in (previous, entry)
+        hosts = (
+            host_load(previous.data(), float(previous.record["duration_s"])),
+            host_load(entry.data(), wall),
         )
         ratio = wall / statistics.median(earlier)
-        return verdicts.on_host(mark, "s", ratio, (waiting[0], waiting[1]), floor)
+        return verdicts.on_host(mark, "s", ratio, hosts, floor)
     if previous is None:
         return ""
     try:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.analysis import verdicts
+from dask_observe.analysis.figures import HostLoad
 from dask_observe.analysis.trees import profile_table
 from dask_observe.report.icicle import CallPath, icicle
 
@@ -152,15 +153,16 @@ def profile_changes(
     run_a: RunData,
     run_b: RunData,
     threshold: float = 0.1,
-    waiting: tuple[float, float] = (0.0, 0.0),
+    hosts: tuple[HostLoad, HostLoad] | None = None,
 ) -> pd.DataFrame:
     """Function by function, the self time of run ``b`` against run ``a``:
     PROFILE_CHANGE_COLUMNS, the largest changes first. Empty when either run
-    has no profile (under half a second of compute). ``waiting``: the
-    share of each run's time its host's threads waited for a core (a time
-    that moved with the host says so: ``verdicts.on_host``)."""
+    has no profile (under half a second of compute). ``hosts``: how
+    busy each run's host was (a time that moved with the host says so:
+    ``verdicts.on_host``)."""
     import pandas as pd
 
+    hosts = hosts or (HostLoad(), HostLoad())
     ma, mb = measured(run_a), measured(run_b)
     ta, tb = (_with_samples(m) for m in (ma, mb))
     if ta.empty or tb.empty:
@@ -186,13 +188,13 @@ def profile_changes(
             sample_s=(float(r["sample_s_a"]), float(r["sample_s_b"])),
         )  # fmt: skip
         ratio = b_s / a_s if a_s else math.inf
-        total = verdicts.on_host(judged(work=1.0), "s", ratio, waiting, threshold)
+        total = verdicts.on_host(judged(work=1.0), "s", ratio, hosts, threshold)
         per_a = a_s / tasks_a if tasks_a else math.nan
         per_b = b_s / tasks_b if tasks_b else math.nan
         per_ratio = per_b / per_a if per_a else math.inf
         per_task = (
             verdicts.on_host(
-                judged(work=tasks_b / tasks_a), "s", per_ratio, waiting, threshold
+                judged(work=tasks_b / tasks_a), "s", per_ratio, hosts, threshold
             )
             if tasks_a and tasks_b
             else ""
