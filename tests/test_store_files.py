@@ -308,3 +308,51 @@ def test_a_reader_never_sees_a_store_half_made(tmp_path: Path) -> None:
     assert maker.returncode == 0
     leftovers = [p.name for p in tmp_path.glob("s*/.*")]
     assert leftovers == [], leftovers  # no temporary file stays behind
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        # Fired by a reading command's one write (a dead recorder's run
+        # marked interrupted): it deleted every log row.
+        "CREATE TRIGGER wipe AFTER UPDATE ON runs BEGIN DELETE FROM logs; END",
+        # A table replaced by a view that never ends: the command line hung.
+        "ALTER TABLE events RENAME TO events_kept; CREATE VIEW events AS "
+        "WITH RECURSIVE r(seq) AS (SELECT 1 UNION ALL SELECT seq + 1 FROM r) "
+        "SELECT seq, 0.0 AS time, '' AS kind, NULL AS worker, '{}' AS data, "
+        "'' AS cluster FROM r",
+    ],
+    ids=["trigger", "recursive-view"],
+)
+def test_a_store_holding_code_is_refused_before_it_runs(
+    tmp_path: Path, planted: str
+) -> None:
+    from dask_observe.capture.wire import LogRecord
+
+    from .conftest import DASK_OBSERVE, subprocess_env
+
+    path = tmp_path / "observe.sqlite"
+    with BaseStore(path) as store:
+        store.create_run("dead recorder")
+        store.append("tcp://s:1", [
+            LogRecord("log", 1.0, 30, "worker", "w", "user", "kept line"),
+        ])  # fmt: skip
+    raw = sqlite3.connect(path)
+    # A recorder on this host that died: a reader's open marks its run.
+    raw.execute("UPDATE runs SET status = 'running', pid = 2147483646")
+    raw.executescript(planted)
+    raw.close()
+    for command in (["runs"], ["logs", "last"], ["flags", "last"]):
+        done = subprocess.run(
+            [DASK_OBSERVE, *command], env=subprocess_env(path),
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 1, (command, done.stdout)
+        assert "which no dask-observe store has" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    raw = sqlite3.connect(path)
+    assert raw.execute("SELECT count(*) FROM logs").fetchone()[0] == 1
+    assert raw.execute("SELECT status FROM runs").fetchone()[0] == "running"
+    raw.close()
+    with pytest.raises(StoreError, match="which no dask-observe store has"):
+        BaseStore(path, create=False, readonly=True)

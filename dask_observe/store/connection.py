@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from dask_observe.store import files, patterns
-from dask_observe.store.schema import SchemaError, check_schema, migrate
+from dask_observe.store.schema import SchemaError, check_schema, migrate, refuse_code
 
 
 class StoreError(Exception):
@@ -163,6 +163,7 @@ class StoreConnection:
         try:
             conn.row_factory = sqlite3.Row
             conn.create_function("REGEXP", 2, patterns.regexp, deterministic=True)
+            refuse_code(conn)
             if readonly:
                 check_schema(conn)
                 return conn

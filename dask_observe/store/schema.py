@@ -277,6 +277,27 @@ def check_header(path: Path) -> bool:
         raise SchemaError("it is an SQLite database of another application")
 
 
+def refuse_code(conn: sqlite3.Connection) -> None:
+    """Refuse a store that holds triggers or views, before any statement
+    touches its tables. dask-observe's schema has none; SQLite runs a
+    trigger when a row is written (a reading command marks dead recorders'
+    runs interrupted: an ``AFTER UPDATE ON runs`` trigger planted in a store
+    deleted every log row) and a view when read (a recursive one hung the
+    command line). ``trusted_schema`` off also keeps functions of ours out of
+    anything the schema holds."""
+    conn.execute("PRAGMA trusted_schema = OFF")
+    found = conn.execute(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view')"
+    ).fetchall()
+    if found:
+        listed = ", ".join(f"{kind} {name!r}" for kind, name in found[:5])
+        raise SchemaError(
+            f"it holds {listed}, which no dask-observe store has (someone added "
+            "them): refused unread; drop them with the sqlite3 shell if you "
+            "trust the file"
+        )
+
+
 def check_schema(conn: sqlite3.Connection) -> None:
     """For a reader that may not migrate: the schema is this version's."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
