@@ -999,3 +999,30 @@ def test_samples_and_stalls_are_matched_by_the_host_of_their_address(
     from dask_observe.diagnose.host import address_host
 
     assert address_host(address) == host
+
+
+def test_bytes_a_run_before_spilled_are_not_this_runs(store: Store) -> None:
+    """A hang run carried a ``spilling 320 MiB`` flag: the run before had
+    spilled them, and its client still held the data. The gauge stood at
+    320 MiB from this run's first sample to its last."""
+    spills = workers(SyntheticRun(store, "spills"), 0.0).tasks(4, 0.5)
+    spills.series((0.5,), A, memory_spilled=0.0).series(
+        (0.5,), None, memory_spilled=0.0
+    )
+    spills.series((1.5,), A, memory_spilled=320.0 * MiB)
+    spills.series((1.5,), None, memory_spilled=320.0 * MiB)
+    assert [kind for kind, _ in flags(spills.end(2.0))] == ["spilling"]
+    held = workers(SyntheticRun(store, "held"), 0.0).tasks(4, 0.5)
+    held.series((0.5, 1.5, 2.5), A, memory_spilled=320.0 * MiB)
+    held.series((0.5, 1.5, 2.5), None, memory_spilled=320.0 * MiB)
+    quiet = held.end(3.0)
+    assert flags(quiet) == []
+    assert quiet.report().data.peak_spilled == 0
+    compared = dask_observe.compare(quiet, quiet).table.set_index("figure")
+    assert compared.loc["spilled (peak)", "a"] == 0
+    # What a run adds on top is its own.
+    more = workers(SyntheticRun(store, "more"), 0.0).tasks(4, 0.5)
+    more.series((0.5,), A, memory_spilled=320.0 * MiB)
+    more.series((1.5, 2.5), A, memory_spilled=420.0 * MiB)
+    flag = more.end(3.0).flags().iloc[0]
+    assert flag["kind"] == "spilling" and "100.00 MiB" in flag["message"]

@@ -237,7 +237,7 @@ def figures(run: RunData) -> dict[str, Any]:
     values["peak memory"] = ("bytes", peak_memory(run))
     values["spilled (peak)"] = (
         "bytes",
-        run.cluster_metric_max("memory_spilled") or 0.0,
+        run.cluster_metric_rise("memory_spilled") or 0.0,
     )
     values["tasks"] = ("tasks", float(summary["n_tasks"]))
     values["failed tasks"] = ("tasks", float(summary["n_failed"]))

@@ -174,7 +174,7 @@ def stalls_apart(run: RunData, tasks: pd.DataFrame) -> None:
     if tasks.empty or not tasks[columns].fillna(0.0).to_numpy().any():
         return  # most runs: no disk seconds to tell apart (4 ms a read saved)
     fine = run.fine_rows()
-    spilled = bool(run.cluster_metric_max("memory_spilled"))
+    spilled = bool(run.cluster_metric_rise("memory_spilled"))
     for activity, column in DISK_COLUMNS.items():
         if not fine:
             stalled = tasks["prefix"].notna() & (not spilled)

@@ -105,7 +105,14 @@ def spilling(ctx: Context) -> list[Flag]:
     ``spilling.warning-time`` on disk, or where a worker's event loop stalled
     while it spilled (``event-loop-blocked.tick``: heartbeats and transfers
     waited for the disk); information below."""
+    # A gauge of what is on disk now: what a run before spilled and its
+    # client still holds stays there. A worker's spilling in this run is the
+    # rise above where its gauge stood before the run.
     spilled = ctx.metric("memory_spilled")
+    if len(spilled):
+        before = ctx.run.metric_before("memory_spilled")
+        start = spilled["worker"].map(lambda w: before.get(w, 0.0))
+        spilled = spilled.assign(value=spilled["value"] - start)
     spilled = spilled[spilled["value"] > 0]
     disk = ctx.fine_totals(("disk-write", "disk-read"), exclude=(SHUFFLE_CONTEXT,))
     written = disk.get(("disk-write", "bytes"), 0.0)

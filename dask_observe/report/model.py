@@ -84,6 +84,7 @@ class ReportData:
     workers: int
     threads: int
     peak_memory: float | None
+    #: The most bytes on disk beyond what was there as the run began.
     peak_spilled: float | None
     #: Per worker ("" for the cluster): time (seconds since start), managed,
     #: unmanaged, spilled, limit.
@@ -227,7 +228,7 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
         workers=int(workers) if workers else ran.workers,
         threads=int(threads) if threads else ran.threads,
         peak_memory=float(cluster_rss["rss"].max()) if len(cluster_rss) else None,
-        peak_spilled=run.cluster_metric_max("memory_spilled"),
+        peak_spilled=run.cluster_metric_rise("memory_spilled"),
         memory=_memory_series(run, start),
         process={
             "": cluster_rss.assign(time=cluster_rss["time"] - start),

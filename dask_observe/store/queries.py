@@ -348,6 +348,27 @@ def cluster_metric_max_query(window: Window, name: str) -> tuple[str, list[Any]]
     )
 
 
+#: How far back (rows of the metrics table) a gauge's last value before a run
+#: is looked for: a few minutes of a large cluster's samples.
+BEFORE_ROWS = 100_000
+
+
+def metric_before_query(window: Window, name: str) -> tuple[str, list[Any]]:
+    """The last value of metric ``name`` for each worker (None: cluster-wide)
+    stored before ``window`` began, on its cluster, within BEFORE_ROWS rows:
+    where a gauge stood as the run began. One range of the table's rowid
+    (SQLite takes a bare column from the row of the MAX); nothing for a
+    window without a slice."""
+    if window.seq_after is None:
+        return "SELECT NULL AS worker, NULL AS value WHERE 0", []
+    sql = (
+        "SELECT worker, value, MAX(seq) FROM metrics WHERE seq <= ? AND seq > ? "
+        "AND name = ? AND cluster = ? GROUP BY worker"
+    )
+    after = window.seq_after
+    return sql, [after, after - BEFORE_ROWS, name, window.cluster]
+
+
 def event_query(window: Window, kind: str | None) -> tuple[str, list[Any]]:
     return _select("events", EVENT_COLUMNS, window, kind=kind)
 

@@ -332,6 +332,27 @@ class RunData:
         value = self.store.rows(sql, params)[0]["value"]
         return None if value is None else float(value)
 
+    def metric_before(self, name: str) -> dict[str | None, float]:
+        """Where the gauge ``name`` stood before the run began, by worker (None:
+        cluster-wide): its last sample before it; a worker or cluster not
+        sampled before is missing."""
+        sql, params = queries.metric_before_query(self._window(), name)
+        return {
+            text_or_none(row["worker"]): float(row["value"])
+            for row in self.store.rows(sql, params)
+        }
+
+    def cluster_metric_rise(self, name: str) -> float | None:
+        """How far the cluster-wide gauge ``name`` rose in the run above where
+        it stood before (:meth:`metric_before`; 0 where it was not sampled),
+        or None without a sample in the run: what the run itself added to a
+        gauge the run before may have left high (the bytes spilled: a hang
+        run was flagged for 320 MiB spilled before it)."""
+        peak = self.cluster_metric_max(name)
+        if peak is None:
+            return None
+        return max(0.0, peak - self.metric_before(name).get(None, 0.0))
+
     def event_rows(self, kind: str | None = None) -> list[EventRow]:
         """The events of :meth:`events` as (time in epoch seconds, kind,
         worker or None, data) tuples: for readers that only walk them."""
