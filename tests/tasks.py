@@ -179,3 +179,18 @@ def leak_many(n: int) -> int:
 def divide(a: float, b: float) -> float:
     """A task that raises ZeroDivisionError for ``b == 0``."""
     return a / b
+
+
+def undecodable(i: int) -> int:
+    """Logs a line holding a lone surrogate (what ``os.fsdecode`` makes of a
+    Latin-1 file name on Linux), then a plain one; raises with that name for
+    ``i < 0``."""
+    import logging
+    import os
+
+    name = os.fsdecode(b"caf\xe9.csv")
+    logging.getLogger("user.files").warning("reading %s", name)
+    logging.getLogger("user.files").warning("plain line %d", i)
+    if i < 0:
+        raise FileNotFoundError(f"no such file: {name}")
+    return i

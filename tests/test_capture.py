@@ -541,3 +541,37 @@ def test_a_closed_cluster_lets_go_of_the_records_it_delivered(store_path: Path) 
     assert len(run.logs(contains="flood line")) == 3_000
     assert ring.first == ring.read_upto + 1  # nothing read is held
     assert ring.last - ring.first + 1 < 100  # the closing lines nobody read
+
+
+@pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
+def test_a_line_no_codec_can_ship_loses_no_other_line_now_or_later(
+    make_client: Callable[..., Client], store_path: Path, processes: bool
+) -> None:
+    """One line holding a lone surrogate made its batch unsendable: on a
+    process worker the batch was lost; in the notebook's process (where a
+    LocalCluster's scheduler lives) every later run stored no log line at
+    all, with nothing said. Now it is stored as readable text, and nothing
+    else is lost, in that run or the next."""
+    from .tasks import undecodable
+
+    client = make_client(n_workers=1, processes=processes)
+    scheduler_log = logging.getLogger("distributed.scheduler")
+    with dask_observe.record("bad bytes", client=client) as first:
+        assert client.gather(client.map(undecodable, range(3))) == [0, 1, 2]
+        if not processes:  # a line of the notebook's own process
+            client.run_on_scheduler(scheduler_log.warning, "\udcff in the scheduler")
+        with pytest.raises(FileNotFoundError):
+            client.submit(undecodable, -1).result()
+    with dask_observe.record("after", client=client) as second:
+        assert client.gather(client.map(undecodable, range(10, 12))) == [10, 11]
+    lines = list(first.logs(contains="reading caf")["message"])
+    assert lines == ["reading caf\\xe9.csv"] * 4
+    assert len(first.logs(contains="plain line")) == 4
+    if not processes:
+        assert "\\xff in the scheduler" in list(first.logs()["message"])
+    (failed,) = first.tasks().query("status == 'erred'")["exception"]
+    assert "no such file: caf\\udce9.csv" in failed  # distributed's repr of it
+    assert sorted(second.logs(contains="plain line")["message"]) == [
+        "plain line 10", "plain line 11",
+    ]  # fmt: skip
+    assert first.dropped() == second.dropped() == 0

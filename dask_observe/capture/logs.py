@@ -56,12 +56,42 @@ def bounded(text: str, limit: int = MAX_TEXT_BYTES) -> str:
     )
 
 
+def shippable(text: str) -> str:
+    """``text`` as a batch can carry it: a lone surrogate (what
+    ``os.fsdecode`` makes of a byte that is not UTF-8) cannot be encoded, and
+    one in a line made its whole batch unsendable, for good where the buffer
+    kept it (every later run of the cluster stored no log line). Written as
+    an escape instead, ``\\xff`` for a byte's, ``\\udXXX`` for another's;
+    a text without one is returned as it is."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join(_escaped(c) for c in text)
+    return text
+
+
+def _escaped(c: str) -> str:
+    code = ord(c)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte os.fsdecode could not decode
+        return f"\\x{code - 0xDC00:02x}"
+    if 0xD800 <= code <= 0xDFFF:
+        return f"\\u{code:04x}"
+    return c
+
+
 def as_tuple(record: logging.LogRecord) -> LogTuple:
     """A record as shipped, its traceback (if any) in the message, bounded."""
     message = record.getMessage()
     if record.exc_info:
         message += "\n" + logging.Formatter().formatException(record.exc_info)
-    return (record.created, record.levelno, record.name, bounded(message))
+    return (
+        record.created,
+        record.levelno,
+        shippable(record.name),
+        shippable(bounded(message)),
+    )
 
 
 def _is_ours(record: logging.LogRecord) -> bool:

@@ -24,7 +24,7 @@ from tornado.ioloop import PeriodicCallback
 from .buffer import DropCountingBuffer, SequencedBuffer
 from .hangs import ProgressWatch, describe, pace, work_remains
 from .host import HostSampler
-from .logs import replay
+from .logs import replay, shippable
 from .metrics import WorkerSamples, cluster_metrics
 from .router import LogRouter, Sink
 from .runs import RunCalls
@@ -257,6 +257,10 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         exception = kwargs.get("exception_text")
         if exception is None and finish == "erred":  # KilledWorker: see below
             exception = _scheduler_exception(kwargs)
+        traceback = kwargs.get("traceback_text")
+        if finish == "erred":  # an error's text may name an undecodable path
+            exception = None if exception is None else shippable(exception)
+            traceback = None if traceback is None else shippable(traceback)
         self.buffer.append(
             TaskRecord(
                 "task",
@@ -276,7 +280,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
                 disk_write,
                 deserialize,
                 exception,
-                kwargs.get("traceback_text"),
+                traceback,
             )
         )
 
