@@ -543,35 +543,57 @@ def test_a_closed_cluster_lets_go_of_the_records_it_delivered(store_path: Path) 
     assert ring.last - ring.first + 1 < 100  # the closing lines nobody read
 
 
+#: Two recorded runs on a LocalCluster of process (argv[1] "processes") or
+#: thread workers, the first with lines no codec can ship; what the store
+#: kept, as JSON. In a process of its own: a lone surrogate logged in the test
+#: process would reach pytest's captured output, which its workers cannot
+#: send back (the whole test process crashed).
+RECORD_UNDECODABLE = """
+import json, logging, sys
+import dask_observe
+from distributed import Client, LocalCluster
+from tests.tasks import undecodable
+
+processes = sys.argv[1] == "processes"
+with LocalCluster(n_workers=1, processes=processes, dashboard_address=":0") as cluster:
+    client = Client(cluster)
+    with dask_observe.record("bad bytes", client=client) as first:
+        assert client.gather(client.map(undecodable, range(3))) == [0, 1, 2]
+        log = logging.getLogger("distributed.scheduler")
+        client.run_on_scheduler(log.warning, "\\udcff in the scheduler")
+        try:
+            client.submit(undecodable, -1).result()
+        except FileNotFoundError:
+            pass
+    with dask_observe.record("after", client=client) as second:
+        assert client.gather(client.map(undecodable, range(10, 12))) == [10, 11]
+    client.close()
+print(json.dumps({
+    "reading": list(first.logs(contains="reading caf")["message"]),
+    "plain": len(first.logs(contains="plain line")),
+    "scheduler": list(first.logs(contains="in the scheduler")["message"]),
+    "exception": list(first.tasks().query("status == 'erred'")["exception"]),
+    "next": sorted(second.logs(contains="plain line")["message"]),
+    "dropped": [first.dropped(), second.dropped()],
+}))
+"""
+
+
 @pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
 def test_a_line_no_codec_can_ship_loses_no_other_line_now_or_later(
-    make_client: Callable[..., Client], store_path: Path, processes: bool
+    store_path: Path, processes: bool
 ) -> None:
     """One line holding a lone surrogate made its batch unsendable: on a
     process worker the batch was lost; in the notebook's process (where a
     LocalCluster's scheduler lives) every later run stored no log line at
     all, with nothing said. Now it is stored as readable text, and nothing
     else is lost, in that run or the next."""
-    from .tasks import undecodable
-
-    client = make_client(n_workers=1, processes=processes)
-    scheduler_log = logging.getLogger("distributed.scheduler")
-    with dask_observe.record("bad bytes", client=client) as first:
-        assert client.gather(client.map(undecodable, range(3))) == [0, 1, 2]
-        if not processes:  # a line of the notebook's own process
-            client.run_on_scheduler(scheduler_log.warning, "\udcff in the scheduler")
-        with pytest.raises(FileNotFoundError):
-            client.submit(undecodable, -1).result()
-    with dask_observe.record("after", client=client) as second:
-        assert client.gather(client.map(undecodable, range(10, 12))) == [10, 11]
-    lines = list(first.logs(contains="reading caf")["message"])
-    assert lines == ["reading caf\\xe9.csv"] * 4
-    assert len(first.logs(contains="plain line")) == 4
-    if not processes:
-        assert "\\xff in the scheduler" in list(first.logs()["message"])
-    (failed,) = first.tasks().query("status == 'erred'")["exception"]
+    mode = "processes" if processes else "threads"
+    kept = read_in_new_process(store_path, RECORD_UNDECODABLE, mode)
+    assert kept["reading"] == ["reading caf\\xe9.csv"] * 4
+    assert kept["plain"] == 4
+    assert kept["scheduler"] == ["\\xff in the scheduler"]
+    (failed,) = kept["exception"]
     assert "no such file: caf\\udce9.csv" in failed  # distributed's repr of it
-    assert sorted(second.logs(contains="plain line")["message"]) == [
-        "plain line 10", "plain line 11",
-    ]  # fmt: skip
-    assert first.dropped() == second.dropped() == 0
+    assert kept["next"] == ["plain line 10", "plain line 11"]
+    assert kept["dropped"] == [0, 0]
