@@ -277,7 +277,14 @@ class Run(store.RunData):
 
     def keep_verdict(self, flags: list[Flag]) -> None:
         """Store the flags the run raised as its verdict, judged at its end."""
-        self.store.set_verdict(self.id, [asdict(f) for f in flags], config.version())
+        from dask_observe.diagnose import workers_lost
+
+        self.store.set_verdict(
+            self.id,
+            [asdict(f) for f in flags],
+            config.version(),
+            lost=workers_lost(flags),
+        )
 
     def flags(self) -> pd.DataFrame:
         """What went wrong and why: time, kind, severity, worker, message,

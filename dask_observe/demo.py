@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dask_observe.api import Run, Store
+from dask_observe.store.outcome import status_line
 
 #: Each worker's memory limit: small, so that spilling and a memory death
 #: come within seconds.
@@ -159,8 +160,8 @@ def print_summary(runs: list[Run], store: Store) -> None:
         report = run.report().save(_report_path(store, run))
         flags = run.flags()
         print(
-            f"Run {run.id} {run.name!r}: {run.status}, {summary['n_tasks']} tasks "
-            f"({summary['n_failed']} failed), {summary['duration_s']:.2f} s"
+            f"Run {run.id} {run.name!r}: {status_line(summary)}, "
+            f"{summary['n_tasks']} tasks, {summary['duration_s']:.2f} s"
         )
         if flags.empty:
             print("  no flags")

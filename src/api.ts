@@ -18,6 +18,8 @@ export interface IRun {
   cluster: string | null;
   /** Why the run was recorded only partially; null when recorded fully. */
   partial: string | null;
+  /** Workers the run lost (died), from its verdict. */
+  n_lost: number;
 }
 
 /**
@@ -65,6 +67,7 @@ export interface IArchiveRun {
   n_flags: number;
   cluster: string | null;
   partial: string | null;
+  n_lost: number;
   /** The machine that recorded it, and who. */
   host: string | null;
   user: string | null;

@@ -10,18 +10,46 @@ export interface ICardRun {
   status: string;
   n_tasks: number;
   n_failed: number;
+  /** Workers it lost (absent from an older server: none known). */
+  n_lost?: number;
   duration_s: number | null;
   started: number;
 }
 
 /**
- * A run card (`li`), its status as a class; `id` its `data-run-id`.
+ * What a run came to, as every surface says it (`store/outcome.py`):
+ * its status, or "finished with losses" for a finished run that lost tasks
+ * or workers (a worker killed for memory is no green "finished").
+ */
+export function outcome(run: ICardRun): string {
+  const lost = run.n_failed > 0 || (run.n_lost ?? 0) > 0;
+  return run.status === 'finished' && lost
+    ? 'finished with losses'
+    : run.status;
+}
+
+/**
+ * What a run lost, said: "1 task failed, 2 workers died" ('' for none).
+ */
+export function losses(run: ICardRun): string {
+  const parts: string[] = [];
+  if (run.n_failed > 0) {
+    parts.push(`${run.n_failed} task${run.n_failed === 1 ? '' : 's'} failed`);
+  }
+  const lost = run.n_lost ?? 0;
+  if (lost > 0) {
+    parts.push(`${lost} worker${lost === 1 ? '' : 's'} died`);
+  }
+  return parts.join(', ');
+}
+
+/**
+ * A run card (`li`), its outcome as a class (`-lossy` for a finished run
+ * that lost tasks or workers); `id` its `data-run-id`.
  */
 export function runCard(run: ICardRun, id: string | number): HTMLLIElement {
-  const item = element(
-    'li',
-    `jp-DaskObserve-run jp-DaskObserve-run-${run.status}`
-  );
+  const kind = outcome(run) === 'finished with losses' ? 'lossy' : run.status;
+  const item = element('li', `jp-DaskObserve-run jp-DaskObserve-run-${kind}`);
   item.dataset.runId = String(id);
   return item;
 }
@@ -35,8 +63,12 @@ export function cardHead(run: ICardRun, box: HTMLInputElement): HTMLDivElement {
   head.append(
     box,
     element('span', 'jp-DaskObserve-run-name', run.name),
-    element('span', 'jp-DaskObserve-run-status', run.status)
+    element('span', 'jp-DaskObserve-run-status', outcome(run))
   );
+  const lost = losses(run);
+  if (lost !== '') {
+    head.title = lost;
+  }
   return head;
 }
 

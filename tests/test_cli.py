@@ -43,7 +43,20 @@ def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
         assert runs["demo: hang"].status == "failed"  # stopped by its timeout
         death = runs["demo: memory death"]
         assert len(death.logs(contains="exceeded 95% memory budget")) >= 1
-    assert "Run 1 'demo: clean': finished" in out and "  no flags" in out
+        # Its workers died for memory (the nanny said so): never a green
+        # "finished", in the store's listing or the demo's own words.
+        assert death.status == "finished" and death.summary()["n_lost"] >= 1
+        listing = store.runs().set_index("name")
+        assert listing.loc["demo: clean", "n_lost"] == 0
+    said = next(line for line in out.splitlines() if line.startswith("Run 2 "))
+    assert said.startswith("Run 2 'demo: memory death': finished with losses (1 task ")
+    assert "workers died)" in said or "worker died)" in said
+    assert "Run 1 'demo: clean': finished," in out and "  no flags" in out
+    listed = dask_observe_cli(store_path, "runs").stdout.splitlines()
+    assert "finished with losses" in next(r for r in listed if "memory death" in r)
+    assert "finished with losses" not in next(r for r in listed if "clean" in r)
+    report = (store_path.parent / "reports" / "run-2.html").read_text()
+    assert "memory death&#x27;: finished with losses (1 task failed, " in report
     assert "error    killed-worker: Task '_grow-" in out
     assert "it waits in _wait_forever at" in out  # the hang's line, named
     # The cluster closes without killing a worker still running the hung task.

@@ -81,6 +81,7 @@ def test_runs_are_listed_newest_first_with_the_documented_columns(
         "n_flags",
         "cluster",
         "partial",  # added: why a run was recorded partially
+        "n_lost",  # added: workers it lost (store.outcome)
     ]
     assert list(runs["name"]) == ["second", "first"]
     done = runs.set_index("id").loc[first]

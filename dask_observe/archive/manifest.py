@@ -76,6 +76,7 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     "n_tasks": _optional(_count),
     "n_failed": _optional(_count),
     "n_flags": _optional(_count),
+    "n_lost": _optional(_count),
     "cluster": _optional(_text),
     "span_id": _optional(_text),
     "partial": _optional(_text),

@@ -15,6 +15,7 @@ from dask_observe import commands
 from dask_observe.api import Run, Store
 from dask_observe.plaintext import flag_lines, log_lines, stack_lines, visible
 from dask_observe.store import StoreMissing
+from dask_observe.store.outcome import outcome
 
 if TYPE_CHECKING:
     from dask_observe.archive import Archive
@@ -75,6 +76,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     for column in ("started", "ended"):
         runs[column] = runs[column].dt.tz_convert(None).dt.strftime("%Y-%m-%d %H:%M:%S")
     runs["duration_s"] = runs["duration_s"].round(2)
+    # Its status as every surface says it: finished with losses is not finished.
+    runs["status"] = [outcome(r) for r in runs.to_dict("records")]
     # Text a cluster, a user or whoever wrote the archive chose (a status,
     # a host): never a control sequence to the terminal.
     for column in runs.columns:
@@ -211,7 +214,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         prefixes = [f"{p}: {verdict}" for p, verdict in row["prefixes"].items()]
         changed = "; ".join([*prefixes, *row["changed"]])
         print(visible(
-            f"{row['id']:>5}  {row['started']:%Y-%m-%d %H:%M:%S}  {row['status']:<11}"
+            f"{row['id']:>5}  {row['started']:%Y-%m-%d %H:%M:%S}  {outcome(row):<11}"
             f" {wall:>10}  {row['n_tasks']:>8} tasks  {row['verdict'] or '-':<11}"
             f" {changed}"
         ))  # fmt: skip

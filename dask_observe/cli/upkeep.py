@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from dask_observe.cli.reading import store_of
 from dask_observe.plaintext import visible
+from dask_observe.store.outcome import status_line
 
 if TYPE_CHECKING:
     from dask_observe.api import Run
@@ -120,7 +121,7 @@ def ended_line(run: Run) -> str:
     n_failed = summary["n_failed"] or 0
     failed = f" ({n_failed:,} failed)" if n_failed else ""
     n_tasks = summary["n_tasks"] or 0
-    line = f"Recorded run {run.id}: {n_tasks:,} tasks{failed}, {run.status}"
+    line = f"Recorded run {run.id}: {n_tasks:,} tasks{failed}, {status_line(summary)}"
     kinds = list(dict.fromkeys(flag.kind for flag in run.flag_list()))
     if kinds:
         line += f"; flags: {', '.join(kinds)} (dask-observe flags {run.id})"

@@ -23,7 +23,7 @@ from dask_observe.diagnose import (  # noqa: F401 (registers)
     work,
     workers,
 )
-from dask_observe.diagnose.base import RULES, SEVERITIES, Context, Flag
+from dask_observe.diagnose.base import RULES, SEVERITIES, Context, Flag, workers_lost
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,6 +50,7 @@ __all__ = [
     "Flag",
     "flag_list",
     "flags_frame",
+    "workers_lost",
 ]
 
 

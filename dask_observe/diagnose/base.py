@@ -71,6 +71,21 @@ def evidence(time: float, worker: str | None, text: str) -> dict[str, Any]:
     return {"time": time, "worker": text_or_none(worker), "text": text}
 
 
+#: The flags that say a worker died: restarted for memory, killed, lost.
+LOSS_KINDS = frozenset({"memory-restart", "killed-worker", "worker-lost"})
+
+
+def workers_lost(flags: Iterable[Flag]) -> int:
+    """How many workers the flags of a run say died (each named once)."""
+    named = {
+        name.strip()
+        for flag in flags
+        if flag.kind in LOSS_KINDS and flag.worker
+        for name in flag.worker.split(",")
+    }
+    return len(named)
+
+
 def workers(names: Iterable[object]) -> str | None:
     # Rows without a worker hold None or NaN, depending on the column's dtype.
     unique = sorted({n for n in names if isinstance(n, str) and n})

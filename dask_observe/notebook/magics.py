@@ -32,6 +32,7 @@ from dask_observe.recording.block import STORE_ERRORS, NotRecorded, begin, end
 from dask_observe.recording.lifecycle import Recording
 from dask_observe.recording.span import NoClientError, resolve_client
 from dask_observe.store import StoreError
+from dask_observe.store.outcome import status_line
 
 if TYPE_CHECKING:
     from dask_observe.archive import Archive
@@ -56,7 +57,7 @@ def _describe(run: Run) -> str:
     took = "" if duration is None else f" in {duration:.2f} s"
     failed = f", {summary['n_failed']} failed" if summary["n_failed"] else ""
     return (
-        f"dask-observe: run {run.id} {run.name!r} {run.status}: "
+        f"dask-observe: run {run.id} {run.name!r} {status_line(summary)}: "
         f"{summary['n_tasks']} tasks{failed}{took}"
     )
 

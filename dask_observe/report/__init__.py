@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from dask_observe.report.model import ReportData, collect
 from dask_observe.report.render import render
+from dask_observe.store.outcome import status_line
 
 if TYPE_CHECKING:
     from dask_observe.diagnose import Flag
@@ -70,7 +71,7 @@ class Report:
         failed = f", {s['n_failed']} failed" if s["n_failed"] else ""
         partial = " (recorded partially)" if s.get("partial") else ""
         lines = [
-            f"dask-observe: run {s['id']} {s['name']!r} {s['status']}{partial}: "
+            f"dask-observe: run {s['id']} {s['name']!r} {status_line(s)}{partial}: "
             f"{s['n_tasks']} tasks{failed} in {d.end - d.start:.2f} s "
             f"on {d.workers} workers",
             ", ".join(

@@ -19,6 +19,7 @@ from dask_observe.report.style import Limits, page
 from dask_observe.report.style import style as _s
 from dask_observe.report.style import table as _table
 from dask_observe.report.words import alerts, clock, failures, footer, partial
+from dask_observe.store.outcome import status_line
 from dask_observe.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
@@ -353,7 +354,7 @@ def render(data: ReportData, *, full: bool = False) -> str:
     s = data.summary
     title = (
         f"dask-observe run {escape(str(s['id']))} {escape(repr(str(s['name'])))}: "
-        f"{escape(str(s['status']))}"
+        f"{escape(status_line(s))}"
     )
     body = (
         f'<div class="dobs-report"{_s("report")} data-run-id="{escape(str(s["id"]))}">'

@@ -24,6 +24,7 @@ class RunPayload(TypedDict):
     n_flags: int
     cluster: str | None
     partial: str | None
+    n_lost: int
 
 
 class ArchiveRunPayload(TypedDict):
@@ -41,6 +42,7 @@ class ArchiveRunPayload(TypedDict):
     n_flags: int
     cluster: str | None
     partial: str | None
+    n_lost: int
     host: str | None
     user: str | None
 
@@ -166,6 +168,7 @@ def run_payload(record: Mapping[str, Any]) -> RunPayload:
         n_flags=int(record["n_flags"] or 0),
         cluster=record["cluster"],
         partial=record.get("partial"),
+        n_lost=int(record.get("n_lost") or 0),
     )
 
 

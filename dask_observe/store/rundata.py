@@ -30,6 +30,8 @@ RUN_COLUMNS = (
     "cluster",
     # Why the run was recorded only partially (None: fully).
     "partial",
+    # The workers it lost (died), from its verdict: see ``store.outcome``.
+    "n_lost",
 )
 
 #: The columns of ``Run.transfers()``.

@@ -128,14 +128,20 @@ class Runs(StoreConnection):
         )
 
     def set_verdict(
-        self, run_id: int, flags: Sequence[dict[str, Any]], version: str
+        self,
+        run_id: int,
+        flags: Sequence[dict[str, Any]],
+        version: str,
+        *,
+        lost: int = 0,
     ) -> None:
         """The flags a finished run raised (JSON-able dicts), judged by that
-        version of dask-observe; their count goes in the run's row, for
-        listings."""
+        version of dask-observe; their count, and the workers the run ``lost``
+        by them, go in the run's row, for listings."""
         with self._transaction() as conn:
             conn.execute(
-                "UPDATE runs SET n_flags = ? WHERE id = ?", (len(flags), run_id)
+                "UPDATE runs SET n_flags = ?, n_lost = ? WHERE id = ?",
+                (len(flags), lost, run_id),
             )
             conn.execute(
                 "INSERT OR REPLACE INTO verdicts (run_id, version, flags)"

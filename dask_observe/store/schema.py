@@ -197,6 +197,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE clusters ADD COLUMN silent_since REAL;
     """,
+    # 12 -> 13: the workers a run lost (died, killed for memory or by a
+    # signal, gone silent), counted from its verdict as it ends: a run that
+    # finished with losses says so in every listing, not a green "finished".
+    """
+    ALTER TABLE runs ADD COLUMN n_lost INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

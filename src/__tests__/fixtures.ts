@@ -28,7 +28,8 @@ export function run(id: number): IRun {
     n_failed: 0,
     n_flags: 0,
     cluster: null,
-    partial: null
+    partial: null,
+    n_lost: 0
   };
 }
 

@@ -33,6 +33,31 @@ function card(view: RunsView, id: number): HTMLElement {
 }
 
 describe('RunsView', () => {
+  it('says a finished run that lost workers or tasks finished with losses', async () => {
+    const { view: shown, told } = view([]);
+    await told([run(1), { ...run(2), n_lost: 1 }, { ...run(3), n_failed: 2 }]);
+    const clean = card(shown, 1);
+    expect(clean.classList).toContain('jp-DaskObserve-run-finished');
+    expect(clean.querySelector('.jp-DaskObserve-run-status')!.textContent).toBe(
+      'finished'
+    );
+    for (const [id, lost] of [
+      [2, '1 worker died'],
+      [3, '2 tasks failed']
+    ] as const) {
+      const lossy = card(shown, id);
+      expect(lossy.classList).toContain('jp-DaskObserve-run-lossy');
+      expect(lossy.classList).not.toContain('jp-DaskObserve-run-finished');
+      const head = lossy.querySelector<HTMLElement>(
+        '.jp-DaskObserve-run-head'
+      )!;
+      expect(
+        head.querySelector('.jp-DaskObserve-run-status')!.textContent
+      ).toBe('finished with losses');
+      expect(head.title).toBe(lost);
+    }
+  });
+
   it("keeps a run's buttons when the run's card changes under the pointer", async () => {
     const { view: shown, told, opened } = view([]);
     const running = { ...run(1), status: 'running' as const, ended: null };
