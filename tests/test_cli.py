@@ -55,8 +55,8 @@ def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
     listed = dask_observe_cli(store_path, "runs").stdout.splitlines()
     assert "finished with losses" in next(r for r in listed if "memory death" in r)
     assert "finished with losses" not in next(r for r in listed if "clean" in r)
-    report = (store_path.parent / "reports" / "run-2.html").read_text()
-    assert "memory death&#x27;: finished with losses (1 task failed, " in report
+    death_report = (store_path.parent / "reports" / "run-2.html").read_text()
+    assert "memory death&#x27;: finished with losses (1 task failed, " in death_report
     assert "error    killed-worker: Task '_grow-" in out
     assert "it waits in _wait_forever at" in out  # the hang's line, named
     # The cluster closes without killing a worker still running the hung task.
@@ -281,7 +281,9 @@ def test_record_headless_until_interrupted(client: Client, store_path: Path) -> 
     # failure's flag is certain: the session's cluster is shared with other
     # tests' load.)
     last = out.splitlines()[-1]
-    assert last.startswith("Recorded run 1: 6 tasks (1 failed), finished; flags: ")
+    assert last.startswith(
+        "Recorded run 1: 6 tasks, finished with losses (1 task failed); flags: "
+    )
     assert last.endswith(" (dask-observe flags 1)")
     assert "task-errors" in last.split("flags: ")[1].split(" (")[0].split(", ")
     with BaseStore(store_path) as store:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from dask_observe.cli.reading import store_of
 from dask_observe.plaintext import visible
-from dask_observe.store.outcome import status_line
+from dask_observe.store.outcome import status_line, tasks_text
 
 if TYPE_CHECKING:
     from dask_observe.api import Run
@@ -118,10 +118,7 @@ def ended_line(run: Run) -> str:
     """What a headless run came to, in a line a nightly job's log keeps: its
     tasks, failures and flags, and the command that explains them."""
     summary = run.summary()
-    n_failed = summary["n_failed"] or 0
-    failed = f" ({n_failed:,} failed)" if n_failed else ""
-    n_tasks = summary["n_tasks"] or 0
-    line = f"Recorded run {run.id}: {n_tasks:,} tasks{failed}, {status_line(summary)}"
+    line = f"Recorded run {run.id}: {tasks_text(summary)}, {status_line(summary)}"
     kinds = list(dict.fromkeys(flag.kind for flag in run.flag_list()))
     if kinds:
         line += f"; flags: {', '.join(kinds)} (dask-observe flags {run.id})"

@@ -32,7 +32,7 @@ from dask_observe.recording.block import STORE_ERRORS, NotRecorded, begin, end
 from dask_observe.recording.lifecycle import Recording
 from dask_observe.recording.span import NoClientError, resolve_client
 from dask_observe.store import StoreError
-from dask_observe.store.outcome import status_line
+from dask_observe.store.outcome import status_line, tasks_text
 
 if TYPE_CHECKING:
     from dask_observe.archive import Archive
@@ -55,10 +55,9 @@ def _describe(run: Run) -> str:
     summary = run.summary()
     duration = summary["duration_s"]
     took = "" if duration is None else f" in {duration:.2f} s"
-    failed = f", {summary['n_failed']} failed" if summary["n_failed"] else ""
     return (
         f"dask-observe: run {run.id} {run.name!r} {status_line(summary)}: "
-        f"{summary['n_tasks']} tasks{failed}{took}"
+        f"{tasks_text(summary)}{took}"
     )
 
 

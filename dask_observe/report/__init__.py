@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from dask_observe.report.model import ReportData, collect
 from dask_observe.report.render import render
-from dask_observe.store.outcome import status_line
+from dask_observe.store.outcome import status_line, tasks_text
 
 if TYPE_CHECKING:
     from dask_observe.diagnose import Flag
@@ -68,11 +68,10 @@ class Report:
 
         d = self.data
         s = d.summary
-        failed = f", {s['n_failed']} failed" if s["n_failed"] else ""
         partial = " (recorded partially)" if s.get("partial") else ""
         lines = [
             f"dask-observe: run {s['id']} {s['name']!r} {status_line(s)}{partial}: "
-            f"{s['n_tasks']} tasks{failed} in {d.end - d.start:.2f} s "
+            f"{tasks_text(s)} in {d.end - d.start:.2f} s "
             f"on {d.workers} workers",
             ", ".join(
                 [

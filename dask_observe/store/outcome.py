@@ -38,3 +38,14 @@ def status_line(record: Mapping[Any, Any]) -> str:
     lost = losses(record)
     said = outcome(record)
     return f"{said} ({lost})" if lost and said == LOSSY else said
+
+
+def tasks_text(record: Mapping[Any, Any]) -> str:
+    """Its tasks, and how many failed where its status line does not say so
+    already: "6 tasks, 1 failed" beside "failed", "6 tasks" beside "finished
+    with losses (1 task failed)"."""
+    n_tasks, failed = int(record.get("n_tasks") or 0), int(record.get("n_failed") or 0)
+    said = f"{n_tasks:,} tasks"
+    if failed and outcome(record) != LOSSY:
+        said += f", {failed:,} failed"
+    return said
