@@ -258,6 +258,8 @@ def figures(run: RunData) -> dict[str, Any]:
         "prefixes": prefixes.to_dict(),
         # Each task's duration, the spread a change is judged against.
         "durations": done["duration_s"].to_numpy(dtype=float),
+        # Its tasks, read once: the profiles' scaling reads them again.
+        "tasks": tasks,
         "by_prefix": {
             str(p): d.to_numpy(dtype=float)
             for p, d in done.groupby("prefix")["duration_s"]
@@ -380,10 +382,16 @@ def compare(
         host=hosts,
     )  # fmt: skip
     if profiles:  # read now: a comparison outlives the store it was read from
-        from dask_observe.analysis.profiles import differential_icicle, profile_changes
+        from dask_observe.analysis.profiles import (
+            differential_icicle,
+            measured,
+            profile_changes,
+        )
 
-        comparison.code = profile_changes(run_a, run_b, threshold, hosts)
-        comparison.code_chart = differential_icicle(run_a, run_b)
+        # Each run's profile scaled once (it reads the run's tasks) for both.
+        measures = (measured(run_a, fa["tasks"]), measured(run_b, fb["tasks"]))
+        comparison.code = profile_changes(run_a, run_b, threshold, hosts, measures)
+        comparison.code_chart = differential_icicle(run_a, run_b, measures)
     return comparison
 
 

@@ -90,7 +90,7 @@ def _scaled(node: dict[str, Any], factor: float) -> dict[str, Any]:
     return top
 
 
-def measured(run: RunData) -> Measured:
+def measured(run: RunData, tasks: pd.DataFrame | None = None) -> Measured:
     """``run``'s profile, each prefix's tree scaled so that its samples add
     up to the compute time the task stream measured for that prefix.
 
@@ -99,11 +99,14 @@ def measured(run: RunData) -> Measured:
     (``distributed.worker.profile.cycle``, 1 s) that overlap its window, so
     it may hold up to a cycle of the work before or after it: an unchanged
     function read 0.57 s in one run and 1.16 s in the next, while its share
-    of its prefix's samples stayed the same."""
+    of its prefix's samples stayed the same. ``tasks``: the run's tasks where
+    read already (their prefix and compute_s)."""
     trees = run.profile_trees()
+    if not trees:  # no profile (under half a second of compute): no task read
+        return Measured({}, {}, {})
     if any(trees):  # per-prefix trees: the whole run's adds nothing to them
         trees = {prefix: tree for prefix, tree in trees.items() if prefix}
-    tasks = run.tasks()
+    tasks = run.tasks() if tasks is None else tasks
     compute = tasks.groupby("prefix")["compute_s"].sum()
     counts = tasks["prefix"].value_counts()  # keyed by the prefixes themselves
     result = Measured({}, {}, {str(k): int(v) for k, v in counts.items()})
@@ -154,16 +157,18 @@ def profile_changes(
     run_b: RunData,
     threshold: float = 0.1,
     hosts: tuple[HostLoad, HostLoad] | None = None,
+    measures: tuple[Measured, Measured] | None = None,
 ) -> pd.DataFrame:
     """Function by function, the self time of run ``b`` against run ``a``:
     PROFILE_CHANGE_COLUMNS, the largest changes first. Empty when either run
     has no profile (under half a second of compute). ``hosts``: how
     busy each run's host was (a time that moved with the host says so:
-    ``verdicts.on_host``)."""
+    ``verdicts.on_host``); ``measures``: the runs' :func:`measured`, if read
+    already."""
     import pandas as pd
 
     hosts = hosts or (HostLoad(), HostLoad())
-    ma, mb = measured(run_a), measured(run_b)
+    ma, mb = measures or (measured(run_a), measured(run_b))
     ta, tb = (_with_samples(m) for m in (ma, mb))
     if ta.empty or tb.empty:
         return pd.DataFrame(columns=list(PROFILE_CHANGE_COLUMNS))
@@ -256,11 +261,14 @@ def change_fill(
     return fill
 
 
-def differential_icicle(run_a: RunData, run_b: RunData) -> str:
+def differential_icicle(
+    run_a: RunData, run_b: RunData, measures: tuple[Measured, Measured] | None = None
+) -> str:
     """Run b's profile as an icicle graph (a box per task prefix, its
     functions below), each box coloured by its change against the same call
     path in run a; "" when either has none."""
-    a, b = measured(run_a).combined(), measured(run_b).combined()
+    ma, mb = measures or (measured(run_a), measured(run_b))
+    a, b = ma.combined(), mb.combined()
     if not a["root"]["children"] or not b["root"]["count"]:
         return ""
     return icicle(
