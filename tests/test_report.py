@@ -437,3 +437,49 @@ def test_a_task_key_with_a_control_character_leaves_every_chart_an_image(
     assert charts
     for chart in charts:
         ET.fromstring(base64.b64decode(chart))  # raises on an unparsable one
+
+
+def test_a_report_leads_with_the_answer_and_folds_repeated_cards(
+    tmp_path: Path,
+) -> None:
+    """An out-of-memory run listed four near-identical memory-restart cards and
+    two memory-pressure ones before killed-worker, which is the answer."""
+    from dask_observe.diagnose import Flag
+
+    from .conftest import dask_observe_cli
+    from .synthetic import SyntheticRun
+
+    def restart(i: int) -> Flag:
+        worker = f"tcp://127.0.0.1:{40000 + i}"
+        return Flag(
+            "memory-restart", "error", 1.0 + i, worker,
+            f"Worker {worker} exceeded 95% of its memory limit (RSS {900 + i} MiB): "
+            "its nanny restarted it.", "Give workers more memory.",
+            [{"time": 1.0 + i, "worker": worker, "text": f"restart {i}"}],
+        )  # fmt: skip
+
+    flags = [
+        *(restart(i) for i in range(4)),
+        Flag("memory-pressure", "warning", 0.5, "tcp://127.0.0.1:40000",
+             "Worker tcp://127.0.0.1:40000 paused at 80% memory.", "Less data."),
+        Flag("memory-pressure", "warning", 0.6, "tcp://127.0.0.1:40001",
+             "Worker tcp://127.0.0.1:40001 paused at 81% memory.", "Less data."),
+        Flag("killed-worker", "error", 6.0, None,
+             "Task 'grow' failed with KilledWorker: its workers died for memory.",
+             "Process less data per task."),
+    ]  # fmt: skip
+    path = tmp_path / "observe.sqlite"
+    with dask_observe.Store(path) as store:
+        run = SyntheticRun(store, "oom").tasks(2, 0.1).end(7.0)
+        run.keep_verdict(flags)
+        html = store.run(run.id).report().html
+    told = re.findall(r'data-flag="([a-z-]+)"', html)
+    assert told == ["killed-worker", "memory-restart", "memory-pressure"]
+    assert "Flags (7)" in html  # every flag counted, repeats folded
+    assert "its nanny restarted it. (4 like it, on 4 workers)" in html
+    assert "paused at 80% memory. (2 like it, on 2 workers)" in html
+    for i in range(4):
+        assert f"restart {i}" in html  # each card's evidence kept
+    lines = dask_observe_cli(path, "flags", str(run.id)).stdout
+    kinds = [k for k in ("killed-worker", "memory-restart", "memory-pressure")]
+    assert sorted(kinds, key=lines.index) == kinds

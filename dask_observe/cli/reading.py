@@ -157,8 +157,12 @@ def _follow(run: Run, args: argparse.Namespace) -> None:
 
 
 def cmd_flags(args: argparse.Namespace) -> int:
+    from dask_observe.diagnose import flags_frame
+    from dask_observe.diagnose.lead import lead
+
     with source_of(args) as store:
-        return _printed(flag_lines(store.run(args.run).flags()))
+        # As the report tells them: the answer first, repeats folded.
+        return _printed(flag_lines(flags_frame(lead(store.run(args.run).flag_list()))))
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dask_observe.diagnose.lead import lead
 from dask_observe.report.model import ReportData, collect
 from dask_observe.report.render import render
 from dask_observe.store.outcome import status_line, tasks_text
@@ -86,9 +87,10 @@ class Report:
                 )
             ),
         ]
-        lines += [f"flag {f.kind} ({f.severity}): {f.message}" for f in d.flags[:5]]
-        if len(d.flags) > 5:
-            lines.append(f"... and {len(d.flags) - 5} more flags")
+        told = lead(d.flags)
+        lines += [f"flag {f.kind} ({f.severity}): {f.message}" for f in told[:5]]
+        if len(told) > 5:
+            lines.append(f"... and {len(told) - 5} more flags")
         if not d.flags:
             lines.append("flags: none")
         lines.append(f"Full report: %dask_observe report {s['id']} -o FILE")

@@ -11,6 +11,7 @@ import re
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.diagnose.lead import lead
 from dask_observe.plaintext import short_path
 from dask_observe.report import memory, standing, stream, svg
 from dask_observe.report.icicle import icicle
@@ -116,8 +117,9 @@ def _flags(data: ReportData) -> str:
             f"<h4{_s('h4')}>Flags</h4>"
             '<p data-flags="0">No flag: nothing looked wrong.</p>'
         )
+    # The answer first (what the user lost, then its cause), repeats folded.
     return f"<h4{_s('h4')}>Flags ({len(data.flags)})</h4>" + "".join(
-        map(_flag, data.flags)
+        map(_flag, lead(data.flags))
     )
 
 
