@@ -155,10 +155,8 @@ def on_host(
     that host's crowding explains (a thread on a core shared by ``n`` runs up
     to ``n`` times slower: b's crowding over a's, for the part of the quieter
     run's time that was on a CPU), is "slower on a busier host", not a
-    regression of the code; faster on a quieter one likewise.
-    (The waiting share alone, as ``1 / (1 - w)``, explained too much: it
-    counts any thread of the host, and excused a 4.8x slowdown made on
-    purpose on a suite's loaded machine.)"""
+    regression of the code; faster on a quieter one likewise. The waiting
+    share says only whether: it counts any thread of the host."""
     if unit not in ("s", PER_TASK) or ratio != ratio:
         return mark
     a, b = hosts
