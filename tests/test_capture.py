@@ -87,7 +87,12 @@ def test_a_worker_restarted_for_memory_leaves_its_line_the_nanny_message_and_tas
     flags = {f["kind"]: f for f in seen["flags"]}
     # (The worker may have paused on its way up: memory-pressure is true too.)
     assert {"memory-restart", "killed-worker"} <= set(flags)
-    assert set(flags) <= {"memory-restart", "killed-worker", "memory-pressure"}
+    # On a host the suite loads, the worker's loop may stall: said as the
+    # host's (its samples say so), never blamed on the code.
+    others = set(flags) - {"memory-restart", "killed-worker", "memory-pressure"}
+    for kind in others:
+        assert kind == "event-loop-blocked", flags[kind]
+        assert "A busy host, not the tasks' code" in flags[kind]["message"]
     assert flags["memory-restart"]["worker"] == worker
     killed = flags["killed-worker"]["message"]
     assert "'eater' failed with KilledWorker" in killed
