@@ -406,9 +406,10 @@ def shown_traceback(
     "body",
     [
         "x = 1\ny = 1 / (x - 1)\n",  # a plain Python error in the cell
+        "\ny = 1 / 0\n",  # after a blank line (IPython drops leading ones)
         "future = client.submit(divide, 1, 0, pure=False)\nfuture.result()\n",
     ],
-    ids=["cell", "task"],
+    ids=["cell", "blank-line", "task"],
 )
 def test_a_recorded_cells_error_reads_as_the_same_cell_unrecorded(
     ip: InteractiveShell,

@@ -197,6 +197,11 @@ class ObserveMagics(Magics):
         shell = self.shell
         assert shell is not None
         code = shell.transform_cell(cell)
+        # IPython drops a cell's leading blank lines: put them back, so that
+        # line numbers stay the user's.
+        blank = len(cell) - len(cell.lstrip("\n \t"))
+        blank = cell[:blank].count("\n") - code[:blank].count("\n")
+        code = "\n" * max(0, blank) + code
         shown = f"%%dask_record {line}\n{code}"
         filename = shell.compile.cache(shown, shell.execution_count, raw_code=shown)
         tree = ast.increment_lineno(ast.parse(code), 1)
