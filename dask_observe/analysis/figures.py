@@ -321,6 +321,36 @@ class HostLoad:
     cpu_share: float | None = None
 
 
+@dataclass(frozen=True)
+class HostSample:
+    """One ``host-load`` event as the capture ships it (``capture.host``):
+    over ``seconds``, the share of time a runnable thread of the host waited
+    for a core (None where the kernel does not say), the threads runnable at
+    the sample (None unknown) and the host's cores."""
+
+    seconds: float
+    waiting: float | None
+    runnable: int | None
+    cores: int
+
+
+def host_sample(data: object) -> HostSample | None:
+    """A ``host-load`` event's data read tolerantly; None if it is none."""
+    if not isinstance(data, dict):
+        return None
+
+    def number(value: object) -> float | None:
+        return float(value) if isinstance(value, int | float) else None
+
+    runnable = number(data.get("runnable"))
+    return HostSample(
+        number(data.get("seconds")) or 1.0,
+        number(data.get("waiting")),
+        None if runnable is None else int(runnable),
+        max(1, int(number(data.get("cores")) or 1)),
+    )
+
+
 def host_load(run: RunData, duration: float | None) -> HostLoad:
     """The run's :class:`HostLoad`, of the process whose samples say its host
     waited longest (each process samples the host it runs on)."""
@@ -336,19 +366,17 @@ def host_load(run: RunData, duration: float | None) -> HostLoad:
     waited: dict[str | None, float] = {}
     crowded: dict[str | None, float] = {}
     for _, _, sampler, data in run.event_rows("host-load"):
-        if not isinstance(data, dict):
+        sample = host_sample(data)
+        if sample is None:
             continue
-        seconds = data.get("seconds")
-        seconds = float(seconds) if isinstance(seconds, int | float) else 1.0
-        runnable, cores = data.get("runnable"), data.get("cores") or 1
         over = 0.0
-        if isinstance(runnable, int | float) and isinstance(cores, int | float):
-            over = max(0.0, float(runnable) / max(float(cores), 1.0) - 1.0)
-        waiting = data.get("waiting")
-        if not isinstance(waiting, int | float):  # no pressure information
+        if sample.runnable is not None:
+            over = max(0.0, sample.runnable / sample.cores - 1.0)
+        waiting = sample.waiting
+        if waiting is None:  # no pressure information
             waiting = over / (1.0 + over)
-        waited[sampler] = waited.get(sampler, 0.0) + float(waiting) * seconds
-        crowded[sampler] = crowded.get(sampler, 0.0) + over * seconds
+        waited[sampler] = waited.get(sampler, 0.0) + waiting * sample.seconds
+        crowded[sampler] = crowded.get(sampler, 0.0) + over * sample.seconds
     if not waited:
         return HostLoad(cpu_share=share)
     busiest = max(waited, key=lambda sampler: waited[sampler])

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dask_observe.analysis.figures import host_sample
 from dask_observe.diagnose.base import evidence
 
 if TYPE_CHECKING:
@@ -83,11 +84,11 @@ class BusyHosts:
         per_core = self.ctx.number("host-load.runnable-per-core")
         found: dict[str, list[Busy]] = {}
         for t, _, worker, data in self.ctx.events("host-load"):
-            data = data if isinstance(data, dict) else {}
+            sample = host_sample(data)
+            if sample is None:
+                continue
             named = worker if isinstance(worker, str) and worker else None
-            waiting, runnable = _number(data.get("waiting")), data.get("runnable")
-            cores = int(data.get("cores") or 1)
-            runnable = int(runnable) if isinstance(runnable, int | float) else None
+            waiting, runnable, cores = sample.waiting, sample.runnable, sample.cores
             if waiting is not None:
                 oversubscribed = waiting >= waiting_at
             else:
@@ -95,7 +96,7 @@ class BusyHosts:
             if not oversubscribed:
                 continue
             host = self.host(named)
-            start = float(t) - (_number(data.get("seconds")) or 1.0)
+            start = float(t) - sample.seconds
             found.setdefault(host, []).append(
                 Busy(start, float(t), host, named, waiting, runnable, cores)
             )
