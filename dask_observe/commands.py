@@ -50,6 +50,7 @@ def add_log_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--worker", metavar="ADDRESS", help="lines about this worker")
     parser.add_argument("--level", help="lowest level: debug, info, warning, error")
     parser.add_argument("--source", choices=SOURCES)
+    parser.add_argument("--task", metavar="KEY", help="lines this task wrote")
     parser.add_argument(
         "--own", action="store_true", help="also lines about dask-observe's plugins"
     )
@@ -65,6 +66,7 @@ def log_filters(args: argparse.Namespace) -> dict[str, Any]:
         "worker": args.worker,
         "source": args.source,
         "own": args.own,
+        "task": args.task,
     }
 
 

@@ -38,14 +38,17 @@ def visible(text: str, *, newlines: bool = True) -> str:
 
 
 def log_lines(logs: pd.DataFrame) -> Iterator[str]:
-    """One line a record: time, level, where it came from, logger, message."""
+    """One line a record: time, level, where it came from, logger (and the
+    task that wrote it, in brackets), message (and its logging call's extra
+    fields)."""
     stamps = logs["time"].dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3]
     for stamp, row in zip(stamps, logs.to_dict("records"), strict=True):
         worker = text_or_none(row["worker"])
         where = row["source"] if worker is None else f"{row['source']} {worker}"
-        yield visible(
-            f"{stamp} {row['level']:<8} {where} {row['logger']}: {row['message']}"
-        )
+        task, fields = text_or_none(row.get("task")), text_or_none(row.get("fields"))
+        who = row["logger"] if task is None else f"{row['logger']} [{task}]"
+        said = row["message"] if fields is None else f"{row['message']}  {fields}"
+        yield visible(f"{stamp} {row['level']:<8} {where} {who}: {said}")
 
 
 def flag_lines(flags: pd.DataFrame) -> Iterator[str]:

@@ -157,6 +157,14 @@ export interface ILogLine {
   worker: string | null;
   logger: string;
   message: string;
+  /**
+   * The key of the task whose thread wrote the line (null outside tasks).
+   */
+  task: string | null;
+  /**
+   * A logging call's extra fields, as a JSON object (null without any).
+   */
+  fields: string | null;
 }
 
 /**

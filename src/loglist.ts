@@ -91,7 +91,7 @@ export class LogList {
 namespace Private {
   /**
    * One line: time, level, where from, and the message's first line (the whole
-   * message in the tooltip).
+   * message in the tooltip, with the task that wrote it and its fields).
    */
   export function row(
     line: ILogLine,
@@ -120,11 +120,16 @@ namespace Private {
         line.message.split('\n', 1)[0]
       )
     );
-    row.title = line.message;
+    const about = [
+      line.message,
+      ...(line.task ? [`task: ${line.task}`] : []),
+      ...(line.fields ? [line.fields] : [])
+    ].join('\n');
+    row.title = about;
     if (line.worker && gone.has(line.worker)) {
       // From a worker that has since died or left: its logs live only here now.
       row.classList.add('jp-mod-gone');
-      row.title = `(${line.worker} has left the cluster)\n${line.message}`;
+      row.title = `(${line.worker} has left the cluster)\n${about}`;
     }
     return row;
   }

@@ -185,7 +185,9 @@ export class LogsView extends Widget {
         logger: 'dask-observe',
         message:
           'Lines are missing here: the view fell behind and they could not ' +
-          'be read (reopen the view, or read the run with dask-observe logs).'
+          'be read (reopen the view, or read the run with dask-observe logs).',
+        task: null,
+        fields: null
       }
     ]);
   }

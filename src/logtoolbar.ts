@@ -140,8 +140,8 @@ export class LogsToolbar {
     const level = LEVELS[this._level.value] ?? 0;
     const anyLevel = level <= LEVELS.DEBUG;
     const text = this._filter.value;
-    // The text: looked for in the message and in the worker (or source)
-    // column, any case. A case-insensitive pattern tests each string as it
+    // The text: looked for in the message, in the worker (or source)
+    // column and in the key of the task that wrote the line, any case. A case-insensitive pattern tests each string as it
     // is; lowering a copy of each line (and joining who and message first)
     // allocated two strings a line: a million lines filtered in 128 ms
     // against 49 ms (node, the same V8).
@@ -151,14 +151,17 @@ export class LogsToolbar {
       try {
         const pattern = new RegExp(text);
         test = line =>
-          pattern.test(`${line.worker ?? line.source} ${line.message}`);
+          pattern.test(`${line.worker ?? line.source} ${line.message}`) ||
+          (!!line.task && pattern.test(line.task));
       } catch {
         this._filter.classList.add('jp-mod-invalid');
       }
     } else if (text) {
       const pattern = new RegExp(Private.escape(text), 'i');
       test = line =>
-        pattern.test(line.message) || pattern.test(line.worker ?? line.source);
+        pattern.test(line.message) ||
+        pattern.test(line.worker ?? line.source) ||
+        (!!line.task && pattern.test(line.task));
     }
     const source = this._source.value;
     const worker = this._worker.value;

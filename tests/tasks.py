@@ -194,3 +194,23 @@ def undecodable(i: int) -> int:
     if i < 0:
         raise FileNotFoundError(f"no such file: {name}")
     return i
+
+
+def speak_every_way(tag: str) -> str:
+    """Say ``tag`` as tasks do besides logging: a print, a line to stderr, a
+    warning, and a log call with structured ``extra`` fields."""
+    import warnings
+
+    print(f"processing {tag}")
+    print(f"retrying {tag}", file=sys.stderr)
+    warnings.warn(f"a deprecated call in {tag}", stacklevel=1)
+    logging.getLogger("user.structured").warning(
+        "loaded %s", tag, extra={"partition": tag, "rows": 3}
+    )
+    return tag
+
+
+def print_then_fail(tag: str) -> None:
+    """Print ``tag``, then raise: the failure's own lines are the task's."""
+    print(f"about to fail: {tag}")
+    raise ValueError(tag)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import time
@@ -219,9 +220,12 @@ def test_logs_prints_a_runs_lines_filtered(client: Client, store_path: Path) -> 
     lines = done.stdout.splitlines()
     assert len(lines) == 3
     assert all(" WARNING  worker tcp://" in line for line in lines)
-    assert sorted(line.split("user.cli: ")[1] for line in lines) == [
-        f"row {i} looks <odd>" for i in range(3)
-    ]
+    # Each line names the task that logged it, in brackets.
+    found = [re.search(r"user\.cli \[(shout-\w+)\]: (.*)$", line) for line in lines]
+    said = sorted((m.group(2), m.group(1)) for m in found if m)
+    assert [text for text, _ in said] == [f"row {i} looks <odd>" for i in range(3)]
+    one = dask_observe_cli(store_path, "logs", "last", "--task", said[0][1])
+    assert one.stdout.splitlines() == [line for line in lines if "row 0" in line]
     none = dask_observe_cli(store_path, "logs", "last", "--level", "error")
     assert none.returncode == 0 and none.stdout == ""
     # The scheduler's own lines have no worker: none is printed for them.
@@ -319,7 +323,7 @@ def test_logs_follow_prints_lines_as_they_come_and_stops_with_the_run(
     rest, _ = exited(follower, timeout=30)
     assert follower.returncode == 0
     lines = first + later + rest.splitlines(keepends=True)
-    assert sorted(line.split("user.cli: ")[1].strip() for line in lines) == [
+    assert sorted(line.split("]: ")[1].strip() for line in lines) == [
         f"row {i} looks <odd>" for i in range(5)
     ]
 

@@ -57,6 +57,10 @@ def test_a_finished_run_goes_to_a_collector_as_logs_metrics_and_task_spans(
     attributes = attributes_of(record.attributes)
     assert attributes["dask.process.kind"] == "worker"
     assert attributes["dask.worker.address"] in client.scheduler_info()["workers"]
+    # The task that said it, as the store has it.
+    (task,) = run.logs(contains=lines[0])["task"]
+    assert str(task).startswith("say-")
+    assert attributes["dask.task.key"] == task
     assert len(records) == len(run.logs())
 
     # A span per task under the run's root span, the key and phases on it.

@@ -46,7 +46,8 @@ from .remote import (
     cluster_env,
     process_cluster,
 )
-from .tasks import eat_memory, say
+from .spoken import assert_spoke
+from .tasks import eat_memory, say, speak_every_way
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 cloudpickle.register_pickle_by_value(sys.modules[eat_memory.__module__])
@@ -115,6 +116,30 @@ def test_a_cluster_without_dask_observe_is_recorded_from_a_notebook_client(
     seen = read_in_new_process(store_path, READ_RUN, line)
     assert_memory_death_recorded(seen, line)
     assert "dask_observe" not in cluster.log()  # nothing of ours was imported
+
+
+def test_what_tasks_print_on_a_cluster_without_us_is_kept_and_still_printed(
+    tmp_path: Path, store_path: Path
+) -> None:
+    # Prints, stderr and warnings went to the worker's own stdout and died
+    # with it: now each is a line of the run, with its task, and still goes
+    # where it went (the worker's log here, a pod's stdout elsewhere).
+    tag = uuid.uuid4().hex
+    with (
+        process_cluster(tmp_path / "cluster", workers=1) as cluster,
+        Client(cluster.address, timeout="30s") as client,
+    ):
+        client.wait_for_workers(1, timeout=60)
+        with dask_observe.record("speaks", client=client) as run:
+            client.submit(lambda: speak_every_way(tag), key="speak").result()
+        assert_spoke(run, tag, "speak")
+        printed = cluster.log()
+    assert f"processing {tag}" in printed
+    assert f"retrying {tag}" in printed
+    assert f"UserWarning: a deprecated call in {tag}" in printed
+    # The log call no handler took, printed by logging's last resort as
+    # without us, and once (not again as a line the task wrote to stderr).
+    assert printed.count(f"loaded {tag}") == 1
 
 
 def test_a_cluster_quieted_to_warning_prints_no_more_while_recorded(

@@ -61,10 +61,16 @@ def test_logs_have_the_documented_columns_and_every_workers_lines(run: Run) -> N
         "worker",
         "logger",
         "message",
+        "task",
+        "fields",
     ]
     assert sorted(logs["message"]) == [
         f"Loaded PARTITION {i} of <table>" for i in range(6)
     ]
+    # Each line is its task's: chatty(i) ran as "chatty-i".
+    assert {
+        m.split()[2]: t for m, t in zip(logs["message"], logs["task"], strict=True)
+    } == {str(i): f"chatty-{i}" for i in range(6)}
     assert set(logs["source"]) == {"worker"} and set(logs["level"]) == {"WARNING"}
     assert set(logs["worker"]) <= set(run.tasks()["worker"])
     assert str(logs["time"].dt.tz) == "UTC"

@@ -37,7 +37,10 @@ def test_the_side_panel_lists_a_run_recorded_beforehand(
 
     page.goto(lab.page_url())
     tab = page.locator(PANEL_TAB)
-    expect(tab).to_have_attribute("title", "Dask Observe")
+    # JupyterLab adds the tab once it has loaded every extension: on a cold
+    # browser cache beside the suite's other work that took over expect's
+    # default 5 s (the other tests click it, which waits 30 s).
+    expect(tab).to_have_attribute("title", "Dask Observe", timeout=20_000)
     tab.click()
 
     panel = page.locator("#dask-observe-panel")

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+try:  # where tasks run; the store and the server read this module without dask
+    from distributed.utils import (  # type: ignore[attr-defined]
+        thread_state as thread_state,
+    )
+except ImportError:  # pragma: no cover (no task runs where distributed is not)
+    import threading
+
+    thread_state = threading.local()
 
 
 def _level_number(name: str) -> int | None:
@@ -27,8 +37,10 @@ def parse_levels(config: Mapping[str, Any]) -> dict[str, int]:
     return levels
 
 
-#: A log record as shipped: (time, level, logger, message).
-LogTuple = tuple[float, int, str, str]
+#: A log record as shipped: (time, level, logger, message, task, fields):
+#: the key of the task whose thread logged it (None outside tasks), and a
+#: logging call's ``extra`` fields as a JSON object (None without any).
+LogTuple = tuple[float, int, str, str, "str | None", "str | None"]
 
 #: The most of one text (a line, an exception, a traceback) that is kept, in
 #: UTF-8 bytes: forty lines of 10 MB were stored whole, and took the Jupyter
@@ -81,8 +93,76 @@ def _escaped(c: str) -> str:
     return c
 
 
+def current_task() -> str | None:
+    """The key of the task running on this thread (as the tasks table
+    writes it), or None outside a task."""
+    key = getattr(thread_state, "key", None)
+    return None if key is None else task_text(key)
+
+
+def task_text(key: object) -> str | None:
+    """A task's key as the tasks table writes it (None for None)."""
+    return None if key is None else shippable(bounded(str(key), MAX_KEY_BYTES))
+
+
+#: The most of a task key kept with a line that task wrote.
+MAX_KEY_BYTES = 4096
+
+#: The most of one ``extra`` value, and of all of a record's, kept.
+MAX_FIELD_BYTES = 1024
+MAX_FIELDS_BYTES = 8192
+
+#: What every LogRecord holds: not ``extra`` fields. (``message`` and
+#: ``asctime`` are set by a formatter that ran; ``taskName`` by asyncio, 3.12.)
+_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message",
+    "asctime",
+    "taskName",
+    "_dask_observe",
+}
+_PLAIN = len(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) + 1
+
+
+def extra_fields(record: logging.LogRecord) -> str | None:
+    """A record's ``extra`` fields as a JSON object (values that are not
+    JSON written as their repr, each bounded), or None without any: the
+    structured part of ``log.warning("loaded", extra={"table": "orders"})``
+    that the message itself does not say."""
+    attributes = record.__dict__
+    # The common record, no more attributes than a plain one and our mark:
+    # nothing to build, nothing allocated (a record a collection's finalizer
+    # logs must not set off the next collection).
+    if len(attributes) <= _PLAIN:
+        return None
+    found = {
+        name: value
+        for name, value in attributes.items()
+        if name not in _STANDARD and not name.startswith("_")
+    }
+    if not found:
+        return None
+    fields: dict[str, Any] = {}
+    size = 0
+    for name, value in found.items():
+        if not isinstance(value, (str, int, float, bool, type(None))):
+            try:
+                value = repr(value)
+            except Exception:
+                value = f"<{type(value).__name__}>"
+        if isinstance(value, str):
+            value = bounded(value, MAX_FIELD_BYTES)
+        name = bounded(str(name), MAX_FIELD_BYTES)
+        size += len(name) + len(str(value))
+        if size > MAX_FIELDS_BYTES:  # the object stays whole JSON: say what went
+            fields["..."] = f"{len(found) - len(fields)} more fields not kept"
+            break
+        fields[name] = value
+    return shippable(json.dumps(fields, ensure_ascii=False))
+
+
 def as_tuple(record: logging.LogRecord) -> LogTuple:
-    """A record as shipped, its traceback (if any) in the message, bounded."""
+    """A record as shipped, its traceback (if any) in the message, bounded;
+    with the task of the thread that logged it and its ``extra`` fields."""
     message = record.getMessage()
     if record.exc_info:
         message += "\n" + logging.Formatter().formatException(record.exc_info)
@@ -91,6 +171,8 @@ def as_tuple(record: logging.LogRecord) -> LogTuple:
         record.levelno,
         shippable(record.name),
         shippable(bounded(message)),
+        current_task(),
+        extra_fields(record),
     )
 
 
@@ -176,6 +258,9 @@ class CaptureHandler(logging.Handler):
         self._lowered: dict[logging.Logger, int] = {}
         self._as_before = _AsBefore(self._lowered)
         self._filtered: list[logging.Handler] = []
+        #: The output capture's switch (``output.Lines.quiet``), set while this
+        #: prints a record to stderr: the text is the record, not a new line.
+        self.quiet: Any = None
 
     def threshold(self, name: str) -> int:
         """The configured level of the longest configured prefix of ``name``."""
@@ -197,13 +282,43 @@ class CaptureHandler(logging.Handler):
         taken: tuple[int, ...] = getattr(record, "_dask_observe", ())
         if id(self) in taken:
             return
-        if record.levelno < self.threshold(record.name) or _is_ours(record):
-            return
         record._dask_observe = (*taken, id(self))
+        if record.levelno >= self.threshold(record.name) and not _is_ours(record):
+            try:
+                self.sink(as_tuple(record))
+            except Exception:
+                self.handleError(record)
+        if not taken:  # the first capture handler to see it
+            self._print_as_before(record)
+
+    def _print_as_before(self, record: logging.LogRecord) -> None:
+        """Print ``record`` to stderr where logging would have without us: a
+        record that no handler of the process takes goes to logging's last
+        resort. Ours on the root logger counted as one, and a user's own
+        warnings stopped printing once a run was recorded (in the worker's
+        log, in the notebook of a LocalCluster's scheduler)."""
+        resort = logging.lastResort
+        if resort is None or record.levelno < resort.level:
+            return
+        if not self._as_before.filter(record):  # below the level it had
+            return
+        found = logging.Logger.manager.loggerDict.get(record.name)
+        logger: logging.Logger | None = (
+            found if isinstance(found, logging.Logger) else logging.getLogger()
+        )
+        while logger is not None:
+            for handler in logger.handlers:  # (no generator: see extra_fields)
+                if not isinstance(handler, CaptureHandler):
+                    return  # another handler took it
+            logger = logger.parent if logger.propagate else None
+        quiet = self.quiet
+        if quiet is not None:  # what this prints is the record, kept already
+            quiet.on = True
         try:
-            self.sink(as_tuple(record))
-        except Exception:
-            self.handleError(record)
+            resort.handle(record)
+        finally:
+            if quiet is not None:
+                quiet.on = False
 
     def install(self) -> None:
         """Attach to the root logger and to every configured logger that does not

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .logs import CaptureHandler, LogTuple
+from .output import Lines, OutputCapture
 
 #: Roles in the order a record falls back to when its own role is absent.
 _FALLBACK = ("scheduler", "worker", "nanny")
@@ -30,6 +31,8 @@ class Sink:
     worker: Callable[[], str | None] = lambda: None
     pid: Callable[[], int | None] = lambda: None
     levels: Mapping[str, int] = field(default_factory=dict)
+    #: Whether what tasks print and warn is captured too (``capture.output``).
+    output: bool = False
     #: The thread of the event loop it runs on (a plugin makes its sink
     #: there): two LocalClusters of one kernel each log from their own.
     thread: int = field(default_factory=threading.get_ident)
@@ -69,6 +72,7 @@ class LogRouter:
     def __init__(self, levels: Mapping[str, int]) -> None:
         self.sinks: list[Sink] = []
         self.handler = CaptureHandler(levels, self._route)
+        self.output: OutputCapture | None = None
 
     @classmethod
     def attach(cls, sink: Sink) -> None:
@@ -76,7 +80,34 @@ class LogRouter:
             if cls._instance is None:
                 cls._instance = LogRouter(sink.levels)
                 cls._instance.handler.install()
-            cls._instance.sinks = [*cls._instance.sinks, sink]
+            router = cls._instance
+            router.sinks = [*router.sinks, sink]
+            if sink.output and router.output is None:
+                router.output = OutputCapture(Lines(router._route, router._wanted))
+                router.output.install()
+                router.handler.quiet = router.output.lines.quiet
+            router._sinks_changed()
+
+    @classmethod
+    def flush_output(cls, older_than: float = 0.0) -> None:
+        """Hand on the partial lines tasks wrote (see ``Lines.flush``)."""
+        router = cls._instance
+        if router is not None and router.output is not None:
+            router.output.lines.flush(older_than)
+
+    def _sinks_changed(self) -> None:
+        if self.output is not None:
+            self.output.lines.outside = self._wanted(None)
+
+    def _wanted(self, task: str | None) -> bool:
+        """Whether a line written in ``task`` (None: outside any) is the
+        cluster's: a task's always; else only in a worker's own process, not
+        in one that also runs the scheduler or a nanny (the client's kernel,
+        whose own prints are the notebook's)."""
+        sinks = self.sinks
+        if task is not None:
+            return bool(sinks)
+        return bool(sinks) and all(s.role == "worker" for s in sinks)
 
     @classmethod
     def detach(cls, sink: Sink) -> None:
@@ -85,8 +116,11 @@ class LogRouter:
             if router is None:
                 return
             router.sinks = [s for s in router.sinks if s is not sink]
+            router._sinks_changed()
             if not router.sinks:
                 router.handler.uninstall()
+                if router.output is not None:
+                    router.output.uninstall()
                 cls._instance = None
 
     def _route(self, record: LogTuple) -> None:

@@ -29,6 +29,7 @@ from .metrics import WorkerSamples, cluster_metrics
 from .router import LogRouter, Sink
 from .runs import RunCalls
 from .settings import CaptureSettings
+from .shipper import pushed
 from .stalls import StallWatch
 from .wire import (
     RUN_ANNOTATION,
@@ -126,7 +127,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         self._own_logs = DropCountingBuffer(self.settings.buffer_size)
         self._sink = Sink(
             "scheduler",
-            lambda record, worker: self._own_logs.append(PushedLog(*record, worker)),
+            lambda record, worker: self._own_logs.append(pushed(record, worker)),
             levels=self.settings.levels,
         )
         #: Per watched span: tasks that ended, by (prefix, memory|erred).
@@ -378,9 +379,9 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         self._add_logs("scheduler", records, dropped)
 
     def _add_logs(self, source: str, records: list[PushedLog], dropped: int) -> None:
-        for t, level, logger_name, message, worker in records:
+        for t, level, name, message, worker, task, fields in records:
             self.buffer.append(
-                LogRecord("log", t, level, source, worker, logger_name, message)
+                LogRecord("log", t, level, source, worker, name, message, task, fields)
             )
         self.dropped_upstream += dropped
 

@@ -27,3 +27,6 @@ class CaptureSettings:
     #: stands (``flags.no-progress``).
     no_progress_after_s: float = 30.0
     no_progress_factor: float = 5.0
+    #: What tasks print (stdout, stderr) and the warnings they raise are
+    #: captured as log lines (``capture.output``).
+    output: bool = True

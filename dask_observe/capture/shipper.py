@@ -17,6 +17,13 @@ from .wire import PushedLog
 
 logger = logging.getLogger(__name__)
 
+
+def pushed(record: LogTuple, worker: str | None) -> PushedLog:
+    """A captured record as a worker or nanny pushes it, naming its worker."""
+    t, level, name, message, task, fields = record
+    return PushedLog(t, level, name, message, worker, task, fields)
+
+
 #: Records in one message to the scheduler; keeps each message small.
 BATCH = 5000
 
@@ -31,6 +38,8 @@ class LogShipper:
     def __init__(self, source: str, settings: CaptureSettings) -> None:
         self.source = source
         self.levels = settings.levels
+        #: Whether a worker's tasks' prints and warnings are captured too.
+        self.output = settings.output and source == "worker"
         self.buffer = DropCountingBuffer(settings.buffer_size)
         #: Memory samples (MemorySample), shipped with the log records.
         self.samples = DropCountingBuffer(settings.buffer_size)
@@ -49,7 +58,7 @@ class LogShipper:
     def _append(self, record: LogTuple, worker: str | None) -> None:
         # The worker is named when the line is written: a nanny's worker gets a new
         # address when it is restarted, and its last lines belong to the old one.
-        self.buffer.append(PushedLog(*record, worker))
+        self.buffer.append(pushed(record, worker))
 
     def start(
         self,
@@ -63,12 +72,14 @@ class LogShipper:
         holds what the process logged before (a worker's first lines, logged
         before its plugins were set up)."""
         self._push = push
-        self._sink = Sink(self.source, self._append, worker, pid, self.levels)
+        self._sink = Sink(
+            self.source, self._append, worker, pid, self.levels, output=self.output
+        )
         LogRouter.attach(self._sink)
         # After attaching: a record is then either live or in the backlog.
         earlier = replay(backlog, self.levels, self.since, time.time())
         address = worker()
-        self.buffer.prepend([PushedLog(*record, address) for record in earlier])
+        self.buffer.prepend([pushed(record, address) for record in earlier])
         # Started from the plugin's setup, which runs on the process's event loop.
         self._leave_pacer = Pacer.join(self.interval_ms, self._due)
 

@@ -12,7 +12,7 @@ sent where the hello says ``ending``): the spans of runs whose block has
 returned, their end on its way, which a closing scheduler waits longer for.
 Records are ``(number, record)`` pairs whose first item names the kind:
 
-- ``("log", time, level, source, worker, logger, message)``
+- ``("log", time, level, source, worker, logger, message, task, fields)``
 - ``("task", time, key, prefix, span_ids, worker, thread, start, stop, status,
   nbytes, compute_s, transfer_s, disk_read_s, disk_write_s, deserialize_s,
   exception, traceback)``
@@ -40,9 +40,14 @@ left in the last 30 s ship (``dask_observe_flush(left=worker)``), each once it
 has logged how its worker ended: a recorder then need not wait for their own
 flush. Workers and
 nannies call ``dask_observe_push(source, records, dropped, samples, events)``:
-log records ``(time, level, logger, message, worker)``, memory samples
+log records ``(time, level, logger, message, worker, task, fields)``, memory samples
 ``(time, worker, rss)`` and events ``(time, kind, worker, data)``; they come from
 the same shipped bundle as the scheduler's plugin, so they always agree with it.
+
+Version 3 adds ``task`` and ``fields`` to log records: the task whose thread
+wrote the line, and a logging call's ``extra`` fields as a JSON object; and
+log lines of what tasks print (loggers ``stdout`` and ``stderr``) and the
+warnings they raise (``py.warnings``).
 
 Each of these records is a named tuple of this module (:class:`LogRecord`,
 :class:`TaskRecord`, :class:`MetricsRecord`, :class:`EventRecord`; pushed:
@@ -59,7 +64,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple, Union
 
-VERSION = 2
+VERSION = 3
 
 
 class LogRecord(NamedTuple):
@@ -73,6 +78,10 @@ class LogRecord(NamedTuple):
     worker: str | None
     logger: str
     message: str
+    #: The key of the task whose thread wrote the line, if a task's did.
+    task: str | None = None
+    #: A logging call's structured ``extra`` fields, as a JSON object.
+    fields: str | None = None
 
 
 class TaskRecord(NamedTuple):
@@ -150,6 +159,8 @@ class PushedLog(NamedTuple):
     logger: str
     message: str
     worker: str | None
+    task: str | None = None
+    fields: str | None = None
 
 
 class MemorySample(NamedTuple):

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from .host import workers_host_pressure
+from .output import PARTIAL_AFTER_S
 from .pacer import Pacer, process_rss
+from .router import LogRouter
 from .settings import CaptureSettings
 from .shipper import LogShipper
 from .stacks import StackSampler
@@ -298,6 +300,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
             self.shipper.events.append(PushedEvent(now, "host-load", address, host))
         self._sample_stacks(now)
         self._memory.sample(now)
+        LogRouter.flush_output(PARTIAL_AFTER_S)
         self._transfers.report(self.shipper)
 
     def _sample_stacks(self, now: float, every: bool = False) -> None:
@@ -326,6 +329,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         if self.shipper is not None:
             if self._transfers is not None:
                 self._transfers.report(self.shipper, force=True)
+            LogRouter.flush_output()  # a line a task wrote without its newline
             await self.shipper.flush()
         if heartbeat and self._heartbeats is not None:
             await self._heartbeats.landed()

@@ -72,7 +72,7 @@ class Sender:
         for record in records:
             kind = record[0]
             if kind == "log":
-                otlp.log(*record[1:7])
+                otlp.log(*record[1:9])
             elif kind == "metrics":
                 _, t, worker, values = record
                 points += [(t, worker, n, float(v)) for n, v in values.items()]

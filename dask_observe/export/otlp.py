@@ -253,11 +253,19 @@ class Otlp:
         worker: str | None,
         logger_name: str,
         message: str,
+        task: str | None = None,
+        fields: str | None = None,
     ) -> None:
-        """One log line, kept until :meth:`send`."""
-        attributes = {"dask.process.kind": source}
+        """One log line, kept until :meth:`send`: with the key of the task
+        that wrote it, and its logging call's ``extra`` fields (a JSON
+        object) as attributes of their own names."""
+        attributes: dict[str, Any] = {"dask.process.kind": source}
         if worker:
             attributes["dask.worker.address"] = worker
+        if task:
+            attributes["dask.task.key"] = task
+        for name, value in _fields(fields).items():
+            attributes.setdefault(name, value)
         self._log_provider.get_logger(logger_name or "root").emit(
             timestamp=nanoseconds(time),
             observed_timestamp=nanoseconds(time),
@@ -396,3 +404,22 @@ def _severity_number(number: int) -> Any:
 def _batches(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
     for at in range(0, len(items), BATCH):
         yield items[at : at + BATCH]
+
+
+def _fields(text: str | None) -> dict[str, Any]:
+    """A line's stored ``extra`` fields as OTLP attribute values (which
+    hold strings, numbers and booleans; anything else as its text)."""
+    import json
+
+    if not text:
+        return {}
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {
+        str(k): v if isinstance(v, (str, int, float, bool)) else str(v)
+        for k, v in found.items()
+    }

@@ -151,11 +151,13 @@ def export_run(
     otlp = Otlp(endpoint, run_resource(run), headers=headers, timeout=timeout)
     try:
         logs = run.logs(epoch=True)
-        for at, level, source, worker, name, message in zip(
+        for at, level, source, worker, name, message, task, fields in zip(
             *(logs[c] for c in queries.LOG_COLUMNS), strict=True
         ):
-            where = worker if isinstance(worker, str) else None
-            otlp.log(float(at), str(level), str(source), where, str(name), str(message))
+            otlp.log(
+                float(at), str(level), str(source), _text(worker), str(name),
+                str(message), _text(task), _text(fields),
+            )  # fmt: skip
         tasks = _timed_tasks(run)
         # The root encloses its tasks: a worker's times are shifted onto the
         # scheduler's clock by an estimate (distributed's scheduler_delay,
@@ -191,3 +193,8 @@ def export_run(
         return otlp.send(points)
     finally:
         otlp.shutdown()
+
+
+def _text(value: Any) -> str | None:
+    """A column's text, or None where the frame holds none (NaN, None)."""
+    return value if isinstance(value, str) else None

@@ -67,6 +67,7 @@ def capture_settings(since: float) -> CaptureSettings:
         hung_task_after_s=ms_of("flags.hung-task.after") / 1000,
         no_progress_after_s=ms_of("flags.no-progress.after") / 1000,
         no_progress_factor=float(get("flags.no-progress.factor")),
+        output=bool(get("capture.output")),
     )
 
 

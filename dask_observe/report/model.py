@@ -152,14 +152,18 @@ def _failures(
     for row in failed.to_dict("records"):
         ended = start + float(row["ended"])
         worker = text_or_none(row["worker"])
-        # The worker's own last words; for a task whose worker is not known (it
+        # What the task itself said (printed, warned, logged); else the
+        # worker's own last words; for a task whose worker is not known (it
         # died under it), the cluster's last warnings before the failure.
-        logs = run.logs(
-            worker=worker,
-            until=ended + 1.0,
-            level=None if worker else "warning",
-            epoch=True,
-        ).tail(FAILURE_LOG_LINES)
+        logs = run.logs(task=str(row["key"]), until=ended + 1.0, epoch=True)
+        if logs.empty:
+            logs = run.logs(
+                worker=worker,
+                until=ended + 1.0,
+                level=None if worker else "warning",
+                epoch=True,
+            )
+        logs = logs.tail(FAILURE_LOG_LINES)
         failures.append(
             Failure(
                 key=str(row["key"]),

@@ -111,6 +111,10 @@ class LogLinePayload(TypedDict):
     worker: str | None
     logger: str
     message: str
+    #: The key of the task whose thread wrote the line (None outside tasks).
+    task: str | None
+    #: A logging call's extra fields, as a JSON object (None without any).
+    fields: str | None
 
 
 class MetricPayload(TypedDict):

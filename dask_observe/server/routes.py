@@ -237,7 +237,8 @@ class RunLogsHandler(StoreHandler):
     """``GET dask-observe/api/runs/<id>/logs``: a page of log lines.
 
     Query: contains, regex (1/true), level, worker, source, own (1/true: also
-    the lines about dask-observe's own plugins); after and upto
+    the lines about dask-observe's own plugins), task (a task's key: the
+    lines it wrote); after and upto
     (sequence numbers), limit. ``next`` is the ``after`` of the next page.
     """
 
@@ -257,6 +258,7 @@ class RunLogsHandler(StoreHandler):
                 "worker": self.get_query_argument("worker", None),
                 "source": self.get_query_argument("source", None),
                 "own": self.get_query_argument("own", "") in ("1", "true"),
+                "task": self.get_query_argument("task", None),
             },
         }
         await self.finish_read(read_logs, run_id, query, patterned=regex)

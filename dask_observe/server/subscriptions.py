@@ -12,6 +12,7 @@ from collections.abc import Hashable
 from dataclasses import asdict
 from typing import Any
 
+from dask_observe.capture.logs import MAX_KEY_BYTES
 from dask_observe.server.payloads import FlagPayload, flag_payload
 from dask_observe.store import BaseStore, queries
 
@@ -59,19 +60,20 @@ def _filters(raw: Any) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, dict) or set(raw) - {
-        "contains", "regex", "level", "worker", "source", "own",
+        "contains", "regex", "level", "worker", "source", "own", "task",
     }:  # fmt: skip
         raise SubscriptionError(
-            "unknown filters; use contains, regex, level, worker, source, own"
+            "unknown filters; use contains, regex, level, worker, source, own, task"
         )
-    for name in ("contains", "worker", "source"):
+    for name in ("contains", "worker", "source", "task"):
         value = raw.get(name)
         if value is not None and not isinstance(value, str):
             raise SubscriptionError(f"filter {name!r} must be text")
-    if len(raw.get("worker") or "") > MAX_NAME:
-        raise SubscriptionError(
-            f"filter 'worker' may have at most {MAX_NAME} characters"
-        )
+    for name, most in (("worker", MAX_NAME), ("task", MAX_KEY_BYTES)):
+        if len(raw.get(name) or "") > most:
+            raise SubscriptionError(
+                f"filter {name!r} may have at most {most} characters"
+            )
     for name in ("regex", "own"):
         if not isinstance(raw.get(name, False), bool):
             raise SubscriptionError(f"filter {name!r} must be true or false")

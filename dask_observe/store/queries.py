@@ -14,7 +14,9 @@ from dask_observe.capture.logs import MAX_TEXT_BYTES, bounded
 from dask_observe.capture.wire import LogRecord, MetricsRecord, TaskRecord, typed
 from dask_observe.store import patterns
 
-LOG_COLUMNS = ("time", "level", "source", "worker", "logger", "message")
+LOG_COLUMNS = (
+    "time", "level", "source", "worker", "logger", "message", "task", "fields",
+)  # fmt: skip
 TASK_COLUMNS = (
     "key", "prefix", "worker", "start", "stop", "duration_s", "status", "nbytes",
     "thread", "compute_s", "transfer_s", "disk_read_s", "disk_write_s",
@@ -27,7 +29,7 @@ EVENT_COLUMNS = ("time", "kind", "worker", "data")
 #: records the scheduler plugin sends; named, so that a migration adding a column
 #: cannot shift them.
 _STORED = {
-    "logs": ("time", "level", "source", "worker", "logger", "message"),
+    "logs": LOG_COLUMNS,
     "tasks": (
         "time", "key", "prefix", "span_ids", "worker", "thread", "start", "stop",
         "status", "nbytes", "compute_s", "transfer_s", "disk_read_s",
@@ -287,12 +289,25 @@ def log_query(
     worker: str | None = None,
     source: str | None = None,
     own: bool = False,
+    task: str | None = None,
+    output: bool = True,
 ) -> tuple[str, list[Any]]:
-    """SQL and parameters for log lines; filters combine with AND."""
+    """SQL and parameters for log lines; filters combine with AND. Without
+    ``output``, what tasks printed (OUTPUT_LOGGERS) is left out."""
     where = log_filters(contains, regex, level, own)
+    if not output:
+        where += [("logger <> ?", name) for name in OUTPUT_LOGGERS]
     columns = ("seq", *LOG_COLUMNS)
-    return _select("logs", columns, window, where=where, worker=worker, source=source)
+    return _select(
+        "logs", columns, window, where=where, worker=worker, source=source, task=task
+    )
 
+
+#: The loggers of what tasks print, to stdout and to stderr (from Python or
+#: below it): the user's code talking, not a diagnosis of distributed's that
+#: a flag's rule reads. (Warnings come as ``py.warnings``, as logging names
+#: them.)
+OUTPUT_LOGGERS = ("stdout", "stderr")
 
 #: What distributed logs of dask-observe's own plugins ("Starting Worker plugin
 #: dask-observe-worker", "Registering Nanny plugin dask-observe-nanny"): kept in

@@ -227,16 +227,22 @@ class RunData:
         regex: bool = False,
         epoch: bool = False,
         own: bool = False,
+        task: str | None = None,
     ) -> pd.DataFrame:
-        """Log lines of the scheduler, workers and nannies during the run.
+        """Log lines of the scheduler, workers and nannies during the run, and
+        what its tasks printed: to stdout and stderr (loggers ``stdout`` and
+        ``stderr``) and the warnings they raised (``py.warnings``).
 
         ``contains`` matches case-insensitively (a regular expression, case-sensitive,
         with ``regex=True``); ``level`` is the lowest level shown; ``source`` is one of
-        scheduler, worker, nanny. Lines about dask-observe's own plugins
-        ("Starting Worker plugin dask-observe-worker") are shown with ``own=True``.
+        scheduler, worker, nanny; ``task`` a task's key: the lines its thread
+        wrote. Lines about dask-observe's own plugins ("Starting Worker plugin
+        dask-observe-worker") are shown with ``own=True``.
 
-        Columns: time, level, source, worker, logger, message. Times are UTC
-        timestamps, or seconds since the epoch with ``epoch=True``.
+        Columns: time, level, source, worker, logger, message, task (the key
+        of the task whose thread wrote the line, None outside tasks) and
+        fields (a logging call's ``extra`` fields, as a JSON object). Times
+        are UTC timestamps, or seconds since the epoch with ``epoch=True``.
         """
         sql, params = queries.log_query(
             self._window(since, until),
@@ -246,6 +252,7 @@ class RunData:
             worker=worker,
             source=source,
             own=own,
+            task=task,
         )
         frame = self.store.frame(sql, params, ("seq", *queries.LOG_COLUMNS))
         frame["level"] = queries.level_names(frame["level"])
@@ -253,10 +260,12 @@ class RunData:
 
     def log_lines(self, contains: str) -> list[tuple[float, str | None, str]]:
         """(time in epoch seconds, worker or None, message) of the run's lines
-        containing ``contains`` (as :meth:`logs` finds them): for readers
-        that only walk the lines, without a DataFrame's fixed cost (~1 ms a
-        read, four reads in a run's judging)."""
-        sql, params = queries.log_query(self._window(), contains=contains)
+        containing ``contains`` (as :meth:`logs` finds them), but what tasks
+        printed: for the rules, which read distributed's own words (a task
+        that prints "Pausing worker" paused nothing), without a DataFrame's
+        fixed cost (~1 ms a read, four reads in a run's judging)."""
+        window = self._window()
+        sql, params = queries.log_query(window, contains=contains, output=False)
         return [
             (float(r["time"]), text_or_none(r["worker"]), str(r["message"]))
             for r in self.store.rows(sql, params)

@@ -203,6 +203,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN n_lost INTEGER NOT NULL DEFAULT 0;
     """,
+    # 13 -> 14: which task wrote a log line (its key; NULL outside tasks and
+    # for older lines), and a logging call's ``extra`` fields (a JSON object).
+    """
+    ALTER TABLE logs ADD COLUMN task TEXT;
+    ALTER TABLE logs ADD COLUMN fields TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,7 +9,9 @@ function line(seq: number, message = `line ${seq}`): ILogLine {
     source: 'worker',
     worker: 'tcp://127.0.0.1:1',
     logger: 'distributed.worker',
-    message
+    message,
+    task: null,
+    fields: null
   };
 }
 

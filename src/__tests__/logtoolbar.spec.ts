@@ -10,7 +10,9 @@ function line(message: string, worker: string | null = null): ILogLine {
     source: 'worker',
     worker,
     logger: 'distributed.worker',
-    message
+    message,
+    task: null,
+    fields: null
   };
 }
 
@@ -32,6 +34,14 @@ describe('LogsToolbar.matcher', () => {
     const worker = typed('127.0.0.1:40123');
     expect(worker(line('started', 'tcp://127.0.0.1:40123'))).toBe(true);
     expect(worker(line('started', 'tcp://127.0.0.1:40999'))).toBe(false);
+  });
+
+  it("finds a task's key: the lines that task printed", () => {
+    const matches = typed("('sum-3f2a', 7)");
+    const printed = { ...line('processing'), task: "('sum-3f2a', 7)" };
+    expect(matches(printed)).toBe(true);
+    expect(matches({ ...printed, task: "('sum-3f2a', 8)" })).toBe(false);
+    expect(matches(line('processing'))).toBe(false);
   });
 
   it('takes the text literally, not as a pattern', () => {

@@ -23,7 +23,9 @@ function line(seq: number): ILogLine {
     source: 'worker',
     worker: null,
     logger: 'distributed.worker',
-    message: `line ${seq}`
+    message: `line ${seq}`,
+    task: null,
+    fields: null
   };
 }
 

@@ -1,0 +1,120 @@
+"""What capturing tasks' prints costs: a print-heavy task, with and without.
+
+    .venv/bin/python benchmarks/print_cost.py --lines 200000 --rounds 5
+
+1. The tee alone: ``--lines`` prints to a stream that discards them, in a
+   thread that runs a task (as distributed marks one), with the capture's tee
+   on ``sys.stdout`` against without; the median of ``--rounds`` passes,
+   alternating. The lines go to a sink that keeps them, as a worker's buffer.
+2. A recorded print-heavy task: a LocalCluster of one worker process, a task
+   printing ``--lines // 10`` lines, recorded with ``observe.capture.output``
+   on and off, and a task logging as many lines (``log.warning``) recorded,
+   taking turns: the task's own duration (from the store).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import time
+
+
+def tee_pass(lines: int, tee: bool) -> float:
+    from distributed.utils import set_thread_state
+
+    from dask_observe.capture.output import Lines, OutputCapture
+
+    kept: list[object] = []
+    real = sys.stdout
+    sys.stdout = io.StringIO()
+    capture = OutputCapture(Lines(kept.append, lambda task: True))
+    if tee:
+        capture.install()
+    try:
+        with set_thread_state(key=("print-task", 0)):
+            started = time.perf_counter()
+            for i in range(lines):
+                print("processing row", i, "of the partition")
+            took = time.perf_counter() - started
+    finally:
+        if tee:
+            capture.uninstall()
+        sys.stdout = real
+    assert len(kept) == (lines if tee else 0)
+    return took
+
+
+def printer(n: int) -> int:
+    for i in range(n):
+        print("processing row", i, "of the partition")
+    return n
+
+
+def logger(n: int) -> int:
+    import logging
+
+    log = logging.getLogger("user.rows")
+    for i in range(n):
+        log.warning("processing row %d of the partition", i)
+    return n
+
+
+def recorded(n: int, rounds: int) -> dict[str, list[float]]:
+    import os
+    import tempfile
+
+    import dask.config
+    from distributed import Client, LocalCluster
+
+    import dask_observe
+
+    took: dict[str, list[float]] = {"on": [], "off": [], "logged": []}
+    folder = tempfile.mkdtemp()
+    os.chmod(folder, 0o700)
+    turns = ("on", "off", "logged")
+    for i in range(rounds):
+        for turn in turns[i % 3 :] + turns[: i % 3]:
+            with (
+                dask.config.set({"observe.capture.output": turn != "off"}),
+                LocalCluster(
+                    n_workers=1, threads_per_worker=1, dashboard_address=":0"
+                ) as cluster,
+                Client(cluster) as client,
+                dask_observe.record(
+                    "prints", client=client, store=f"{folder}/observe.sqlite"
+                ) as run,
+            ):
+                task = logger if turn == "logged" else printer
+                client.submit(task, n, pure=False).result()
+            took[turn].append(float(run.tasks()["duration_s"].iloc[0]))
+    return took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lines", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    passes: dict[bool, list[float]] = {True: [], False: []}
+    for i in range(args.rounds):
+        for tee in (i % 2 == 0, i % 2 != 0):
+            passes[tee].append(tee_pass(args.lines, tee))
+    on, off = (statistics.median(passes[t]) for t in (True, False))
+    print(
+        f"tee alone, {args.lines:,} prints: {off * 1e6 / args.lines:.2f} us a print "
+        f"without, {on * 1e6 / args.lines:.2f} us with ({on / off:.2f}x)"
+    )
+    n = args.lines // 10
+    took = recorded(n, args.rounds)
+    on, off, logged = (statistics.median(took[t]) for t in ("on", "off", "logged"))
+    print(
+        f"recorded task printing {n:,} lines: {off:.3f} s with output capture off, "
+        f"{on:.3f} s on ({on / off:.2f}x; {(on - off) * 1e6 / n:.2f} us a line); "
+        f"the same lines logged (log.warning), recorded: {logged:.3f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""What tasks say besides logging: prints, stderr, warnings and structured
+fields, each line tied to the task that wrote it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import dask.config
+import pytest
+from distributed import Client
+
+import dask_observe
+from dask_observe.capture.output import Lines, OutputCapture
+
+from .spoken import assert_spoke, said_by
+from .tasks import print_then_fail, speak_every_way
+
+
+@pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
+def test_what_a_task_prints_and_warns_is_kept_with_its_key(
+    store_path: Path, make_client: Callable[..., Client], processes: bool
+) -> None:
+    client = make_client(n_workers=2, threads_per_worker=1, processes=processes)
+    tags = [uuid.uuid4().hex for _ in range(3)]
+    with dask_observe.record("speaks", client=client) as run:
+        keys = [f"speak-{i}" for i in range(3)]
+        futures = [
+            client.submit(speak_every_way, tag, key=key)
+            for tag, key in zip(tags, keys, strict=True)
+        ]
+        assert client.gather(futures) == tags
+        print(f"the notebook's own print {tags[0]}-client")
+    for tag, key in zip(tags, keys, strict=True):
+        assert_spoke(run, tag, key)
+    assert len(run.logs(task=keys[1])) == 4
+    # What the client's process printed outside any task is the notebook's.
+    assert run.logs(contains=f"{tags[0]}-client").empty
+    # Tasks' prints are not distributed's words: no rule reads them.
+    assert all(f.kind != "task-errors" for f in run.flag_list())
+
+
+def test_a_cluster_set_not_to_capture_output_keeps_only_log_records(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    client = make_client(n_workers=1, processes=False)
+    tag = uuid.uuid4().hex
+    with (
+        dask.config.set({"observe.capture.output": False}),
+        dask_observe.record("quiet", client=client) as run,
+    ):
+        client.submit(speak_every_way, tag, key="speak").result()
+    assert set(said_by(run, tag)) == {"user.structured"}
+
+
+def test_a_failed_tasks_report_shows_what_that_task_said(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    from dask_observe.report.model import collect
+
+    client = make_client(n_workers=1, threads_per_worker=2, processes=False)
+    tag = uuid.uuid4().hex
+    with dask_observe.record("fails", client=client) as run:
+        noise = client.submit(speak_every_way, "other", key="other")
+        failing = client.submit(print_then_fail, tag, key="failing")
+        with pytest.raises(ValueError):
+            failing.result()
+        noise.result()
+    (failure,) = collect(run).failures
+    assert [line[3] for line in failure.logs] == [f"about to fail: {tag}"]
+
+
+def make_lines() -> tuple[Lines, list[tuple[object, ...]]]:
+    """Lines as a worker's own process has them: every line kept."""
+    got: list[tuple[object, ...]] = []
+    lines = Lines(got.append, lambda task: True)
+    lines.outside = True
+    return lines, got
+
+
+def test_lines_are_assembled_from_writes_and_a_progress_bar_keeps_its_last_state() -> (
+    None
+):
+    lines, got = make_lines()
+    lines.wrote("stdout", "a")
+    lines.wrote("stdout", "b\nc")
+    lines.wrote("stderr", "10%\r50%\r100%\n")
+    assert [(r[2], r[3]) for r in got] == [("stdout", "ab"), ("stderr", "100%")]
+    lines.flush(older_than=60)  # too young: stays partial
+    assert len(got) == 2
+    lines.flush()
+    assert [r[3] for r in got][-1] == "c"
+    lines.wrote("stdout", "x" * 100_000 + "\n")  # a line is bounded, in parts
+    assert all(len(str(r[3])) <= 16_384 for r in got)
+    assert "".join(str(r[3]) for r in got[3:]) == "x" * 100_000
+
+
+def test_a_print_in_the_kernel_is_not_the_clusters_and_the_streams_come_back() -> None:
+    got: list[tuple[object, ...]] = []
+    capture = OutputCapture(Lines(got.append, lambda task: task is not None))
+    before = sys.stdout, sys.stderr
+    capture.install()
+    try:
+        print("the notebook's own line")
+        logging.getLogger(__name__).debug("nothing")
+    finally:
+        capture.uninstall()
+    assert (sys.stdout, sys.stderr) == before
+    assert got == []
