@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dask_observe.api import Run, Store
-from dask_observe.store.outcome import status_line
+from dask_observe.store.outcome import status_line, tasks_text
 
 #: Each worker's memory limit: small, so that spilling and a memory death
 #: come within seconds.
@@ -57,6 +57,8 @@ def _grow(_: int) -> int:
     blocks = []
     while psutil.Process().memory_info().rss < 3 * limit:
         blocks.append(b"\x01" * (16 * 2**20))
+        if len(blocks) % 4 == 0:  # what a task says: the report shows it
+            print(f"holding {len(blocks) * 16} MiB of blocks")
         time.sleep(0.03)
     return len(blocks)
 
@@ -161,7 +163,7 @@ def print_summary(runs: list[Run], store: Store) -> None:
         flags = run.flags()
         print(
             f"Run {run.id} {run.name!r}: {status_line(summary)}, "
-            f"{summary['n_tasks']} tasks, {summary['duration_s']:.2f} s"
+            f"{tasks_text(summary)}, {summary['duration_s']:.2f} s"
         )
         if flags.empty:
             print("  no flags")
@@ -172,15 +174,22 @@ def print_summary(runs: list[Run], store: Store) -> None:
     print(f"Store: {store.path}")
     print("Where to look next (the commands are in .venv/bin/ in a clone):")
     last = runs[-1].id if runs else "last"
-    for command, what in (
+    death = next((r.id for r in runs if r.name == "demo: memory death"), last)
+    pointers = (
         ("dask-observe runs", "every recorded run"),
         (f"dask-observe flags {last}", "a run's flags with their evidence and advice"),
         (f"dask-observe logs {last}", "the run's log lines"),
+        (
+            f"dask-observe logs {death} --filter holding",
+            "what the killed task printed, kept after its worker died",
+        ),
         ("jupyter lab", 'the "Dask Observe" panel in the left sidebar'),
         ("%load_ext dask_observe", "in a notebook; then %%dask_record NAME on a cell"),
-    ):
-        # One column whatever the run's id: the id's width shifted it.
-        print(f"  {command:<26} {what}")
+    )
+    # One column whatever the run's id: the id's width shifted it.
+    width = max(len(command) for command, _ in pointers)
+    for command, what in pointers:
+        print(f"  {command:<{width}} {what}")
 
 
 def _first_sentence(flag: dict[Any, Any]) -> str:

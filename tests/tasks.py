@@ -214,3 +214,11 @@ def print_then_fail(tag: str) -> None:
     """Print ``tag``, then raise: the failure's own lines are the task's."""
     print(f"about to fail: {tag}")
     raise ValueError(tag)
+
+
+def print_lines(n: int) -> int:
+    """Print ``n`` numbered lines, the last without its newline."""
+    for i in range(n - 1):
+        print("row", i)
+    print("row", n - 1, end="")
+    return n

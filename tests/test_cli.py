@@ -58,6 +58,8 @@ def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
     assert "finished with losses" not in next(r for r in listed if "clean" in r)
     death_report = (store_path.parent / "reports" / "run-2.html").read_text()
     assert "memory death&#x27;: finished with losses (1 task failed, " in death_report
+    # What the killed task printed as it grew, beside its failure.
+    assert re.search(r"holding \d+ MiB of blocks", death_report)
     assert "error    killed-worker: Task '_grow-" in out
     assert "it waits in _wait_forever at" in out  # the hang's line, named
     # The cluster closes without killing a worker still running the hung task.

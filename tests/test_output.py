@@ -17,7 +17,7 @@ import dask_observe
 from dask_observe.capture.output import Lines, OutputCapture
 
 from .spoken import assert_spoke, said_by
-from .tasks import print_then_fail, speak_every_way
+from .tasks import print_lines, print_then_fail, speak_every_way
 
 
 @pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
@@ -37,10 +37,38 @@ def test_what_a_task_prints_and_warns_is_kept_with_its_key(
     for tag, key in zip(tags, keys, strict=True):
         assert_spoke(run, tag, key)
     assert len(run.logs(task=keys[1])) == 4
+    # The structured fields are a filter too.
+    (found,) = run.logs(fields={"partition": tags[2], "rows": 3})["task"]
+    assert found == keys[2]
+    assert run.logs(fields={"partition": tags[2], "rows": 4}).empty
     # What the client's process printed outside any task is the notebook's.
     assert run.logs(contains=f"{tags[0]}-client").empty
     # Tasks' prints are not distributed's words: no rule reads them.
     assert all(f.kind != "task-errors" for f in run.flag_list())
+
+
+def test_a_task_printing_a_flood_keeps_its_first_lines_and_says_how_many_went(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    from dask_observe.capture.output import TASK_LINES
+
+    client = make_client(n_workers=1, threads_per_worker=1)
+    n = TASK_LINES + 2_500
+    with dask_observe.record("flood", client=client) as run:
+        assert client.submit(print_lines, n, key="flood").result() == n
+        assert client.submit(print_lines, 3, key="brief").result() == 3
+    printed = run.logs(task="flood")
+    rows = printed[printed["logger"] == "stdout"]["message"]
+    assert list(rows) == [f"row {i}" for i in range(TASK_LINES)]
+    (note,) = printed[printed["logger"] == "dask_observe.output"]["message"]
+    assert note == (
+        f"this task wrote {n:,} lines of output; the first {TASK_LINES:,} "
+        "are kept, 2,500 were not"
+    )
+    assert run.dropped("log") == 2_500
+    # Another task keeps its own, the line without a newline too, at its end.
+    brief = run.logs(task="brief")
+    assert list(brief["message"]) == ["row 0", "row 1", "row 2"]
 
 
 def test_a_cluster_set_not_to_capture_output_keeps_only_log_records(

@@ -543,7 +543,7 @@ def test_a_recording_whose_scheduler_froze_ends(
         assert run.status == "interrupted"  # its process gone, a writer says so
     else:
         assert recorder.returncode == 1, err
-        assert out.splitlines()[-1].startswith("Recorded run 1: 1 tasks, failed"), out
+        assert out.splitlines()[-1].startswith("Recorded run 1: 1 task, failed"), out
         assert run.status == "failed" and "scheduler-lost" in events
 
 
@@ -664,7 +664,7 @@ def test_a_headless_recording_ends_with_its_cluster(
     if end == "shut down":
         assert recorder.returncode == 0, err
         assert f"The scheduler at {cluster.address} closed." in out
-        assert "Recorded run 1: 1 tasks, finished" in out
+        assert "Recorded run 1: 1 task, finished" in out
         assert run.status == "finished"
         assert "Traceback" not in err
     else:

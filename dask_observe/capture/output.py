@@ -49,6 +49,13 @@ MAX_LINE_CHARS = MAX_TEXT_BYTES // 4
 #: A partial line (no newline yet) older than this is taken as a line.
 PARTIAL_AFTER_S = 1.0
 
+#: Lines of output (prints, stderr, warnings) kept of one task; the rest are
+#: counted as dropped and said as the task ends.
+TASK_LINES = 10_000
+
+#: The logger of that saying.
+OUTPUT_NOTE = "dask_observe.output"
+
 
 class _Pending:
     """A thread's partial line on one stream, and the task that wrote it."""
@@ -73,14 +80,21 @@ class Lines:
     """Assembles what each thread writes into lines and hands them on.
 
     ``emit(record)`` receives a LogTuple; ``wanted(task)`` says whether a line
-    written outside (None) or inside a task is the cluster's to keep.
+    written outside (None) or inside a task is the cluster's to keep;
+    ``lost(task, n)`` counts lines of a task not kept.
     """
 
     def __init__(
-        self, emit: Callable[[LogTuple], None], wanted: Callable[[str | None], bool]
+        self,
+        emit: Callable[[LogTuple], None],
+        wanted: Callable[[str | None], bool],
+        lost: Callable[[str | None, int], None] = lambda task, n: None,
     ) -> None:
         self._emit = emit
         self._wanted = wanted
+        self._lost_of = lost
+        #: Lines of output each running task wrote so far.
+        self._said: dict[object, int] = {}
         #: Each thread's partial line by stream (``_mine``), and all of them
         #: (``_pending``), for a flush from another thread.
         self._mine = threading.local()
@@ -129,6 +143,8 @@ class Lines:
                 self._forget(pending)
                 pending = mine[stream] = _Pending(key, stream)
                 self._pending.add(pending)
+                if key is not None:  # its end then has something to do
+                    self._said.setdefault(key, 0)
             self._split(pending, text, done)
         for owner, line in done:
             self._line(owner, line)
@@ -171,8 +187,44 @@ class Lines:
             return
         level, stream = LEVELS[pending.stream], pending.stream
         for start in range(0, len(line), MAX_LINE_CHARS):
-            part = shippable(line[start : start + MAX_LINE_CHARS])
-            self._emit((time.time(), level, stream, part, task, None))
+            if self._admitted(pending.key):
+                part = shippable(line[start : start + MAX_LINE_CHARS])
+                self._emit((time.time(), level, stream, part, task, None))
+
+    def _admitted(self, key: object) -> bool:
+        """Whether one more line of task ``key`` is kept: at most TASK_LINES
+        a task (a task printing a gigabyte would evict every other line of
+        the capture's bounded buffer); the rest are counted, and said as
+        the task ends. (Lines outside tasks are bounded by that buffer.)"""
+        if key is None:
+            return True
+        said = self._said.get(key, 0) + 1
+        self._said[key] = said
+        return said <= TASK_LINES
+
+    def _lost(self, key: object, n: int) -> None:
+        self._lost_of(task_text(key), n)
+
+    def ended(self, key: object) -> None:
+        """Task ``key`` ended: its partial lines are lines now, and the lines
+        it wrote beyond TASK_LINES are said (and counted as dropped)."""
+        if key not in self._said:  # it wrote nothing: the worker's hot path
+            return
+        with self._lock:
+            due = [p for p in list(self._pending) if p.key == key and p.parts]
+            for pending in due:
+                self._forget(pending)
+        for pending in due:
+            self._line(pending, "".join(pending.parts))
+        said = self._said.pop(key, 0)
+        if said > TASK_LINES:
+            task = task_text(key)
+            note = (
+                f"this task wrote {said:,} lines of output; the first "
+                f"{TASK_LINES:,} are kept, {said - TASK_LINES:,} were not"
+            )
+            self._emit((time.time(), logging.WARNING, OUTPUT_NOTE, note, task, None))
+            self._lost(key, said - TASK_LINES)
 
     def flush(self, older_than: float = 0.0) -> None:
         """Hand on the partial lines written more than ``older_than`` seconds
@@ -189,6 +241,8 @@ class Lines:
     def warned(self, text: str) -> None:
         task = current_task()
         if (task is not None or self.outside) and self._wanted(task):
+            if not self._admitted(getattr(thread_state, "key", None)):
+                return
             message = shippable(bounded(text.rstrip()))
             self._emit((time.time(), logging.WARNING, WARNINGS, message, task, None))
 

@@ -33,6 +33,8 @@ class Sink:
     levels: Mapping[str, int] = field(default_factory=dict)
     #: Whether what tasks print and warn is captured too (``capture.output``).
     output: bool = False
+    #: Counts records of its process not kept (a task's output beyond its cap).
+    lost: Callable[[int], None] = lambda n: None
     #: The thread of the event loop it runs on (a plugin makes its sink
     #: there): two LocalClusters of one kernel each log from their own.
     thread: int = field(default_factory=threading.get_ident)
@@ -83,10 +85,23 @@ class LogRouter:
             router = cls._instance
             router.sinks = [*router.sinks, sink]
             if sink.output and router.output is None:
-                router.output = OutputCapture(Lines(router._route, router._wanted))
+                lines = Lines(router._route, router._wanted, router._lost)
+                router.output = OutputCapture(lines)
                 router.output.install()
                 router.handler.quiet = router.output.lines.quiet
             router._sinks_changed()
+
+    @classmethod
+    def task_ended(cls, key: object) -> None:
+        """A task of this process ended (see ``Lines.ended``)."""
+        router = cls._instance
+        if router is not None and router.output is not None:
+            router.output.lines.ended(key)
+
+    def _lost(self, task: str | None, n: int) -> None:
+        sink, _ = self._sink_of(("stdout", ""))
+        if sink is not None:
+            sink.lost(n)
 
     @classmethod
     def flush_output(cls, older_than: float = 0.0) -> None:
@@ -124,10 +139,16 @@ class LogRouter:
                 cls._instance = None
 
     def _route(self, record: LogTuple) -> None:
+        sink, worker = self._sink_of((record[2], record[3]))
+        if sink is not None:
+            sink.append(record, worker)
+
+    def _sink_of(self, said: tuple[str, str]) -> tuple[Sink | None, str | None]:
+        """The sink of a record (its logger, message) and the worker it names."""
         sinks = self.sinks  # replaced, never mutated: safe to read from any thread
         if not sinks:
-            return
-        role = _role_of(record[2])
+            return None, None
+        role = _role_of(said[0])
         for wanted in (role, *_FALLBACK):
             candidates = [s for s in sinks if s.role == wanted]
             if candidates:
@@ -144,9 +165,9 @@ class LogRouter:
             named = [
                 s
                 for s in candidates
-                if (address and s.worker() == address) or s.names(record[3])
+                if (address and s.worker() == address) or s.names(said[1])
             ]
             if named:
                 sink = named[0]
                 worker = sink.worker()
-        sink.append(record, worker)
+        return sink, worker

@@ -73,8 +73,9 @@ class LogShipper:
         before its plugins were set up)."""
         self._push = push
         self._sink = Sink(
-            self.source, self._append, worker, pid, self.levels, output=self.output
-        )
+            self.source, self._append, worker, pid, self.levels,
+            output=self.output, lost=self.buffer.count_lost,
+        )  # fmt: skip
         LogRouter.attach(self._sink)
         # After attaching: a record is then either live or in the backlog.
         earlier = replay(backlog, self.levels, self.since, time.time())

@@ -349,6 +349,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
             name = str(key)
             self.long_tasks.ended(name)
             self._stacks.ended(name)
+            LogRouter.task_ended(key)  # its output's last partial line, its cap
         elif start == "flight" and finish == "memory" and self._transfers:
             self._transfers.fetched(key)
 

@@ -45,7 +45,7 @@ def tasks_text(record: Mapping[Any, Any]) -> str:
     already: "6 tasks, 1 failed" beside "failed", "6 tasks" beside "finished
     with losses (1 task failed)"."""
     n_tasks, failed = int(record.get("n_tasks") or 0), int(record.get("n_failed") or 0)
-    said = f"{n_tasks:,} tasks"
+    said = f"{n_tasks:,} task{'' if n_tasks == 1 else 's'}"
     if failed and outcome(record) != LOSSY:
         said += f", {failed:,} failed"
     return said

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self
 
@@ -228,6 +228,7 @@ class RunData:
         epoch: bool = False,
         own: bool = False,
         task: str | None = None,
+        fields: Mapping[str, Any] | None = None,
     ) -> pd.DataFrame:
         """Log lines of the scheduler, workers and nannies during the run, and
         what its tasks printed: to stdout and stderr (loggers ``stdout`` and
@@ -236,7 +237,9 @@ class RunData:
         ``contains`` matches case-insensitively (a regular expression, case-sensitive,
         with ``regex=True``); ``level`` is the lowest level shown; ``source`` is one of
         scheduler, worker, nanny; ``task`` a task's key: the lines its thread
-        wrote. Lines about dask-observe's own plugins ("Starting Worker plugin
+        wrote; ``fields`` the lines whose logging call's ``extra`` held each
+        of these values (``fields={"table": "orders"}``). Lines about
+        dask-observe's own plugins ("Starting Worker plugin
         dask-observe-worker") are shown with ``own=True``.
 
         Columns: time, level, source, worker, logger, message, task (the key
@@ -253,6 +256,7 @@ class RunData:
             source=source,
             own=own,
             task=task,
+            fields=fields,
         )
         frame = self.store.frame(sql, params, ("seq", *queries.LOG_COLUMNS))
         frame["level"] = queries.level_names(frame["level"])
