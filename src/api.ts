@@ -20,6 +20,8 @@ export interface IRun {
   partial: string | null;
   /** Workers the run lost (died), from its verdict. */
   n_lost: number;
+  /** Its tasks still running when it ended (counted in n_tasks). */
+  n_running: number;
 }
 
 /**
@@ -68,6 +70,7 @@ export interface IArchiveRun {
   cluster: string | null;
   partial: string | null;
   n_lost: number;
+  n_running: number;
   /** The machine that recorded it, and who. */
   host: string | null;
   user: string | null;

@@ -12,6 +12,8 @@ export interface ICardRun {
   n_failed: number;
   /** Workers it lost (absent from an older server: none known). */
   n_lost?: number;
+  /** Its tasks still running as it ended (absent from an older server). */
+  n_running?: number;
   duration_s: number | null;
   started: number;
 }
@@ -77,9 +79,11 @@ export function cardHead(run: ICardRun, box: HTMLInputElement): HTMLDivElement {
  * the views add their own after.
  */
 export function cardMeta(run: ICardRun): HTMLDivElement {
+  const running = run.n_running ?? 0;
   const tasks =
     `${run.n_tasks} task${run.n_tasks === 1 ? '' : 's'}` +
-    (run.n_failed > 0 ? `, ${run.n_failed} failed` : '');
+    (run.n_failed > 0 ? `, ${run.n_failed} failed` : '') +
+    (running > 0 ? `, ${running} still running at its end` : '');
   const meta = element('div', 'jp-DaskObserve-run-meta');
   meta.append(element('span', 'jp-DaskObserve-run-tasks', tasks));
   if (run.duration_s !== null) {

@@ -42,6 +42,9 @@ def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
         assert "spilling" in flags["demo: spilling"]
         assert "hung-task" in flags["demo: hang"]
         assert runs["demo: hang"].status == "failed"  # stopped by its timeout
+        # Its one task still ran as it ended: counted, not "0 tasks".
+        hang = runs["demo: hang"].summary()
+        assert (hang["n_tasks"], hang["n_running"]) == (1, 1)
         death = runs["demo: memory death"]
         assert len(death.logs(contains="exceeded 95% memory budget")) >= 1
         # Its workers died for memory (the nanny said so): never a green
@@ -53,6 +56,7 @@ def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
     assert said.startswith("Run 2 'demo: memory death': finished with losses (1 task ")
     assert "workers died)" in said or "worker died)" in said
     assert "Run 1 'demo: clean': finished," in out and "  no flags" in out
+    assert "Run 4 'demo: hang': failed, 1 task, 1 still running at its end," in out
     listed = dask_observe_cli(store_path, "runs").stdout.splitlines()
     assert "finished with losses" in next(r for r in listed if "memory death" in r)
     assert "finished with losses" not in next(r for r in listed if "clean" in r)

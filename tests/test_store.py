@@ -82,6 +82,7 @@ def test_runs_are_listed_newest_first_with_the_documented_columns(
         "cluster",
         "partial",  # added: why a run was recorded partially
         "n_lost",  # added: workers it lost (store.outcome)
+        "n_running",  # added: tasks still running as it ended
     ]
     assert list(runs["name"]) == ["second", "first"]
     done = runs.set_index("id").loc[first]

@@ -77,6 +77,7 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     "n_failed": _optional(_count),
     "n_flags": _optional(_count),
     "n_lost": _optional(_count),
+    "n_running": _optional(_count),
     "cluster": _optional(_text),
     "span_id": _optional(_text),
     "partial": _optional(_text),

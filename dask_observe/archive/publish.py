@@ -46,7 +46,7 @@ logger = logging.getLogger("dask_observe.archive")
 #: Columns of a run's row that its manifest and run.json carry.
 RUN_FIELDS = (
     "name", "status", "started", "ended", "n_tasks", "n_failed", "n_flags", "n_lost",
-    "cluster", "span_id", "partial", "host", "pid",
+    "n_running", "cluster", "span_id", "partial", "host", "pid",
 )  # fmt: skip
 
 

@@ -173,7 +173,10 @@ class RunCalls:
             since = self._progress.since(span_id) or time.time()
             self._event("run-stopped", None, describe(self._scheduler, span_id, since))
             await asyncio.gather(*self._stack_samples())
+        running = _processing(self._scheduler, span_id)
         counts = self.unwatch(span_id)
+        if running:
+            counts["running"] = running
         await asyncio.gather(*self._flushes())
         ended = {
             "adopted": adopted,
@@ -358,3 +361,16 @@ class RunCalls:
             "workers": workers,
             "activities": busy_seconds(span),
         }
+
+
+def _processing(scheduler: Scheduler, span_id: str) -> int:
+    """The span's tasks processing now (running on a worker, or assigned to
+    one): a run that ends with them, stopped by a timeout, still ran them."""
+    spans = getattr(scheduler, "extensions", {}).get("spans")
+    span = getattr(spans, "spans", {}).get(span_id)
+    if span is None:
+        return 0
+    try:
+        return int(span.states.get("processing", 0))
+    except Exception:  # another distributed's spans
+        return 0

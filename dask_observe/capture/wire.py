@@ -29,8 +29,10 @@ Version 2 adds the two calls a run makes, one round trip each:
 fine metrics totals (``dask_observe_fine_metrics`` rows); ``dask_observe_end
 (span_id)`` unwatches it, has every worker (with a heartbeat) and nanny ship
 what it holds (their ``dask_observe_flush`` handler), and returns ``{"counts",
-"fine", "span_fine", "workers"}``: the span's task counts, the cluster's and
-the span's fine metrics after the flush, and the workers' addresses; given
+"fine", "span_fine", "workers"}``: the span's task counts (by ``memory``,
+``erred``, and, added, optional, ``running``: still processing as it
+ended), the cluster's and the span's fine metrics after the flush, and the
+workers' addresses; given
 ``cursor`` and ``instance`` (a capture whose hello says ``end_pulls``), also
 ``pull``: ``dask_observe_pull``'s reply after the flush; and ``closing``
 (added, optional): the scheduler is closing, so nothing more is to be asked of

@@ -296,7 +296,7 @@ def not_whole(store: Store, run_id: int, error: str, counts: dict[str, int]) -> 
     what it holds of it. A pull that failed earlier is no loss: what it
     missed stayed in the scheduler's buffer for the next one (and what
     overflowed that is counted in a ``dropped`` event)."""
-    counted = sum(counts.values())
+    counted = sum(n for state, n in counts.items() if state != "running")
     try:
         stored: int | None = len(stored_tasks(store, run_id))
     except Exception:  # the store may not even read

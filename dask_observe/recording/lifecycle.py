@@ -467,6 +467,7 @@ class Recording:
             status,
             n_tasks=sum(counts.values()),
             n_failed=counts.get("erred", 0),
+            n_running=counts.get("running", 0),
             ended=ended,
             partial=None
             if not_kept is None

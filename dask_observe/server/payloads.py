@@ -25,6 +25,7 @@ class RunPayload(TypedDict):
     cluster: str | None
     partial: str | None
     n_lost: int
+    n_running: int
 
 
 class ArchiveRunPayload(TypedDict):
@@ -43,6 +44,7 @@ class ArchiveRunPayload(TypedDict):
     cluster: str | None
     partial: str | None
     n_lost: int
+    n_running: int
     host: str | None
     user: str | None
 
@@ -173,6 +175,7 @@ def run_payload(record: Mapping[str, Any]) -> RunPayload:
         cluster=record["cluster"],
         partial=record.get("partial"),
         n_lost=int(record.get("n_lost") or 0),
+        n_running=int(record.get("n_running") or 0),
     )
 
 

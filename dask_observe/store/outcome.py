@@ -43,9 +43,13 @@ def status_line(record: Mapping[Any, Any]) -> str:
 def tasks_text(record: Mapping[Any, Any]) -> str:
     """Its tasks, and how many failed where its status line does not say so
     already: "6 tasks, 1 failed" beside "failed", "6 tasks" beside "finished
-    with losses (1 task failed)"."""
+    with losses (1 task failed)"; and how many still ran as it ended ("1
+    task, 1 still running at its end")."""
     n_tasks, failed = int(record.get("n_tasks") or 0), int(record.get("n_failed") or 0)
     said = f"{n_tasks:,} task{'' if n_tasks == 1 else 's'}"
     if failed and outcome(record) != LOSSY:
         said += f", {failed:,} failed"
+    running = int(record.get("n_running") or 0)
+    if running:  # a hang stopped by a timeout: its task is not "0 tasks"
+        said += f", {running:,} still running at its end"
     return said

@@ -32,6 +32,8 @@ RUN_COLUMNS = (
     "partial",
     # The workers it lost (died), from its verdict: see ``store.outcome``.
     "n_lost",
+    # Its tasks still running when it ended (counted in n_tasks).
+    "n_running",
 )
 
 #: The columns of ``Run.transfers()``.

@@ -92,18 +92,23 @@ class Runs(StoreConnection):
         n_failed: int = 0,
         ended: float | None = None,
         partial: str | None = None,
+        n_running: int = 0,
     ) -> None:
-        """Close a run with its final status and counts; ``partial`` says why
+        """Close a run with its final status and counts (``n_tasks`` counts
+        the ``n_running`` still running as it ended); ``partial`` says why
         it was not kept whole (kept with the end: a store short of room may
         take one write and not two)."""
         if status not in RUN_STATUSES or status == "running":
             raise ValueError(f"a run cannot end as {status!r}")
         self._write(
             "UPDATE runs SET status = ?, ended = ?, n_tasks = ?, n_failed = ?,"
-            " seq_end = (SELECT value FROM sequence),"
+            " n_running = ?, seq_end = (SELECT value FROM sequence),"
             " partial = coalesce(?, partial) WHERE id = ?",
-            (status, ended or time.time(), n_tasks, n_failed, partial, run_id),
-        )
+            (
+                status, ended or time.time(), n_tasks, n_failed, n_running,
+                partial, run_id,
+            ),
+        )  # fmt: skip
 
     def set_partial(self, run_id: int, why: str) -> None:
         """Mark a run as recorded partially, and say why."""

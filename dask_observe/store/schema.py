@@ -209,6 +209,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE logs ADD COLUMN task TEXT;
     ALTER TABLE logs ADD COLUMN fields TEXT;
     """,
+    # 14 -> 15: the run's tasks still running when it ended (a hang stopped by
+    # the user's timeout): counted in n_tasks, and said, not "0 tasks".
+    """
+    ALTER TABLE runs ADD COLUMN n_running INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -29,7 +29,8 @@ export function run(id: number): IRun {
     n_flags: 0,
     cluster: null,
     partial: null,
-    n_lost: 0
+    n_lost: 0,
+    n_running: 0
   };
 }
 

@@ -58,6 +58,16 @@ describe('RunsView', () => {
     }
   });
 
+  it('counts a stopped run\'s task that still ran, not "0 tasks"', async () => {
+    const { view: shown, told } = view([]);
+    const hang = { ...run(1), status: 'failed' as const, n_running: 1 };
+    await told([hang, { ...run(2), n_tasks: 3 }]);
+    const tasks = (id: number): string | null =>
+      card(shown, id).querySelector('.jp-DaskObserve-run-tasks')!.textContent;
+    expect(tasks(1)).toBe('1 task, 1 still running at its end');
+    expect(tasks(2)).toBe('3 tasks');
+  });
+
   it("keeps a run's buttons when the run's card changes under the pointer", async () => {
     const { view: shown, told, opened } = view([]);
     const running = { ...run(1), status: 'running' as const, ended: null };
