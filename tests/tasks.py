@@ -222,3 +222,21 @@ def print_lines(n: int) -> int:
         print("row", i)
     print("row", n - 1, end="")
     return n
+
+
+class Connection:
+    """What a task should not return: it holds a lock, which cannot be
+    pickled, so it cannot move to another worker."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+
+
+def connect() -> Connection:
+    return Connection()
+
+
+def use(connection: Connection) -> int:
+    return 1

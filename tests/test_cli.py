@@ -14,6 +14,7 @@ import pytest
 from distributed import Client
 
 import dask_observe
+from dask_observe.analysis.figures import time_split
 from dask_observe.store import BaseStore
 
 from .conftest import (
@@ -45,6 +46,10 @@ def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
         # Its one task still ran as it ended: counted, not "0 tasks".
         hang = runs["demo: hang"].summary()
         assert (hang["n_tasks"], hang["n_running"]) == (1, 1)
+        # Its thread was held, not idle: the 4 s its task ran are that
+        # task's in where the time went (distributed counts them idle).
+        split = time_split(runs["demo: hang"])
+        assert split["still running at the end"] >= 3.0, split
         death = runs["demo: memory death"]
         assert len(death.logs(contains="exceeded 95% memory budget")) >= 1
         # Its workers died for memory (the nanny said so): never a green
@@ -60,6 +65,8 @@ def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
     listed = dask_observe_cli(store_path, "runs").stdout.splitlines()
     assert "finished with losses" in next(r for r in listed if "memory death" in r)
     assert "finished with losses" not in next(r for r in listed if "clean" in r)
+    hang_report = (store_path.parent / "reports" / "run-4.html").read_text()
+    assert "held by tasks still running at the end" in hang_report
     death_report = (store_path.parent / "reports" / "run-2.html").read_text()
     assert "memory death&#x27;: finished with losses (1 task failed, " in death_report
     # What the killed task printed as it grew, beside its failure.

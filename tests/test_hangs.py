@@ -27,7 +27,7 @@ from nbclient import NotebookClient
 import dask_observe
 from dask_observe.api import Run
 from tests.conftest import wait_until
-from tests.tasks import leak
+from tests.tasks import connect, leak, use
 
 FAST = {
     "observe.flags.hung-task.after": "1s",
@@ -199,6 +199,31 @@ def test_a_cluster_scaled_to_zero_with_work_queued_says_there_are_no_workers(
     assert "there are no workers: 5 task(s) wait" in found["message"]
     assert "cluster.scale" in found["advice"]
     assert len(queued) == 5
+
+
+def test_data_that_cannot_be_pickled_is_named_as_why_nothing_moves(
+    make_client: Callable[..., Client], store_path: Any
+) -> None:
+    # A task returns an object holding a lock; the task that needs it runs on
+    # another worker process. distributed logs "Could not serialize object of
+    # type Connection" and the second task waits for good: the stall's cause
+    # is distributed's own diagnosis, said as such.
+    client = make_client(n_workers=2, threads_per_worker=1)
+    first, second = list(client.scheduler_info()["workers"])
+    with (
+        pytest.raises(KeyboardInterrupt),
+        dask_observe.record("unpicklable", client=client) as run,
+    ):
+        held = client.submit(connect, key="connect", workers=[first])
+        used = client.submit(use, held, key="use", workers=[second])
+        stopped_when(run, lambda r: "no-progress" in kinds(r), "a live no-progress")
+    found = flag(run, "no-progress")
+    assert "could not serialize an object of type Connection" in found["message"]
+    assert found["evidence"][0]["text"] == (
+        "Could not serialize object of type Connection"
+    )
+    assert "pickles" in found["advice"]
+    assert used.status == "pending"
 
 
 def test_a_clean_run_and_a_legitimately_long_task_raise_neither_flag(

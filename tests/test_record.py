@@ -1095,3 +1095,30 @@ def test_runs_each_followed_by_a_restart_end_finished_without_waiting_on_gone_wo
         assert time.monotonic() - restarted_at < ASK_S
         assert "scheduler-lost" not in set(run.events()["kind"])
         assert len(run.logs(contains="<script>alert")) == 3
+
+
+def test_a_large_object_embedded_in_the_graph_is_named_and_still_warned(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    # The client pickles a 2.3 MiB array into the graph of one task, and
+    # distributed warns as it sends it (threshold lowered from 10 MB): the
+    # run names it, and the user still sees the warning.
+    import dask.config
+    import numpy as np
+
+    client = make_client(n_workers=1, processes=False)
+    data = np.arange(300_001, dtype="float64")  # a size no other test sends
+    with (
+        pytest.warns(UserWarning, match="Sending large graph of size 2.29 MiB"),
+        dask.config.set({"distributed.admin.large-graph-warning-threshold": "1MB"}),
+        dask_observe.record("embedded", client=client) as run,
+    ):
+        assert client.submit(np.sum, data).result() == data.sum()
+    flags = run.flags()
+    (found,) = flags[flags["kind"] == "large-graph"].to_dict("records")
+    assert found["message"].startswith(
+        "The client sent a task graph of 2.29 MiB to the scheduler (distributed "
+        'warned "Sending large graph of size 2.29 MiB")'
+    )
+    assert "the run's 1 task computed for" in found["message"]
+    assert "client.scatter" in found["advice"]

@@ -234,13 +234,41 @@ def phase_totals(tasks: pd.DataFrame) -> dict[str, float]:
     }
 
 
+#: The activity of tasks still executing as their run ended: distributed
+#: splits a task's time into its activities only once it ends, and until
+#: then counts its thread with the idle ones.
+RUNNING_AT_END = "still running at the end"
+IDLE = "idle or other spans"
+
+
 def time_split(run: RunData) -> dict[str, float]:
-    """Seconds of the run's worker threads by activity, summed over prefixes."""
+    """Seconds of the run's worker threads by activity, summed over prefixes;
+    a thread held by a task still running as the run ended is that task's
+    (RUNNING_AT_END), not idle: a hang's report said "threads idle 100 %"."""
     totals: dict[str, float] = {}
     for context, _, activity, unit, value in run.fine_rows():
         if context == "execute" and unit == "seconds":
             totals[activity] = totals.get(activity, 0.0) + float(value)
+    held = running_at_end(run)
+    if held and IDLE in totals:
+        moved = min(held, totals[IDLE])
+        totals[IDLE] -= moved
+        totals[RUNNING_AT_END] = moved
     return dict(sorted(totals.items(), key=lambda pair: pair[1], reverse=True))
+
+
+def running_at_end(run: RunData) -> float:
+    """Thread seconds, within the run, of the tasks still executing when it
+    was stopped (its ``run-stopped`` event: each such task's time so far)."""
+    held = 0.0
+    for at, _, _, data in run.event_rows("run-stopped"):
+        within = max(0.0, at - run.started)
+        for worker in data.get("workers") or ():
+            for task in worker.get("processing") or ():
+                elapsed = task.get("elapsed")
+                if isinstance(elapsed, (int, float)):
+                    held += min(float(elapsed), within)
+    return held
 
 
 def process_memory(run: RunData, fast: pd.DataFrame | None = None) -> pd.DataFrame:

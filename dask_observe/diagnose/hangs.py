@@ -12,6 +12,7 @@ finished) raises nothing, so a legitimately long task is no hang.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,6 +192,40 @@ def hung_task(ctx: Context) -> list[Flag]:
     return flags
 
 
+#: distributed's own words when data cannot be pickled to be sent (a task's
+#: result moving to another worker or to the client): distributed.worker
+#: logs it, and the tasks that need that data wait for it for good.
+_UNSERIALIZABLE = re.compile(r"Could not serialize object of type (\S+)")
+
+UNSERIALIZABLE_ADVICE = (
+    "Return and pass only data that pickles: open connections, locks and file "
+    "handles inside the task that uses them (or once a worker, in a helper), "
+    "not in a task whose result moves between workers."
+)
+
+
+def _unserializable(ctx: Context) -> tuple[str, str, list[dict[str, Any]]] | None:
+    """distributed's diagnosis, where it logged one: data it could not
+    serialize, so the tasks that need it never get it."""
+    said = [
+        (t, worker, found)
+        for t, worker, message in ctx.logs("Could not serialize object of type")
+        if (found := _UNSERIALIZABLE.search(message))
+    ]
+    if not said:
+        return None
+    _, worker, found = said[0]
+    where = f" on {worker}" if worker else ""
+    return (
+        f"distributed could not serialize an object of type {found[1]}{where} "
+        f'("{found[0]}"): data a task needs could not be sent to it, so it '
+        "waits for it",
+        UNSERIALIZABLE_ADVICE,
+        # The words themselves: a line may hold them deep in a traceback.
+        [evidence(t, worker, found[0]) for t, worker, found in said],
+    )
+
+
 def _cause(ctx: Context, found: Standing) -> tuple[str, str, list[dict[str, Any]]]:
     """Why nothing finishes, in plain words; advice; evidence."""
     state, t = found.state, found.time
@@ -207,6 +242,9 @@ def _cause(ctx: Context, found: Standing) -> tuple[str, str, list[dict[str, Any]
         )
     if state.get("unrunnable"):
         return _unrunnable(state, t, workers)
+    unsent = _unserializable(ctx)
+    if unsent is not None:
+        return unsent
     paused = [
         w for w in workers if w.get("status") == "paused" and w.get("n_processing")
     ]

@@ -273,3 +273,45 @@ def high_transfer(ctx: Context) -> list[Flag]:
             ],
         )
     ]
+
+
+LARGE_GRAPH_ADVICE = (
+    "Scatter the object first (client.scatter) and pass its future, or load the "
+    "data inside the tasks (dask.array, dask.dataframe readers) instead of "
+    "embedding it in the graph."
+)
+
+
+@rule("large-graph")
+def large_graph(ctx: Context) -> list[Flag]:
+    """distributed warned, as the run's client sent it, that a task graph was
+    large: an object embedded in it went through the scheduler, pickled."""
+    flags = []
+    for t, _, _, data in ctx.run.event_rows("large-graph"):
+        size = data.get("bytes")
+        said = str(data.get("size") or "")
+        shown = format_bytes(float(size)) if isinstance(size, (int, float)) else said
+        done = ctx.finished
+        compute = float(done["compute_s"].fillna(0.0).sum()) if len(done) else 0.0
+        tasks = f"{len(done):,} task{'' if len(done) == 1 else 's'}"
+        against = (
+            f"; the run's {tasks} computed for {format_seconds(compute)} in all"
+            if len(done)
+            else ""
+        )
+        flags.append(
+            Flag(
+                "large-graph",
+                "warning",
+                t,
+                None,
+                f"The client sent a task graph of {shown} to the scheduler "
+                f'(distributed warned "Sending large graph of size {said}"): a large '
+                "object embedded in it (an array or DataFrame captured by a task's "
+                "function or passed as an argument) is pickled into the graph and "
+                f"shipped through the scheduler{against}.",
+                LARGE_GRAPH_ADVICE,
+                [evidence(t, None, str(data.get("message") or ""))],
+            )
+        )
+    return flags

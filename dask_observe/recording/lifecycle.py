@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from dask_observe import redact
 from dask_observe.api import Ending, Run, Store, begin_ending, wait_closing
 from dask_observe.capture.wire import EventRecord
-from dask_observe.recording import link
+from dask_observe.recording import graphs, link
 from dask_observe.recording.ending import (
     Closing,
     RunEnd,
@@ -87,6 +87,9 @@ class Recording:
         self._recorder: Recorder | None = None
         #: The live OpenTelemetry export this run goes to (its trace's root).
         self._export: LiveExport | None = None
+        #: distributed's large-graph warnings heard while the run records.
+        self._graphs = graphs.Listener()
+        self._graphs_said: list[tuple[float, str, str]] = []
         #: The scheduler's fine metrics totals when the run started: what the
         #: cluster measured meanwhile (all of a whole-cluster run's, and for a
         #: run with a span what its span cannot hold, such as the memory
@@ -144,6 +147,7 @@ class Recording:
             contextlib.nullcontext(None) if self.whole_cluster else run_span(self.name)
         )
         self._span_id = self._fine.span_id = self._span.__enter__()
+        self._graphs = graphs.listen()
         run_id = None
         try:
             scheduler = self.client.scheduler
@@ -169,6 +173,7 @@ class Recording:
                     self.scheduler_call("dask_observe_sample")
                     self._fine.baseline(self._recorder.workers.flush)
         except BaseException:
+            self._graphs.close()
             self._span.__exit__(None, None, None)
             self._recorder.release(self.redact)
             if run_id is not None:
@@ -253,6 +258,7 @@ class Recording:
         # The run's wall time ends here, not after the flushes that follow.
         ended = time.time()
         self._span.__exit__(None, None, None)
+        self._graphs_said = self._graphs.close()
         closing = Closing.read()
         ending = begin_ending(self.store, self.run.id)
         if self._recorder.partial is not None or not hold_close(self.client):
@@ -462,6 +468,7 @@ class Recording:
         workers = workers or {}
         settings = run_settings({w: a["memory"] for w, a in workers.items()}, closing)
         self._export_drops(store)
+        self._large_graphs(store)
         store.end_run(
             self.run.id,
             status,
@@ -478,6 +485,19 @@ class Recording:
             self._recorder.hello, self._started_in, self.code, self._export,
             workers, settings, closing,
         )  # fmt: skip
+
+    def _large_graphs(self, store: Store) -> None:
+        """Keep in the run the large graphs its client warned it sent."""
+        assert self._recorder is not None
+        events = [
+            EventRecord(
+                "event", t, "large-graph", None,
+                {"size": size, "bytes": graphs.size_bytes(size), "message": line},
+            )
+            for t, size, line in self._graphs_said
+        ]  # fmt: skip
+        if events:
+            store.append(self._recorder.cluster, events)
 
     def _export_drops(self, store: Store) -> None:
         """Keep in the run (before its slice of the store closes) what the live

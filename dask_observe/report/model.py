@@ -41,6 +41,7 @@ ACTIVITIES = {
     "executor": "executor overhead",
     "other": "other",
     "idle or other spans": "threads idle",
+    "still running at the end": "held by tasks still running at the end",
 }
 
 #: Log lines shown beside each failed task.
