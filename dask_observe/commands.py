@@ -52,6 +52,9 @@ def add_log_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", choices=SOURCES)
     parser.add_argument("--task", metavar="KEY", help="lines this task wrote")
     parser.add_argument(
+        "--prefix", metavar="NAME", help="lines the tasks of this prefix wrote"
+    )
+    parser.add_argument(
         "--own", action="store_true", help="also lines about dask-observe's plugins"
     )
 
@@ -67,6 +70,7 @@ def log_filters(args: argparse.Namespace) -> dict[str, Any]:
         "source": args.source,
         "own": args.own,
         "task": args.task,
+        "prefix": args.prefix,
     }
 
 

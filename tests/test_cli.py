@@ -237,6 +237,8 @@ def test_logs_prints_a_runs_lines_filtered(client: Client, store_path: Path) -> 
     found = [re.search(r"user\.cli \[(shout-\w+)\]: (.*)$", line) for line in lines]
     said = sorted((m.group(2), m.group(1)) for m in found if m)
     assert [text for text, _ in said] == [f"row {i} looks <odd>" for i in range(3)]
+    shouted = dask_observe_cli(store_path, "logs", "last", "--prefix", "shout")
+    assert sorted(shouted.stdout.splitlines()) == sorted(lines)
     one = dask_observe_cli(store_path, "logs", "last", "--task", said[0][1])
     assert one.stdout.splitlines() == [line for line in lines if "row 0" in line]
     none = dask_observe_cli(store_path, "logs", "last", "--level", "error")

@@ -41,6 +41,9 @@ def test_what_a_task_prints_and_warns_is_kept_with_its_key(
     (found,) = run.logs(fields={"partition": tags[2], "rows": 3})["task"]
     assert found == keys[2]
     assert run.logs(fields={"partition": tags[2], "rows": 4}).empty
+    # And so is the tasks' prefix (each speak-i is a task of prefix "speak").
+    assert set(run.logs(prefix="speak")["task"]) == set(keys)
+    assert run.logs(prefix="nothing-of-that-name").empty
     # What the client's process printed outside any task is the notebook's.
     assert run.logs(contains=f"{tags[0]}-client").empty
     # Tasks' prints are not distributed's words: no rule reads them.

@@ -229,6 +229,18 @@ def field_filters(fields: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
     return where
 
 
+def prefix_filter(window: Window, prefix: str | None) -> list[tuple[str, Any]]:
+    """The WHERE term of log lines written by the window's tasks of
+    ``prefix`` (a line holds its task's key, the tasks table its prefix)."""
+    if prefix is None:
+        return []
+    clauses, params = _window("tasks", window)
+    among = " AND ".join(["tasks.prefix = ?", *clauses])
+    return [
+        (f"task IN (SELECT key FROM tasks WHERE {among})", Several((prefix, *params)))
+    ]
+
+
 def _select(
     table: str,
     columns: Sequence[str],
@@ -281,12 +293,15 @@ def stream_query(
 ) -> tuple[str, list[Any]]:
     """Rows of ``table`` numbered above ``after`` in ``window``, oldest first, at
     most ``limit``: what a live view asks for next. ``logs`` holds log filters
-    (contains, regex, level, worker, source, own)."""
+    (contains, regex, level, worker, source, own, task, fields, prefix)."""
     columns = {
         "logs": ("seq", *LOG_COLUMNS),
         "metrics": ("seq", *METRIC_COLUMNS),
         "events": ("seq", *EVENT_COLUMNS),
     }[table]
+    # A line's task may be stored before or after the page it is on, so
+    # the tasks a prefix names are the window's from its start, unbounded.
+    tasks = window._replace(seq_upto=None)
     after = max(after, window.seq_after or 0)
     window = window._replace(seq_after=after)
     if table != "logs":
@@ -298,6 +313,8 @@ def stream_query(
         filters.pop("level", None),
         bool(filters.pop("own", False)),
     )
+    where += field_filters(filters.pop("fields", None))
+    where += prefix_filter(tasks, filters.pop("prefix", None))
     return _select(
         "logs", columns, window, where=where, order="seq", limit=limit, **filters
     )
@@ -314,11 +331,14 @@ def log_query(
     own: bool = False,
     task: str | None = None,
     fields: Mapping[str, Any] | None = None,
+    prefix: str | None = None,
     output: bool = True,
 ) -> tuple[str, list[Any]]:
-    """SQL and parameters for log lines; filters combine with AND. Without
-    ``output``, what tasks printed (OUTPUT_LOGGERS) is left out."""
+    """SQL and parameters for log lines; filters combine with AND. ``prefix``:
+    lines of the tasks of that prefix in the window. Without ``output``, what
+    tasks printed (OUTPUT_LOGGERS) is left out."""
     where = log_filters(contains, regex, level, own) + field_filters(fields)
+    where += prefix_filter(window, prefix)
     if not output:
         where += [("logger <> ?", name) for name in OUTPUT_LOGGERS]
     columns = ("seq", *LOG_COLUMNS)

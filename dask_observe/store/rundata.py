@@ -231,6 +231,7 @@ class RunData:
         own: bool = False,
         task: str | None = None,
         fields: Mapping[str, Any] | None = None,
+        prefix: str | None = None,
     ) -> pd.DataFrame:
         """Log lines of the scheduler, workers and nannies during the run, and
         what its tasks printed: to stdout and stderr (loggers ``stdout`` and
@@ -239,7 +240,9 @@ class RunData:
         ``contains`` matches case-insensitively (a regular expression, case-sensitive,
         with ``regex=True``); ``level`` is the lowest level shown; ``source`` is one of
         scheduler, worker, nanny; ``task`` a task's key: the lines its thread
-        wrote; ``fields`` the lines whose logging call's ``extra`` held each
+        wrote; ``prefix`` the lines of the tasks of that prefix (as
+        ``tasks()["prefix"]`` names them); ``fields`` the lines whose logging
+        call's ``extra`` held each
         of these values (``fields={"table": "orders"}``). Lines about
         dask-observe's own plugins ("Starting Worker plugin
         dask-observe-worker") are shown with ``own=True``.
@@ -259,6 +262,7 @@ class RunData:
             own=own,
             task=task,
             fields=fields,
+            prefix=prefix,
         )
         frame = self.store.frame(sql, params, ("seq", *queries.LOG_COLUMNS))
         frame["level"] = queries.level_names(frame["level"])
