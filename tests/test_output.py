@@ -141,3 +141,32 @@ def test_a_print_in_the_kernel_is_not_the_clusters_and_the_streams_come_back() -
         capture.uninstall()
     assert (sys.stdout, sys.stderr) == before
     assert got == []
+
+
+def test_warning_wrappers_put_on_and_off_in_any_order_make_no_loop() -> None:
+    # A kernel with threaded workers: a run listens for large-graph warnings,
+    # the workers' output capture wraps on top, the run ends (its wrapper is
+    # not on top, so it stays), the next run listens. A wrapper that took
+    # "the original" again at each run called itself for good.
+    import warnings
+
+    from dask_observe.recording import graphs
+
+    shown: list[str] = []
+    before = warnings.showwarning
+    warnings.showwarning = lambda message, *args, **kw: shown.append(str(message))
+    try:
+        first = graphs.listen()
+        capture = OutputCapture(Lines(lambda r: None, lambda task: False))
+        capture.install()
+        assert first.close() == []
+        second = graphs.listen()
+        warnings.warn_explicit(
+            "Sending large graph of size 2.29 MiB.", UserWarning, "client.py", 1
+        )
+        heard = second.close()
+        capture.uninstall()
+    finally:
+        warnings.showwarning = before
+    assert [size for _, size, _ in heard] == ["2.29 MiB"]
+    assert shown == ["Sending large graph of size 2.29 MiB."]  # shown once

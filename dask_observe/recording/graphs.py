@@ -12,62 +12,53 @@ shows as it did.
 from __future__ import annotations
 
 import re
-import threading
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 #: distributed's words (``Client._graph_to_futures``).
 LARGE_GRAPH = re.compile(r"Sending large graph of size ([\d.]+ ?[kMGTP]?i?B)")
 
 
 class Listener:
-    """What one run heard: ``(time, size text, first line)`` of each warning."""
+    """What one run heard: ``(time, size text, first line)`` of each warning.
+
+    Each listener wraps ``warnings.showwarning`` as it found it, and calls
+    that one on: a wrapper of its own, so that wrappers put on by others
+    meanwhile (the output capture of a worker in this process, a test's
+    ``catch_warnings``) never make a loop.
+    """
 
     def __init__(self) -> None:
         self.said: list[tuple[float, str, str]] = []
+        self._original: Callable[..., Any] | None = None
+        self._hearing = False
+
+    def listen(self) -> None:
+        self._original = original = warnings.showwarning
+        self._hearing = True
+
+        def showwarning(*args: Any, **kwargs: Any) -> None:
+            if self._hearing:
+                message = args[0] if args else kwargs.get("message")
+                found = LARGE_GRAPH.search(str(message))
+                if found:
+                    line = str(message).splitlines()[0]
+                    self.said.append((time.time(), found[1], line))
+            original(*args, **kwargs)
+
+        self._wrapper = showwarning
+        warnings.showwarning = showwarning
 
     def close(self) -> list[tuple[float, str, str]]:
-        _Hook.leave(self)
+        """Stop hearing; take the wrapper off where it is still on top (else
+        it stays, passing warnings on)."""
+        self._hearing = False
+        if self._original is not None and warnings.showwarning is self._wrapper:
+            warnings.showwarning = self._original
+        self._original = None
         return self.said
-
-
-class _Hook:
-    """The process's wrapper of ``warnings.showwarning``, there while a run
-    listens."""
-
-    _lock = threading.Lock()
-    _listeners: ClassVar[list[Listener]] = []
-    _original: ClassVar[Callable[..., Any] | None] = None
-
-    @classmethod
-    def join(cls, listener: Listener) -> None:
-        with cls._lock:
-            if not cls._listeners:
-                cls._original = warnings.showwarning
-                warnings.showwarning = _showwarning
-            cls._listeners = [*cls._listeners, listener]
-
-    @classmethod
-    def leave(cls, listener: Listener) -> None:
-        with cls._lock:
-            cls._listeners = [x for x in cls._listeners if x is not listener]
-            if not cls._listeners and cls._original is not None:
-                if warnings.showwarning is _showwarning:  # else another's on top
-                    warnings.showwarning = cls._original
-                cls._original = None
-
-
-def _showwarning(*args: Any, **kwargs: Any) -> None:
-    message = args[0] if args else kwargs.get("message")
-    found = LARGE_GRAPH.search(str(message))
-    if found:
-        heard = (time.time(), found[1], str(message).splitlines()[0])
-        for listener in _Hook._listeners:
-            listener.said.append(heard)
-    original = _Hook._original or warnings._showwarning_orig  # type: ignore[attr-defined]
-    original(*args, **kwargs)
 
 
 def size_bytes(size: str) -> int | None:
@@ -83,5 +74,5 @@ def size_bytes(size: str) -> int | None:
 def listen() -> Listener:
     """Hear distributed's large-graph warnings until ``close()``."""
     listener = Listener()
-    _Hook.join(listener)
+    listener.listen()
     return listener
