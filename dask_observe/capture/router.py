@@ -6,7 +6,9 @@ tree. Each record goes to exactly one of them: by logger (``distributed.nanny*``
 nanny, ``distributed.worker*`` to a worker, the rest of ``distributed`` to the
 scheduler), then among several of that role (two clusters in one kernel) to those of
 the event loop that logged it, by the worker whose task is logging, or by the worker
-address or process id that the message names.
+address or process id that the message names. The process's capture of what
+tasks print (``output``), put on by the first worker sink that asks for it,
+hands its lines to the same routing.
 """
 
 from __future__ import annotations
