@@ -114,13 +114,15 @@ MAX_FIELDS_BYTES = 8192
 
 #: What every LogRecord holds: not ``extra`` fields. (``message`` and
 #: ``asctime`` are set by a formatter that ran; ``taskName`` by asyncio, 3.12.)
-_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+_PLAIN_RECORD = logging.LogRecord("", 0, "", 0, "", (), None).__dict__
+_STANDARD = frozenset(_PLAIN_RECORD) | {
     "message",
     "asctime",
     "taskName",
     "_dask_observe",
 }
-_PLAIN = len(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) + 1
+#: Attributes of a record with nothing extra: a plain one's and our mark.
+_PLAIN = len(_PLAIN_RECORD) + 1
 
 
 def extra_fields(record: logging.LogRecord) -> str | None:

@@ -30,7 +30,6 @@ from .logs import (
     MAX_TEXT_BYTES,
     LogTuple,
     bounded,
-    current_task,
     shippable,
     task_text,
     thread_state,
@@ -239,9 +238,10 @@ class Lines:
             self._line(pending, "".join(pending.parts))
 
     def warned(self, text: str) -> None:
-        task = current_task()
+        key = getattr(thread_state, "key", None)
+        task = task_text(key)
         if (task is not None or self.outside) and self._wanted(task):
-            if not self._admitted(getattr(thread_state, "key", None)):
+            if not self._admitted(key):
                 return
             message = shippable(bounded(text.rstrip()))
             self._emit((time.time(), logging.WARNING, WARNINGS, message, task, None))
