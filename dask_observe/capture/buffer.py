@@ -88,13 +88,17 @@ class SequencedBuffer:
     """A bounded log of records numbered 1, 2, 3, ... for readers that pull by cursor.
 
     Records are tuples whose first item is their kind, held as plain tuples
-    (see :func:`untracked`). When the buffer is full the
-    oldest goes; if no reader had taken it yet it is counted in :attr:`lost`, by kind.
+    (see :func:`untracked`); their numbers are not stored but counted from
+    :attr:`last`. Held as ``(number, record)`` pairs, the pair was one more
+    tuple per record, and the collector could untrack it only at the
+    collection after the one that untracked its record (a CI run found pairs
+    still tracked after ``gc.collect()``). When the buffer is full the oldest
+    goes; if no reader had taken it yet it is counted in :attr:`lost`, by kind.
     Used on the scheduler's event loop only.
     """
 
     def __init__(self, maxlen: int) -> None:
-        self._records: deque[tuple[int, Any]] = deque(maxlen=maxlen)
+        self._records: deque[Any] = deque(maxlen=maxlen)
         self.last = 0
         #: The highest number handed to a reader.
         self.read_upto = 0
@@ -102,42 +106,49 @@ class SequencedBuffer:
         self.lost: Counter[str] = Counter()
 
     def append(self, record: Any) -> None:
-        if len(self._records) == self._records.maxlen:
-            number, oldest = self._records[0]
-            if number > self.read_upto:
-                self.lost[oldest[0]] += 1
+        if len(self._records) == self._records.maxlen and self.first > self.read_upto:
+            self.lost[self._records[0][0]] += 1
         self.last += 1
-        self._records.append((self.last, untracked(record)))
+        self._records.append(untracked(record))
+
+    def __len__(self) -> int:
+        return len(self._records)
 
     @property
     def first(self) -> int:
         """The oldest number still held (``last + 1`` when empty)."""
-        return self._records[0][0] if self._records else self.last + 1
+        return self.last - len(self._records) + 1
 
     def since(self, oldest: float) -> int:
         """The cursor before the first record of time ``oldest`` or later
         (records are tuples of kind and time first), walked from the newest:
         O(records that recent)."""
         cursor = self.last
-        for number, record in reversed(self._records):
+        for record in reversed(self._records):
             if record[1] < oldest:
                 break
-            cursor = number - 1
+            cursor -= 1
         return cursor
 
     def release_read(self) -> None:
         """Let go of the records a reader has taken (their numbers go on). A
         closed scheduler's: distributed may keep a closed scheduler, and so
         its plugins, alive for as long as the process."""
-        while self._records and self._records[0][0] <= self.read_upto:
+        for _ in range(min(len(self._records), self.read_upto - self.first + 1)):
             self._records.popleft()
 
+    def held(self) -> list[Any]:
+        """The records held, oldest first."""
+        return list(self._records)
+
     def after(self, cursor: int, limit: int) -> list[tuple[int, Any]]:
-        """Up to ``limit`` records numbered above ``cursor``, oldest first."""
+        """Up to ``limit`` ``(number, record)`` pairs numbered above ``cursor``,
+        oldest first."""
         if not self._records or cursor >= self.last:
             return []
         length = len(self._records)
-        start = max(0, cursor - self.first + 1)
+        first = self.first
+        start = max(0, cursor - first + 1)
         end = min(length, start + limit)
         if start > length // 2:
             # The usual reader wants the newest few: islice walks a deque from its
@@ -149,5 +160,6 @@ class SequencedBuffer:
         else:
             taken = list(islice(self._records, start, end))
         if taken:
-            self.read_upto = max(self.read_upto, taken[-1][0])
-        return taken
+            self.read_upto = max(self.read_upto, first + start + len(taken) - 1)
+        numbers = range(first + start, first + start + len(taken))
+        return list(zip(numbers, taken, strict=True))
