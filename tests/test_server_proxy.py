@@ -3,8 +3,10 @@ dashboard: its pages and their websocket work, and nothing else is reachable."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +123,10 @@ async def test_paths_that_would_steer_the_proxy_elsewhere_are_refused(
     assert "evil" not in body and "<script>" not in body and "passwd" not in body
 
 
+#: The size of the fake dashboard's ``huge`` answer, and its chunks.
+HUGE, CHUNK = 96 * 2**20, 2**16
+
+
 class Upstream:
     """A fake dashboard on localhost: records what reaches it, answers with
     hostile headers, redirects where a test says, and streams a large body."""
@@ -128,6 +134,8 @@ class Upstream:
     def __init__(self) -> None:
         self.seen: list[tuple[dict[str, str], str]] = []
         self.redirect = "/status"
+        #: Bytes of ``huge`` the fake dashboard has handed to its socket.
+        self.sent = 0
 
     def app(self) -> Any:
         from tornado import web
@@ -135,8 +143,15 @@ class Upstream:
         upstream = self
 
         class Page(web.RequestHandler):
-            def get(self, path: str) -> None:
+            async def get(self, path: str) -> None:
                 upstream.seen.append((dict(self.request.headers), self.request.query))
+                if path == "huge":  # as fast as whoever reads it takes it
+                    self.set_header("Content-Length", str(HUGE))
+                    for i in range(HUGE // CHUNK):
+                        self.write(bytes([65 + i % 26]) * CHUNK)
+                        await self.flush()
+                        upstream.sent += CHUNK
+                    return
                 if path == "moved":
                     self.redirect(upstream.redirect)
                     return
@@ -276,6 +291,40 @@ async def test_a_large_body_streams_through_whole(upstream: Any, get: Any) -> No
     assert response.code == 200
     assert len(response.body) == 80 * 65536
     assert response.body[:65536] == b"A" * 65536 and response.body[-1:] == b"B"
+
+
+async def test_a_slow_download_holds_a_bounded_buffer_in_the_server(
+    upstream: Any, http_server_client: Any, jp_base_url: str, jp_auth_header: Any,
+    jp_http_port: int,
+) -> None:  # fmt: skip
+    """Whoever serves a registered dashboard address could make the Jupyter
+    server hold a whole large answer per slow download (~92 MB each, over
+    parallel connections); it holds what the sockets hold, whatever the size."""
+    first = await http_server_client.fetch(
+        f"{jp_base_url}dask-observe/dashboard/{upstream.id}/huge",
+        headers=jp_auth_header, follow_redirects=False, raise_error=False,
+    )  # fmt: skip
+    location = first.headers["Location"]
+    # A browser that reads a little, then nothing for a while (a slow link).
+    reader, writer = await asyncio.open_connection("127.0.0.1", jp_http_port)
+    writer.transport.get_extra_info("socket").setsockopt(
+        socket.SOL_SOCKET, socket.SO_RCVBUF, 2**16
+    )
+    # HTTP/1.0: the body comes plain (not in chunks), to the connection's end.
+    writer.write(f"GET {location} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert re.match(rb"HTTP/1.[01] 200 ", head), head[:200]
+    taken = len(await reader.readexactly(CHUNK))
+    await asyncio.sleep(1.5)  # the dashboard keeps sending meanwhile
+    held = upstream.sent - taken
+    # The kernel's socket buffers (up to 32 MiB of receive window here) and
+    # a chunk: not the answer's 96 MiB.
+    assert held < 48 * 2**20, f"{held / 2**20:.0f} MiB held for a stalled reader"
+    # Then it reads on: the whole answer arrives, in order.
+    for i in range(1, HUGE // CHUNK):
+        assert await reader.readexactly(CHUNK) == bytes([65 + i % 26]) * CHUNK, i
+    assert await reader.read() == b""
+    writer.close()
 
 
 async def test_a_dashboard_page_is_sandboxed_and_never_cached(

@@ -30,7 +30,10 @@ Ours, not jupyter-server-proxy: that one forwards every request header but a
 few (Cookie, and Authorization only from 4.4) and every response header, and
 passes absolute redirects; restricting it to registered dashboards would take
 its ``host_allowlist`` hook plus most of what is here. Bodies stream through
-in chunks, as there.
+in chunks, as there, and no faster than the browser takes them: the next chunk
+is read from the dashboard once the last has left for the browser, so a slow
+download holds a chunk in the Jupyter server, not the whole body (it held ~92
+MB of one, unbounded, before).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import hmac
 import re
 import secrets
 import time
+from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
@@ -54,6 +58,7 @@ from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.utils import url_path_join
 from tornado import httpclient, httputil, web, websocket
+from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from dask_observe.server.manager import StoreManager
 from dask_observe.store import BaseStore, StoreError
@@ -229,7 +234,9 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
         self._started = False  # status and headers set from the upstream's
         self._refused = False  # a redirect out of the dashboard: nothing sent
         try:
-            response = await httpclient.AsyncHTTPClient().fetch(
+            # The simple client by name: only it waits on the streaming
+            # callback's awaitable (curl's does not), whatever is configured.
+            response = await SimpleAsyncHTTPClient().fetch(
                 target,
                 headers=headers,
                 follow_redirects=False,
@@ -277,16 +284,17 @@ class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketH
             (self.add_header if lowered in seen else self.set_header)(name, value)
             seen.add(lowered)
 
-    def _chunk(self, data: bytes) -> None:
+    def _chunk(self, data: bytes) -> Awaitable[None] | None:
+        """Send a chunk on; the client reads the next once this one is sent."""
         if self._refused:
-            return
+            return None
         if not self._started:
             assert self._head is not None
             self._start(self._head.code, self._head.reason)
             if self._refused:
-                return
+                return None
         self.write(data)
-        self.flush()
+        return self.flush()
 
     # -- websockets --------------------------------------------------------------
     def select_subprotocol(self, subprotocols: list[str]) -> str | None:
