@@ -356,3 +356,35 @@ def test_a_store_holding_code_is_refused_before_it_runs(
     raw.close()
     with pytest.raises(StoreError, match="which no dask-observe store has"):
         BaseStore(path, create=False, readonly=True)
+
+
+def test_a_read_past_the_command_lines_deadline_stops_with_a_message(
+    tmp_path: Path,
+) -> None:
+    """A store is a file anyone may hand over; whatever its reads cost, the
+    command line stops any one of them at ``--deadline`` and says what to do
+    instead of hanging the terminal."""
+    from dask_observe.capture.wire import LogRecord
+
+    from .conftest import dask_observe_cli
+
+    path = tmp_path / "observe.sqlite"
+    with BaseStore(path) as store:
+        run = store.create_run("many lines", cluster="tcp://s:1")
+        now = time.time()
+        store.append("tcp://s:1", [
+            LogRecord("log", now + i * 1e-6, 30, "worker", "w", "user", f"line {i}")
+            for i in range(200_000)
+        ])  # fmt: skip
+        store.end_run(run, "finished")
+    slow = dask_observe_cli(
+        path, "--deadline", "0.001", "logs", "last", "--filter", "nothing", "--regex"
+    )
+    assert slow.returncode == 1, slow.stdout[-300:]
+    assert "took longer than 0.001 s" in slow.stderr, slow.stderr
+    assert "Traceback" not in slow.stderr
+    # Within the default deadline, the same read answers.
+    done = dask_observe_cli(path, "logs", "last", "--regex", "--filter", "line 199999$")
+    assert done.returncode == 0 and done.stdout.count("line 199999") == 1, done.stdout
+    bad = dask_observe_cli(path, "--deadline", "0", "runs")
+    assert bad.returncode == 2 and "above 0" in bad.stderr, bad.stderr

@@ -25,6 +25,22 @@ from dask_observe.cli.upkeep import (
 )
 from dask_observe.commands import add_reading
 
+#: How long one read of the store may take from the command line: a store
+#: is a file that may have come from anyone, and a read that cannot end (a
+#: crafted file) must not hang the terminal. A year's store answers its
+#: largest reads within seconds.
+READ_DEADLINE_S = 120.0
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a number of seconds above 0: {text!r}")
+    return value
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -37,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="the store file (default: dask config observe.store, "
         "else ~/.local/share/dask-observe/observe.sqlite)",
+    )
+    parser.add_argument(
+        "--deadline",
+        metavar="SECONDS",
+        type=_seconds,
+        default=READ_DEADLINE_S,
+        help="stop any one read of the store that takes longer, with an error "
+        f"(default {READ_DEADLINE_S:g})",
     )
     subcommands = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True

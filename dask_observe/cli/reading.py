@@ -48,8 +48,11 @@ def store_of(
     if not create and os.path.exists(path) and not _writable(Path(path)):
         readonly = True
     if readonly:  # not a byte written, not even the journal's checkpoint
-        return Store(path, create=False, readonly=True)
-    return open_store(args.store, create=create)
+        store = Store(path, create=False, readonly=True)
+    else:
+        store = open_store(args.store, create=create)
+    store.read_deadline_s = getattr(args, "deadline", None)
+    return store
 
 
 def _writable(path: Path) -> bool:

@@ -92,6 +92,11 @@ class StoreConnection:
         # One connection shared by the threads of this process (the kernel's main
         # thread reading, the recorder's thread writing); the lock keeps it serial.
         self._lock = threading.RLock()
+        #: Each read stops after this many seconds with QueryTooLong (None:
+        #: no limit). The command line sets one: a store is a file anyone
+        #: could have handed over, and no read of it may hang a terminal.
+        self.read_deadline_s: float | None = None
+        self._within_deadline = False
         self._conn = self._connect(create and not readonly, readonly)
         # A store dropped without close() closes its connection now. Left to
         # the collector, it would live on unseen: Python 3.11's connection is
@@ -220,6 +225,7 @@ class StoreConnection:
         end = time.monotonic() + seconds
         with self._lock:
             self._conn.set_progress_handler(lambda: time.monotonic() > end, 5_000)
+            self._within_deadline = True
             try:
                 yield
             except sqlite3.OperationalError as e:
@@ -231,6 +237,18 @@ class StoreConnection:
                 ) from None
             finally:
                 self._conn.set_progress_handler(None, 0)
+                self._within_deadline = False
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection for one read, under the lock and, where a
+        :attr:`read_deadline_s` is set and no wider deadline holds, within it."""
+        with self._lock:
+            if self.read_deadline_s is None or self._within_deadline:
+                yield self._conn
+            else:
+                with self.deadline(self.read_deadline_s):
+                    yield self._conn
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -259,8 +277,8 @@ class StoreConnection:
             self._conn.execute(sql, params)
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+        with self.reading() as conn:
+            return conn.execute(sql, params).fetchall()
 
     def rows(self, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
         """The rows of a query (from :mod:`dask_observe.store.queries`)."""

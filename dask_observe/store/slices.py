@@ -71,8 +71,8 @@ def take(store: Runs, run_id: int) -> tuple[dict[str, Any], dict[str, pd.DataFra
 def _frame(store: Runs, sql: str, params: tuple[Any, ...]) -> pd.DataFrame:
     import pandas as pd
 
-    with store._lock:
-        cursor = store._conn.cursor()
+    with store.reading() as conn:
+        cursor = conn.cursor()
         cursor.row_factory = None  # plain tuples: a million rows, no Row objects
         cursor.execute(sql, params)
         columns = [d[0] for d in cursor.description]
