@@ -6,9 +6,11 @@ fills memory or writes to the terminal."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
+import shutil
 import subprocess
 import threading
 import tracemalloc
@@ -130,11 +132,104 @@ async def test_the_servers_team_listing_survives_a_hostile_archive(
     jp_fetch: Any, hostile: tuple[str, str, str]
 ) -> None:
     url, real, escaped = hostile
+    Path("/proc/self/clear_refs").write_text("5")  # the server is this process
+    before = _status_kib("VmRSS")
     with dask.config.set({"observe.archive": url}):
-        for _ in range(8):  # each open panel reads it every 30 s
-            response = await jp_fetch("dask-observe", "api", "archive", "runs")
-            listing = json.loads(response.body)
-            assert sorted(r["id"] for r in listing["runs"]) == sorted([real, escaped])
-            assert listing["skipped"] == SKIPPED
-        runs = await jp_fetch("dask-observe", "api", "runs")
-        assert runs.code == 200  # the store's routes were never held up
+        # Eight panels open at once, each reading it (every 30 s), and the
+        # store's own listing asked for meanwhile.
+        panels = [jp_fetch("dask-observe", "api", "archive", "runs") for _ in range(8)]
+        own = asyncio.wait_for(jp_fetch("dask-observe", "api", "runs"), 10)
+        *answers, runs = await asyncio.gather(*panels, own)
+    grew = (_status_kib("VmHWM") - before) * 1024
+    for response in answers:
+        listing = json.loads(response.body)
+        assert sorted(r["id"] for r in listing["runs"]) == sorted([real, escaped])
+        assert listing["skipped"] == SKIPPED
+    assert runs.code == 200  # the store's routes were never held up
+    assert grew < 300 * 2**20, f"the server grew {grew / 2**20:.0f} MiB"
+
+
+def peak_rss_growth(work: Any) -> int:
+    """Bytes this process's peak resident memory rose above its size before
+    ``work()`` (the kernel's high-water mark, reset first; pyarrow's memory
+    is not Python's, so tracemalloc would not see it)."""
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status_kib("VmRSS")
+    work()
+    return (_status_kib("VmHWM") - before) * 1024
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/self/status")
+
+
+def test_a_run_whose_tables_decode_beyond_bounds_is_refused_before_it_fills_memory(
+    hostile: tuple[str, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dask_observe.archive import location
+    from dask_observe.archive.location import ArchiveError
+
+    url, real, _ = hostile
+    runs, manifests = Path(url) / "runs", Path(url) / MANIFESTS
+    manifest = json.loads((manifests / f"{real}.json").read_text())
+
+    def plant(i: int, table: str, made: Any) -> str:
+        shutil.copytree(runs / real, runs / uid(i))
+        made(runs / uid(i) / f"{table}.parquet")
+        planted = json.dumps({**manifest, "uid": uid(i)})
+        (manifests / f"{uid(i)}.json").write_text(planted)
+        return uid(i)
+
+    # 300,000 log lines of one 1,000-character text: ~300 MB decoded from a
+    # file of a few hundred KB (dictionary-encoded, its arrow schema left
+    # out so that a reader decodes the text in full).
+    def bomb(path: Path) -> None:
+        schema = pq.read_schema(runs / real / "logs.parquet")
+        n = 300_000
+        columns = []
+        for field in schema:
+            if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+                columns.append(pa.DictionaryArray.from_arrays(
+                    pa.array(np.zeros(n, dtype="int32")), pa.array(["z" * 1000])
+                ))  # fmt: skip
+            elif pa.types.is_null(field.type):
+                columns.append(pa.nulls(n))
+            else:
+                columns.append(pa.array(np.ones(n)).cast(field.type))
+        table = pa.Table.from_arrays(columns, names=schema.names)
+        pq.write_table(table, path, compression="zstd", store_schema=False)
+        assert path.stat().st_size < 2**20
+
+    # Rows numbered outside the run's own block: read into the reader's
+    # store, they would have been another run's.
+    def strays(path: Path) -> None:
+        events = pq.read_table(path).to_pandas()
+        events["seq"] += 10**9
+        events.to_parquet(path, index=False)
+
+    bombed = plant(7, "logs", bomb)
+    strayed = plant(8, "events", strays)
+    monkeypatch.setattr(location, "RUN_DECODED_BYTES", 64 * 2**20)
+    archive = dask_observe.open_archive(url)
+    refused: list[Exception] = []
+
+    def read_the_bomb() -> None:
+        with pytest.raises(ArchiveError) as caught:
+            archive.run(bombed)
+        refused.append(caught.value)
+
+    grew = peak_rss_growth(read_the_bomb)
+    assert "decode to more than 0.0625 GiB (at logs.parquet)" in str(refused[0])
+    assert grew < 160 * 2**20, f"{grew / 2**20:.0f} MiB to refuse it"
+    with pytest.raises(ArchiveError, match="events rows outside its own"):
+        archive.run(strayed)
+    # The real run beside them reads whole.
+    assert archive.run(real).name == "real"
+    assert len(archive.run(real).tasks()) == 4

@@ -41,6 +41,11 @@ PART_BYTES = 64 * 2**20
 #: A run's JSON files, and its tables (a million-task run's are ~100 MiB).
 RUN_JSON_BYTES = 16 * 2**20
 RUN_TABLE_BYTES = 2**30
+#: What a run's tables may decode to, all together: a few KiB of Parquet can
+#: say gigabytes (a column of one repeated long text), so the bytes read
+#: bound nothing of the memory it takes. A million-task run decodes to
+#: well under it.
+RUN_DECODED_BYTES = 4 * 2**30
 
 
 class ArchiveError(StoreError):

@@ -19,6 +19,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.archive import location as location_module
 from dask_observe.archive.listing import Listing
 from dask_observe.archive.location import (
     RUN_JSON_BYTES,
@@ -44,6 +45,48 @@ ARCHIVE_COLUMNS = (
     "id", "name", "status", "started", "ended", "duration_s", "n_tasks",
     "n_failed", "n_flags", "cluster", "partial", "host", "user",
 )  # fmt: skip
+
+
+class _Budget:
+    """What a run's tables may still decode to (``RUN_DECODED_BYTES``),
+    spent as each is decoded, a batch at a time: a table that says (in its
+    metadata) or turns out (as it decodes) to be larger stops the import
+    before it takes the memory."""
+
+    def __init__(self, uid: str) -> None:
+        self.uid = uid
+        self.left = location_module.RUN_DECODED_BYTES
+
+    def table(self, name: str, data: bytes) -> pd.DataFrame:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            part = pq.ParquetFile(io.BytesIO(data))
+            meta = part.metadata
+            groups = range(meta.num_row_groups)
+            said = sum(meta.row_group(i).total_byte_size for i in groups)
+            self._spend(name, said)
+            self.left += said  # spent for real below, batch by batch
+            batches = []
+            for batch in part.iter_batches(batch_size=8192):
+                self._spend(name, batch.nbytes)
+                batches.append(batch)
+            table = pa.Table.from_batches(batches, schema=part.schema_arrow)
+            frame: pd.DataFrame = table.to_pandas()
+            return frame
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise ArchiveError(f"run {self.uid}'s {name}.parquet: {e}") from None
+
+    def _spend(self, name: str, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise ArchiveError(
+                f"run {self.uid}'s tables decode to more than "
+                f"{location_module.RUN_DECODED_BYTES / 2**30:g} GiB (at "
+                f"{name}.parquet): not read; a run this large is read from "
+                "the store that recorded it"
+            )
 
 
 class Archive:
@@ -170,10 +213,21 @@ class Archive:
         record = json.loads(read("run.json"))
         record["environment"] = json.loads(read("environment.json"))
         verdict = json.loads(read("verdict.json"))
+        budget = _Budget(uid)
         tables = {
-            name: pd.read_parquet(io.BytesIO(read(f"{name}.parquet")))
+            name: budget.table(name, read(f"{name}.parquet"))
             for name in (*TELEMETRY, *BY_RUN)
         }
+        try:
+            start, end = int(record["seq_start"] or 0), int(record["seq_end"])
+        except (KeyError, TypeError, ValueError):
+            raise ArchiveError(f"run {uid} of {self.url}: no valid run.json") from None
+        for name in TELEMETRY:  # within its own block: never another run's rows
+            seq = tables[name]["seq"] if "seq" in tables[name] else pd.Series([])
+            if len(seq) and not (seq.min() > start and seq.max() <= end):
+                raise ArchiveError(
+                    f"run {uid} of {self.url} has {name} rows outside its own"
+                )
         tables["verdict"] = pd.DataFrame(
             [{"version": verdict["version"], "flags": json.dumps(verdict["flags"])}]
         )
