@@ -125,6 +125,10 @@ def add_reading(
     for name in ("logs", "flags", "stacks", "report"):
         add_run(parsers[name], optional=run_optional)
     add_log_filters(parsers["logs"])
+    parsers["stacks"].add_argument(
+        "--full", action="store_true",
+        help="every frame (by default runs of library frames are one line each)",
+    )  # fmt: skip
     add_compare(parsers["compare"])
     add_history(parsers["history"])
     for parser in parsers.values():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from dask_observe.units import text_or_none
 
@@ -65,18 +65,90 @@ def flag_lines(flags: pd.DataFrame) -> Iterator[str]:
             yield visible(f"    {stamp[:-3]}{who}: {e['text']}")
 
 
-def stack_lines(stacks: pd.DataFrame) -> Iterator[str]:
+def stack_lines(stacks: pd.DataFrame, *, full: bool = False) -> Iterator[str]:
     """Each sampled stack: its task, worker, when and how often, then the
-    frames as a traceback prints them (innermost last)."""
+    frames as a traceback prints them (innermost last): the user's code in
+    full and the libraries' frames folded, or every frame (``full``)."""
     if stacks.empty:
         yield "No stacks: no task ran past observe.flags.hung-task.after."
         return
+    column = "frames" if full or "folded" not in stacks else "folded"
     for row in stacks.to_dict("records"):
         yield visible(
             f"{row['key']} ({row['prefix']}) on {row['worker']}, first at "
             f"{row['time']:%H:%M:%S}, sampled {row['count']}x:"
         )
-        yield visible(str(row["frames"]))
+        yield visible(str(row[column]))
+
+
+#: A library run this long or shorter is shown, not folded: its fold line
+#: would be no shorter.
+SHOWN_RUN = 2
+
+
+def fold_frames(frames: Sequence[Sequence[Any]]) -> list[Any]:
+    """A stack as a reader wants it (frames as shipped: file, line, function,
+    code, library or not; outermost first): every frame of the user's code,
+    and the innermost frame (where the thread waits), each as it is; each
+    longer run of library frames between them as one list (what a fold
+    line stands for). A stack with no frame of the user's keeps its three
+    innermost."""
+    own = [i for i, f in enumerate(frames) if not f[4]]
+    keep = set(own) | {len(frames) - 1}
+    if not own:
+        keep |= set(range(len(frames) - 3, len(frames)))
+    out: list[Any] = []
+    run: list[Sequence[Any]] = []
+    for i, frame in enumerate(frames):
+        if i not in keep:
+            run.append(frame)
+            continue
+        out.extend([run] if len(run) > SHOWN_RUN else run)
+        run = []
+        out.append(frame)
+    out.extend([run] if len(run) > SHOWN_RUN else run)
+    return out
+
+
+def frame_text(frame: Sequence[Any]) -> str:
+    """One frame as a traceback prints it."""
+    return f'  File "{frame[0]}", line {frame[1]}, in {frame[2]}' + (
+        f"\n    {frame[3]}" if frame[3] else ""
+    )
+
+
+def fold_text(run: Sequence[Sequence[Any]]) -> str:
+    """The line that stands for a run of library frames: how many, of what."""
+    names: list[str] = []
+    for frame in run:
+        name = package_of(str(frame[0]))
+        if name not in names:
+            names.append(name)
+    shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    return f"  ... {len(run)} library frames ({shown})"
+
+
+def folded_stack(frames: Sequence[Sequence[Any]]) -> str:
+    """:func:`fold_frames` as text, each fold one line."""
+    return "\n".join(
+        fold_text(item) if is_fold(item) else frame_text(item)
+        for item in fold_frames(frames)
+    )
+
+
+def is_fold(item: Sequence[Any]) -> bool:
+    """Whether an item of :func:`fold_frames` is a run of frames (else one)."""
+    return bool(item) and isinstance(item[0], (list, tuple))
+
+
+def package_of(filename: str) -> str:
+    """The package (or standard-library module) a frame's file belongs to:
+    ``distributed`` for ``.../site-packages/distributed/worker.py``,
+    ``threading`` for ``/usr/lib/python3.12/threading.py``."""
+    if filename.startswith("<frozen "):
+        return filename[len("<frozen ") :].rstrip(">").split(".")[0]
+    first = re.split(r"[/\\]", short_path(filename))[0]
+    return first.removesuffix(".py") or filename
 
 
 #: Where an installed package's path begins: what comes after is its import path.

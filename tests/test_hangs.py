@@ -12,6 +12,7 @@ each test takes seconds.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from nbclient import NotebookClient
 
 import dask_observe
 from dask_observe.api import Run
-from tests.conftest import wait_until
+from tests.conftest import dask_observe_cli, wait_until
 from tests.tasks import connect, leak, use
 
 FAST = {
@@ -109,10 +110,30 @@ def test_a_task_stuck_in_its_own_code_is_named_with_where_it_waits(
     assert len(own) >= 1
     assert own["frames"].iloc[-1].rstrip().endswith("waiter.acquire()")
     assert "RELEASE.wait()" in own["frames"].iloc[-1]
-    # The report shows where it stood when it stopped.
+    # Folded: the worker thread's machinery (threading, distributed: a dozen
+    # frames) is one line, so the user's frame comes first, then where it
+    # waits.
+    folded = own["folded"].iloc[-1].splitlines()
+    assert re.fullmatch(r"  \.\.\. \d+ library frames \(threading.*distributed.*\)",
+                        folded[0]), folded  # fmt: skip
+    assert "in wait_for_release" in folded[1] and "RELEASE.wait()" in folded[2]
+    assert folded[-1].strip() == "waiter.acquire()"
+    assert len(folded) < len(own["frames"].iloc[-1].splitlines())
+    # The command line shows it folded, or whole with --full.
+    said = dask_observe_cli(store_path, "stacks", "last").stdout
+    assert "library frames (threading" in said and "in wait_for_release" in said
+    full = dask_observe_cli(store_path, "stacks", "last", "--full").stdout
+    assert "library frames" not in full and "in _bootstrap_inner" in full
+    # The report shows where it stood when it stopped: the user's frame in
+    # bold after the fold, every frame a click away.
     html = run.report().html
     assert "Where it stood when it stopped" in html
-    assert "wait_for_release" in html
+    first_own = (
+        r"library frames \(threading[^<]*\n<b>  File &quot;[^<]*test_hangs.py&quot;"
+        r", line \d+, in wait_for_release"
+    )
+    assert re.search(first_own, html)
+    assert "every frame (" in html and "in _bootstrap_inner" in html
 
 
 def test_a_worker_paused_by_a_leak_is_why_nothing_runs(

@@ -170,7 +170,7 @@ def cmd_flags(args: argparse.Namespace) -> int:
 
 def cmd_stacks(args: argparse.Namespace) -> int:
     with source_of(args) as store:
-        return _printed(stack_lines(store.run(args.run).stacks()))
+        return _printed(stack_lines(store.run(args.run).stacks(), full=args.full))
 
 
 def _printed(lines: Iterable[str]) -> int:

@@ -232,7 +232,7 @@ class ObserveMagics(Magics):
           logs [RUN] [--filter TEXT] [--regex] [--worker W] [--level L]
                [--source S]             a run's log lines
           flags [RUN]                   what went wrong in a run, and why
-          stacks [RUN]                  where its long-running tasks waited
+          stacks [RUN] [--full]         where its long-running tasks waited
           report [RUN] [-o FILE]        a run's report, inline or to a file
           compare A B [--threshold T]   run B against run A, with ratios
           history NAME                  every run of that name, judged
@@ -322,7 +322,7 @@ class ObserveMagics(Magics):
     def _observe_stacks(self, args: argparse.Namespace) -> None:
         with _reading(args) as store:
             stacks = store.run(args.run).stacks()
-        for line in stack_lines(stacks):
+        for line in stack_lines(stacks, full=args.full):
             print(line)
 
     def _observe_report(self, args: argparse.Namespace) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.plaintext import fold_frames, fold_text, frame_text, is_fold
 from dask_observe.store.rundata import format_frames
 from dask_observe.units import format_bytes, format_seconds
 
@@ -39,15 +40,28 @@ def stopped_state(run: RunData) -> dict[str, Any] | None:
     return found
 
 
-def _stack_html(frames: list[list[Any]]) -> str:
-    """A traceback, the innermost frame of the user's code in bold."""
-    own = [i for i, f in enumerate(frames) if not f[4]]
-    mark = own[-1] if own else len(frames) - 1
+def _stack_html(frames: list[list[Any]], styled: Any) -> str:
+    """A traceback with the user's code first: runs of library frames folded
+    into a line each, the innermost frame of the user's code in bold, and
+    the whole stack a click away."""
+    own = [f for f in frames if not f[4]]
+    mark = own[-1] if own else frames[-1]
     lines = []
-    for i, frame in enumerate(frames):
-        text = escape(format_frames([frame]))
-        lines.append(f"<b>{text}</b>" if i == mark else text)
-    return "\n".join(lines)
+    for item in fold_frames(frames):
+        if item is mark:
+            lines.append(f"<b>{escape(frame_text(item))}</b>")
+        elif is_fold(item):
+            lines.append(escape(fold_text(item)))
+        else:
+            lines.append(escape(frame_text(item)))
+    shown = f"<pre{styled('pre')}>" + "\n".join(lines) + "</pre>"
+    if len(lines) == len(frames):
+        return shown
+    return (
+        shown + f"<details><summary{styled('p')}>every frame ({len(frames)})"
+        f"</summary><pre{styled('pre')}>{escape(format_frames(frames))}</pre>"
+        "</details>"
+    )
 
 
 def render(state: dict[str, Any] | None, styled: Any) -> str:
@@ -102,7 +116,7 @@ def render(state: dict[str, Any] | None, styled: Any) -> str:
     shown = [
         f"<p{styled('p')}><b>{escape(key)}</b> ({escape(prefix)}) on "
         f"{escape(worker)}, running {format_seconds(elapsed)}:</p>"
-        f"<pre{styled('pre')}>{_stack_html(stacks[key])}</pre>"
+        + _stack_html(stacks[key], styled)
         for elapsed, key, prefix, worker in sorted(running, reverse=True)
         if stacks.get(key)
     ][:MAX_STACKS]

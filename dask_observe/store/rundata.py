@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self
 
+from dask_observe.plaintext import folded_stack, frame_text
 from dask_observe.store import queries
 from dask_observe.units import parse_seconds, text_or_none
 
@@ -38,7 +39,9 @@ RUN_COLUMNS = (
 
 #: The columns of ``Run.transfers()``.
 #: The columns of ``run.stacks()``.
-STACK_COLUMNS = ("time", "worker", "key", "prefix", "thread", "count", "frames")
+STACK_COLUMNS = (
+    "time", "worker", "key", "prefix", "thread", "count", "frames", "folded",
+)  # fmt: skip
 
 TRANSFER_COLUMNS = (
     "time", "worker", "peer", "type", "bytes", "seconds", "count", "keys",
@@ -429,7 +432,10 @@ class RunData:
         ``observe.flags.hung-task.after``), sampled on their workers while they
         ran, and of every task still running when the run was stopped: time
         (first seen), worker, key, prefix, thread, count (times that stack was
-        sampled), frames (as a traceback prints them, innermost last)."""
+        sampled), frames (as a traceback prints them, innermost last), folded
+        (the same with each run of library frames between the user's code and
+        where the thread waits as one line: "... 14 library frames
+        (threading, distributed)")."""
         import pandas as pd
 
         events = self.events("task-stack", epoch=True)
@@ -437,12 +443,13 @@ class RunData:
         for t, w, d in zip(
             events["time"], events["worker"], events["data"], strict=True
         ):
-            frames = format_frames(d.get("frames") or ())
+            shipped = d.get("frames") or ()
+            frames = format_frames(shipped)
             row = seen.get((w, d.get("key"), frames))
             if row is None:
                 seen[w, d.get("key"), frames] = [
                     t, w, d.get("key"), d.get("prefix"), d.get("thread"),
-                    d.get("count", 1), frames,
+                    d.get("count", 1), frames, folded_stack(shipped),
                 ]  # fmt: skip
             else:
                 row[5] = max(row[5], d.get("count", 1))
@@ -502,7 +509,4 @@ class RunData:
 def format_frames(frames: Any) -> str:
     """Shipped frames (file, line, function, code, library) as a traceback
     prints them, outermost first."""
-    return "\n".join(
-        f'  File "{f[0]}", line {f[1]}, in {f[2]}' + (f"\n    {f[3]}" if f[3] else "")
-        for f in frames
-    )
+    return "\n".join(frame_text(f) for f in frames)
