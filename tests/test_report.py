@@ -483,3 +483,35 @@ def test_a_report_leads_with_the_answer_and_folds_repeated_cards(
     lines = dask_observe_cli(path, "flags", str(run.id)).stdout
     kinds = [k for k in ("killed-worker", "memory-restart", "memory-pressure")]
     assert sorted(kinds, key=lines.index) == kinds
+
+
+def test_each_rectangle_of_the_task_stream_names_its_own_task(tmp_path: Path) -> None:
+    """A task that erred before it ran (a dependent of a failed one) has no
+    times and is drawn nowhere; the tasks after it kept their own names (they
+    took their neighbours')."""
+    from dask_observe.report.stream import LABEL_WIDTH
+
+    from .synthetic import SPAN, SyntheticRun
+
+    with dask_observe.Store(tmp_path / "observe.sqlite") as store:
+        written = SyntheticRun(store, "stream")
+        written.task(0.0, 1.0, "load", key="load-0")
+        start = written.start
+        written.records.append(
+            ("task", start + 1.0, "never-ran", "sum", SPAN, None, None, None, None,
+             "erred", 0, 0.0, 0.0, 0.0, 0.0, 0.0, "ValueError", None)
+        )  # fmt: skip
+        written.task(2.0, 1.0, "load", key="load-1")
+        written.task(4.0, 2.0, "load", key="load-2")
+        run = written.end(7.0)
+        html = store.run(run.id).report().html
+    chart = html.split('aria-label="task stream"')[1].split("</svg>")[0]
+    drawn = re.findall(
+        r'<rect x="([\d.]+)" y="\d+" width="([\d.]+)"[^>]*><title>([^<]*)</title>',
+        chart,
+    )
+    named = {title.split(" (")[0]: float(x) for x, _, title in drawn if "(" in title}
+    assert set(named) == {"load-0", "load-1", "load-2"}
+    # Each name on its own task's rectangle: in the order they started.
+    assert named["load-0"] < named["load-1"] < named["load-2"]
+    assert named["load-0"] >= LABEL_WIDTH

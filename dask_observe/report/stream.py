@@ -250,17 +250,21 @@ def _exact_rects(
 ) -> list[str]:
     row_of = {lane: i for i, lane in enumerate(lanes)}
     parts = []
-    keys = iter(zip(tasks["key"], tasks["start"], tasks["stop"], strict=True))
-    n_compute = int((tasks["start"].notna() & tasks["stop"].notna()).sum())
+    # Compute segments come first, in the order of the tasks that have both
+    # times: their keys are those tasks' (a task with no times, one that
+    # erred before it ran, is drawn nowhere and names nothing: counted in,
+    # it shifted every later rectangle's name to its neighbour's).
+    timed = tasks["start"].notna() & tasks["stop"].notna()
+    keys = iter(tasks["key"][timed])
+    n_compute = int(timed.sum())
     segments = _few_segments(tasks)
     for i, (lane, category, start, stop) in enumerate(segments):
         x = LABEL_WIDTH + start * scale
         w = max((stop - start) * scale, 0.5)
         y = row_of[lane] * lane_h
         title = category
-        if i < n_compute:  # compute segments come first, in task order
-            key, _, _ = next(keys)
-            title = f"{key} ({format_seconds(stop - start)})"
+        if i < n_compute:
+            title = f"{next(keys)} ({format_seconds(stop - start)})"
         parts.append(
             f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 1}" '
             f'fill="{_fill(category, colors)}">'
