@@ -15,6 +15,8 @@ from distributed import Client
 
 import dask_observe
 from dask_observe.analysis.figures import time_split
+from dask_observe.api import Run
+from dask_observe.report.svg import short_address
 from dask_observe.store import BaseStore
 
 from .conftest import (
@@ -26,6 +28,11 @@ from .conftest import (
     subprocess_env,
     wait_until,
 )
+
+
+def _removed(run: Run) -> set[str]:
+    """distributed's own word on which workers left the cluster in a run."""
+    return set(run.events("worker-removed")["worker"].dropna())
 
 
 def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
@@ -71,6 +78,14 @@ def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
     assert "memory death&#x27;: finished with losses (1 task failed, " in death_report
     # What the killed task printed as it grew, beside its failure.
     assert re.search(r"holding \d+ MiB of blocks", death_report)
+    # A memory chart of every worker that died, as distributed removed them
+    # (some die before their first heartbeat: their own samples, their
+    # nanny's reading, or "no memory reading").
+    with dask_observe.Store(store_path) as store:
+        removed = _removed(store.run(2))
+    assert removed
+    for worker in removed:
+        assert f'aria-label="memory of {short_address(worker)}"' in death_report
     assert "error    killed-worker: Task '_grow-" in out
     assert "it waits in _wait_forever at" in out  # the hang's line, named
     # The cluster closes without killing a worker still running the hung task.

@@ -489,7 +489,7 @@ def test_each_rectangle_of_the_task_stream_names_its_own_task(tmp_path: Path) ->
     """A task that erred before it ran (a dependent of a failed one) has no
     times and is drawn nowhere; the tasks after it kept their own names (they
     took their neighbours')."""
-    from dask_observe.report.stream import LABEL_WIDTH
+    from dask_observe.report.svg import LABEL_WIDTH
 
     from .synthetic import SPAN, SyntheticRun
 
@@ -515,3 +515,30 @@ def test_each_rectangle_of_the_task_stream_names_its_own_task(tmp_path: Path) ->
     # Each name on its own task's rectangle: in the order they started.
     assert named["load-0"] < named["load-1"] < named["load-2"]
     assert named["load-0"] >= LABEL_WIDTH
+
+
+def test_every_worker_that_died_has_a_memory_chart(tmp_path: Path) -> None:
+    """A worker killed before its first heartbeat has no memory series of the
+    scheduler's: only its own fast samples, or nothing. It is the worker a
+    reader of a memory death looks for; it has a chart (or says it has no
+    reading), beside the workers the heartbeats measured."""
+    from dask_observe.report.svg import short_address
+
+    from .synthetic import A, SyntheticRun
+
+    climbed, silent = "tcp://10.0.0.3:4001", "tcp://10.0.0.4:4001"
+    with dask_observe.Store(tmp_path / "observe.sqlite") as store:
+        written = SyntheticRun(store, "memory death").tasks(2, 0.5)
+        for t in (0.5, 1.5, 2.5):
+            written.metrics(t, A, memory_managed=2**20, memory_unmanaged=2**20,
+                            memory_spilled=0, memory_limit=2**30)  # fmt: skip
+        for t, rss in ((0.2, 300 * 2**20), (0.4, 900 * 2**20)):
+            written.metrics(t, climbed, memory_rss=rss)
+        written.event(0.5, "worker-removed", climbed, stimulus_id="killed")
+        written.event(0.6, "worker-removed", silent, stimulus_id="killed")
+        run = written.end(3.0)
+        html = store.run(run.id).report().html
+    for worker in (A, climbed, silent):
+        assert f'aria-label="memory of {short_address(worker)}"' in html, worker
+    assert f"{short_address(climbed)}: peak 900.00 MiB (left the cluster)" in html
+    assert f"{short_address(silent)}: no memory reading (left the cluster)" in html

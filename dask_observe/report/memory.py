@@ -5,6 +5,7 @@ over the stack, the memory limit on the scale; their captions and legend.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,6 +27,19 @@ MEMORY_POINTS = 240
 #: The worker's own fast samples of its process memory: a line over the stack.
 PROCESS_COLOR = "#e6550d"
 LIMIT_COLOR = "#d62728"
+
+
+@functools.cache
+def no_heartbeat() -> pd.DataFrame:
+    """The memory series of a worker no heartbeat measured (killed before its
+    first): its chart shows what its own samples and its nanny saw, if
+    anything. One frame, so that a caption can tell it (``is``)."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        {"time": [0.0], "managed": [0.0], "unmanaged": [0.0], "spilled": [0.0],
+         "limit": [0.0]}
+    )  # fmt: skip
 
 
 def _downsample(series: pd.DataFrame) -> pd.DataFrame:
@@ -140,6 +154,8 @@ def memory_caption(
     peak = process_peak(series, process)
     limit = _top(series["limit"].to_numpy(dtype=float))
     spilled = _top(series["spilled"].to_numpy(dtype=float))
+    if series is no_heartbeat() and (process is None or process.empty):
+        return f"{escape(title)}: no memory reading" + (f" {escape(note)}" * bool(note))
     return (
         f"{escape(title)}: peak {format_bytes(peak)}"
         + (f" of {format_bytes(limit)} limit" if limit else "")

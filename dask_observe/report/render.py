@@ -170,7 +170,8 @@ def _time_split(data: ReportData, limits: Limits) -> str:
 
 def _memory(data: ReportData, limits: Limits) -> str:
     heading = f"<h4{_s('h4')}>Memory</h4>"
-    if not data.memory:
+    readings = any(len(p) for p in data.process.values())
+    if not data.memory and not readings and not data.workers_removed:
         return heading + "<p>No memory samples were recorded.</p>"
     charts: list[tuple[str, pd.DataFrame, str, pd.DataFrame | None]] = []
     cluster = data.memory.get("")
@@ -181,19 +182,27 @@ def _memory(data: ReportData, limits: Limits) -> str:
             (memory.memory_caption(cluster, "cluster", process=process), cluster,
              "cluster", process)
         )  # fmt: skip
-    workers = [w for w in data.memory if w]
-    peaks = {
-        w: memory.process_peak(data.memory[w], data.process.get(w)) for w in workers
+    # Every worker with a reading, and every worker that left: one killed
+    # before its first heartbeat has only its own samples and its nanny's
+    # reading, or nothing; it is the worker a reader looks for.
+    by_worker = {
+        w: data.memory.get(w, memory.no_heartbeat())
+        for w in {*data.memory, *data.process, *data.workers_removed}
+        if w
     }
-    workers.sort(key=lambda w: -peaks[w])
+    peaks = {
+        w: memory.process_peak(by_worker[w], data.process.get(w)) for w in by_worker
+    }
+    # The highest first; a worker with no reading (a NaN peak) last.
+    workers = sorted(by_worker, key=lambda w: (-peaks[w] if peaks[w] >= 0 else 1, w))
     for worker in workers[: limits.memory_charts]:
         left = data.workers_removed.get(worker) is not None
         title = svg.short_address(worker)
         note = "(left the cluster)" if left else ""
         process = data.process.get(worker)
         charts.append(
-            (memory.memory_caption(data.memory[worker], title, note, process),
-             data.memory[worker], title, process)
+            (memory.memory_caption(by_worker[worker], title, note, process),
+             by_worker[worker], title, process)
         )  # fmt: skip
     cells = [
         f"<td{_s('figure')}><span{_s('label')}>{caption}</span><br>"
