@@ -2,7 +2,7 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { element, heading, patchList, svg } from './dom';
-import { formatBytes } from './format';
+import { formatBytes, fromEpoch } from './format';
 import { StreamStatus } from './status';
 import { MetricsModel, Sample, Series } from './metricsmodel';
 
@@ -94,6 +94,24 @@ export class MetricsView extends Widget {
     this._schedule(true);
   }
 
+  /**
+   * Whether what it shows is happening now: false for a cluster that went
+   * away and for a replayed run. Then nothing reads as current: no task
+   * "processing", no CPU; each worker and the cluster say when they were
+   * last seen, with the last figures they had while they had workers.
+   */
+  get live(): boolean {
+    return this._live;
+  }
+
+  set live(live: boolean) {
+    if (live !== this._live) {
+      this._live = live;
+      this.node.classList.toggle('jp-mod-past', !live);
+      this._schedule(true);
+    }
+  }
+
   dispose(): void {
     window.clearTimeout(this._timer);
     this._status.dispose();
@@ -129,18 +147,28 @@ export class MetricsView extends Widget {
       return; // drawn again when shown
     }
     const model = this.model;
-    const cluster = model.series(null)?.latest();
     const workers = model.workers();
+    const [cluster, at] = this._live
+      ? [model.series(null)?.latest(), null]
+      : Private.lastWithWorkers(model.series(null));
     if (cluster) {
       const used = add(
         cluster.get('memory_managed'),
         cluster.get('memory_unmanaged')
       );
-      this._summary.textContent =
-        `${cluster.get('workers') ?? 0} workers, ` +
-        `${cluster.get('nthreads') ?? 0} threads, ` +
-        `${cluster.get('tasks_processing') ?? 0} processing, ` +
-        `${formatBytes(used ?? 0)} of ${formatBytes(cluster.get('memory_limit') ?? 0)}`;
+      const memory = `${formatBytes(used ?? 0)} of ${formatBytes(cluster.get('memory_limit') ?? 0)}`;
+      this._summary.textContent = this._live
+        ? `${cluster.get('workers') ?? 0} workers, ` +
+          `${cluster.get('nthreads') ?? 0} threads, ` +
+          `${cluster.get('tasks_processing') ?? 0} processing, ${memory}`
+        : `last seen ${Private.clock(model.newest)}: ` +
+          `${cluster.get('workers') ?? 0} workers, ` +
+          `${cluster.get('nthreads') ?? 0} threads, ${memory}` +
+          (at !== null && at < model.newest
+            ? ` (at ${Private.clock(at)})`
+            : '');
+    } else if (!this._live && workers.length) {
+      this._summary.textContent = `last seen ${Private.clock(model.newest)}`;
     } else {
       this._summary.textContent = workers.length ? '' : 'no samples yet';
     }
@@ -154,10 +182,12 @@ export class MetricsView extends Widget {
       workers.map(worker => this._workerRow(worker)),
       'data-worker'
     );
+    const span = `${this._live ? 'last' : 'the'} ${Math.round(model.windowSeconds / 60)} min`;
+    const until = this._live ? '' : ` until ${Private.clock(model.newest)}`;
     this._chartsTitle.textContent =
       this._selected === null
-        ? `Whole cluster, last ${Math.round(model.windowSeconds / 60)} min`
-        : `Worker ${this._selected}`;
+        ? `Whole cluster, ${span}${until}`
+        : `Worker ${this._selected}${until}`;
     const series = model.series(this._selected);
     this._charts.replaceChildren(
       ...CHARTS.map(chart =>
@@ -173,10 +203,14 @@ export class MetricsView extends Widget {
   }
 
   private _workerRow(worker: string): HTMLLIElement {
-    const sample = this.model.series(worker)!.latest() ?? new Map();
+    const series = this.model.series(worker)!;
+    const sample = series.latest() ?? new Map();
     const item = element('li', 'jp-DaskObserve-worker');
     item.dataset.worker = worker;
     const gone = this.model.gone.has(worker);
+    // A worker that left, or any worker of a cluster that did: its last
+    // figures, said as such, never as what it does now.
+    const past = gone || !this._live;
     item.classList.toggle('jp-mod-gone', gone);
     item.classList.toggle('jp-mod-selected', worker === this._selected);
     item.title = gone
@@ -221,18 +255,22 @@ export class MetricsView extends Widget {
         limit > 0
           ? `${formatBytes(used)} / ${formatBytes(limit)}`
           : formatBytes(used)
-      ),
-      element(
-        'span',
-        'jp-DaskObserve-worker-cpu',
-        `CPU ${Math.round(sample.get('cpu') ?? 0)}%`
-      ),
-      element(
-        'span',
-        'jp-DaskObserve-worker-processing',
-        `${sample.get('tasks_processing') ?? 0} processing`
       )
     );
+    if (!past) {
+      numbers.append(
+        element(
+          'span',
+          'jp-DaskObserve-worker-cpu',
+          `CPU ${Math.round(sample.get('cpu') ?? 0)}%`
+        ),
+        element(
+          'span',
+          'jp-DaskObserve-worker-processing',
+          `${sample.get('tasks_processing') ?? 0} processing`
+        )
+      );
+    }
     if (spilled > 0) {
       numbers.append(
         element(
@@ -245,6 +283,16 @@ export class MetricsView extends Widget {
     if (gone) {
       numbers.append(element('span', 'jp-DaskObserve-worker-gone', 'gone'));
     }
+    if (past) {
+      const seen = series.times[series.times.length - 1];
+      numbers.append(
+        element(
+          'span',
+          'jp-DaskObserve-worker-seen',
+          seen === undefined ? 'never seen' : `last seen ${Private.clock(seen)}`
+        )
+      );
+    }
     item.append(name, bar, numbers);
     return item;
   }
@@ -252,6 +300,7 @@ export class MetricsView extends Widget {
   private _charts: HTMLDivElement;
   private _chartsTitle: HTMLDivElement;
   private _drawn = 0;
+  private _live = true;
   private _selected: string | null = null;
   private _status: StreamStatus;
   private _summary: HTMLSpanElement;
@@ -278,6 +327,35 @@ export namespace MetricsView {
 namespace Private {
   const WIDTH = 120;
   const HEIGHT = 28;
+
+  /**
+   * A sample's time (seconds since the epoch) as a clock reads it.
+   */
+  export function clock(seconds: number): string {
+    return fromEpoch(seconds).toLocaleTimeString();
+  }
+
+  /**
+   * The cluster's last sample that had workers, and its time: a closed
+   * cluster's (or a finished run's) very last sample is taken as its
+   * workers leave, and reads "0 workers, 0 B of 0 B".
+   */
+  export function lastWithWorkers(
+    series: Series | undefined
+  ): [Sample | undefined, number | null] {
+    if (!series) {
+      return [undefined, null];
+    }
+    for (let i = series.samples.length - 1; i >= 0; i--) {
+      if ((series.samples[i].get('workers') ?? 0) > 0) {
+        return [series.samples[i], series.times[i]];
+      }
+    }
+    const last = series.samples.length - 1;
+    return last >= 0
+      ? [series.samples[last], series.times[last]]
+      : [undefined, null];
+  }
 
   function shown(value: number, unit: IChart['unit']): string {
     switch (unit) {

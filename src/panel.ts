@@ -256,8 +256,10 @@ export class ObservePanel extends SidePanel {
     if (what.has('target') && follow.target !== null) {
       this.logs.setSubject(follow.subject);
     }
-    if (what.has('gone')) {
+    if (what.has('gone') || what.has('replay')) {
       this.metrics.node.classList.toggle('jp-mod-gone', follow.gone);
+      // A cluster that went away, or a replayed run: the past, said so.
+      this.metrics.live = !follow.gone && follow.replaying === null;
     }
     if (what.has('replay')) {
       this._replayBar.showRun(follow.replaying);

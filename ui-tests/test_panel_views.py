@@ -106,6 +106,11 @@ def test_workers_show_memory_cpu_and_charts_and_a_dead_workers_lines_are_marked(
         dead = metrics.locator(f'.jp-DaskObserve-worker[data-worker="{second}"]')
         expect(dead).to_have_class(re.compile("jp-mod-gone"), timeout=15_000)
         expect(dead.locator(".jp-DaskObserve-worker-gone")).to_have_text("gone")
+        # Its last figures, said as such: nothing it "processes" now.
+        expect(dead.locator(".jp-DaskObserve-worker-processing")).to_have_count(0)
+        expect(dead.locator(".jp-DaskObserve-worker-seen")).to_have_text(
+            re.compile(r"^last seen \d")
+        )
         expect(line).to_have_class(re.compile("jp-mod-gone"))
         expect(line).to_have_attribute("title", re.compile("has left the cluster"))
         page.screenshot(path=ARTIFACTS / "panel-workers.png")
@@ -169,6 +174,13 @@ def test_two_runs_compare_in_a_tab_and_a_finished_run_replays(
     expect(logs.locator(".jp-DaskObserve-log", has_text=markers[1])).to_have_count(0)
     expect(page.locator(".jp-DaskObserve-worker")).to_have_count(2)
     expect(page.locator(".jp-DaskObserve-flags-run")).to_have_text("run 1")
+    # The run's workers as it last saw them, never as live and never the
+    # zeros of a closed cluster.
+    workers = page.locator("#dask-observe-panel .jp-DaskObserve-metrics")
+    expect(workers.locator(".jp-DaskObserve-metrics-summary")).to_have_text(
+        re.compile(r"^last seen .*: 2 workers, 2 threads, ")
+    )
+    expect(workers.locator(".jp-DaskObserve-worker-processing")).to_have_count(0)
     # The replayed run's logs open wide in a tab of their own.
     logs.locator(".jp-DaskObserve-logs-open").click()
     expect(
