@@ -9,17 +9,20 @@ two "no change" votes outweighed an 18x wall time.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from html import escape
 from pathlib import Path
 
 import pytest
+from distributed import Client
 
 import dask_observe
 from dask_observe import Run, Store
+from dask_observe.analysis.history import history as history_of
 
-from .conftest import DASK_OBSERVE
+from .conftest import DASK_OBSERVE, wait_until
 from .marks import marks_agree
 from .synthetic import SyntheticRun, busy_host
 
@@ -132,6 +135,70 @@ def test_history_marks_a_steady_prefix_that_doubles_not_an_always_noisy_one(
     assert done.returncode == 0, done.stderr
     line = done.stdout.splitlines()[-2]
     assert line.split()[0] == str(last.id) and "steady: regression" in line
+
+
+def test_a_history_keeps_what_it_read_of_each_run_and_reads_no_tables_again(
+    store: Store,
+) -> None:
+    """A history of a year of nightly runs read every run's tasks and metrics
+    on every call (400 runs: 11 s). What it reads of a run is kept in the
+    run's row the first time; after that the run's tables are not read: with
+    them emptied, the next history says the same."""
+    import sqlite3
+
+    for i in range(7):
+        run = SyntheticRun(store, "nightly", span=f"s{i}")
+        run.tasks(10, 0.1 * (2 if i == 6 else 1), "steady")
+        run.series([0.5, 1.5], None, memory_process=(100 + i) * 2**20)
+        run.series([0.5, 1.5], "tcp://10.0.0.2:40001", memory_process=(100 + i) * 2**20)
+        run.end(2.0)
+    first = store.history("nightly")
+    assert list(first["prefixes"])[-1] == {"steady": "regression"}
+    assert first["peak_memory"].tolist() == [(100 + i) * 2**20 for i in range(7)]
+    with sqlite3.connect(store.path) as raw:
+        kept = raw.execute("SELECT pace, peak_memory FROM runs ORDER BY id").fetchall()
+        assert [peak for _, peak in kept] == first["peak_memory"].tolist()
+        assert '"steady": 0.2' in kept[-1][0]
+        raw.execute("DELETE FROM tasks")
+        raw.execute("DELETE FROM metrics")
+    again = store.history("nightly")
+    assert again["prefixes"].tolist() == first["prefixes"].tolist()
+    assert again["peak_memory"].tolist() == first["peak_memory"].tolist()
+
+
+def test_a_recorded_run_keeps_what_its_history_reads_as_it_ends(
+    client: Client, store_path: Path
+) -> None:
+    """Kept by the run's end, after its readers stopped waiting (a recorded
+    cell's report does not wait for the ~15 ms of its peak memory), the same
+    as its tables say; then a read-only history (the panel's) reads none of
+    its tables."""
+    import sqlite3
+
+    from dask_observe.analysis.history import history_figures
+    from dask_observe.store import BaseStore
+
+    with dask_observe.record("nightly", client=client) as run:
+        client.gather(client.map(abs, range(-10, 0), pure=False))
+
+    def kept() -> tuple[str | None, float | None]:
+        with sqlite3.connect(store_path) as raw:
+            ((pace, peak),) = raw.execute(
+                "SELECT pace, peak_memory FROM runs WHERE id = ?", (run.id,)
+            ).fetchall()
+        return pace, peak
+
+    wait_until(lambda: kept()[0] is not None, "the run's history figures kept")
+    pace, peak = kept()
+    assert pace is not None and peak is not None and peak > 0
+    assert set(json.loads(pace)) == {"abs"}
+    assert (json.loads(pace), peak) == history_figures(run)
+    with sqlite3.connect(store_path) as raw:
+        raw.execute("DELETE FROM tasks")
+        raw.execute("DELETE FROM metrics")
+    with BaseStore(store_path, create=False, readonly=True) as panel:
+        history = history_of(panel, "nightly")
+    assert history["peak_memory"].tolist() == [peak]
 
 
 def test_more_work_is_said_first_and_its_pace_judged_per_task(store: Store) -> None:

@@ -269,12 +269,7 @@ def figures(run: RunData) -> dict[str, Any]:
 
 def _history(run: RunData, limit: int = 10) -> list[float]:
     """Wall times of the finished runs of the same name before ``run``."""
-    records = [
-        r
-        for r in run.store.run_records()
-        if r["name"] == run.name and r["id"] < run.id and r["status"] == "finished"
-    ]
-    return [float(r["duration_s"]) for r in records[:limit]]
+    return run.store.wall_times(run.name, run.id, limit)
 
 
 def compare(

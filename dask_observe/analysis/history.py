@@ -4,14 +4,16 @@
 What a run's judgement reads of it is a handful of figures (its wall time,
 each prefix's pace, its environment, its peak memory) and, for a run with
 few before it, a comparison with the previous one. A run is an
-:class:`Entry`: a local store's reads them from the run when asked; an
-archive's has them in the run's manifest, so that a history of thousands of
-runs reads no run's tables.
+:class:`Entry`: a local store's keeps them in the run's row (written by
+the run's end, or, for a run recorded before, by the first history that
+works them out); an archive's has them in the run's manifest. Either way a
+history of thousands of runs reads no run's tables.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import statistics
 from collections import deque
 from functools import cached_property
@@ -23,6 +25,7 @@ from dask_observe.analysis.changes import change_text, differences
 from dask_observe.analysis.compare import NothingToCompare, compare
 from dask_observe.analysis.figures import host_load
 from dask_observe.store import StoreError
+from dask_observe.store.rundata import kept_figures
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -56,20 +59,35 @@ class Entry(Protocol):
     def data(self) -> RunData: ...
 
 
-def per_task(run: RunData) -> dict[str, float]:
+def per_task(run: RunData, tasks: pd.DataFrame | None = None) -> dict[str, float]:
     """Each prefix's mean compute seconds a task: its pace whatever the
-    number of tasks (more work is not slower work)."""
-    tasks = run.tasks()
+    number of tasks (more work is not slower work). ``tasks``: the run's
+    rows where read already."""
+    tasks = run.tasks() if tasks is None else tasks
     means = tasks.groupby("prefix")["compute_s"].mean()
     return {str(prefix): float(mean) for prefix, mean in means.items()}
 
 
+def history_figures(
+    run: RunData, tasks: pd.DataFrame | None = None
+) -> tuple[dict[str, float], float | None]:
+    """What a history reads of a run's tables: each prefix's pace
+    (:func:`per_task`) and the run's peak memory, worked out from them."""
+    from dask_observe.analysis.figures import peak_memory
+
+    return per_task(run, tasks), peak_memory(run, kept=False)
+
+
 class StoredEntry:
-    """A run of a store, read when (and if) its history needs it."""
+    """A run of a store: its figures from its row, worked out from its
+    tables where they are not there yet (a run judged before the store kept
+    them), and then kept (:func:`history` stores them)."""
 
     def __init__(self, store: BaseStore, record: dict[str, Any]) -> None:
         self.store = store
         self.record = record
+        #: Figures worked out here, for :func:`history` to store.
+        self.worked_out: tuple[dict[str, float], float | None] | None = None
 
     @cached_property
     def _data(self) -> RunData:
@@ -78,16 +96,23 @@ class StoredEntry:
     def data(self) -> RunData:
         return self._data
 
+    def _figures(self) -> tuple[dict[str, float], float | None]:
+        kept = kept_figures(self.record)
+        if kept is not None:
+            return kept
+        if self.worked_out is None:
+            self.worked_out = history_figures(self._data)
+        return self.worked_out
+
     def pace(self) -> dict[str, float]:
-        return per_task(self._data)
+        return self._figures()[0]
 
     def environment(self) -> dict[str, Any]:
-        return self._data.environment()
+        environment = self.record.get("environment")
+        return environment if isinstance(environment, dict) else {}
 
     def peak(self) -> float | None:
-        from dask_observe.analysis.figures import peak_memory
-
-        return peak_memory(self._data)
+        return self._figures()[1]
 
 
 def history(
@@ -97,10 +122,23 @@ def history(
     threshold: float | None = None,
     last: int | None = None,
 ) -> pd.DataFrame:
-    """The runs named ``name`` in ``store``: see :func:`judge`."""
+    """The runs named ``name`` in ``store``: see :func:`judge`. Figures it
+    had to work out from a run's tables are stored for the next history
+    (where the store can be written)."""
     records = [r for r in reversed(store.run_records()) if r["name"] == name]
     entries = [StoredEntry(store, record) for record in records]
-    return judge(entries, threshold=threshold, last=last)
+    judged = judge(entries, threshold=threshold, last=last)
+    worked_out = [
+        (int(e.record["id"]), *e.worked_out)
+        for e in entries
+        if e.worked_out is not None and e.record["status"] != "running"
+    ]
+    if worked_out and not getattr(store, "readonly", False):
+        # Worked out again next time if it cannot be kept (a store another
+        # process holds, a full disk): a history reads, it never fails for that.
+        with contextlib.suppress(StoreError, sqlite3.Error):
+            store.set_history_figures(worked_out)
+    return judged
 
 
 def judge(

@@ -50,14 +50,18 @@ class StartedIn:
 
 
 #: What a run's end imports to judge it (pandas, the rules, the report's
-#: task figures: ~0.4 s the first time). Its thread imports them before the
-#: run's records count as closed, which the run's client's close waits for:
-#: a scheduler or nanny of this process takes its folder off ``sys.path`` as
-#: it closes (distributed's ``Server.close``), and an import walking
-#: ``sys.path`` in another thread at that moment skips an entry. pandas,
-#: first imported by a script's run end as its cluster closed, failed so
-#: ("No module named 'six'") and stayed broken for the process.
-END_IMPORTS = ("pandas", "dask_observe.diagnose", "dask_observe.report.tasks")
+#: task figures, what its name's history reads of it: ~0.4 s the first
+#: time). Its thread imports them before the run's records count as closed,
+#: which the run's client's close waits for: a scheduler or nanny of this
+#: process takes its folder off ``sys.path`` as it closes (distributed's
+#: ``Server.close``), and an import walking ``sys.path`` in another thread at
+#: that moment skips an entry. pandas, first imported by a script's run end
+#: as its cluster closed, failed so ("No module named 'six'") and stayed
+#: broken for the process.
+END_IMPORTS = (
+    "pandas", "dask_observe.diagnose", "dask_observe.report.tasks",
+    "dask_observe.analysis.history",
+)  # fmt: skip
 
 
 def import_for_end() -> None:
@@ -170,6 +174,7 @@ class RunEnd:
         """The settings and environment, the verdict, the export's end and
         retention; then, once readers stopped waiting, the publishing."""
         store: Store | None = None
+        pace: dict[str, float] | None = None
         try:
             # A connection of its own: whoever opened the run's store may
             # close it as soon as the block returned (a cell does).
@@ -180,7 +185,8 @@ class RunEnd:
             except Exception as e:  # readers then judge with the defaults
                 logger.warning("dask-observe: cannot record the run's settings: %s", e)
             run = Run.of(store, self.run_id)
-            flags = ending.flags = judge(run)
+            flags, pace = judge(run)
+            ending.flags = flags
             if self.export is not None:  # the run's trace ends, with its flags
                 self.export.end_run(self.run_id, self.ended, self.status, flags)
             retention = self.closing.retention
@@ -192,6 +198,8 @@ class RunEnd:
             if store is not None:
                 store.close()
             ending.finish()
+        if pace is not None:
+            keep_history_figures(self.store_path, self.run_id, pace)
         url, options = self.closing.archive
         if url:
             from dask_observe.archive.publish import publish_at_end
@@ -312,9 +320,12 @@ def not_whole(store: Store, run_id: int, error: str, counts: dict[str, int]) -> 
     )
 
 
-def judge(run: Run) -> list[Flag]:
+def judge(run: Run) -> tuple[list[Flag], dict[str, float] | None]:
     """At a run's end: its verdict and what its report shows of its tasks,
-    stored for its readers, both from one read of its task rows."""
+    stored for its readers, and each prefix's pace (what its name's history
+    reads of its tasks; None where they could not be read), all from one
+    read of its task rows."""
+    from dask_observe.analysis.history import per_task
     from dask_observe.diagnose import flag_list
     from dask_observe.report import tasks as task_figures
 
@@ -329,12 +340,34 @@ def judge(run: Run) -> list[Flag]:
             task_figures.keep(run, rows)
         except Exception as e:  # its report computes them again
             logger.warning("dask-observe: cannot keep the run's figures: %s", e)
+    pace = None
+    if rows is not None:
+        try:  # before the rules, which may add to the rows they read
+            pace = per_task(run, rows)
+        except Exception as e:  # its history works it out when it reads it
+            logger.warning("dask-observe: cannot read the run's pace: %s", e)
     try:
         flags = flag_list(run, rows)
         run.keep_verdict(flags)
     except Exception as e:  # a rule's bug must not lose the run
         logger.warning("dask-observe: cannot judge the run's flags: %s", e)
-    return flags
+    return flags, pace
+
+
+def keep_history_figures(store_path: str, run_id: int, pace: dict[str, float]) -> None:
+    """Keep what the run's name's history reads of it (its pace, from the
+    verdict's read of its tasks, and its peak memory, read here) in its row:
+    a history, the panel's read-only one too, then reads no table of it.
+    After its readers stopped waiting (a recorded cell's report does not
+    wait for these ~15 ms); a history works them out where this failed."""
+    from dask_observe.analysis.figures import peak_memory
+
+    try:
+        with Store(store_path) as store:
+            peak = peak_memory(Run.of(store, run_id), kept=False)
+            store.set_history_figures([(run_id, pace, peak)])
+    except Exception as e:
+        logger.warning("dask-observe: cannot keep the run's history figures: %s", e)
 
 
 def _retain(store: Store, run_id: int, policy: Policy) -> None:

@@ -194,6 +194,10 @@ class RunData:
         end = self._record["ended"]
         return time.time() if end is None else float(end)
 
+    def kept_figures(self) -> tuple[dict[str, float], float | None] | None:
+        """See :func:`kept_figures`."""
+        return kept_figures(self._record)
+
     def refresh(self) -> Self:
         """Re-read this run from the store (its status may have changed)."""
         self._record = self.store.run_record(self.id)
@@ -504,6 +508,20 @@ class RunData:
 
     def __repr__(self) -> str:
         return f"<dask_observe.Run {self.id} {self.name!r} {self.status}>"
+
+
+def kept_figures(
+    record: Mapping[str, Any],
+) -> tuple[dict[str, float], float | None] | None:
+    """What a history reads of a run, as kept in its row (``record``, as
+    ``run_records`` gives it) since its end (or a history) worked it out: each
+    prefix's mean compute seconds a task, and its peak memory (None where it
+    had no memory sample); None where they are not kept yet."""
+    pace = record.get("pace")
+    if not isinstance(pace, dict):
+        return None
+    peak = record.get("peak_memory")
+    return dict(pace), None if peak is None else float(peak)
 
 
 def format_frames(frames: Any) -> str:

@@ -57,7 +57,7 @@ def _run_row(row: sqlite3.Row) -> dict[str, Any]:
         # Its recording process is gone (killed, crashed): every reader says
         # so at once, the read-only ones too (a writer's next open stores it).
         record["status"] = "interrupted"
-    for column in ("settings", "environment"):  # JSON
+    for column in ("settings", "environment", "pace"):  # JSON
         value = record.get(column)
         record[column] = json.loads(value) if value else None
     ended = record["ended"]
@@ -123,6 +123,30 @@ class Runs(StoreConnection):
             "UPDATE runs SET settings = ?, environment = ? WHERE id = ?",
             (json.dumps(settings), json.dumps(environment), run_id),
         )
+
+    def wall_times(self, name: str, before: int, limit: int) -> list[float]:
+        """The wall times of the newest ``limit`` finished runs named ``name``
+        before run ``before``, newest first: one indexed read, where the
+        whole listing (every run's settings and environment decoded) was
+        read for each comparison."""
+        rows = self._query(
+            "SELECT ended - started FROM runs WHERE name = ? AND id < ?"
+            " AND status = 'finished' AND ended IS NOT NULL"
+            " ORDER BY id DESC LIMIT ?",
+            (name, before, limit),
+        )
+        return [float(row[0]) for row in rows]
+
+    def set_history_figures(
+        self, figures: Sequence[tuple[int, dict[str, float], float | None]]
+    ) -> None:
+        """What a history reads of runs, worked out once: (run id, each
+        prefix's mean compute seconds a task, peak memory or None) each."""
+        with self._transaction() as conn:
+            conn.executemany(
+                "UPDATE runs SET pace = ?, peak_memory = ? WHERE id = ?",
+                [(json.dumps(pace), peak, run_id) for run_id, pace, peak in figures],
+            )
 
     def set_environment(self, run_id: int, environment: dict[str, Any]) -> None:
         """The environment a run started in, kept until its end completes it

@@ -214,6 +214,15 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE runs ADD COLUMN n_running INTEGER NOT NULL DEFAULT 0;
     """,
+    # 15 -> 16: what a history reads of each run, kept by its end (or by the
+    # first history that works it out, for runs recorded before): each
+    # prefix's mean compute seconds a task (JSON; NULL: not worked out yet)
+    # and its peak memory. A history of 400 runs read each one's tasks and
+    # metrics again on every call.
+    """
+    ALTER TABLE runs ADD COLUMN pace TEXT;
+    ALTER TABLE runs ADD COLUMN peak_memory REAL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
