@@ -32,12 +32,14 @@ from pathlib import Path
 
 def one(cells: int) -> dict[str, list[float]]:
     """Each kind of cell's times (seconds), the first included."""
+    # Before dask is imported, which reads its config from the environment
+    # then (set after, every variant recorded into the user's own store).
+    os.environ["DASK_OBSERVE__STORE"] = tempfile.mkdtemp() + "/observe.sqlite"
     from distributed import LocalCluster
     from IPython.testing.globalipapp import start_ipython
 
     shell = start_ipython()
     assert shell is not None
-    os.environ["DASK_OBSERVE__STORE"] = tempfile.mkdtemp() + "/observe.sqlite"
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as c:
         address = c.scheduler_address
         shell.run_cell(f"from distributed import Client\nclient = Client({address!r})")

@@ -174,7 +174,6 @@ class RunEnd:
         """The settings and environment, the verdict, the export's end and
         retention; then, once readers stopped waiting, the publishing."""
         store: Store | None = None
-        pace: dict[str, float] | None = None
         try:
             # A connection of its own: whoever opened the run's store may
             # close it as soon as the block returned (a cell does).
@@ -187,6 +186,8 @@ class RunEnd:
             run = Run.of(store, self.run_id)
             flags, pace = judge(run)
             ending.flags = flags
+            if pace is not None:
+                keep_history_figures(run, pace)
             if self.export is not None:  # the run's trace ends, with its flags
                 self.export.end_run(self.run_id, self.ended, self.status, flags)
             retention = self.closing.retention
@@ -198,8 +199,6 @@ class RunEnd:
             if store is not None:
                 store.close()
             ending.finish()
-        if pace is not None:
-            keep_history_figures(self.store_path, self.run_id, pace)
         url, options = self.closing.archive
         if url:
             from dask_observe.archive.publish import publish_at_end
@@ -354,18 +353,16 @@ def judge(run: Run) -> tuple[list[Flag], dict[str, float] | None]:
     return flags, pace
 
 
-def keep_history_figures(store_path: str, run_id: int, pace: dict[str, float]) -> None:
+def keep_history_figures(run: Run, pace: dict[str, float]) -> None:
     """Keep what the run's name's history reads of it (its pace, from the
     verdict's read of its tasks, and its peak memory, read here) in its row:
-    a history, the panel's read-only one too, then reads no table of it.
-    After its readers stopped waiting (a recorded cell's report does not
-    wait for these ~15 ms); a history works them out where this failed."""
+    a history, the panel's read-only one too, then reads no table of it. A
+    history works them out where this failed."""
     from dask_observe.analysis.figures import peak_memory
 
     try:
-        with Store(store_path) as store:
-            peak = peak_memory(Run.of(store, run_id), kept=False)
-            store.set_history_figures([(run_id, pace, peak)])
+        peak = peak_memory(run, kept=False)
+        run.store.set_history_figures([(run.id, pace, peak)])
     except Exception as e:
         logger.warning("dask-observe: cannot keep the run's history figures: %s", e)
 
