@@ -272,6 +272,50 @@ def test_event_loop_stalls_count_from_their_threshold(
     assert flags(stalls(run, worker, *seconds).end(15.0)) == expected
 
 
+def test_a_stall_names_what_its_watchdog_saw_hold_the_loop(run: SyntheticRun) -> None:
+    """The watchdog beside the loop tells what held it: a task's thread with
+    its frames (the user's innermost frame named, its stack as evidence), a
+    task's thread gone before it was looked at (its task found in the run's
+    rows, by thread and time), or the loop's own thread."""
+    user = ("/home/me/etl.py", 12, "validate_lines", "pattern.match(line)", False)
+    lib = ("/usr/lib/python3.12/re/__init__.py", 166, "match", "return ...", True)
+    run.task(0.5, 3.0, "validate", key="validate-3")  # on thread 1 of A
+    run.event(4.0, "event-loop-stall", A, seconds=2.5, since=run.start + 1.5,
+              cpu=2.5, loop_cpu=0.0, held={
+                  "thread": "task", "key": "validate-3", "ident": 1, "cpu": 2.4,
+                  "frames": [lib, user, lib],
+              })  # fmt: skip
+    said = message(run.end(5.0), "event-loop-blocked")
+    assert (
+        "validate_lines (/home/me/etl.py:12) held it, in task 'validate-3', "
+        "holding the GIL, so heartbeats"
+    ) in said, said
+
+
+def test_a_stall_whose_task_left_before_it_was_looked_at_names_its_task(
+    run: SyntheticRun,
+) -> None:
+    run.task(0.5, 3.0, "validate", key="validate-4")  # on thread 1 of A
+    run.event(4.0, "event-loop-stall", A, seconds=2.5, since=run.start + 1.5,
+              cpu=2.5, loop_cpu=0.0, held={
+                  "thread": "task", "key": None, "ident": 1, "cpu": 2.4, "frames": [],
+              })  # fmt: skip
+    said = message(run.end(5.0), "event-loop-blocked")
+    assert "task 'validate-4' held it, holding the GIL" in said, said
+
+
+def test_a_stall_on_the_loops_own_thread_says_so(run: SyntheticRun) -> None:
+    own = ("/home/me/plugin.py", 7, "setup", "load_everything()", False)
+    run.tasks(2, 0.1)
+    held = {"thread": "loop", "frames": [own]}
+    run.event(4.0, "event-loop-stall", A, seconds=2.0, since=run.start + 2.0,
+              cpu=2.0, loop_cpu=2.0, held=held)  # fmt: skip
+    said = message(run.end(5.0), "event-loop-blocked")
+    assert (
+        "setup (/home/me/plugin.py:7) held it, on the event loop's own thread" in said
+    )
+
+
 def test_distributed_s_own_unresponsive_line_counts_once(run: SyntheticRun) -> None:
     stalls(run, A, 4.0)
     run.log(3.0, "Event loop was unresponsive in Worker for 4.00s.  This is often "

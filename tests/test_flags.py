@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import gc
+import inspect
 import os
 import re
 import time
@@ -29,9 +30,17 @@ from dask_observe.diagnose.host import HOST_ADVICE
 from dask_observe.report.svg import short_address
 from dask_observe.units import format_bytes, parse_bytes
 
+from . import tasks
 from .conftest import wait_until
 from .load import burners, spin
-from .tasks import array_of, collect_slowly, hog_the_gil, hold_memory, short_nap
+from .tasks import (
+    array_of,
+    collect_slowly,
+    hog_the_gil,
+    hold_memory,
+    short_nap,
+    validate_lines,
+)
 
 # Verdicts judged on worker processes: GIL contention, a busy host, memory
 # limits and restarts (conftest.cluster).
@@ -276,6 +285,9 @@ def test_a_worker_loop_held_1_5_s_raises_event_loop_blocked(
         e["worker"] == first and "stalled for" in e["text"] for e in flag["evidence"]
     )
     assert run.logs(contains="Event loop was unresponsive").empty
+    # Seen while it slept: the loop's own thread held it (in distributed's
+    # handler of client.run, whose function was time.sleep).
+    assert "held it, on the event loop's own thread" in flag["message"]
 
 
 def test_a_worker_loop_held_by_a_full_garbage_collection_names_the_collector(
@@ -360,6 +372,43 @@ def test_python_threads_fighting_for_the_gil_raise_gil_contention(
         t.startswith(("GIL contention", "event loop of", "Event loop was"))
         for t in texts
     ), texts
+
+
+@pytest.mark.timing  # a stall of the worker's loop, judged against its host
+def test_a_loop_held_by_a_task_in_c_names_the_function_that_held_it(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    """A task's regular expression backtracking in C holds the GIL: the
+    worker's loop stalls, and the flag said "something held it (or the
+    GIL)". What held it is seen beside the loop as it happens (the loop
+    itself learns of the stall only once it ended): the task's function and
+    line, the task's key. The truth, by construction: validate_lines."""
+    client = make_client(n_workers=1, threads_per_worker=1)
+    with dask_observe.record("regex", client=client) as run:
+        # Two lines of 25 characters: 1.3 s of backtracking each on a quiet
+        # machine here. (Between them the GIL changes hands: a task that
+        # held it from its start to its end is named by its key alone.)
+        future = client.submit(validate_lines, 25, 2, key="validate-1")
+        assert future.result() == 2
+    flags = run.flags()
+    blocked = flags[flags["kind"] == "event-loop-blocked"]
+    assert len(blocked) == 1, flags[["kind", "message"]].to_dict("records")
+    message = blocked.iloc[0]["message"]
+    # The line that holds it: the match, in the user's own file.
+    line = next(
+        n for n, text in enumerate(inspect.getsource(tasks).splitlines(), 1)
+        if "pattern.match(" in text
+    )  # fmt: skip
+    # The stalls as the worker told them, should it fail.
+    told = [
+        {k: v for k, v in d.items() if k in ("seconds", "cpu", "loop_cpu", "held")}
+        for d in run.events("event-loop-stall")["data"]
+    ]
+    found = re.search(rf"validate_lines \(\S*tasks\.py:{line}\) held it", message)
+    assert found, (message, told)
+    assert "in task 'validate-1', holding the GIL" in message, message
+    texts = [e["text"] for e in blocked.iloc[0]["evidence"]]
+    assert texts[0].startswith("validate_lines at "), texts
 
 
 @pytest.fixture

@@ -227,6 +227,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
     async def close(self) -> None:
         self._sampler.stop()
         self._ticker.stop()
+        self._stalls.stop()
         LogRouter.detach(self._sink)
         # What was read is stored: not held on by a scheduler distributed
         # keeps (its dashboard's documents do), 100,000 records at most each.

@@ -1,19 +1,33 @@
-"""Stalls of a process's event loop, seen from a light ticker on it."""
+"""Stalls of a process's event loop, seen from a light ticker on it, and
+what held it, seen from a watchdog thread beside it while it was held."""
 
 from __future__ import annotations
 
 import gc
+import linecache
 import sys
 import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections import deque
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from .stacks import Frame, is_library
 
 #: A tick this much later than due is an event-loop stall worth an event:
 #: below the flag's threshold (1 s by default), so that a lower one finds them.
 STALL_S = 0.5
 #: Top-level packages of the modules imported during a stall named at most.
 NAMED_PACKAGES = 5
+#: How often the watchdog wakes to look at its loop and at its own lateness.
+WATCH_S = 0.2
+#: The innermost frames of a stack kept for a stall.
+HELD_FRAMES = 12
+#: A task thread that ran this share of its process's CPU during a stall,
+#: and at least this many seconds of it, held the GIL through it.
+HELD_SHARE = 0.5
+HELD_CPU_S = 0.1
 
 
 class FullCollections:
@@ -53,7 +67,10 @@ class StallWatch:
     read 0.07 s) and its warning starts at 3 s; this sees a single 1 s stall."""
 
     def __init__(
-        self, interval_s: float, spilling: Callable[[], float] | None = None
+        self,
+        interval_s: float,
+        spilling: Callable[[], float] | None = None,
+        tasks: Callable[[], Mapping[int, Any]] | None = None,
     ) -> None:
         self.interval_s = interval_s
         self.last = time.monotonic()
@@ -68,6 +85,13 @@ class StallWatch:
         self.spilled = spilling() if spilling else 0.0
         FullCollections.install()
         self.collected = FullCollections.total
+        #: Which thread runs which task (a worker's ``active_threads``).
+        self.tasks = tasks
+        self.watchdog = LoopWatchdog(self)
+
+    def stop(self) -> None:
+        """Stop the watchdog (the capture leaves the process)."""
+        self.watchdog.stop()
 
     def tick(self, now: float) -> dict[str, Any] | None:
         """``{"seconds", "since", "cpu"}`` of the stall that ended now, or None.
@@ -124,7 +148,185 @@ class StallWatch:
             stall["spilled"] = round(moved, 3)
         if collected > 0:
             stall["gc"] = round(collected, 3)
+        held = self.watchdog.held(now - late - WATCH_S)
+        if held is None:
+            # The loop may have had the GIL back before the watchdog did: the
+            # task that held it can be told from here too (never the loop
+            # itself: it ran no code of the stall's here).
+            held = self.watchdog.sample_tasks()
+        if held is not None:
+            stall["held"] = held
         return stall
+
+
+class LoopWatchdog:
+    """A thread beside an event loop that looks at it while it is held: the
+    ticker knows of a stall only once it ended, when what held the loop has
+    moved on.
+
+    It wakes every ``WATCH_S``. Where the loop's tick is overdue by
+    ``STALL_S`` or more, or its own wake came that late (another thread held
+    the GIL: no Python thread ran meanwhile, this one neither), it tells what
+    held it: the task thread that ran through most of that time (its CPU
+    time; a task holding the GIL in a regular expression or a C extension),
+    where it is now if it still runs that task, else where it was at the wake
+    before (a task can finish before this thread has the GIL back); with no
+    such task, the loop's own thread where it stood still since the look
+    before (its own work, or a call that blocked it). While the loop ticks on
+    time a wake reads the clock, and for each running task its thread's CPU
+    time and where it is (code objects' names, no source read): a few
+    microseconds."""
+
+    def __init__(self, watch: StallWatch) -> None:
+        # Weakly: a capture dropped without stop() (a worker closed in a way
+        # that skipped its teardown) must not be kept alive, with its worker,
+        # by a thread that watches nothing; that thread then ends.
+        self._watch = weakref.ref(watch)
+        self._loop = threading.get_ident()  # made on its loop, as its watch
+        #: (when, what held the loop) of the recent samples.
+        self._samples: deque[tuple[float, dict[str, Any]]] = deque(maxlen=8)
+        #: At the last look: each task thread's task and stack (file, line,
+        #: function; outermost first), and every thread's CPU seconds (a
+        #: task may start, and hold the GIL, between two looks).
+        self._before: dict[int, tuple[Any, list[tuple[str, int, str]]]] = {}
+        self._cpu: dict[int, float] = {}
+        #: Where the loop's thread was at the last look.
+        self._loop_where: list[tuple[str, int, str]] | None = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="dask-observe-loop-watchdog", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def held(self, since: float) -> dict[str, Any] | None:
+        """What held the loop in the newest sample taken since ``since``
+        (epoch seconds), or None."""
+        found = [sample for when, sample in list(self._samples) if when >= since]
+        return found[-1] if found else None
+
+    def sample_tasks(self) -> dict[str, Any] | None:
+        """The task thread that ran most of the process's CPU since the
+        last look, or None (called on the loop's thread: never the loop)."""
+        try:
+            return self._look(True)
+        except Exception:  # a thread ended as we read it
+            return None
+
+    def _run(self) -> None:
+        # Where the libraries live, read here (sysconfig: 1-2 ms to import),
+        # not on the loop's thread in the middle of a stall.
+        is_library("")
+        while True:
+            began = time.monotonic()
+            if self._stopped.wait(WATCH_S):
+                return
+            now = time.monotonic()
+            watch = self._watch()
+            if watch is None:
+                return
+            starved = now - began - WATCH_S >= STALL_S
+            late = now - watch.last - watch.interval_s >= STALL_S
+            del watch
+            try:
+                sample = self._look(starved, late or starved)
+            except Exception:  # a thread ended as we read it: no sample
+                continue
+            if sample is not None:
+                self._samples.append((time.time(), sample))
+
+    def _look(self, starved: bool, stalled: bool = True) -> dict[str, Any] | None:
+        """Read the task threads (and keep them for the next look); while
+        ``stalled``, what held the loop."""
+        watch = self._watch()
+        found = watch.tasks if watch is not None else None
+        tasks = dict(found()) if found is not None else {}
+        # The threads' frames are let go at once, before anything else: a
+        # frame held here keeps its locals alive, and a task that returned
+        # meanwhile kept its memory (a worker then spilled its result).
+        frames = sys._current_frames()
+        now = {
+            ident: (key, _where(frames[ident]))
+            for ident, key in tasks.items()
+            if ident in frames
+        }
+        loop = _where(frames[self._loop]) if self._loop in frames else None
+        idents = list(frames)
+        del frames
+        if loop is None:  # its loop's thread ended
+            self.stop()
+            return None
+        cpu = {ident: _thread_cpu(ident) for ident in idents}
+        before, earlier, stuck = self._before, self._cpu, self._loop_where
+        self._before, self._cpu, self._loop_where = now, cpu, loop
+        if not stalled or not earlier:
+            # (The first look has no CPU to measure from: a thread's whole
+            # CPU would count, the loop's since the process began.)
+            return None
+        # The CPU each thread ran since the last look (a thread started since,
+        # all of its own: a fresh worker's first task runs on an executor
+        # thread made for it); of the task threads (running a task now, or
+        # at the last look), the busiest.
+        ran = {i: cpu[i] - earlier.get(i, 0.0) for i in cpu}
+        # The thread that ran the most (not the loop's, not this one).
+        others = [i for i in ran if i not in (self._loop, self._thread.ident)]
+        busiest = max(others, key=ran.__getitem__, default=None)
+        most = ran[busiest] if busiest is not None else 0.0
+        total = sum(ran.values())
+        # Enough CPU to have held a stall, however busy the host: a look just
+        # after another one (the loop's tick after this thread's) judges a
+        # few milliseconds, in which any thread may have run the most.
+        if busiest is not None and most >= max(HELD_SHARE * total, HELD_CPU_S):
+            # It ran most of the process's CPU meanwhile: it held the GIL (all
+            # of it, or in turns with the loop's thread). Its share, not its
+            # seconds: a busy host gives the process less CPU than the stall
+            # lasted, whoever held the GIL. Its task and where it is (or was
+            # at the last look); a task that began and ended between two looks
+            # is known by its thread (the run's task rows say which).
+            key, stack = now.get(busiest) or before.get(busiest) or (None, [])
+            return {
+                "thread": "task",
+                "ident": busiest,
+                "key": None if key is None else str(key),
+                "cpu": round(most, 3),
+                "frames": _shipped(stack),
+            }
+        if starved or loop != stuck:
+            # Held elsewhere by no task it can tell; or the loop's thread
+            # moved since the last look (it had the GIL back, and runs its
+            # callbacks): not where it is now.
+            return None
+        return {"thread": "loop", "frames": _shipped(loop)}
+
+
+def _thread_cpu(ident: int) -> float:
+    """A thread's CPU seconds (Linux, macOS); 0 where it cannot be read."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except (AttributeError, OSError, OverflowError):
+        return 0.0
+
+
+def _where(frame: Any) -> list[tuple[str, int, str]]:
+    """A thread's innermost ``HELD_FRAMES`` frames (file, line, function),
+    outermost first: names only, no source line read."""
+    found: list[tuple[str, int, str]] = []
+    while frame is not None and len(found) < HELD_FRAMES:
+        code = frame.f_code
+        found.append((code.co_filename, frame.f_lineno or 0, code.co_name))
+        frame = frame.f_back
+    found.reverse()
+    return found
+
+
+def _shipped(stack: list[tuple[str, int, str]]) -> list[Frame]:
+    """Frames as the capture ships them, their source lines read now."""
+    return [
+        (file, line, name, linecache.getline(file, line).strip(), is_library(file))
+        for file, line, name in stack
+    ]
 
 
 def spill_seconds(data: object) -> Callable[[], float] | None:

@@ -254,6 +254,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._leave_pacer: Callable[[], None] | None = None
         self._memory: MemorySampler | None = None
         self._transfers: Transfers | None = None
+        self._stalls: StallWatch | None = None
         self.long_tasks = LongTasks()
         self._stacks = StackSampler(settings.hung_task_after_s)
         self._heartbeats: Heartbeats | None = None
@@ -271,7 +272,10 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._memory = MemorySampler(worker, self.shipper)
         self._transfers = Transfers(worker)
         self._stalls = StallWatch(
-            self.settings.memory_interval_ms / 1000, spill_seconds(worker.data)
+            self.settings.memory_interval_ms / 1000,
+            spill_seconds(worker.data),
+            # Which thread runs which task: what held the loop, if one did.
+            tasks=lambda: getattr(worker, "active_threads", {}),
         )
         self._leave_pacer = Pacer.join(self.settings.memory_interval_ms, self._tick)
         # The scheduler's end of a run asks every worker for this at once
@@ -286,7 +290,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         (summed a second) its transfers, whether this tick came late, and
         (a second apart) whether its host had more to run than cores."""
         assert self._memory is not None and self.shipper is not None
-        assert self._transfers is not None
+        assert self._transfers is not None and self._stalls is not None
         stall = self._stalls.tick(now)
         if stall is not None:
             address = self._memory.worker.address
@@ -358,5 +362,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
             self._heartbeats.restore()
         if self._leave_pacer is not None:
             self._leave_pacer()
+        if self._stalls is not None:
+            self._stalls.stop()
         if self.shipper is not None:
             await self.shipper.stop()

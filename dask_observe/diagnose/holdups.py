@@ -158,10 +158,14 @@ def stalls(ctx: Context) -> Stalls:
     # Each ticker stall's filing, by (worker, second): distributed's line
     # about the same stall goes with it.
     filed: dict[tuple[str | None, int], Callable[[Stall], None]] = {}
+    held_by: dict[tuple[float, str | None], dict[str, Any]] = {}
     for t, _, worker, data in events:
         seconds = float((data or {}).get("seconds") or 0.0)
         named = worker if isinstance(worker, str) and worker else None
         since = float((data or {}).get("since") or t)
+        held = (data or {}).get("held")
+        if isinstance(held, dict) and isinstance(held.get("frames"), list):
+            held_by[(float(t), named)] = {**held, "since": since, "until": float(t)}
         if seconds >= (tick if named else scheduler_tick):
             who = named or "the scheduler"
             text = f"event loop of {who} stalled for {format_seconds(seconds)}"
@@ -198,7 +202,17 @@ def stalls(ctx: Context) -> Stalls:
     split.collected.sort(key=lambda pair: pair[0])
     split.paused.sort(key=lambda pair: pair[0])
     ctx.derived["stalls"] = split
+    ctx.derived["held"] = held_by
     return split
+
+
+def held(ctx: Context, among: list[Stall]) -> list[dict[str, Any]]:
+    """What held the loop in each stall of ``among`` where its watchdog saw
+    it (the capture's ``held``: the thread, ``task`` or ``loop``, the task's
+    key, its frames)."""
+    stalls(ctx)
+    found: dict[tuple[float, str | None], dict[str, Any]] = ctx.derived.get("held", {})
+    return [h for t, w, _, _ in among if (h := found.get((t, w))) is not None]
 
 
 def paused_during(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.diagnose import holdups
@@ -14,6 +15,7 @@ from dask_observe.diagnose.base import (
     workers,
 )
 from dask_observe.diagnose.host import HOST_ADVICE, host_load
+from dask_observe.plaintext import short_path
 from dask_observe.units import format_seconds
 
 if TYPE_CHECKING:
@@ -117,10 +119,19 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
         )
         level = "error" if severe else "warning"
         return [_loop_flag(stalls, level, message, COLLECTOR_ADVICE, found)]
-    message = (
-        f"{stalled}: something held it (or the GIL), so heartbeats and "
-        f"transfers waited.{also}"
-    )
+    holder = _holder(_with_keys(ctx, holdups.held(ctx, stalls)))
+    if holder is None:
+        message = (
+            f"{stalled}: something held it (or the GIL), so heartbeats and "
+            f"transfers waited.{also}"
+        )
+    else:
+        where, how, frames = holder
+        message = (
+            f"{stalled}: {where} held it{how}, so heartbeats and transfers "
+            f"waited.{also}"
+        )
+        found = [evidence(stalls[0][0], stalls[0][1], f) for f in frames] + found
     advice = (
         "Release the GIL in long-running tasks (NumPy or Numba with nogil), "
         "split them up, or avoid moving very large objects between workers."
@@ -128,6 +139,75 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
     return [
         _loop_flag(stalls, "error" if severe else "warning", message, advice, found)
     ]
+
+
+def _with_keys(ctx: Context, held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The watchdog's samples, each task thread's task named where only its
+    thread was seen (a task that began and ended between two of its looks):
+    the run's task that ran on that worker's thread through the stall."""
+    if all(h.get("key") or h.get("thread") != "task" for h in held):
+        return held
+    tasks = ctx.tasks
+    named = []
+    for sample in held:
+        if sample.get("key") or sample.get("thread") != "task":
+            named.append(sample)
+            continue
+        ran = tasks[
+            (tasks["thread"] == sample.get("ident"))
+            & (tasks["start"] <= sample["until"])
+            & (tasks["stop"] >= sample["since"])
+        ]
+        key = str(ran["key"].iloc[0]) if len(ran) else None
+        named.append({**sample, "key": key, "thread": "task" if key else "other"})
+    return named
+
+
+def _holder(held: list[dict[str, Any]]) -> tuple[str, str, list[str]] | None:
+    """The code that held the loop most often, from the watchdog's samples:
+    where (the innermost frame of the user's code, else the innermost), how
+    (in a task's thread, holding the GIL; or on the loop's own thread), and
+    that stack from there inwards (at most five frames), as evidence."""
+    seen: Counter[tuple[str, str, str]] = Counter()
+    stacks: dict[tuple[str, str, str], list[str]] = {}
+    for sample in held:
+        frames = [f for f in sample.get("frames") or () if len(f) >= 5]
+        key = str(sample.get("key") or "")
+        thread = sample.get("thread")
+        if not frames:
+            # Its thread ran through the stall, and was gone from it before
+            # it could be looked at: named by its task, or as a thread.
+            if thread == "task":
+                where, how = f"task {key!r}", ", holding the GIL"
+            elif thread == "other":
+                where, how = "another thread of the process", ", holding the GIL"
+            else:
+                continue
+            seen[(where, how, key)] += 1
+            stacks.setdefault((where, how, key), [])
+            continue
+        own = [i for i, f in enumerate(frames) if not f[4]]
+        at = own[-1] if own else len(frames) - 1
+        file, line, function = frames[at][0], frames[at][1], frames[at][2]
+        where = f"{function} ({short_path(str(file))}:{line})"
+        how = (
+            f", in task {key!r}, holding the GIL"
+            if thread == "task"
+            else ", on the event loop's own thread"
+        )
+        seen[(where, how, key)] += 1
+        stacks.setdefault(
+            (where, how, key),
+            [
+                f"{f[2]} at {short_path(str(f[0]))}:{f[1]}"
+                + (f": {f[3]}" if f[3] else "")
+                for f in frames[at:][:5]
+            ],
+        )
+    if not seen:
+        return None
+    (where, how, key), _ = seen.most_common(1)[0]
+    return where, how, stacks[(where, how, key)]
 
 
 def _loop_flag(

@@ -1,0 +1,48 @@
+"""What the event loop's watchdog costs while the loop ticks on time.
+
+    .venv/bin/python benchmarks/watchdog.py [--threads 24] [--tasks 4]
+
+A worker process holds a few dozen threads (its executor's, distributed's,
+the capture's); the watchdog beside its loop wakes every ``WATCH_S`` and,
+when nothing is late, reads each thread's CPU time and where each running
+task is. This times that wake alone, with ``--threads`` idle threads of
+which ``--tasks`` count as running tasks, and says what it is of a core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+
+from dask_observe.capture.stalls import WATCH_S, StallWatch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=24)
+    parser.add_argument("--tasks", type=int, default=4)
+    parser.add_argument("--wakes", type=int, default=5000)
+    args = parser.parse_args()
+    stop = threading.Event()
+    threads = [threading.Thread(target=stop.wait) for _ in range(args.threads)]
+    for thread in threads:
+        thread.start()
+    tasks = {t.ident or 0: f"task-{i}" for i, t in enumerate(threads[: args.tasks])}
+    watch = StallWatch(0.1, tasks=lambda: tasks)
+    watch.stop()  # its own thread out of the way: the wakes are timed here
+    began = time.perf_counter()
+    for _ in range(args.wakes):
+        watch.watchdog._look(starved=False, stalled=False)
+    each = (time.perf_counter() - began) / args.wakes
+    stop.set()
+    print(
+        f"a wake while the loop ticks on time: {each * 1e6:.1f} us "
+        f"({len(sys._current_frames())} threads, {args.tasks} running tasks); "
+        f"one every {WATCH_S:g} s: {each / WATCH_S * 100:.3f} % of a core"
+    )
+
+
+if __name__ == "__main__":
+    main()
