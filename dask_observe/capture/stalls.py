@@ -193,6 +193,10 @@ class LoopWatchdog:
         #: Where the loop's thread was at the last look.
         self._loop_where: list[tuple[str, int, str]] | None = None
         self._stopped = threading.Event()
+        # The first look, here: what the next ones measure CPU from. A fresh
+        # worker's first task may start, and hold the GIL, before the thread
+        # below has looked once (a stall that then said nothing of it).
+        self._look(starved=False, stalled=False)
         self._thread = threading.Thread(
             target=self._run, name="dask-observe-loop-watchdog", daemon=True
         )

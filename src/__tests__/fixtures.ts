@@ -1,8 +1,28 @@
 // What the jest specs share (not a spec: no tests of its own): the server's
 // records as the panel receives them, and JupyterLab's services over a fake
 // socket.
-import { ICluster, IRun } from '../api';
+import { Signal } from '@lumino/signaling';
+
+import { ICluster, IEvent, IMetric, IRun } from '../api';
+import type { ITarget } from '../stream';
 import { FakeSocket } from './fakesocket';
+
+/** What a metrics model listens to of a stream: its rows and its resets. */
+export class FakeMetricStream {
+  metrics = new Signal<this, IMetric[]>(this);
+  events = new Signal<this, IEvent[]>(this);
+  reset = new Signal<this, ITarget>(this);
+}
+
+/** A metric row as the stream sends it (its time as its sequence number). */
+export function sample(
+  time: number,
+  worker: string | null,
+  name: string,
+  value = 1
+): IMetric {
+  return { seq: time, time, worker, name, value };
+}
 
 export function cluster(id: string, alive: boolean): ICluster {
   return {

@@ -1,24 +1,11 @@
-import { Signal } from '@lumino/signaling';
-
-import { IEvent, IMetric } from '../api';
 import { MetricsModel } from '../metricsmodel';
-import { ITarget, StoreStream } from '../stream';
+import { StoreStream } from '../stream';
+import { FakeMetricStream, sample } from './fixtures';
 
 jest.mock('../stream', () => ({}));
 
-/** What the model listens to of a stream: its rows and its resets. */
-class FakeStream {
-  metrics = new Signal<this, IMetric[]>(this);
-  events = new Signal<this, IEvent[]>(this);
-  reset = new Signal<this, ITarget>(this);
-}
-
-function sample(time: number, worker: string | null, name: string, value = 1) {
-  return { seq: time, time, worker, name, value };
-}
-
-function model(): [MetricsModel, FakeStream] {
-  const stream = new FakeStream();
+function model(): [MetricsModel, FakeMetricStream] {
+  const stream = new FakeMetricStream();
   const made = new MetricsModel({
     stream: stream as unknown as StoreStream,
     windowSeconds: 60

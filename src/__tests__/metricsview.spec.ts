@@ -1,10 +1,9 @@
-import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { IEvent, IMetric } from '../api';
 import { MetricsView } from '../metrics';
 import { MetricsModel } from '../metricsmodel';
-import { ITarget, StoreStream } from '../stream';
+import { StoreStream } from '../stream';
+import { FakeMetricStream, sample } from './fixtures';
 
 jest.mock('../stream', () => ({}));
 jest.mock('../status', () => ({
@@ -16,25 +15,14 @@ jest.mock('../status', () => ({
   }
 }));
 
-/** What the model listens to of a stream: its rows and its resets. */
-class FakeStream {
-  metrics = new Signal<this, IMetric[]>(this);
-  events = new Signal<this, IEvent[]>(this);
-  reset = new Signal<this, ITarget>(this);
-}
-
-function sample(time: number, worker: string | null, name: string, value = 1) {
-  return { seq: time, time, worker, name, value };
-}
-
 function clock(seconds: number): string {
   return new Date(seconds * 1000).toLocaleTimeString();
 }
 
 /** A view of two workers that ran tasks at t=100; the cluster closed at 105. */
-function closedCluster(): [MetricsView, FakeStream] {
+function closedCluster(): [MetricsView, FakeMetricStream] {
   jest.useFakeTimers();
-  const stream = new FakeStream();
+  const stream = new FakeMetricStream();
   const model = new MetricsModel({
     stream: stream as unknown as StoreStream,
     windowSeconds: 600
@@ -97,7 +85,9 @@ describe('MetricsView', () => {
     expect(summary.textContent).toBe(
       `last seen ${clock(t + 5)}: 2 workers, 4 threads, 1.0 MiB of 0 B (at ${clock(t)})`
     );
-    const seen = [...view.node.querySelectorAll('.jp-DaskObserve-worker-seen')];
+    const seen = Array.from(
+      view.node.querySelectorAll('.jp-DaskObserve-worker-seen')
+    );
     expect(seen.map(s => s.textContent)).toEqual([
       `last seen ${clock(t)}`,
       `last seen ${clock(t)}`
