@@ -88,6 +88,9 @@ class StallWatch:
         #: Which thread runs which task (a worker's ``active_threads``).
         self.tasks = tasks
         self.watchdog = LoopWatchdog(self)
+        # From after the watchdog's first look: a stall that begins before the
+        # first tick (a fresh worker's first task) is measured from that look.
+        self.last = time.monotonic()
 
     def stop(self) -> None:
         """Stop the watchdog (the capture leaves the process)."""
@@ -150,10 +153,10 @@ class StallWatch:
             stall["gc"] = round(collected, 3)
         held = self.watchdog.held(now - late - WATCH_S)
         if held is None:
-            # The loop may have had the GIL back before the watchdog did: the
-            # task that held it can be told from here too (never the loop
-            # itself: it ran no code of the stall's here).
-            held = self.watchdog.sample_tasks()
+            # The loop may have had the GIL back before the watchdog looked:
+            # the thread that held it is told from here, against the
+            # watchdog's last look before the stall.
+            held = self.watchdog.holder_since(mono - late - self.interval_s, used)
         if held is not None:
             stall["held"] = held
         return stall
@@ -190,6 +193,8 @@ class LoopWatchdog:
         #: task may start, and hold the GIL, between two looks).
         self._before: dict[int, tuple[Any, list[tuple[str, int, str]]]] = {}
         self._cpu: dict[int, float] = {}
+        #: (when, monotonic; every thread's CPU seconds) of the recent looks.
+        self._readings: deque[tuple[float, dict[int, float]]] = deque(maxlen=16)
         #: Where the loop's thread was at the last look.
         self._loop_where: list[tuple[str, int, str]] | None = None
         self._stopped = threading.Event()
@@ -205,19 +210,42 @@ class LoopWatchdog:
     def stop(self) -> None:
         self._stopped.set()
 
+    def holder_since(self, began: float, used: float) -> dict[str, Any] | None:
+        """The thread (not the loop's, not this one) that ran most of the
+        process's CPU (``used`` seconds) since ``began`` (monotonic: a stall's
+        start), measured from the last look before it; its task and where it
+        is if it runs one now (else its thread: a run's task rows tell which
+        task ran there). On the loop's thread, as a stall's tick finds it."""
+        base = next((c for t, c in reversed(self._readings) if t <= began), None)
+        if base is None:
+            return None
+        frames = sys._current_frames()
+        ran = {
+            ident: _thread_cpu(ident) - base.get(ident, 0.0)
+            for ident in frames
+            if ident not in (self._loop, self._thread.ident)
+        }
+        busiest = max(ran, key=ran.__getitem__, default=None)
+        if busiest is None or ran[busiest] < max(HELD_SHARE * used, HELD_CPU_S):
+            return None
+        watch = self._watch()
+        tasks = dict(watch.tasks()) if watch is not None and watch.tasks else {}
+        key = tasks.get(busiest)
+        stack = _where(frames[busiest]) if key is not None else []
+        del frames
+        return {
+            "thread": "task",
+            "ident": busiest,
+            "key": None if key is None else str(key),
+            "cpu": round(ran[busiest], 3),
+            "frames": _shipped(stack),
+        }
+
     def held(self, since: float) -> dict[str, Any] | None:
         """What held the loop in the newest sample taken since ``since``
         (epoch seconds), or None."""
         found = [sample for when, sample in list(self._samples) if when >= since]
         return found[-1] if found else None
-
-    def sample_tasks(self) -> dict[str, Any] | None:
-        """The task thread that ran most of the process's CPU since the
-        last look, or None (called on the loop's thread: never the loop)."""
-        try:
-            return self._look(True)
-        except Exception:  # a thread ended as we read it
-            return None
 
     def _run(self) -> None:
         # Where the libraries live, read here (sysconfig: 1-2 ms to import),
@@ -263,6 +291,7 @@ class LoopWatchdog:
             self.stop()
             return None
         cpu = {ident: _thread_cpu(ident) for ident in idents}
+        self._readings.append((time.monotonic(), cpu))
         before, earlier, stuck = self._before, self._cpu, self._loop_where
         self._before, self._cpu, self._loop_where = now, cpu, loop
         if not stalled or not earlier:
