@@ -188,24 +188,34 @@ def test_a_run_whose_tables_decode_beyond_bounds_is_refused_before_it_fills_memo
         return uid(i)
 
     # 300,000 log lines of one 1,000-character text: ~300 MB decoded from a
-    # file of a few hundred KB (dictionary-encoded, its arrow schema left
-    # out so that a reader decodes the text in full).
+    # file of a few MB (plain-encoded and zstd-compressed, no
+    # dictionary: every reader decodes the text in full, pyarrow 14 too),
+    # written 10,000 rows at a time.
     def bomb(path: Path) -> None:
-        schema = pq.read_schema(runs / real / "logs.parquet")
-        n = 300_000
-        columns = []
-        for field in schema:
-            if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-                columns.append(pa.DictionaryArray.from_arrays(
-                    pa.array(np.zeros(n, dtype="int32")), pa.array(["z" * 1000])
-                ))  # fmt: skip
-            elif pa.types.is_null(field.type):
-                columns.append(pa.nulls(n))
-            else:
-                columns.append(pa.array(np.ones(n)).cast(field.type))
-        table = pa.Table.from_arrays(columns, names=schema.names)
-        pq.write_table(table, path, compression="zstd", store_schema=False)
-        assert path.stat().st_size < 2**20
+        source = pq.read_schema(runs / real / "logs.parquet")
+        n = 10_000
+        # Numbers where the run has numbers, the text everywhere else.
+        numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+                   for f in source]  # fmt: skip
+        schema = pa.schema(
+            [(f.name, f.type if is_number else pa.string())
+             for f, is_number in zip(source, numeric, strict=True)]
+        )  # fmt: skip
+        batch = pa.Table.from_arrays(
+            [pa.array(np.ones(n)).cast(f.type) if is_number
+             else pa.array(["z" * 1000] * n, type=pa.string())
+             for f, is_number in zip(schema, numeric, strict=True)],
+            schema=schema,
+        )  # fmt: skip
+        with pq.ParquetWriter(
+            path, schema, compression="zstd", use_dictionary=False
+        ) as writer:
+            for _ in range(30):
+                writer.write_table(batch)
+        assert path.stat().st_size < 8 * 2**20
+        said = pq.ParquetFile(path).metadata
+        assert sum(said.row_group(i).total_byte_size
+                   for i in range(said.num_row_groups)) > 256 * 2**20  # fmt: skip
 
     # Rows numbered outside the run's own block: read into the reader's
     # store, they would have been another run's.
