@@ -156,7 +156,10 @@ class StallWatch:
             # The loop may have had the GIL back before the watchdog looked:
             # the thread that held it is told from here, against the
             # watchdog's last look before the stall.
-            held = self.watchdog.holder_since(mono - late - self.interval_s, used)
+            try:
+                held = self.watchdog.holder_since(mono - late - self.interval_s, used)
+            except Exception:  # a thread ended as we read it: the stall stands
+                held = None
         if held is not None:
             stall["held"] = held
         return stall
@@ -170,15 +173,16 @@ class LoopWatchdog:
     It wakes every ``WATCH_S``. Where the loop's tick is overdue by
     ``STALL_S`` or more, or its own wake came that late (another thread held
     the GIL: no Python thread ran meanwhile, this one neither), it tells what
-    held it: the task thread that ran through most of that time (its CPU
-    time; a task holding the GIL in a regular expression or a C extension),
-    where it is now if it still runs that task, else where it was at the wake
-    before (a task can finish before this thread has the GIL back); with no
-    such task, the loop's own thread where it stood still since the look
-    before (its own work, or a call that blocked it). While the loop ticks on
-    time a wake reads the clock, and for each running task its thread's CPU
-    time and where it is (code objects' names, no source read): a few
-    microseconds."""
+    held it: the thread that ran most of the process's CPU since the look
+    before (per-thread CPU clocks; a task holding the GIL in a regular
+    expression or a C extension), with its task and where it is now if it
+    still runs one, else where it was at the look before (a task can finish
+    before this thread has the GIL back), else its thread alone; with no such
+    thread, the loop's own thread where it stood still since the look before
+    (its own work, or a call that blocked it). While the loop ticks on time
+    a wake reads every thread's CPU clock and where the loop and each running
+    task are (code objects' names, no source read): tens of microseconds
+    (benchmarks/watchdog.py)."""
 
     def __init__(self, watch: StallWatch) -> None:
         # Weakly: a capture dropped without stop() (a worker closed in a way
@@ -216,7 +220,9 @@ class LoopWatchdog:
         start), measured from the last look before it; its task and where it
         is if it runs one now (else its thread: a run's task rows tell which
         task ran there). On the loop's thread, as a stall's tick finds it."""
-        base = next((c for t, c in reversed(self._readings) if t <= began), None)
+        # A copy: this thread appends to it meanwhile.
+        readings = list(self._readings)
+        base = next((c for t, c in reversed(readings) if t <= began), None)
         if base is None:
             return None
         frames = sys._current_frames()
@@ -300,10 +306,9 @@ class LoopWatchdog:
             return None
         # The CPU each thread ran since the last look (a thread started since,
         # all of its own: a fresh worker's first task runs on an executor
-        # thread made for it); of the task threads (running a task now, or
-        # at the last look), the busiest.
+        # thread made for it), and the thread that ran the most (not the
+        # loop's, not this one).
         ran = {i: cpu[i] - earlier.get(i, 0.0) for i in cpu}
-        # The thread that ran the most (not the loop's, not this one).
         others = [i for i in ran if i not in (self._loop, self._thread.ident)]
         busiest = max(others, key=ran.__getitem__, default=None)
         most = ran[busiest] if busiest is not None else 0.0
