@@ -542,3 +542,27 @@ def test_every_worker_that_died_has_a_memory_chart(tmp_path: Path) -> None:
         assert f'aria-label="memory of {short_address(worker)}"' in html, worker
     assert f"{short_address(climbed)}: peak 900.00 MiB (left the cluster)" in html
     assert f"{short_address(silent)}: no memory reading (left the cluster)" in html
+
+
+def test_a_task_running_at_the_end_holds_its_thread_by_its_workers_word(
+    tmp_path: Path,
+) -> None:
+    """The scheduler knows how long a running task has run only from its
+    worker's last heartbeat, none of which may have come on a loaded host;
+    the worker said itself when the task started (``task-running``). Its
+    thread was that task's, not idle, either way."""
+    from .synthetic import A, SyntheticRun
+
+    with dask_observe.Store(tmp_path / "observe.sqlite") as store:
+        written = SyntheticRun(store, "hang")
+        key = "wait_forever-1"
+        stopped = {
+            "worker": A,
+            "processing": [{"key": key, "prefix": "wait_forever", "elapsed": None}],
+        }
+        written.event(0.5 + 1.0, "task-running", A, key=key, since=written.start + 0.5)
+        written.event(4.0, "run-stopped", None, workers=[stopped])
+        written.meter("execute", "N/A", "idle or other spans", "seconds", 8.0)
+        run = written.end(4.0)
+        split = run_figures.time_split(run)
+    assert split == {"still running at the end": 3.5, "idle or other spans": 4.5}

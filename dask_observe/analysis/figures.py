@@ -259,15 +259,23 @@ def time_split(run: RunData) -> dict[str, float]:
 
 def running_at_end(run: RunData) -> float:
     """Thread seconds, within the run, of the tasks still executing when it
-    was stopped (its ``run-stopped`` event: each such task's time so far)."""
+    was stopped (its ``run-stopped`` event: each such task's time so far).
+
+    The scheduler knows a task's time only from its worker's last heartbeat
+    (up to 0.5 s old, and none at all when heartbeats lag on a loaded host);
+    the worker's own ``task-running`` event, sent after its first second,
+    says when it started: the longer of the two counts."""
     held = 0.0
+    started = long_tasks(run)
     for at, _, _, data in run.event_rows("run-stopped"):
         within = max(0.0, at - run.started)
         for worker in data.get("workers") or ():
             for task in worker.get("processing") or ():
                 elapsed = task.get("elapsed")
-                if isinstance(elapsed, (int, float)):
-                    held += min(float(elapsed), within)
+                heard = float(elapsed) if isinstance(elapsed, (int, float)) else 0.0
+                since = started.get(str(task.get("key")))
+                said = at - since[0] if since is not None else 0.0
+                held += min(max(heard, said), within)
     return held
 
 
