@@ -523,7 +523,9 @@ async def test_a_runs_history_has_each_runs_figures_verdict_and_changes(
     assert history["name"] == name  # JSON text, never markup
     runs = history["runs"]
     assert [r["id"] for r in runs] == [1, 2, 3]
-    assert [r["verdict"] for r in runs] == ["", "", "regression"]
+    # On failure, each run's wall time and verdict: what was judged.
+    said = [(r["duration_s"], r["verdict"]) for r in runs]
+    assert [r["verdict"] for r in runs] == ["", "", "regression"], said
     # Three times the tasks at the same pace: no prefix marked (and too few
     # runs before them for a band).
     assert [r["prefixes"] for r in runs] == [{}, {}, {}]
