@@ -10,12 +10,17 @@
    printing ``--lines // 10`` lines, recorded with ``observe.capture.output``
    on and off, and a task logging as many lines (``log.warning``) recorded,
    taking turns: the task's own duration (from the store).
+3. What compiled code writes: a task writing as many lines straight to fd 1
+   (``os.write``, as a C library's ``fprintf`` does), recorded with output
+   capture on (the pipes of ``capture.fdout``) and off, in the same turns.
+   The workers' fds 1 and 2 go to /dev/null throughout.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import statistics
 import sys
 import time
@@ -33,11 +38,14 @@ def tee_pass(lines: int, tee: bool) -> float:
     if tee:
         capture.install()
     try:
-        with set_thread_state(key=("print-task", 0)):
-            started = time.perf_counter()
-            for i in range(lines):
-                print("processing row", i, "of the partition")
-            took = time.perf_counter() - started
+        started = time.perf_counter()
+        # A task of a thousand lines at a time: a task keeps at most
+        # TASK_LINES, and the rest would cost less than what is kept.
+        for task in range(0, lines, 1000):
+            with set_thread_state(key=("print-task", task)):
+                for i in range(task, min(task + 1000, lines)):
+                    print("processing row", i, "of the partition")
+        took = time.perf_counter() - started
     finally:
         if tee:
             capture.uninstall()
@@ -61,6 +69,14 @@ def logger(n: int) -> int:
     return n
 
 
+def native(n: int) -> int:
+    import os
+
+    for i in range(n):
+        os.write(1, b"processing row %d of the partition\n" % i)
+    return n
+
+
 def recorded(n: int, rounds: int) -> dict[str, list[float]]:
     import os
     import tempfile
@@ -70,14 +86,15 @@ def recorded(n: int, rounds: int) -> dict[str, list[float]]:
 
     import dask_observe
 
-    took: dict[str, list[float]] = {"on": [], "off": [], "logged": []}
+    turns = ("on", "off", "logged", "native on", "native off")
+    took: dict[str, list[float]] = {turn: [] for turn in turns}
+    tasks = {"logged": logger, "native on": native, "native off": native}
     folder = tempfile.mkdtemp()
     os.chmod(folder, 0o700)
-    turns = ("on", "off", "logged")
     for i in range(rounds):
-        for turn in turns[i % 3 :] + turns[: i % 3]:
+        for turn in turns[i % 5 :] + turns[: i % 5]:
             with (
-                dask.config.set({"observe.capture.output": turn != "off"}),
+                dask.config.set({"observe.capture.output": "off" not in turn}),
                 LocalCluster(
                     n_workers=1, threads_per_worker=1, dashboard_address=":0"
                 ) as cluster,
@@ -86,7 +103,7 @@ def recorded(n: int, rounds: int) -> dict[str, list[float]]:
                     "prints", client=client, store=f"{folder}/observe.sqlite"
                 ) as run,
             ):
-                task = logger if turn == "logged" else printer
+                task = tasks.get(turn, printer)
                 client.submit(task, n, pure=False).result()
             took[turn].append(float(run.tasks()["duration_s"].iloc[0]))
     return took
@@ -107,12 +124,27 @@ def main() -> None:
         f"without, {on * 1e6 / args.lines:.2f} us with ({on / off:.2f}x)"
     )
     n = args.lines // 10
-    took = recorded(n, args.rounds)
+    sys.stdout.flush()
+    kept = [os.dup(1), os.dup(2)]
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):  # the workers inherit them: their lines go nowhere
+        os.dup2(quiet, fd)
+    try:
+        took = recorded(n, args.rounds)
+    finally:
+        for fd, saved in zip((1, 2), kept, strict=True):
+            os.dup2(saved, fd)
     on, off, logged = (statistics.median(took[t]) for t in ("on", "off", "logged"))
     print(
         f"recorded task printing {n:,} lines: {off:.3f} s with output capture off, "
         f"{on:.3f} s on ({on / off:.2f}x; {(on - off) * 1e6 / n:.2f} us a line); "
         f"the same lines logged (log.warning), recorded: {logged:.3f} s"
+    )
+    on, off = (statistics.median(took[t]) for t in ("native on", "native off"))
+    print(
+        f"recorded task writing {n:,} lines to fd 1: {off:.3f} s with output "
+        f"capture off, {on:.3f} s on ({on / off:.2f}x; "
+        f"{(on - off) * 1e6 / n:.2f} us a line)"
     )
 
 

@@ -256,3 +256,28 @@ def validate_lines(n: int, lines: int = 2) -> int:
         if pattern.match("a" * n + "b") is None:
             bad += 1
     return bad
+
+
+def speak_below_python(tag: str) -> str:
+    """Say ``tag`` as compiled code and subprocesses do: straight to fds 1 and
+    2 (as a C library's fprintf does), C's own printf (flushed), and a child
+    process writing to the stdout it inherited."""
+    import ctypes
+    import subprocess
+
+    os.write(1, f"written from C {tag}\n".encode())
+    os.write(2, f"C complains {tag}\n".encode())
+    libc = ctypes.CDLL(None)
+    libc.printf(f"printf says {tag}\n".encode())
+    libc.fflush(None)
+    subprocess.run(["sh", "-c", f"echo a child says {tag}"], check=True)
+    return tag
+
+
+def write_to_fd_beside(tag: str) -> str:
+    """Write ``tag`` to fd 1 a second into the task, and run a second more:
+    two of these started together run side by side as both write."""
+    time.sleep(1.0)
+    os.write(1, f"one of two says {tag}\n".encode())
+    time.sleep(1.0)
+    return tag

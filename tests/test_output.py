@@ -3,6 +3,7 @@ fields, each line tied to the task that wrote it."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import uuid
@@ -17,7 +18,13 @@ import dask_observe
 from dask_observe.capture.output import Lines, OutputCapture
 
 from .spoken import assert_spoke, said_by
-from .tasks import print_lines, print_then_fail, speak_every_way
+from .tasks import (
+    print_lines,
+    print_then_fail,
+    speak_below_python,
+    speak_every_way,
+    write_to_fd_beside,
+)
 
 
 @pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
@@ -48,6 +55,55 @@ def test_what_a_task_prints_and_warns_is_kept_with_its_key(
     assert run.logs(contains=f"{tags[0]}-client").empty
     # Tasks' prints are not distributed's words: no rule reads them.
     assert all(f.kind != "task-errors" for f in run.flag_list())
+
+
+def test_what_compiled_code_and_subprocesses_write_is_kept_once_with_its_task(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    """Writes to fds 1 and 2 (a C library, C's printf, a child process) are
+    lines of the task that ran alone on its worker; Python's own prints are
+    not read back through the pipes a second time."""
+    client = make_client(n_workers=1, threads_per_worker=1, processes=True)
+    tag, spoken = uuid.uuid4().hex, uuid.uuid4().hex
+    with dask_observe.record("native", client=client) as run:
+        assert client.submit(speak_below_python, tag, key="native").result() == tag
+        client.submit(speak_every_way, spoken, key="speak").result()
+    said = run.logs(contains=tag)
+    lines = {
+        (row["logger"], row["message"], row["task"], row["level"])
+        for row in said.to_dict("records")
+    }
+    assert lines == {
+        ("stdout", f"written from C {tag}", "native", "INFO"),
+        ("stderr", f"C complains {tag}", "native", "WARNING"),
+        ("stdout", f"printf says {tag}", "native", "INFO"),
+        ("stdout", f"a child says {tag}", "native", "INFO"),
+    }
+    assert all(json.loads(f) in ({"fd": 1}, {"fd": 2}) for f in said["fields"])
+    # Python's words, each once: from its tee, not again from the pipes.
+    assert_spoke(run, spoken, "speak")
+    assert len(run.logs(contains=f"processing {spoken}")) == 1
+    assert len(run.logs(contains=f"retrying {spoken}")) == 1
+
+
+def test_a_write_to_fd_1_beside_another_task_names_no_task_and_says_so(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    """Which of two running tasks wrote to fd 1 cannot be told: the line is
+    the worker's, and says how many ran."""
+    client = make_client(n_workers=1, threads_per_worker=2, processes=True)
+    tag = uuid.uuid4().hex
+    with dask_observe.record("two at once", client=client) as run:
+        client.gather(
+            [
+                client.submit(write_to_fd_beside, f"{tag}-{i}", pure=False)
+                for i in (0, 1)
+            ]
+        )
+    said = run.logs(contains=tag)
+    assert len(said) == 2, said
+    assert said["task"].isna().all()
+    assert [json.loads(f) for f in said["fields"]] == [{"fd": 1, "running": 2}] * 2
 
 
 def test_a_task_printing_a_flood_keeps_its_first_lines_and_says_how_many_went(

@@ -47,7 +47,7 @@ from .remote import (
     process_cluster,
 )
 from .spoken import assert_spoke
-from .tasks import eat_memory, say, speak_every_way
+from .tasks import eat_memory, say, speak_below_python, speak_every_way
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 cloudpickle.register_pickle_by_value(sys.modules[eat_memory.__module__])
@@ -124,7 +124,7 @@ def test_what_tasks_print_on_a_cluster_without_us_is_kept_and_still_printed(
     # Prints, stderr and warnings went to the worker's own stdout and died
     # with it: now each is a line of the run, with its task, and still goes
     # where it went (the worker's log here, a pod's stdout elsewhere).
-    tag = uuid.uuid4().hex
+    tag, deep = uuid.uuid4().hex, uuid.uuid4().hex
     with (
         process_cluster(tmp_path / "cluster", workers=1) as cluster,
         Client(cluster.address, timeout="30s") as client,
@@ -132,9 +132,18 @@ def test_what_tasks_print_on_a_cluster_without_us_is_kept_and_still_printed(
         client.wait_for_workers(1, timeout=60)
         with dask_observe.record("speaks", client=client) as run:
             client.submit(lambda: speak_every_way(tag), key="speak").result()
+            client.submit(lambda: speak_below_python(deep), key="native").result()
         assert_spoke(run, tag, "speak")
+        # What compiled code and a child process wrote to fds 1 and 2 too.
+        native = run.logs(task="native")
+        assert set(native["message"]) == {
+            f"written from C {deep}", f"C complains {deep}",
+            f"printf says {deep}", f"a child says {deep}",
+        }  # fmt: skip
         printed = cluster.log()
-    assert f"processing {tag}" in printed
+    for line in native["message"]:
+        assert printed.count(line) == 1, line
+    assert printed.count(f"processing {tag}") == 1
     assert f"retrying {tag}" in printed
     assert f"UserWarning: a deprecated call in {tag}" in printed
     # The log call no handler took, printed by logging's last resort as

@@ -12,7 +12,9 @@ wrapped the same way. What is written goes where it went before, unchanged.
 A line is captured when a task's thread wrote it, or when the process is a
 worker's own (every capture sink in it is a worker's): the kernel of a
 LocalCluster, whose scheduler is captured, prints the notebook's own output,
-which is not the cluster's.
+which is not the cluster's. What bypasses ``sys.stdout`` (compiled code,
+child processes) is read from fds 1 and 2 in a worker's own process
+(:mod:`.fdout`).
 """
 
 from __future__ import annotations
@@ -282,7 +284,8 @@ class OutputCapture:
 
     def __init__(self, lines: Lines) -> None:
         self.lines = lines
-        self._tees: dict[str, _Tee] = {}
+        #: The tees by stream name (stdout, stderr).
+        self.tees: dict[str, _Tee] = {}
         self._showwarning: Callable[..., Any] | None = None
 
     def install(self) -> None:
@@ -291,7 +294,7 @@ class OutputCapture:
             if stream is None:  # pythonw, or a daemon with its streams closed
                 continue
             tee = _Tee(stream, name, self.lines)
-            self._tees[name] = tee
+            self.tees[name] = tee
             setattr(sys, name, tee)
         original = warnings.showwarning
         self._showwarning = original
@@ -327,11 +330,11 @@ class OutputCapture:
         """Give the process its streams back. A stream someone replaced on top
         of a tee since is left to them; the tee beneath only writes on."""
         self.lines.flush()
-        for name, tee in self._tees.items():
+        for name, tee in self.tees.items():
             tee._dask_observe_lines = None
             if getattr(sys, name) is tee:
                 setattr(sys, name, tee._dask_observe_stream)
-        self._tees.clear()
+        self.tees.clear()
         if getattr(warnings.showwarning, "_dask_observe", False):
             assert self._showwarning is not None
             warnings.showwarning = self._showwarning

@@ -8,7 +8,9 @@ scheduler), then among several of that role (two clusters in one kernel) to thos
 the event loop that logged it, by the worker whose task is logging, or by the worker
 address or process id that the message names. The process's capture of what
 tasks print (``output``), put on by the first worker sink that asks for it,
-hands its lines to the same routing.
+hands its lines to the same routing, and so does the capture of what is
+written to fds 1 and 2 (``fdout``: C libraries, subprocesses), put on in a
+worker's own process only.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from .fdout import FdCapture
 from .logs import CaptureHandler, LogTuple
 from .output import Lines, OutputCapture
 
@@ -37,6 +40,8 @@ class Sink:
     output: bool = False
     #: Counts records of its process not kept (a task's output beyond its cap).
     lost: Callable[[int], None] = lambda n: None
+    #: The keys of the tasks running on its worker now (a worker's).
+    running: Callable[[], list[str]] = lambda: []
     #: The thread of the event loop it runs on (a plugin makes its sink
     #: there): two LocalClusters of one kernel each log from their own.
     thread: int = field(default_factory=threading.get_ident)
@@ -77,6 +82,7 @@ class LogRouter:
         self.sinks: list[Sink] = []
         self.handler = CaptureHandler(levels, self._route)
         self.output: OutputCapture | None = None
+        self.fds: FdCapture | None = None
 
     @classmethod
     def attach(cls, sink: Sink) -> None:
@@ -110,11 +116,28 @@ class LogRouter:
         """Hand on the partial lines tasks wrote (see ``Lines.flush``)."""
         router = cls._instance
         if router is not None and router.output is not None:
+            if router.fds is not None and not older_than:
+                router.fds.sync()
             router.output.lines.flush(older_than)
 
     def _sinks_changed(self) -> None:
-        if self.output is not None:
-            self.output.lines.outside = self._wanted(None)
+        if self.output is None:
+            return
+        own = self._wanted(None)
+        self.output.lines.outside = own
+        # fds 1 and 2 are the process's: a worker's own, or none of ours.
+        if own and self.fds is None:
+            self.fds = FdCapture(self._route, self._running, self._lost_lines)
+            self.fds.install(self.output.tees)
+        elif not own and self.fds is not None:
+            self.fds.uninstall()
+            self.fds = None
+
+    def _running(self) -> list[str]:
+        return [key for sink in self.sinks for key in sink.running()]
+
+    def _lost_lines(self, n: int) -> None:
+        self._lost(None, n)
 
     def _wanted(self, task: str | None) -> bool:
         """Whether a line written in ``task`` (None: outside any) is the
@@ -132,7 +155,12 @@ class LogRouter:
             router = cls._instance
             if router is None:
                 return
-            router.sinks = [s for s in router.sinks if s is not sink]
+            remaining = [s for s in router.sinks if s is not sink]
+            if router.fds is not None and not remaining:
+                # Its last lines read while the sink is there to take them.
+                router.fds.uninstall()
+                router.fds = None
+            router.sinks = remaining
             router._sinks_changed()
             if not router.sinks:
                 router.handler.uninstall()

@@ -66,15 +66,17 @@ class LogShipper:
         worker: Callable[[], str | None],
         pid: Callable[[], int | None] = lambda: None,
         backlog: Iterable[logging.LogRecord] = (),
+        running: Callable[[], list[str]] = lambda: [],
     ) -> None:
         """Begin capturing; ``push`` is the scheduler's ``dask_observe_push`` RPC,
         ``worker`` and ``pid`` name the worker the records are about, ``backlog``
         holds what the process logged before (a worker's first lines, logged
-        before its plugins were set up)."""
+        before its plugins were set up), ``running`` lists the keys of its
+        tasks running now (a worker's)."""
         self._push = push
         self._sink = Sink(
             self.source, self._append, worker, pid, self.levels,
-            output=self.output, lost=self.buffer.count_lost,
+            output=self.output, lost=self.buffer.count_lost, running=running,
         )  # fmt: skip
         LogRouter.attach(self._sink)
         # After attaching: a record is then either live or in the backlog.

@@ -268,6 +268,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
             # A worker that joined after the recording started (adaptive
             # scaling, a restart) logged its first lines before this setup.
             backlog=getattr(getattr(worker, "_deque_handler", None), "deque", ()),
+            running=lambda: list(self.long_tasks.running),
         )
         self._memory = MemorySampler(worker, self.shipper)
         self._transfers = Transfers(worker)
