@@ -45,15 +45,20 @@ ln -s "$PWD/labextension" "$extensions/dask-observe"
 echo "setup: the cluster environment for the remote-cluster tests"
 .venv/bin/python -m tests.remote
 
+# Debian's packages the tests use: Chromium (the browser tests) and
+# libfaketime (a worker whose clock runs ahead, tests/remote.py).
+wanted=()
 chromium="${DASK_OBSERVE_CHROMIUM:-/usr/bin/chromium}"
-if [ ! -x "$chromium" ]; then
+[ -x "$chromium" ] || wanted+=(chromium)
+compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || wanted+=(faketime)
+if [ "${#wanted[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "setup: installing Debian's chromium for the browser tests"
+    echo "setup: installing Debian's ${wanted[*]} for the tests"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${wanted[@]}" >/dev/null
   else
-    echo "setup: no Chromium at $chromium; the browser tests need one" >&2
-    echo "       (apt-get install chromium, or set DASK_OBSERVE_CHROMIUM)" >&2
+    echo "setup: the tests need Debian's ${wanted[*]} (apt-get install ${wanted[*]};" >&2
+    echo "       DASK_OBSERVE_CHROMIUM names another Chromium)" >&2
   fi
 fi
 echo "setup: done"

@@ -108,13 +108,17 @@ class ProcessCluster:
         ]  # fmt: skip
 
     def _start(
-        self, name: str, *args: str, bin_dir: Path | None = None
+        self,
+        name: str,
+        *args: str,
+        bin_dir: Path | None = None,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115
         process = subprocess.Popen(
             [str((bin_dir or self.bin_dir) / "dask"), *args, *self._tls_args()],
             cwd=self.workdir,  # outside the repository: nothing of ours importable
-            env={**os.environ, **self.env, "PYTHONPATH": ""},
+            env={**os.environ, **self.env, **(env or {}), "PYTHONPATH": ""},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -129,14 +133,18 @@ class ProcessCluster:
         )  # fmt: skip
 
     def add_workers(
-        self, n: int, memory_limit: str = "600MiB", bin_dir: Path | None = None
+        self,
+        n: int,
+        memory_limit: str = "600MiB",
+        bin_dir: Path | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         """``n`` single-threaded workers, each under a nanny (``bin_dir``: from
-        that environment rather than the scheduler's)."""
+        that environment rather than the scheduler's; ``env``: theirs only)."""
         self._start(
             f"workers-{len(self.processes)}", "worker", self.address,
             "--nworkers", str(n), "--nthreads", "1", "--memory-limit", memory_limit,
-            "--host", "127.0.0.1", bin_dir=bin_dir,
+            "--host", "127.0.0.1", bin_dir=bin_dir, env=env,
         )  # fmt: skip
 
     def log(self) -> str:
@@ -167,6 +175,20 @@ class ProcessCluster:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+
+
+def clock_ahead(seconds: float) -> dict[str, str]:
+    """The environment of processes whose clock runs ``seconds`` ahead
+    (libfaketime, Debian's faketime, which setup.sh installs): a VM after a
+    suspend, a container without NTP. Their monotonic clock is left alone
+    (timers and timeouts), as such a host's is."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    assert found, "no libfaketime: apt-get install faketime (scripts/setup.sh)"
+    return {
+        "LD_PRELOAD": str(found[0]),
+        "FAKETIME": f"{seconds:+g}s",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
 
 
 @contextmanager

@@ -281,3 +281,14 @@ def write_to_fd_beside(tag: str) -> str:
     os.write(1, f"one of two says {tag}\n".encode())
     time.sleep(1.0)
     return tag
+
+
+def say_over(tag: str, n: int, seconds: float) -> str:
+    """Log ``n`` lines holding ``tag``, ``seconds`` apart, waiting on the
+    monotonic clock (time.sleep fails under libfaketime: tests/remote.py)."""
+    for i in range(n):
+        logging.getLogger("user.task").warning("line %d of %s", i, tag)
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            pass
+    return tag

@@ -43,11 +43,12 @@ from .remote import (
     OTHER_ENV,
     OTHER_RELEASE,
     TLSFiles,
+    clock_ahead,
     cluster_env,
     process_cluster,
 )
 from .spoken import assert_spoke
-from .tasks import eat_memory, say, speak_below_python, speak_every_way
+from .tasks import eat_memory, say, say_over, speak_below_python, speak_every_way
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 cloudpickle.register_pickle_by_value(sys.modules[eat_memory.__module__])
@@ -149,6 +150,32 @@ def test_what_tasks_print_on_a_cluster_without_us_is_kept_and_still_printed(
     # The log call no handler took, printed by logging's last resort as
     # without us, and once (not again as a line the task wrote to stderr).
     assert printed.count(f"loaded {tag}") == 1
+
+
+def test_a_worker_whose_clock_runs_ahead_has_its_lines_inside_its_tasks(
+    tmp_path: Path, store_path: Path
+) -> None:
+    # A worker 7 s ahead (a VM after a suspend): distributed puts its tasks
+    # on the scheduler's clock; its lines, samples and events were stored 7 s
+    # ahead, after their own task and outside the run.
+    tag = uuid.uuid4().hex
+    with (
+        process_cluster(tmp_path / "cluster", workers=0) as cluster,
+        Client(cluster.address, timeout="30s") as client,
+    ):
+        cluster.add_workers(1, env=clock_ahead(7))
+        client.wait_for_workers(1, timeout=60)
+        ahead = next(iter(client.run(time.time).values())) - time.time()
+        assert 6.5 < ahead < 7.5  # the worker's clock, as its tasks read it
+        with dask_observe.record("ahead", client=client) as run:
+            client.submit(lambda: say_over(tag, 4, 0.4), key="say").result()
+    (task,) = run.tasks().to_dict("records")
+    said = run.logs(contains=tag)
+    assert len(said) == 4
+    for at in said["time"]:
+        assert task["start"] <= at <= task["stop"], (at, task["start"], task["stop"])
+    (running,) = run.events("task-running")["time"]
+    assert task["start"] <= running <= task["stop"]
 
 
 def test_a_cluster_quieted_to_warning_prints_no_more_while_recorded(

@@ -27,6 +27,25 @@ def pushed(record: LogTuple, worker: str | None) -> PushedLog:
 #: Records in one message to the scheduler; keeps each message small.
 BATCH = 5000
 
+#: A clock this close to the scheduler's is taken as the same (distributed's
+#: estimate of the offset holds half a round trip of jitter).
+CLOCK_S = 0.005
+
+
+def on_clock(records: list[Any], offset: float, *, events: bool = False) -> list[Any]:
+    """Records (tuples whose first item is their time: log lines, samples,
+    events) moved by ``offset`` seconds onto the scheduler's clock; with
+    ``events``, the time an event holds (``since``: when a stall or a task
+    began) with them."""
+    moved = []
+    for record in records:
+        rest = record[1:]
+        data = rest[-1] if events else None
+        if isinstance(data, dict) and isinstance(data.get("since"), (int, float)):
+            rest = (*rest[:-1], {**data, "since": data["since"] + offset})
+        moved.append((record[0] + offset, *rest))
+    return moved
+
 
 class LogShipper:
     """Buffers the process's log records and pushes them every ``interval_ms``.
@@ -48,6 +67,7 @@ class LogShipper:
         self.interval_ms = settings.flush_interval_ms
         self.since = settings.since
         self._push: Callable[..., Any] | None = None
+        self._clock: Callable[[], float] = lambda: 0.0
         self._sink: Sink | None = None
         self._leave_pacer: Callable[[], None] | None = None
         self._flushing = asyncio.Lock()
@@ -67,13 +87,16 @@ class LogShipper:
         pid: Callable[[], int | None] = lambda: None,
         backlog: Iterable[logging.LogRecord] = (),
         running: Callable[[], list[str]] = lambda: [],
+        clock: Callable[[], float] = lambda: 0.0,
     ) -> None:
         """Begin capturing; ``push`` is the scheduler's ``dask_observe_push`` RPC,
         ``worker`` and ``pid`` name the worker the records are about, ``backlog``
         holds what the process logged before (a worker's first lines, logged
         before its plugins were set up), ``running`` lists the keys of its
-        tasks running now (a worker's)."""
+        tasks running now (a worker's), ``clock`` the seconds its clock is
+        behind the scheduler's (a worker's estimate, as distributed's)."""
         self._push = push
+        self._clock = clock
         self._sink = Sink(
             self.source, self._append, worker, pid, self.levels,
             output=self.output, lost=self.buffer.count_lost, running=running,
@@ -117,8 +140,14 @@ class LogShipper:
         # fails.
         samples, _ = self.samples.drain(len(self.samples))
         events, _ = self.events.drain(len(self.events))
+        offset = self._offset()
+        if offset:
+            samples = on_clock(samples, offset)
+            events = on_clock(events, offset, events=True)
         while True:
             records, dropped = self.buffer.drain(min(BATCH, remaining))
+            if offset:
+                records = on_clock(records, offset)
             if not records and not dropped and not samples and not events:
                 return
             try:
@@ -134,6 +163,15 @@ class LogShipper:
             remaining -= len(records)
             if remaining <= 0:
                 return
+
+    def _offset(self) -> float:
+        """Seconds to add to this process's times to put them on the
+        scheduler's clock; 0 within CLOCK_S (a host's own jitter)."""
+        try:
+            offset = float(self._clock())
+        except Exception:
+            return 0.0
+        return offset if abs(offset) >= CLOCK_S else 0.0
 
     async def stop(self) -> None:
         if self._leave_pacer is not None:

@@ -269,6 +269,9 @@ class ObserveWorkerPlugin(WorkerPlugin):
             # scaling, a restart) logged its first lines before this setup.
             backlog=getattr(getattr(worker, "_deque_handler", None), "deque", ()),
             running=lambda: list(self.long_tasks.running),
+            # Its lines, samples and events on the scheduler's clock, as
+            # distributed puts its tasks' times (a worker's clock may be off).
+            clock=lambda: worker.scheduler_delay,
         )
         self._memory = MemorySampler(worker, self.shipper)
         self._transfers = Transfers(worker)
