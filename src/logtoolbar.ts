@@ -141,7 +141,8 @@ export class LogsToolbar {
     const anyLevel = level <= LEVELS.DEBUG;
     const text = this._filter.value;
     // The text: looked for in the message, in the worker (or source)
-    // column and in the key of the task that wrote the line, any case. A case-insensitive pattern tests each string as it
+    // column, in the key of the task that wrote the line and in its fields
+    // (a logging call's extra, as JSON), any case. A case-insensitive pattern tests each string as it
     // is; lowering a copy of each line (and joining who and message first)
     // allocated two strings a line: a million lines filtered in 128 ms
     // against 49 ms (node, the same V8).
@@ -152,7 +153,8 @@ export class LogsToolbar {
         const pattern = new RegExp(text);
         test = line =>
           pattern.test(`${line.worker ?? line.source} ${line.message}`) ||
-          (!!line.task && pattern.test(line.task));
+          (!!line.task && pattern.test(line.task)) ||
+          (!!line.fields && pattern.test(line.fields));
       } catch {
         this._filter.classList.add('jp-mod-invalid');
       }
@@ -161,7 +163,8 @@ export class LogsToolbar {
       test = line =>
         pattern.test(line.message) ||
         pattern.test(line.worker ?? line.source) ||
-        (!!line.task && pattern.test(line.task));
+        (!!line.task && pattern.test(line.task)) ||
+        (!!line.fields && pattern.test(line.fields));
     }
     const source = this._source.value;
     const worker = this._worker.value;

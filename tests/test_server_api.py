@@ -12,6 +12,7 @@ import socket
 import sqlite3
 import struct
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from dask_observe.store import BaseStore
 
 from .conftest import ended
 from .synthetic import SyntheticRun
-from .tasks import chatter, fail, nap
+from .tasks import chatter, fail, nap, speak_every_way
 
 N_LINES = 10_000
 
@@ -171,6 +172,9 @@ def inc(x: int) -> int:
         (("runs", "1", "logs"), {"contains": "(", "regex": "1"}, 400, "bad regular"),
         (("runs", "1", "logs"), {"level": "<b>loud</b>"}, 400, "unknown log level"),
         (("runs", "1", "logs"), {"after": "x"}, 400, "after must be a whole number"),
+        (("runs", "1", "logs"), {"fields": "[1]"}, 400, "must be an object"),
+        (("runs", "1", "logs"), {"fields": '{"a": {}}'}, 400, "a text, a number"),
+        (("runs", "1", "logs"), {"fields": "{"}, 400, "fields must be JSON"),
         (("runs", "%3Cscript%3E"), {}, 404, ""),
         (("stream", "rows"), {"subscribe": '{"run": 1}'}, 400, "give subscribe"),
         (("stream", "rows"), {"subscribe": "{", "upto": "9"}, 400, "must be JSON"),
@@ -199,6 +203,46 @@ async def test_bad_requests_are_json_errors_that_echo_nothing_unescaped(
     assert "<script>" not in body and "<b>" not in body
     if says:
         assert says in json.loads(body)["message"]
+
+
+async def test_a_runs_lines_are_found_by_task_prefix_and_fields(
+    jp_fetch: Any, jp_ws_fetch: Any, client: Client, store_path: Path
+) -> None:
+    """What the Python API filters by, the server does too: a task's lines, a
+    prefix's, the lines logged with some ``extra`` fields; page and stream."""
+    tags = [uuid.uuid4().hex for _ in range(3)]
+    keys = ["speak-0", "speak-1", "other-0"]
+    with dask_observe.record("speaks", client=client) as run:
+        client.gather(
+            [
+                client.submit(speak_every_way, t, key=k)
+                for t, k in zip(tags, keys, strict=True)
+            ]
+        )
+    ended(run)
+
+    async def lines(**params: str) -> list[dict[str, Any]]:
+        return list(
+            (await get_json(jp_fetch, "runs", str(run.id), "logs", **params))["lines"]
+        )
+
+    # Each task said four things: a print, a line to stderr, a warning, a log.
+    assert {line["task"] for line in await lines(prefix="speak")} == set(keys[:2])
+    assert len(await lines(prefix="speak")) == 8
+    assert len(await lines(task="speak-1")) == 4
+    fields = json.dumps({"partition": tags[2], "rows": 3})
+    (found,) = await lines(fields=fields)
+    assert (found["task"], found["message"]) == ("other-0", f"loaded {tags[2]}")
+    assert await lines(fields=json.dumps({"partition": tags[2], "rows": 4})) == []
+    # The live stream takes the same filters.
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    filters = {"prefix": "speak", "fields": {"partition": tags[1]}}
+    ws.write_message(json.dumps({"type": "subscribe", "run": run.id,
+                                 "kinds": ["logs"], "filters": filters}))  # fmt: skip
+    assert (await receive(ws))["type"] == "subscribed"
+    batch = await receive(ws)
+    ws.close()
+    assert [row["message"] for row in batch["logs"]] == [f"loaded {tags[1]}"]
 
 
 async def receive(ws: Any, timeout: float = 10) -> dict[str, Any]:

@@ -79,10 +79,11 @@ def read_run(store: BaseStore, run_id: str) -> dict[str, Any]:
 def read_logs(store: BaseStore, run_id: str, query: dict[str, Any]) -> dict[str, Any]:
     """One page of a run's log lines in store order: those numbered above
     ``after`` (and at most ``upto``), filtered as the Python API filters."""
-    from dask_observe.server.subscriptions import within_text
+    from dask_observe.server.subscriptions import checked_filters, within_text
 
+    filters = checked_filters(query["filters"])  # as a stream's: bounded
     rows = store.run(run_id).log_page(
-        query["after"], query["limit"] + 1, query["upto"], **query["filters"]
+        query["after"], query["limit"] + 1, query["upto"], **filters
     )
     # A page is bounded in text too (lines may be 64 KiB): the rest next page.
     kept = min(query["limit"], within_text(rows, MAX_PAGE_TEXT))
@@ -147,6 +148,19 @@ def _whole_argument(
     if not re.fullmatch(r"\d{1,18}", raw):  # what SQLite's integers hold
         raise web.HTTPError(400, f"{name} must be a whole number below 10**18")
     return int(raw)
+
+
+def _json_argument(handler: web.RequestHandler, name: str) -> Any:
+    """A query argument holding JSON (bounded, not nested deeply), or None."""
+    raw = handler.get_query_argument(name, None)
+    if raw is None:
+        return None
+    if len(raw) > MAX_SUBSCRIBE:
+        raise web.HTTPError(400, f"{name} may have at most {MAX_SUBSCRIBE} characters")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise web.HTTPError(400, f"{name} must be JSON") from None
 
 
 class StoreReader(JupyterHandler):
@@ -238,7 +252,8 @@ class RunLogsHandler(StoreHandler):
 
     Query: contains, regex (1/true), level, worker, source, own (1/true: also
     the lines about dask-observe's own plugins), task (a task's key: the
-    lines it wrote); after and upto
+    lines it wrote), prefix (the lines of a prefix's tasks), fields (a JSON
+    object: the lines logged with those ``extra`` fields); after and upto
     (sequence numbers), limit. ``next`` is the ``after`` of the next page.
     """
 
@@ -247,19 +262,22 @@ class RunLogsHandler(StoreHandler):
     async def get(self, run_id: str) -> None:
         limit = _whole_argument(self, "limit", 1000) or 1000
         regex = self.get_query_argument("regex", "") in ("1", "true")
+        raw = {
+            "contains": self.get_query_argument("contains", None),
+            "regex": regex,
+            "level": self.get_query_argument("level", None),
+            "worker": self.get_query_argument("worker", None),
+            "source": self.get_query_argument("source", None),
+            "own": self.get_query_argument("own", "") in ("1", "true"),
+            "task": self.get_query_argument("task", None),
+            "prefix": self.get_query_argument("prefix", None),
+            "fields": _json_argument(self, "fields"),
+        }
         query = {
             "after": _whole_argument(self, "after", 0) or 0,
             "upto": _whole_argument(self, "upto", None),
             "limit": max(1, min(limit, MAX_PAGE)),
-            "filters": {
-                "contains": self.get_query_argument("contains", None),
-                "regex": regex,
-                "level": self.get_query_argument("level", None),
-                "worker": self.get_query_argument("worker", None),
-                "source": self.get_query_argument("source", None),
-                "own": self.get_query_argument("own", "") in ("1", "true"),
-                "task": self.get_query_argument("task", None),
-            },
+            "filters": raw,
         }
         await self.finish_read(read_logs, run_id, query, patterned=regex)
 

@@ -55,21 +55,28 @@ def _whole(value: Any) -> bool:
     )
 
 
-def _filters(raw: Any) -> dict[str, Any]:
-    """The log filters of a subscription, checked as REST checks them."""
+#: A log filter's ``fields`` holds at most this many names.
+MAX_FIELDS = 8
+
+_FILTERS = (
+    "contains", "regex", "level", "worker", "source", "own", "task", "prefix",
+    "fields",
+)  # fmt: skip
+
+
+def checked_filters(raw: Any) -> dict[str, Any]:
+    """Log filters (a subscription's, or a page's query) checked: known
+    names, each of its type and bounded. Raises SubscriptionError."""
     if raw is None:
         return {}
-    if not isinstance(raw, dict) or set(raw) - {
-        "contains", "regex", "level", "worker", "source", "own", "task",
-    }:  # fmt: skip
-        raise SubscriptionError(
-            "unknown filters; use contains, regex, level, worker, source, own, task"
-        )
-    for name in ("contains", "worker", "source", "task"):
+    if not isinstance(raw, dict) or set(raw) - set(_FILTERS):
+        raise SubscriptionError(f"unknown filters; use {', '.join(_FILTERS)}")
+    for name in ("contains", "worker", "source", "task", "prefix"):
         value = raw.get(name)
         if value is not None and not isinstance(value, str):
             raise SubscriptionError(f"filter {name!r} must be text")
-    for name, most in (("worker", MAX_NAME), ("task", MAX_KEY_BYTES)):
+    bounds = (("worker", MAX_NAME), ("prefix", MAX_NAME), ("task", MAX_KEY_BYTES))
+    for name, most in bounds:
         if len(raw.get(name) or "") > most:
             raise SubscriptionError(
                 f"filter {name!r} may have at most {most} characters"
@@ -83,7 +90,28 @@ def _filters(raw: Any) -> dict[str, Any]:
         queries.level_number(raw["level"])
     if raw.get("contains"):
         queries.log_filters(raw["contains"], bool(raw.get("regex")), None)
+    if raw.get("fields") is not None:
+        _check_fields(raw["fields"])
     return dict(raw)
+
+
+def _check_fields(fields: Any) -> None:
+    """A ``fields`` filter: an object of at most MAX_FIELDS names, each a
+    bounded text, to a text, number or boolean (what ``extra`` holds)."""
+    if not isinstance(fields, dict) or len(fields) > MAX_FIELDS:
+        raise SubscriptionError(
+            f"filter 'fields' must be an object of at most {MAX_FIELDS} names"
+        )
+    for name, value in fields.items():
+        scalar = isinstance(value, str | int | float) and value == value
+        if len(name) > MAX_NAME or not scalar:
+            raise SubscriptionError(
+                "filter 'fields' maps names to a text, a number or a boolean"
+            )
+        if isinstance(value, str) and len(value) > MAX_NAME:
+            raise SubscriptionError(
+                f"filter 'fields' values may have at most {MAX_NAME} characters"
+            )
 
 
 def within_text(rows: list[dict[str, Any]], budget: int = BATCH_TEXT) -> int:
@@ -132,7 +160,7 @@ class Subscription:
                 raise SubscriptionError("'since' must be a number of seconds")
             oldest = time.time() - since
             self.cursor = max(self.cursor, self._first_seq_since(store, oldest) - 1)
-        self.filters = _filters(message.get("filters"))
+        self.filters = checked_filters(message.get("filters"))
         #: A pattern is tried row by row in Python: its reads go to a process.
         self.patterned = bool(
             self.filters.get("regex") and self.filters.get("contains")

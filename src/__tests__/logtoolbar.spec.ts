@@ -44,6 +44,14 @@ describe('LogsToolbar.matcher', () => {
     expect(matches(line('processing'))).toBe(false);
   });
 
+  it("finds a logging call's extra fields: the lines of one partition", () => {
+    const matches = typed('"table": "orders"');
+    const logged = { ...line('loaded 3 rows'), fields: '{"table": "orders"}' };
+    expect(matches(logged)).toBe(true);
+    expect(matches({ ...logged, fields: '{"table": "items"}' })).toBe(false);
+    expect(matches(line('loaded 3 rows'))).toBe(false);
+  });
+
   it('takes the text literally, not as a pattern', () => {
     const matches = typed('a.b (c)');
     expect(matches(line('x a.b (c) y'))).toBe(true);
