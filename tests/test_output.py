@@ -226,3 +226,40 @@ def test_warning_wrappers_put_on_and_off_in_any_order_make_no_loop() -> None:
         warnings.showwarning = before
     assert [size for _, size, _ in heard] == ["2.29 MiB"]
     assert shown == ["Sending large graph of size 2.29 MiB."]  # shown once
+
+
+def test_a_warning_is_caught_once_whoever_unwrapped_or_wrapped_between() -> None:
+    """``catch_warnings`` puts back, as it leaves, what it found as it came:
+    a capture installed inside one (a test runner's around each test, pandas'
+    in another thread) lost its wrapper as the block left, and every later
+    warning of a task with it. Each task's start wraps again; a run's
+    large-graph listener wrapped between two wrappers of ours took a warning
+    twice."""
+    import warnings
+
+    from dask_observe.recording import graphs
+
+    lines, got = make_lines()
+    capture = OutputCapture(lines)
+    shown: list[str] = []
+    before = warnings.showwarning
+    warnings.showwarning = lambda message, *args, **kw: shown.append(str(message))
+
+    def warned(text: str) -> list[object]:
+        warnings.warn_explicit(text, UserWarning, "task.py", 7)
+        return [r[3] for r in got if text in str(r[3])]
+
+    try:
+        with warnings.catch_warnings():
+            capture.install()
+        assert warned("after the block") == []  # unwrapped as it left
+        capture.wrap_warnings()  # a task starts
+        assert len(warned("a task's warning")) == 1
+        listening = graphs.listen()  # wraps ours
+        capture.wrap_warnings()  # ours on top again: two of ours in the chain
+        assert len(warned("with a listener between")) == 1
+        listening.close()
+        capture.uninstall()
+    finally:
+        warnings.showwarning = before
+    assert shown == ["after the block", "a task's warning", "with a listener between"]

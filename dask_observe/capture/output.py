@@ -296,8 +296,18 @@ class OutputCapture:
             tee = _Tee(stream, name, self.lines)
             self.tees[name] = tee
             setattr(sys, name, tee)
-        original = warnings.showwarning
-        self._showwarning = original
+        self.wrap_warnings()
+
+    def wrap_warnings(self) -> None:
+        """Wrap ``warnings.showwarning`` (again): ``warnings.catch_warnings``
+        puts back, as it leaves, the function it found as it entered, and a
+        block that entered before the capture was installed (pandas', in
+        another thread; a test runner's around each test) took the wrapper
+        off for good. Called as each task starts: one attribute read."""
+        current = warnings.showwarning
+        if getattr(current, "_dask_observe", False):
+            return
+        self._showwarning = current
         lines = self.lines
 
         def showwarning(
@@ -309,8 +319,11 @@ class OutputCapture:
             line: str | None = None,
         ) -> None:
             # Under logging.captureWarnings the warning is a log record of
-            # py.warnings, which the log capture takes already.
-            if getattr(original, "__module__", None) != "logging":
+            # py.warnings, which the log capture takes already. A wrapper of
+            # ours beneath another's (someone wrapped between) sees the
+            # warning taken already: it only passes it on.
+            taken = getattr(lines.quiet, "on", False)
+            if not taken and getattr(current, "__module__", None) != "logging":
                 with contextlib.suppress(Exception):  # never fail a warning
                     lines.warned(
                         warnings.formatwarning(
@@ -319,9 +332,9 @@ class OutputCapture:
                     )
             lines.quiet.on = True
             try:
-                original(message, category, filename, lineno, file, line)
+                current(message, category, filename, lineno, file, line)
             finally:
-                lines.quiet.on = False
+                lines.quiet.on = taken
 
         showwarning._dask_observe = True  # type: ignore[attr-defined]
         warnings.showwarning = showwarning

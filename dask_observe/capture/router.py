@@ -100,6 +100,14 @@ class LogRouter:
             router._sinks_changed()
 
     @classmethod
+    def task_starting(cls) -> None:
+        """A task of this process is about to run: its warnings are caught
+        (see ``OutputCapture.wrap_warnings``)."""
+        router = cls._instance
+        if router is not None and router.output is not None:
+            router.output.wrap_warnings()
+
+    @classmethod
     def task_ended(cls, key: object) -> None:
         """A task of this process ended (see ``Lines.ended``)."""
         router = cls._instance

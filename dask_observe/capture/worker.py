@@ -353,6 +353,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         # The worker's hot path: a dict write or pop, nothing else.
         if finish == "executing":
             self.long_tasks.started(str(key))
+            LogRouter.task_starting()  # its warnings caught, whoever unwrapped
         elif start == "executing":
             name = str(key)
             self.long_tasks.ended(name)
