@@ -13,7 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import dask_observe
 
-from .conftest import read_in_new_process
+from .conftest import read_in_new_process, wait_until
 
 
 def run(ip: InteractiveShell, source: str) -> object:
@@ -450,3 +450,37 @@ def test_a_recorded_cells_error_reads_as_the_same_cell_unrecorded(
     for inside in ("magics.py", "run_cell_magic", "dask_record>", "dask_observe"):
         assert inside not in text, inside
     assert text.count("ZeroDivisionError") == plain_text.count("ZeroDivisionError")
+
+
+def test_a_client_made_in_a_cell_is_listed_live_until_it_closes(
+    ip: InteractiveShell, store_path: Path
+) -> None:
+    """What the panel lists: a cluster a cell made, recorded or not, within
+    5 s of the cell (its dashboard too), and gone within 5 s of its close."""
+
+    def cluster_of(address: str) -> dict[str, object] | None:
+        with dask_observe.open_store(store_path) as store:
+            return next((c for c in store.clusters() if c["address"] == address), None)
+
+    run(
+        ip,
+        "from distributed import Client, LocalCluster\n"
+        "made = LocalCluster(n_workers=1, processes=False, dashboard_address=':0')\n"
+        "found = Client(made)\n",
+    )
+    address = ip.user_ns["found"].scheduler.address
+    wait_until(
+        lambda: (c := cluster_of(address)) is not None and c["alive"],
+        "the new client's cluster, live",
+        timeout=5,
+    )
+    listed = cluster_of(address)
+    assert listed is not None and listed["dashboard"]
+    with dask_observe.open_store(store_path) as store:
+        assert store.runs().empty  # found, not recorded
+    run(ip, "found.close(); made.close()")
+    wait_until(
+        lambda: not (cluster_of(address) or {}).get("alive"),
+        "the closed client's cluster, no longer live",
+        timeout=5,
+    )

@@ -313,3 +313,25 @@ def test_the_light_readers_give_what_the_frames_hold(tmp_path: Path) -> None:
         (None, "event loop"),
     ]
     assert finished.fine_rows() == [("execute", "work", "thread-cpu", "seconds", 1.5)]
+
+
+def test_a_cluster_seen_closing_is_not_live_until_watched_again(tmp_path: Path) -> None:
+    """A recorder that saw its client or scheduler close says so at once: the
+    cluster is not live from then (it was for 15 s more), until a recorder
+    watches it again."""
+    address = "tcp://10.0.0.1:8786"
+    with BaseStore(tmp_path / "observe.sqlite") as store:
+
+        def alive() -> bool:
+            (found,) = store.clusters()
+            return bool(found["alive"])
+
+        store.register_cluster(address, None)
+        assert alive()
+        store.close_cluster(address)
+        assert not alive()
+        store.touch_cluster(address)  # another kernel's recorder watches it
+        assert alive()
+        store.close_cluster(address)
+        store.register_cluster(address, "http://127.0.0.1:8787/status")
+        assert alive()

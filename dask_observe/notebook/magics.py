@@ -25,6 +25,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from dask_observe import commands
 from dask_observe.api import Run, Store
 from dask_observe.commands import add_reading
+from dask_observe.notebook.discovery import Discovery
 from dask_observe.notebook.live import LiveProgress
 from dask_observe.notebook.progress import TextView, WidgetView, has_widget_frontend
 from dask_observe.plaintext import flag_lines, log_lines, stack_lines
@@ -424,8 +425,16 @@ def _from_the_cell(
         error._render_traceback_ = render  # type: ignore[attr-defined]
 
 
+#: The kernel's finder of the clients its cells make (see ``discovery``).
+_discovery: Discovery | None = None
+
+
 def load(ipython: InteractiveShell) -> None:
+    global _discovery
     ipython.register_magics(ObserveMagics)
+    if _discovery is None:
+        _discovery = Discovery()
+        ipython.events.register("post_run_cell", _discovery)
     # The extension loads before the first recorded cell: that cell then pays
     # for its cluster's plugins only (``prepare``), once distributed is
     # imported; not before (a kernel that only reads the store never needs it).
@@ -459,7 +468,12 @@ def _prepare(result: object) -> None:
 
 
 def unload(ipython: InteractiveShell) -> None:
+    global _discovery
     _stop_waiting(ipython)
+    if _discovery is not None:
+        if _discovery in ipython.events.callbacks["post_run_cell"]:
+            ipython.events.unregister("post_run_cell", _discovery)
+        _discovery = None
     manager = ipython.magics_manager
     magics = manager.registry.pop("ObserveMagics", None)
     if isinstance(magics, ObserveMagics) and magics.recording is not None:

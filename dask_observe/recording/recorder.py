@@ -133,6 +133,8 @@ class Recorder(Copier):
         self.export: LiveExport | None = None
         #: The ``observe.export.otlp`` settings it was made with.
         self.export_settings: Any = None
+        #: Whether the store was told that the cluster closed.
+        self._closed_said = False
 
     # -- shared use --------------------------------------------------------------
     @classmethod
@@ -303,8 +305,24 @@ class Recorder(Copier):
             self._pull_while_needed()
         finally:
             self._stop.set()  # ended by itself (gone): the watchdog ends too
+            self._say_closed()
             if self._idle_since is not None:  # retired: nobody else uses it
                 self._close_store()
+
+    def _say_closed(self) -> None:
+        """Tell the store, once its client or scheduler closed, that the
+        cluster is not live (the panel greys it within its next poll, not
+        after the last touch grows old)."""
+        if self._closed_said:
+            return
+        scheduler_closed = self.closed or self.closing_read
+        if not (scheduler_closed or self.client.status in ("closing", "closed")):
+            return
+        self._closed_said = True
+        try:
+            self.store.close_cluster(self.cluster)
+        except Exception as e:  # a closed or busy store: it ages out instead
+            logger.debug("dask-observe: cannot mark the cluster closed: %s", e)
 
     def _pull_while_needed(self) -> None:
         paused = False
@@ -368,6 +386,7 @@ class Recorder(Copier):
         finally:
             if self.export is not None:  # sends the rest from its own thread
                 self.export.close(timeout=0)
+            self._say_closed()
             self._close_store()
 
     def _close_store(self) -> None:

@@ -41,7 +41,7 @@ class Telemetry(StoreConnection):
                 "INSERT INTO clusters (id, address, dashboard, first_seen, last_seen)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (address) DO UPDATE"
                 " SET dashboard = excluded.dashboard, last_seen = excluded.last_seen,"
-                " silent_since = NULL",
+                " silent_since = NULL, closed_at = NULL",
                 (cluster_id, address, dashboard, now, now),
             )
         return cluster_id
@@ -51,17 +51,33 @@ class Telemetry(StoreConnection):
         since ``silent_since`` (its last answer, epoch seconds), or answers."""
         with self._transaction() as conn:
             conn.execute(
-                "UPDATE clusters SET last_seen = ?, silent_since = ? WHERE address = ?",
+                "UPDATE clusters SET last_seen = ?, silent_since = ?, closed_at = NULL"
+                " WHERE address = ?",
                 (time.time(), silent_since, address),
+            )
+
+    def close_cluster(self, address: str) -> None:
+        """The recorder watching this cluster saw its client or its scheduler
+        close: not live from now on (until a recorder watches it again)."""
+        now = time.time()
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE clusters SET last_seen = ?, closed_at = ? WHERE address = ?",
+                (now, now, address),
             )
 
     def clusters(self) -> list[dict[str, Any]]:
         """Every cluster recorders have watched, most recently seen first, with
-        ``alive``: whether a recorder reported it within CLUSTER_ALIVE_S, and
-        ``silent_since``: when its scheduler last answered, once it stopped."""
+        ``alive``: whether a recorder reported it within CLUSTER_ALIVE_S and
+        has not seen it close (``closed_at``), and ``silent_since``: when its
+        scheduler last answered, once it stopped."""
         now = time.time()
         return [
-            {**dict(row), "alive": now - row["last_seen"] < CLUSTER_ALIVE_S}
+            {
+                **dict(row),
+                "alive": row["closed_at"] is None
+                and now - row["last_seen"] < CLUSTER_ALIVE_S,
+            }
             for row in self._query("SELECT * FROM clusters ORDER BY last_seen DESC")
         ]
 

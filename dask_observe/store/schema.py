@@ -223,6 +223,12 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN pace TEXT;
     ALTER TABLE runs ADD COLUMN peak_memory REAL;
     """,
+    # 16 -> 17: when a cluster's client or scheduler closed, as its recorder
+    # saw it (NULL while watched): the panel said "live" for 15 s after a
+    # client.close(), until the recorder's last touch grew old.
+    """
+    ALTER TABLE clusters ADD COLUMN closed_at REAL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
