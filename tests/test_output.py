@@ -9,6 +9,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 import dask.config
 import pytest
@@ -263,3 +264,44 @@ def test_a_warning_is_caught_once_whoever_unwrapped_or_wrapped_between() -> None
     finally:
         warnings.showwarning = before
     assert shown == ["after the block", "a task's warning", "with a listener between"]
+
+
+def test_a_print_is_caught_once_whoever_replaced_the_stream_since() -> None:
+    """A stream put in place of the tee after the capture was installed (a
+    test runner's capture, a redirect entered before and left after) took
+    every later print past it. Each task's start stands a tee in again; a
+    stream wrapped between two tees of ours has its text taken once."""
+    import io
+
+    lines, got = make_lines()
+    capture = OutputCapture(lines)
+    real = sys.stdout
+    sys.stdout = io.StringIO()
+    try:
+        capture.install()
+        replaced = sys.stdout = io.StringIO()  # the tee put aside
+        print("past the capture")
+        capture.wrap_streams()  # a task starts
+        print("a task's line")
+
+        class Forwarding(io.StringIO):  # someone's stream writing on to ours
+            def __init__(self, beneath: TextIO) -> None:
+                super().__init__()
+                self.beneath = beneath
+
+            def write(self, text: str) -> int:
+                return self.beneath.write(text)
+
+        sys.stdout = Forwarding(sys.stdout)
+        capture.wrap_streams()
+        print("through two tees")
+        capture.uninstall()
+        lines.flush()
+    finally:
+        sys.stdout = real
+    assert [r[3] for r in got] == ["a task's line", "through two tees"]
+    assert replaced.getvalue().splitlines() == [
+        "past the capture",
+        "a task's line",
+        "through two tees",
+    ]

@@ -111,6 +111,8 @@ class Lines:
         #: Set on a thread while a warning it raised is written to stderr:
         #: that text is the warning, kept as one already.
         self.quiet = threading.local()
+        #: Set on a thread while a tee writes on (see ``_Tee.write``).
+        self.teeing = threading.local()
 
     def wrote(self, stream: str, text: str) -> None:
         # Each word a print writes comes here: the common case (part of a
@@ -239,13 +241,17 @@ class Lines:
         for pending in due:
             self._line(pending, "".join(pending.parts))
 
-    def warned(self, text: str) -> None:
+    def warned(self, text: Callable[[], str]) -> None:
+        """A warning was shown; ``text()`` formats it, only if it is kept:
+        formatting reads the warning's source line (``linecache``), and one
+        raised on a kernel's event loop (distributed's large-graph warning in
+        its scheduler, a 9,000-line file read) is not the cluster's."""
         key = getattr(thread_state, "key", None)
         task = task_text(key)
         if (task is not None or self.outside) and self._wanted(task):
             if not self._admitted(key):
                 return
-            message = shippable(bounded(text.rstrip()))
+            message = shippable(bounded(text().rstrip()))
             self._emit((time.time(), logging.WARNING, WARNINGS, message, task, None))
 
 
@@ -260,9 +266,20 @@ class _Tee:
         self._dask_observe_lines: Lines | None = lines
 
     def write(self, text: str) -> int:
-        written = self._dask_observe_stream.write(text)
         lines = self._dask_observe_lines
-        if lines is not None and isinstance(text, str):
+        if lines is None:
+            return self._dask_observe_stream.write(text)
+        # A tee of ours beneath another of ours (someone's stream wrapped
+        # between them) writes on only: the outer one takes the text.
+        teeing = lines.teeing
+        if getattr(teeing, "on", False):
+            return self._dask_observe_stream.write(text)
+        teeing.on = True
+        try:
+            written = self._dask_observe_stream.write(text)
+        finally:
+            teeing.on = False
+        if isinstance(text, str):
             # (try, not contextlib.suppress: this runs for every write.)
             try:  # noqa: SIM105
                 lines.wrote(self._dask_observe_name, text)
@@ -284,19 +301,32 @@ class OutputCapture:
 
     def __init__(self, lines: Lines) -> None:
         self.lines = lines
-        #: The tees by stream name (stdout, stderr).
+        #: The tees by stream name (stdout, stderr), the newest of each.
         self.tees: dict[str, _Tee] = {}
+        #: Every tee made (a replaced one may be put back by whoever
+        #: replaced it: it must still be let go of at the end).
+        self._made: list[_Tee] = []
         self._showwarning: Callable[..., Any] | None = None
 
     def install(self) -> None:
+        self.wrap_streams()
+        self.wrap_warnings()
+
+    def wrap_streams(self) -> None:
+        """Stand a tee in for ``sys.stdout`` and ``sys.stderr`` (again, where
+        someone replaced ours since: a test runner's capture, a
+        ``redirect_stdout`` that entered before the capture was installed
+        and put back what it found as it left). Called as each task starts."""
         for name in (STDOUT, STDERR):
             stream = getattr(sys, name)
             if stream is None:  # pythonw, or a daemon with its streams closed
                 continue
+            if getattr(stream, "_dask_observe_lines", None) is self.lines:
+                continue
             tee = _Tee(stream, name, self.lines)
             self.tees[name] = tee
+            self._made.append(tee)
             setattr(sys, name, tee)
-        self.wrap_warnings()
 
     def wrap_warnings(self) -> None:
         """Wrap ``warnings.showwarning`` (again): ``warnings.catch_warnings``
@@ -326,7 +356,7 @@ class OutputCapture:
             if not taken and getattr(current, "__module__", None) != "logging":
                 with contextlib.suppress(Exception):  # never fail a warning
                     lines.warned(
-                        warnings.formatwarning(
+                        lambda: warnings.formatwarning(
                             message, category, filename, lineno, line
                         )
                     )
@@ -343,11 +373,13 @@ class OutputCapture:
         """Give the process its streams back. A stream someone replaced on top
         of a tee since is left to them; the tee beneath only writes on."""
         self.lines.flush()
-        for name, tee in self.tees.items():
+        for tee in reversed(self._made):
             tee._dask_observe_lines = None
+            name = tee._dask_observe_name
             if getattr(sys, name) is tee:
                 setattr(sys, name, tee._dask_observe_stream)
         self.tees.clear()
+        self._made.clear()
         if getattr(warnings.showwarning, "_dask_observe", False):
             assert self._showwarning is not None
             warnings.showwarning = self._showwarning

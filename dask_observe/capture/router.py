@@ -101,10 +101,12 @@ class LogRouter:
 
     @classmethod
     def task_starting(cls) -> None:
-        """A task of this process is about to run: its warnings are caught
-        (see ``OutputCapture.wrap_warnings``)."""
+        """A task of this process is about to run: what it prints and warns
+        is caught, whoever replaced the capture's hooks since (see
+        ``OutputCapture.wrap_streams`` and ``wrap_warnings``)."""
         router = cls._instance
         if router is not None and router.output is not None:
+            router.output.wrap_streams()
             router.output.wrap_warnings()
 
     @classmethod
