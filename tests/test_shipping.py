@@ -55,13 +55,16 @@ def test_a_bundle_of_another_release_runs_the_source_it_ships() -> None:
 def test_a_workers_clock_offset_is_not_moved_by_one_heartbeat_across_a_stall() -> None:
     """distributed's estimate of a worker's clock offset is off by half its
     heartbeat's round trip: one that spanned a stopped process read +2.5 s
-    and moved the worker's lines out of their run. The median of the last
-    five estimates keeps to the clock; a clock that is off (7 s) is followed
-    once most estimates say so."""
-    from dask_observe.capture.shipper import SteadyClock
+    and moved the worker's lines out of their run. The quickest of the last
+    heartbeats says; a clock that is off (7 s) is followed once the
+    heartbeats before it have aged out."""
+    from dask_observe.capture.worker import ClockOffset
 
-    estimates = iter([0.0, 0.001, 2.5, 0.002, 0.001, -7.0, -7.01, -7.0, -7.02])
-    clock = SteadyClock(lambda: next(estimates))
-    said = [clock() for _ in range(9)]
-    assert max(abs(offset) for offset in said[:5]) <= 0.002
-    assert said[-1] == -7.0
+    clock = ClockOffset(lambda: 0.3)  # distributed's, before any heartbeat
+    assert clock() == 0.3
+    for round_trip, estimate in [(0.004, 0.001), (5.0, 2.5), (0.006, 0.002)]:
+        clock.observe(round_trip, estimate)
+    assert clock() == 0.001
+    for _ in range(ClockOffset.OBSERVED):
+        clock.observe(0.01, -7.0)
+    assert clock() == -7.0

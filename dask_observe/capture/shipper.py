@@ -32,30 +32,6 @@ BATCH = 5000
 CLOCK_S = 0.005
 
 
-class SteadyClock:
-    """distributed's estimate of how far a worker's clock is behind the
-    scheduler's (``read``), steadied: the median of its last READINGS
-    values. One estimate is off by up to half its heartbeat's round trip: a
-    heartbeat that spanned a stopped or stalled process (seconds) moved a
-    worker's lines out of the run they were said in."""
-
-    READINGS = 5
-
-    def __init__(self, read: Callable[[], float]) -> None:
-        self._read = read
-        self._readings: list[float] = []
-
-    def __call__(self) -> float:
-        value = float(self._read())
-        if not self._readings or value != self._readings[-1]:  # a new heartbeat's
-            self._readings = [*self._readings[1 - self.READINGS :], value]
-        ordered = sorted(self._readings)
-        middle = len(ordered) // 2
-        if len(ordered) % 2:
-            return ordered[middle]
-        return (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def on_clock(records: list[Any], offset: float, *, events: bool = False) -> list[Any]:
     """Records (tuples whose first item is their time: log lines, samples,
     events) moved by ``offset`` seconds onto the scheduler's clock; with
@@ -120,7 +96,7 @@ class LogShipper:
         tasks running now (a worker's), ``clock`` the seconds its clock is
         behind the scheduler's (a worker's estimate, as distributed's)."""
         self._push = push
-        self._clock = SteadyClock(clock)
+        self._clock = clock
         self._sink = Sink(
             self.source, self._append, worker, pid, self.levels,
             output=self.output, lost=self.buffer.count_lost, running=running,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -42,6 +43,30 @@ def _fine_pending(worker: Worker) -> bool:
 HEARTBEAT_WAIT_S = 10.0
 
 
+class ClockOffset:
+    """How far the worker's clock is behind the scheduler's: distributed's
+    estimate (``scheduler_delay``, renewed by each heartbeat) is off by up
+    to half its heartbeat's round trip, and one that spanned a stalled or
+    stopped process read seconds (its lines then fell outside their run).
+    Kept here: the estimate of the quickest of the last OBSERVED heartbeats
+    (as NTP keeps its least-delayed sample), distributed's own before any."""
+
+    OBSERVED = 8
+
+    def __init__(self, current: Callable[[], float]) -> None:
+        self._current = current
+        #: (round trip, estimate) of the last heartbeats.
+        self._seen: list[tuple[float, float]] = []
+
+    def observe(self, round_trip: float, estimate: float) -> None:
+        self._seen = [*self._seen[1 - self.OBSERVED :], (round_trip, estimate)]
+
+    def __call__(self) -> float:
+        if not self._seen:
+            return float(self._current())
+        return min(self._seen)[1]
+
+
 class Heartbeats:
     """The worker's heartbeats in flight. A heartbeat takes the worker's fine
     performance metrics as it starts; until the scheduler answers, they are
@@ -53,6 +78,10 @@ class Heartbeats:
     def __init__(self, worker: Worker) -> None:
         self._worker = worker
         self._flying: set[asyncio.Future[None]] = set()
+        #: The worker's clock against the scheduler's, as the heartbeats
+        #: measure it.
+        self.clock = ClockOffset(lambda: worker.scheduler_delay)
+        self._measuring: asyncio.Task[None] | None = None
         self._original = worker.heartbeat
         worker.heartbeat = self._tracked  # type: ignore[method-assign]
         periodic = getattr(worker, "periodic_callbacks", {}).get("heartbeat")
@@ -62,11 +91,27 @@ class Heartbeats:
     async def _tracked(self) -> None:
         landed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._flying.add(landed)
+        started = time.monotonic()
         try:
             await self._original()
+            self.clock.observe(time.monotonic() - started, self._worker.scheduler_delay)
         finally:
             self._flying.discard(landed)
             landed.set_result(None)
+
+    def measure(self) -> None:
+        """A heartbeat now (on the worker's loop), measuring the clock."""
+        if getattr(self._worker, "status", None) is None:
+            return
+        with contextlib.suppress(RuntimeError):  # no loop running here
+            task = asyncio.get_running_loop().create_task(self._quietly())
+            self._measuring = task  # (a task only weakly held may vanish)
+
+    async def _quietly(self) -> None:
+        try:
+            await self._tracked()
+        except Exception as e:  # the periodic ones measure it next
+            logger.debug("dask-observe: a heartbeat failed: %s", e)
 
     async def landed(self) -> None:
         """Once the heartbeats in flight now were answered (or after
@@ -271,7 +316,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
             running=lambda: list(self.long_tasks.running),
             # Its lines, samples and events on the scheduler's clock, as
             # distributed puts its tasks' times (a worker's clock may be off).
-            clock=lambda: worker.scheduler_delay,
+            clock=self._clock_offset,
         )
         self._memory = MemorySampler(worker, self.shipper)
         self._transfers = Transfers(worker)
@@ -288,6 +333,16 @@ class ObserveWorkerPlugin(WorkerPlugin):
         worker.handlers[FLUSH_HANDLER] = self.flush
         self._heartbeats = Heartbeats(worker)
         worker.handlers[STACKS_HANDLER] = self.sample_stacks
+        # Its clock measured now, not at its next heartbeat: distributed's
+        # last estimate may be one that spanned a stall (a worker stopped
+        # until this setup could run), and a run may end before then.
+        self._heartbeats.measure()
+
+    def _clock_offset(self) -> float:
+        worker = self._worker
+        if self._heartbeats is not None:
+            return self._heartbeats.clock()
+        return float(worker.scheduler_delay) if worker is not None else 0.0
 
     def _tick(self, now: float) -> None:
         """Every ``memory-interval``: the worker's memory, its long tasks,
