@@ -79,6 +79,12 @@ def stack_lines(stacks: pd.DataFrame, *, full: bool = False) -> Iterator[str]:
             f"{row['time']:%H:%M:%S}, sampled {row['count']}x:"
         )
         yield visible(str(row[column]))
+        if row.get("native"):
+            said = str(row["native"])
+            if not said.startswith("native stacks unavailable"):
+                yield "  in compiled code, beneath:"
+                said = "\n".join(f"    {line}" for line in said.splitlines())
+            yield visible(said)
 
 
 #: A library run this long or shorter is shown, not folded: its fold line

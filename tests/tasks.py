@@ -292,3 +292,12 @@ def say_over(tag: str, n: int, seconds: float) -> str:
         while time.monotonic() < until:
             pass
     return tag
+
+
+def sleep_in_c(seconds: int) -> int:
+    """Wait in a C call (libc's sleep), as a task stuck in a library does:
+    its Python stack ends at the call."""
+    import ctypes
+
+    ctypes.CDLL(None).sleep(seconds)
+    return seconds

@@ -28,7 +28,7 @@ from nbclient import NotebookClient
 import dask_observe
 from dask_observe.api import Run
 from tests.conftest import dask_observe_cli, wait_until
-from tests.tasks import connect, leak, use
+from tests.tasks import connect, leak, sleep_in_c, use
 
 FAST = {
     "observe.flags.hung-task.after": "1s",
@@ -391,3 +391,31 @@ def test_the_collector_stays_off_until_the_last_thread_inside_leaves() -> None:
         leave.set()
         first.join()
     assert gc.isenabled()
+
+
+def test_a_task_waiting_in_compiled_code_has_the_native_frames_beneath(
+    make_client: Callable[..., Client], store_path: Any
+) -> None:
+    """Python's stack of a task stuck in a C call ends at the call; py-spy
+    (installed beside the worker's Python, as the test extra has it) reads
+    the frames beneath: libc's sleep."""
+    client = make_client(n_workers=1, threads_per_worker=1, processes=True)
+    with (
+        pytest.raises(TimeoutError),
+        dask_observe.record("in C", client=client) as run,
+    ):  # stopped by the user's timeout while it waits in C
+        client.submit(sleep_in_c, 5, key="in-c").result(timeout=3)
+    stacks = run.stacks()
+    own = stacks[stacks["key"] == "in-c"]
+    assert len(own) >= 1, stacks
+    assert "in sleep_in_c" in own["frames"].iloc[0]
+    native = str(own["native"].iloc[0]).splitlines()
+    assert any(
+        re.match(r"(clock_nanosleep|nanosleep|sleep) \(libc", n) for n in native
+    ), native
+    said = dask_observe_cli(store_path, "stacks", "last").stdout
+    assert "in compiled code, beneath:" in said and "(libc" in said
+    # The report's picture of where the stopped run stood shows them too.
+    html = run.report().html
+    assert "in compiled code, beneath:" in html
+    assert re.search(r"<pre[^>]*>[^<]*sleep \(libc", html), "no native frames"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
+import dask.config
 import pytest
 from distributed import Client, KilledWorker
 
@@ -48,7 +49,14 @@ from .remote import (
     process_cluster,
 )
 from .spoken import assert_spoke
-from .tasks import eat_memory, say, say_over, speak_below_python, speak_every_way
+from .tasks import (
+    eat_memory,
+    say,
+    say_over,
+    sleep_in_c,
+    speak_below_python,
+    speak_every_way,
+)
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 cloudpickle.register_pickle_by_value(sys.modules[eat_memory.__module__])
@@ -176,6 +184,27 @@ def test_a_worker_whose_clock_runs_ahead_has_its_lines_inside_its_tasks(
         assert task["start"] <= at <= task["stop"], (at, task["start"], task["stop"])
     (running,) = run.events("task-running")["time"]
     assert task["start"] <= running <= task["stop"]
+
+
+def test_a_cluster_without_py_spy_says_once_why_no_native_frames(
+    tmp_path: Path, store_path: Path
+) -> None:
+    # The cluster's environment has no py-spy: a task stuck in C keeps its
+    # Python stack, and one line says why there is nothing beneath it.
+    with (
+        dask.config.set({"observe.flags.hung-task.after": "1s"}),
+        process_cluster(tmp_path / "cluster", workers=1) as cluster,
+        Client(cluster.address, timeout="30s") as client,
+    ):
+        client.wait_for_workers(1, timeout=60)
+        with dask_observe.record("in C", client=client) as run:
+            client.submit(lambda: sleep_in_c(3), key="in-c").result()
+    (said,) = set(run.stacks()["native"])
+    assert said == (
+        "native stacks unavailable: py-spy is not installed on this worker "
+        "(pip install 'dask-observe[native]', or py-spy)"
+    )
+    assert len(run.events("task-native")) == 1  # once for the worker
 
 
 def test_a_cluster_quieted_to_warning_prints_no_more_while_recorded(

@@ -165,14 +165,18 @@ class StackSampler:
         ship: Callable[[dict[str, Any]], None],
         *,
         every: bool = False,
+        native: Callable[[dict[int, str]], None] | None = None,
     ) -> None:
         """Sample the tasks of ``running`` (key -> start) that have run past
         ``after_s`` and are due; with ``every``, every running task now, and
         ship each stack whatever its count (a run that stops keeps them).
-        ``threads`` is the worker's ``active_threads`` (thread id -> key)."""
+        ``threads`` is the worker's ``active_threads`` (thread id -> key);
+        ``native`` is asked for the native frames of the threads whose stack
+        was seen for the first time (thread id -> key)."""
         if not every and not any(now - t >= self.after_s for t in running.values()):
             return  # the common case: one pass over the running tasks, no more
         current = current_frames()
+        new: dict[int, str] = {}
         for thread, task in list(threads.items()):
             key = str(task)
             since = running.get(key)
@@ -189,6 +193,8 @@ class StackSampler:
             if digest not in counts and len(counts) >= MAX_STACKS_PER_TASK:
                 continue
             count = counts[digest] = counts.get(digest, 0) + 1
+            if count == 1 or every:
+                new[thread] = key
             if every or count & (count - 1) == 0:  # 1, 2, 4, 8...
                 ship(
                     {
@@ -200,3 +206,5 @@ class StackSampler:
                         "frames": [list(f) for f in frames],
                     }
                 )
+        if new and native is not None:
+            native(new)

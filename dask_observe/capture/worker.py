@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from .host import workers_host_pressure
+from .native import NativeStacks
 from .output import PARTIAL_AFTER_S
 from .pacer import Pacer, process_rss
 from .router import LogRouter
@@ -301,6 +302,8 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._transfers: Transfers | None = None
         self._stalls: StallWatch | None = None
         self.long_tasks = LongTasks()
+        #: Native frames of hung tasks' threads (py-spy, where installed).
+        self._native = NativeStacks()
         self._stacks = StackSampler(settings.hung_task_after_s)
         self._heartbeats: Heartbeats | None = None
 
@@ -374,8 +377,18 @@ class ObserveWorkerPlugin(WorkerPlugin):
         def ship(data: dict[str, Any]) -> None:
             shipper.events.append(PushedEvent(now, "task-stack", worker.address, data))
 
+        def ship_native(data: dict[str, Any]) -> None:
+            # From the dump's thread, when it is done: its own time.
+            at = time.time()
+            shipper.events.append(PushedEvent(at, "task-native", worker.address, data))
+
+        def native(tasks: dict[int, str]) -> None:
+            self._native.request(tasks, ship_native)
+
         threads = getattr(worker, "active_threads", {})
-        self._stacks.sample(now, self.long_tasks.running, threads, ship, every=every)
+        self._stacks.sample(
+            now, self.long_tasks.running, threads, ship, every=every, native=native
+        )
 
     def sample_stacks(self) -> None:
         """The stack of every running task, shipped with the next flush: a run

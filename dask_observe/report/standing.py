@@ -37,6 +37,11 @@ def stopped_state(run: RunData) -> dict[str, Any] | None:
         for _, _, _, d in run.event_rows("task-stack")
         if isinstance(d, dict)
     }
+    native = run.native_stacks()
+    found["native"] = {str(key): text for (_, key), text in native.items() if key}
+    found["native_unavailable"] = next(
+        (text for (_, key), text in native.items() if key is None), None
+    )
     return found
 
 
@@ -113,16 +118,26 @@ def render(state: dict[str, Any] | None, styled: Any) -> str:
         else ""
     )
     stacks = state.get("stacks", {})
+    native = state.get("native", {})
     shown = [
         f"<p{styled('p')}><b>{escape(key)}</b> ({escape(prefix)}) on "
         f"{escape(worker)}, running {format_seconds(elapsed)}:</p>"
         + _stack_html(stacks[key], styled)
+        + (
+            f"<p{styled('p')}>in compiled code, beneath:</p>"
+            f"<pre{styled('pre')}>{escape(native[key])}</pre>"
+            if native.get(key)
+            else ""
+        )
         for elapsed, key, prefix, worker in sorted(running, reverse=True)
         if stacks.get(key)
     ][:MAX_STACKS]
+    unavailable = state.get("native_unavailable")
+    said = f"<p{styled('p')}>{escape(unavailable)}</p>" if unavailable else ""
     return (
         f"<h4{styled('h4')}>Where it stood when it stopped</h4>"
         + head
         + table
         + "".join(shown)
+        + (said if shown else "")
     )

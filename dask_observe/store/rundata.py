@@ -41,6 +41,7 @@ RUN_COLUMNS = (
 #: The columns of ``run.stacks()``.
 STACK_COLUMNS = (
     "time", "worker", "key", "prefix", "thread", "count", "frames", "folded",
+    "native",
 )  # fmt: skip
 
 TRANSFER_COLUMNS = (
@@ -439,9 +440,13 @@ class RunData:
         sampled), frames (as a traceback prints them, innermost last), folded
         (the same with each run of library frames between the user's code and
         where the thread waits as one line: "... 14 library frames
-        (threading, distributed)")."""
+        (threading, distributed)"), native (the compiled code's frames
+        beneath the innermost Python one, ``name (file:line)`` innermost
+        last, read with py-spy where the worker has it; else, where it was
+        tried, "native stacks unavailable: " and why)."""
         import pandas as pd
 
+        native = self.native_stacks()
         events = self.events("task-stack", epoch=True)
         seen: dict[tuple[str, str, str], list[Any]] = {}
         for t, w, d in zip(
@@ -454,12 +459,28 @@ class RunData:
                 seen[w, d.get("key"), frames] = [
                     t, w, d.get("key"), d.get("prefix"), d.get("thread"),
                     d.get("count", 1), frames, folded_stack(shipped),
+                    native.get((w, d.get("key")), native.get((w, None), "")),
                 ]  # fmt: skip
             else:
                 row[5] = max(row[5], d.get("count", 1))
         frame = pd.DataFrame(list(seen.values()), columns=list(STACK_COLUMNS))
         frame = frame.astype({"time": float, "count": "int64"})
         return _to_datetimes(frame, "time", epoch=epoch)
+
+    def native_stacks(self) -> dict[tuple[str | None, str | None], str]:
+        """The native frames read beneath a task's Python ones, by (worker,
+        key), innermost last, one a line; and by (worker, None), why they
+        could not be read on that worker ("native stacks unavailable: ...")."""
+        found: dict[tuple[str | None, str | None], str] = {}
+        for _, _, worker, data in self.event_rows("task-native"):
+            if not isinstance(data, dict):
+                continue
+            reason = data.get("reason")
+            if reason:
+                found[worker, None] = f"native stacks unavailable: {reason}"
+            elif data.get("native"):
+                found[worker, data.get("key")] = "\n".join(map(str, data["native"]))
+        return found
 
     def profile_trees(self) -> dict[str, Any]:
         """distributed's profile of the run as trees, by prefix ("" for the whole

@@ -1,0 +1,153 @@
+"""Native frames below a hung task's Python ones, read with py-spy.
+
+A task stuck in compiled code (a lock in HDF5, a BLAS thread pool, a C call
+that never returns) shows its Python stack down to the call into the library
+and stops there. Where py-spy is installed on the worker (``pip install
+'dask-observe[native]'``, or py-spy itself: nothing of ours is needed on the
+cluster), the first time a long task's stack is shipped the worker's process
+is read with ``py-spy dump --native`` (from a thread; py-spy pauses the
+process while it reads it, tenths of a second, which it cannot avoid for
+native frames), and the native frames beneath the
+innermost Python frame of that task's thread are shipped as a
+``task-native`` event. Where it cannot be read (py-spy missing, no
+permission to trace the process) one event says why, once per worker
+process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+#: How long one dump may take before it is given up.
+DUMP_TIMEOUT_S = 10.0
+#: Native frames kept of a thread, the innermost ones.
+MAX_NATIVE_FRAMES = 30
+#: The most of py-spy's own words kept when it fails.
+MAX_REASON_CHARS = 300
+
+
+def py_spy() -> str | None:
+    """The py-spy program this worker can run: on its PATH, or beside its
+    Python (a virtual environment not activated), or None."""
+    found = shutil.which("py-spy")
+    if found:
+        return found
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return beside if os.access(beside, os.X_OK) else None
+
+
+def native_part(frames: list[dict[str, Any]]) -> list[str]:
+    """Of py-spy's frames of a thread (innermost first, Python's and native
+    interleaved), the native ones beneath the innermost Python frame, as
+    ``name (file:line)``, outermost first (as a traceback prints)."""
+    below: list[str] = []
+    for frame in frames:
+        filename = str(frame.get("filename") or "")
+        if filename.endswith(".py") or filename.startswith("<"):
+            break
+        name = str(frame.get("name") or "?")
+        where = str(frame.get("short_filename") or os.path.basename(filename))
+        line = frame.get("line") or 0
+        below.append(f"{name} ({where}:{line})" if line else f"{name} ({where})")
+        if len(below) >= MAX_NATIVE_FRAMES:
+            break
+    return below[::-1]
+
+
+def _reason(done: subprocess.CompletedProcess[str]) -> str:
+    said = (done.stderr or done.stdout or "").strip().splitlines()
+    text = said[-1] if said else f"py-spy exited with {done.returncode}"
+    text = text[:MAX_REASON_CHARS]
+    if "ermission" in text or "not permitted" in text:
+        text += (
+            " (py-spy needs to trace the worker's process: root, CAP_SYS_PTRACE,"
+            " or kernel.yama.ptrace_scope=0)"
+        )
+    return text
+
+
+def dump(pid: int) -> tuple[dict[int, list[str]], str | None]:
+    """The native frames beneath Python's of each thread of process ``pid``
+    (by thread ident, as ``threading`` names threads), or why not."""
+    program = py_spy()
+    if program is None:
+        return {}, (
+            "py-spy is not installed on this worker "
+            "(pip install 'dask-observe[native]', or py-spy)"
+        )
+    command = [program, "dump", "--native", "--json"]
+    try:
+        done = subprocess.run(
+            [*command, "--pid", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=DUMP_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {}, f"py-spy could not run: {e}"[:MAX_REASON_CHARS]
+    if done.returncode != 0:
+        return {}, _reason(done)
+    try:
+        threads = json.loads(done.stdout)
+    except ValueError:
+        return {}, "py-spy answered what is not JSON"
+    return {
+        int(thread["thread_id"]): native_part(thread.get("frames") or [])
+        for thread in threads
+        if isinstance(thread, dict) and "thread_id" in thread
+    }, None
+
+
+class NativeStacks:
+    """One dump at a time per process, from a thread of its own."""
+
+    def __init__(self) -> None:
+        self._running = False
+        self._lock = threading.Lock()
+        #: Whether this process said already why it cannot be read.
+        self._said = False
+
+    def request(
+        self, tasks: dict[int, str], ship: Callable[[dict[str, Any]], None]
+    ) -> None:
+        """Read the native frames of these tasks' threads (thread ident ->
+        key) and ``ship`` one event a task; nothing if a dump is under way."""
+        with self._lock:
+            if self._running or not tasks or self._said:
+                return
+            self._running = True
+        threading.Thread(
+            target=self._dump,
+            args=(dict(tasks), ship),
+            name="dask-observe-native-stacks",
+            daemon=True,
+        ).start()
+
+    def _dump(
+        self, tasks: dict[int, str], ship: Callable[[dict[str, Any]], None]
+    ) -> None:
+        try:
+            found, reason = dump(os.getpid())
+            if reason is not None:
+                self._said = True
+                key = next(iter(tasks.values()))
+                ship({"key": key, "thread": None, "native": [], "reason": reason})
+                return
+            for thread, key in tasks.items():
+                native = found.get(thread)
+                if native:
+                    ship({"key": key, "thread": thread, "native": native})
+        except Exception as e:  # extra evidence: never the worker's failure
+            ship({"key": next(iter(tasks.values())), "thread": None,
+                  "native": [], "reason": f"native stacks failed: {e}"})  # fmt: skip
+        finally:
+            with self._lock:
+                self._running = False
