@@ -415,6 +415,10 @@ def test_a_task_waiting_in_compiled_code_has_the_native_frames_beneath(
     ), native
     said = dask_observe_cli(store_path, "stacks", "last").stdout
     assert "in compiled code, beneath:" in said and "(libc" in said
+    # The hung-task flag names the call and the compiled frame it waits in.
+    hung = flag(run, "hung-task")
+    assert "it waits in sleep_in_c at " in hung["message"]
+    assert re.search(r", in compiled code at \S*sleep \(libc", hung["message"]), hung
     # The report's picture of where the stopped run stood shows them too.
     html = run.report().html
     assert "in compiled code, beneath:" in html

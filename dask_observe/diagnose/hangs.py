@@ -13,7 +13,7 @@ finished) raises nothing, so a legitimately long task is no hang.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dask_observe.diagnose.base import MAX_EVIDENCE, Context, Flag, evidence, rule
@@ -47,6 +47,9 @@ class Running:
     elapsed: float
     typical: float | None
     frames: list[list[Any]]
+    #: The compiled code's frames beneath its Python ones, innermost last
+    #: (py-spy on the worker), where they were read.
+    native: list[str] = field(default_factory=list)
 
     @property
     def waits_on_client(self) -> bool:
@@ -95,9 +98,19 @@ def _stacks(ctx: Context) -> dict[str, list[list[Any]]]:
     }
 
 
+def _natives(ctx: Context) -> dict[str, list[str]]:
+    """Each task's native frames beneath its Python ones (key -> frames)."""
+    return {
+        str(d.get("key")): [str(f) for f in d["native"]]
+        for _, _, _, d in ctx.events("task-native")
+        if isinstance(d, dict) and d.get("native")
+    }
+
+
 def running(ctx: Context, found: Standing) -> list[Running]:
     """The tasks processing when the picture was taken, longest first."""
     stacks = _stacks(ctx)
+    natives = _natives(ctx)
     tasks = []
     for worker in found.state.get("workers", ()):
         for task in worker.get("processing", ()):
@@ -112,6 +125,7 @@ def running(ctx: Context, found: Standing) -> list[Running]:
                     float(elapsed),
                     task.get("typical"),
                     stacks.get(str(task["key"]), []),
+                    natives.get(str(task["key"]), []),
                 )
             )
     return sorted(tasks, key=lambda r: -r.elapsed)
@@ -134,13 +148,18 @@ def _stack_evidence(found: Standing, task: Running) -> list[dict[str, Any]]:
     it called, down to where the thread waits), at most five frames."""
     own = [i for i, f in enumerate(task.frames) if not f[4]]
     frames = task.frames[own[-1] if own else -5 :][:5]
-    return [
+    said = [
         evidence(
             found.time,
             task.worker,
             f"{f[2]} at {f[0]}:{f[1]}" + (f": {f[3]}" if f[3] else ""),
         )
         for f in frames
+    ]
+    # Then where it waits in compiled code: the innermost native frames.
+    return said + [
+        evidence(found.time, task.worker, f"in compiled code: {line}")
+        for line in task.native[-3:]
     ]
 
 
@@ -177,6 +196,8 @@ def hung_task(ctx: Context) -> list[Flag]:
             )
         else:
             why = f"; it waits in {where}" if where else ""
+            if where and task.native:
+                why += f", in compiled code at {task.native[-1]}"
         flags.append(
             Flag(
                 "hung-task",
