@@ -291,3 +291,28 @@ def test_more_smaller_tasks_mark_their_totals_and_their_pace_apart(
     assert line.endswith("improvement")
     html = comparison._repr_html_()
     assert "a task (4 -&gt; 16 tasks)" in html
+
+
+@pytest.mark.alone  # it makes the host busy itself
+def test_a_short_run_on_a_busy_host_has_its_own_window_measured(
+    client: Client, store_path: Path
+) -> None:
+    """The host's samples come once a second, stamped at its end: a run of
+    half a second often had none, and a comparison could not tell a busy host
+    from slower code. The scheduler measures each run's own window (from its
+    start to its end), and the host's load is read from that."""
+    import os
+
+    from dask_observe.analysis.figures import host_load
+
+    from .load import burners
+
+    with burners((os.cpu_count() or 1) + 2):
+        time.sleep(0.3)  # the burners running
+        with dask_observe.record("short", client=client) as run:
+            client.gather(client.map(nap, [0.05] * 8, pure=False))
+    wall = float(run.summary()["duration_s"])
+    (window,) = [d for _, _, s, d in run.event_rows("host-load") if d.get("run")]
+    assert window["seconds"] <= wall + 0.5
+    assert window["waiting"] >= 0.5, window  # threads waited for a core
+    assert host_load(run, wall).waiting >= 0.5

@@ -407,9 +407,14 @@ def host_load(run: RunData, duration: float | None) -> HostLoad:
         return HostLoad(cpu_share=share)
     waited: dict[str | None, float] = {}
     crowded: dict[str | None, float] = {}
-    for _, _, sampler, data in run.event_rows("host-load"):
+    rows = run.event_rows("host-load")
+    # A process that measured the run's whole window (the scheduler's, from
+    # its start to its end) is read by that alone: its seconds' samples
+    # would count the same time twice.
+    whole = {s for _, _, s, d in rows if isinstance(d, dict) and d.get("run")}
+    for _, _, sampler, data in rows:
         sample = host_sample(data)
-        if sample is None:
+        if sample is None or (sampler in whole and not data.get("run")):
             continue
         over = 0.0
         if sample.runnable is not None:

@@ -93,6 +93,35 @@ class HostSampler:
         return found if runnable is not None and runnable > self.cores else None
 
 
+#: Where a window of the host's pressure began: the stall counter, and when.
+Mark = tuple[int | None, float]
+
+
+def mark() -> Mark:
+    """The start of a window over which :func:`since_mark` measures."""
+    return _psi_waited_us(), time.monotonic()
+
+
+def since_mark(start: Mark) -> dict[str, Any]:
+    """The host's pressure over the window since ``start``, shaped as a
+    sample (``waiting`` None without pressure stall information). A run's
+    own window: the once-a-second samples are stamped at each second's end,
+    so a run shorter than a second often had none, and a busy host went
+    unseen by its comparisons."""
+    waited_before, at = start
+    seconds = max(time.monotonic() - at, 1e-6)
+    waited = _psi_waited_us()
+    waiting = None
+    if waited is not None and waited_before is not None:
+        waiting = round(min(1.0, (waited - waited_before) / 1e6 / seconds), 3)
+    return {
+        "waiting": waiting,
+        "runnable": _runnable(),
+        "cores": os.cpu_count() or 1,
+        "seconds": round(seconds, 3),
+    }
+
+
 _workers_host: HostSampler | None = None
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tornado.ioloop import IOLoop
 
+from . import host
 from .hangs import ProgressWatch, describe, work_remains
 from .wire import FLUSH_HANDLER, STACKS_HANDLER
 
@@ -104,6 +105,8 @@ class RunCalls:
     _gone_nannies: dict[str, tuple[str, float]]
     #: Per worker a call of ``_calls`` waits on: a future its removal sets.
     _leaving: dict[str, asyncio.Future[None]]
+    #: Per watched span: where the host's pressure window of its run began.
+    _host_marks: dict[str, host.Mark]
 
     def sample(self, every: bool = False) -> None:  # the plugin's
         raise NotImplementedError
@@ -126,6 +129,7 @@ class RunCalls:
         self._watched.setdefault(span_id, Counter())
         self._adopted.setdefault(span_id, Counter())
         self._progress.watch(span_id)
+        self._host_marks[span_id] = host.mark()
         self.sample(every=True)
 
     def unwatch(self, span_id: str) -> dict[str, int]:
@@ -169,6 +173,9 @@ class RunCalls:
         trip (at 200 workers, a second one waited its turn on the loop)."""
         assert self._scheduler is not None
         adopted = bool(self._adopted.get(span_id))
+        began = self._host_marks.pop(span_id, None)
+        if began is not None:  # the scheduler's host over the run's window
+            self._event("host-load", None, {**host.since_mark(began), "run": True})
         if stopped and work_remains(self._scheduler):
             since = self._progress.since(span_id) or time.time()
             self._event("run-stopped", None, describe(self._scheduler, span_id, since))

@@ -23,7 +23,7 @@ from tornado.ioloop import PeriodicCallback
 
 from .buffer import DropCountingBuffer, SequencedBuffer
 from .hangs import ProgressWatch, describe, pace, work_remains
-from .host import HostSampler
+from .host import HostSampler, Mark
 from .logs import replay, shippable
 from .metrics import WorkerSamples, cluster_metrics
 from .router import LogRouter, Sink
@@ -132,6 +132,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         )
         #: Per watched span: tasks that ended, by (prefix, memory|erred).
         self._watched: dict[str, Counter[tuple[str, str]]] = {}
+        self._host_marks: dict[str, Mark] = {}
         self._ending: set[str] = set()
         self._nanny_of = {
             address: ws.nanny for address, ws in scheduler.workers.items() if ws.nanny

@@ -85,7 +85,9 @@ class BusyHosts:
         found: dict[str, list[Busy]] = {}
         for t, _, worker, data in self.ctx.events("host-load"):
             sample = host_sample(data)
-            if sample is None:
+            if sample is None or (isinstance(data, dict) and data.get("run")):
+                # (a run's whole window, for comparisons: a stall is judged
+                # against the second it happened in, not the run's average)
                 continue
             named = worker if isinstance(worker, str) and worker else None
             waiting, runnable, cores = sample.waiting, sample.runnable, sample.cores
