@@ -313,7 +313,9 @@ class Recorder(Copier):
         """Tell the store, once its client or scheduler closed, that the
         cluster is not live (the panel greys it within its next poll, not
         after the last touch grows old)."""
-        if self._closed_said:
+        if self._closed_said or not threading.main_thread().is_alive():
+            # (The interpreter shutting down, its clients closed by atexit:
+            # a daemon thread's SQLite write then crashed the process.)
             return
         scheduler_closed = self.closed or self.closing_read
         if not (scheduler_closed or self.client.status in ("closing", "closed")):
