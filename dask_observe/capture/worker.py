@@ -342,10 +342,9 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._heartbeats.measure()
 
     def _clock_offset(self) -> float:
-        worker = self._worker
-        if self._heartbeats is not None:
-            return self._heartbeats.clock()
-        return float(worker.scheduler_delay) if worker is not None else 0.0
+        """Seconds the worker's clock is behind the scheduler's (see
+        ``ClockOffset``; 0 before setup)."""
+        return self._heartbeats.clock() if self._heartbeats is not None else 0.0
 
     def _tick(self, now: float) -> None:
         """Every ``memory-interval``: the worker's memory, its long tasks,
@@ -418,10 +417,11 @@ class ObserveWorkerPlugin(WorkerPlugin):
                 logger.debug("dask-observe: heartbeat failed: %s", e)
 
     def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
-        # The worker's hot path: a dict write or pop, nothing else.
+        # The worker's hot path: a dict write or pop, and as a task starts a
+        # look that the output hooks are still ours (three attribute reads).
         if finish == "executing":
             self.long_tasks.started(str(key))
-            LogRouter.task_starting()  # its warnings caught, whoever unwrapped
+            LogRouter.task_starting()  # its prints and warnings caught
         elif start == "executing":
             name = str(key)
             self.long_tasks.ended(name)
