@@ -12,7 +12,10 @@ each test takes seconds.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +24,7 @@ from typing import Any
 
 import dask.config
 import nbformat
+import psutil
 import pytest
 from distributed import Client, get_client
 from nbclient import NotebookClient
@@ -423,3 +427,38 @@ def test_a_task_waiting_in_compiled_code_has_the_native_frames_beneath(
     html = run.report().html
     assert "in compiled code, beneath:" in html
     assert re.search(r"<pre[^>]*>[^<]*sleep \(libc", html), "no native frames"
+
+
+def test_a_native_dump_that_hangs_holding_the_process_lets_it_go(
+    tmp_path: Path,
+) -> None:
+    """py-spy stops the threads of the process it reads; one that hangs or
+    dies while it holds them (py-spy#416) must not leave a worker, or the
+    kernel of an in-process cluster, frozen for good: the dump gives up at
+    its limit and the process runs on. The stand-in for py-spy stops the
+    process it is pointed at and never ends, which the real one does only
+    when it goes wrong."""
+    fake = tmp_path / "py-spy"
+    fake.write_text('#!/bin/sh\neval pid=\\${$#}\nkill -STOP "$pid"\nexec sleep 60\n')
+    fake.chmod(0o755)
+    code = (
+        "import os, time\n"
+        "from dask_observe.capture import native\n"
+        "native.DUMP_TIMEOUT_S = 1.0\n"
+        "start = time.monotonic()\n"
+        "print(native.dump(os.getpid())[1])\n"
+        "print(time.monotonic() - start)\n"
+    )
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    with subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True
+    ) as process:
+        try:
+            said, _ = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            state = psutil.Process(process.pid).status()
+            process.kill()  # a stopped process still ends so
+            pytest.fail(f"the process that asked for the dump is left {state}")
+    reason, took = said.splitlines()
+    assert reason == "py-spy did not end within 1 s"
+    assert float(took) < 10  # not the stand-in's 60 s

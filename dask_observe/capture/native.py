@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -73,6 +74,31 @@ def _reason(done: subprocess.CompletedProcess[str]) -> str:
     return text
 
 
+#: Runs py-spy (the arguments after the target's pid) so that the process it
+#: reads is never left stopped. py-spy stops each thread it reads (ptrace); if
+#: it dies while it holds them (killed at its time limit, or aborting inside
+#: libunwind: py-spy#398), the stop it asked for can outlive it and freeze the
+#: process for good (py-spy#416): a worker, or the kernel of an in-process
+#: cluster, that nothing would ever resume, not even its own threads. So a
+#: shell of its own, which py-spy does not trace, bounds py-spy's time
+#: (``timeout``: SIGINT, the way py-spy lets go cleanly, then SIGKILL) and
+#: resumes the process once py-spy has gone, however it went (SIGCONT does
+#: nothing to a process that runs).
+_GUARD = """
+target=$1; limit=$2; shift 2
+if command -v timeout >/dev/null 2>&1; then
+  timeout -s INT -k 2 "$limit" "$@"
+else
+  "$@"
+fi
+status=$?
+kill -CONT "$target" 2>/dev/null
+exit "$status"
+"""
+#: ``timeout``'s status when it stopped py-spy at the limit.
+_TIMED_OUT = (124, 137)
+
+
 def dump(pid: int) -> tuple[dict[int, list[str]], str | None]:
     """The native frames beneath Python's of each thread of process ``pid``
     (by thread ident, as ``threading`` names threads), or why not."""
@@ -82,17 +108,28 @@ def dump(pid: int) -> tuple[dict[int, list[str]], str | None]:
             "py-spy is not installed on this worker "
             "(pip install 'dask-observe[native]', or py-spy)"
         )
-    command = [program, "dump", "--native", "--json"]
+    limit = f"{DUMP_TIMEOUT_S:g}"
+    command = ["sh", "-c", _GUARD, "guard", str(pid), limit]
+    command += [program, "dump", "--native", "--json", "--pid", str(pid)]
     try:
-        done = subprocess.run(
-            [*command, "--pid", str(pid)],
-            capture_output=True,
+        with subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=DUMP_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
+            start_new_session=True,  # a signal to this process is not py-spy's
+        ) as process:
+            try:
+                out, err = process.communicate(timeout=DUMP_TIMEOUT_S + 10)
+            except subprocess.TimeoutExpired:  # the guard itself is stuck
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+                return {}, f"py-spy did not end within {limit} s"
+    except OSError as e:
         return {}, f"py-spy could not run: {e}"[:MAX_REASON_CHARS]
+    done = subprocess.CompletedProcess(command, process.returncode, out, err)
+    if done.returncode in _TIMED_OUT:
+        return {}, f"py-spy did not end within {limit} s"
     if done.returncode != 0:
         return {}, _reason(done)
     try:
