@@ -141,3 +141,63 @@ def test_timing_tests_run_two_at_a_time_first_none_beside_alone_or_the_rest(
     timing_ended = max(e for _, e in ran.values())
     early = [s for s, _ in rest if s < timing_ended]
     assert early == [], f"the rest started {timing_ended - min(early):.2f} s early"
+
+
+#: A module whose second test crashes its test process (as a segmentation
+#: fault in an extension would), between two that pass.
+CRASHING = """
+import os, signal
+from timed import ran
+
+
+def test_before():
+    ran("before", 0.1)
+
+
+def test_crashes():
+    ran("crashes", 0.0)
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def test_after():
+    ran("after", 0.1)
+"""
+
+
+def test_a_test_that_crashes_its_process_fails_once_and_the_rest_run(
+    tmp_path: Path,
+) -> None:
+    """pytest-xdist replaces the crashed test process and reports the test
+    failed; its module's other tests run in the replacement, the crashed one
+    not again (it ran in every replacement, each crashing in turn, until
+    none was left)."""
+    for name, source in [
+        ("timed", TIMED),
+        ("test_a_rest", REST),
+        ("test_crashing", CRASHING),
+        ("test_b_timing", TIMING),
+    ]:
+        (tmp_path / f"{name}.py").write_text(source)
+    log = tmp_path / "ran.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "tests.turns",
+         "-o", "markers=timing\nalone", "-q", "-n", "2", "--dist", "loadscope",
+         "-p", "no:faulthandler", "."],
+        cwd=tmp_path,
+        env={
+            **{k: v for k, v in os.environ.items() if k != "TEST_SECONDS"},
+            "PYTHONPATH": str(ROOT),
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "TURNS_LOG": str(log),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,  # ~6 s; it hung for good before
+    )  # fmt: skip
+    summary = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert summary.startswith("1 failed, 15 passed"), done.stdout
+    assert "crashed while running 'test_crashing.py::test_crashes'" in done.stdout
+    ran = [json.loads(line)[0] for line in log.open()]
+    assert ran.count("crashes") == 1, ran
+    assert ran.count("before") == ran.count("after") == 1, ran

@@ -217,9 +217,35 @@ class TimingFirst(LoadScopeScheduling):  # type: ignore[misc]  # xdist is untype
         self._finished(nodeid)
 
     def remove_node(self, node: WorkerController) -> str | None:
-        crashed: str | None = super().remove_node(node)
+        """A test process that ended: at shutdown, or crashed in a test.
+
+        ``--dist loadscope`` puts every unit the crashed process was handed
+        back in the queue: the test it crashed in, which then ran again in
+        each replacement (twelve crashes on three processes, until no
+        replacement was left), and the units it had finished, which timing
+        tests are (one test each). Those went first (their cost), so each
+        process was handed an empty unit, and waited for the end of a test
+        it was never given: the session hung for good (a CI run's Python
+        3.12 group, 2026-12-01, after a segmentation fault). Here only what
+        is left to run goes back; the crashed test is reported failed (by
+        pytest-xdist) and not run again."""
+        crashed = next(
+            (
+                nodeid
+                for unit in self.assigned_work.get(node, {}).values()
+                for nodeid, completed in unit.items()
+                if not completed
+            ),
+            None,
+        )
+        work = self.assigned_work.get(node, {})
         if crashed is not None:
-            self._finished(crashed)  # reported failed, not run again
+            work[self._split_scope(crashed)][crashed] = True
+        for scope in [scope for scope, unit in work.items() if all(unit.values())]:
+            del work[scope]
+        super().remove_node(node)  # the rest of its tests queued again
+        if crashed is not None:
+            self._finished(crashed)
         return crashed
 
     def _finished(self, nodeid: str) -> None:
