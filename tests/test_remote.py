@@ -176,14 +176,22 @@ def test_a_worker_whose_clock_runs_ahead_has_its_lines_inside_its_tasks(
         ahead = next(iter(client.run(time.time).values())) - time.time()
         assert 6.5 < ahead < 7.5  # the worker's clock, as its tasks read it
         with dask_observe.record("ahead", client=client) as run:
-            client.submit(lambda: say_over(tag, 4, 0.4), key="say").result()
+            # 3 s: the worker tells a task once it has run 1 s, at a tick of
+            # its loop, which the task's spinning thread may hold off for a
+            # while on a loaded host (the suite missed a task of 1.6 s).
+            client.submit(lambda: say_over(tag, 6, 0.5), key="say").result()
     (task,) = run.tasks().to_dict("records")
     said = run.logs(contains=tag)
-    assert len(said) == 4
+    assert len(said) == 6
     for at in said["time"]:
         assert task["start"] <= at <= task["stop"], (at, task["start"], task["stop"])
-    (running,) = run.events("task-running")["time"]
-    assert task["start"] <= running <= task["stop"]
+    # Seen once in the suite: no task-running event at all, the lines inside
+    # the task (so its clock was right). What the run holds, to tell why.
+    events = run.events()
+    kinds = events["kind"].value_counts().to_dict()
+    running = events[events["kind"] == "task-running"]["time"].tolist()
+    assert len(running) == 1, (kinds, task)
+    assert task["start"] <= running[0] <= task["stop"]
 
 
 def test_a_cluster_without_py_spy_says_once_why_no_native_frames(
