@@ -196,6 +196,21 @@ def undecodable(i: int) -> int:
     return i
 
 
+def ship_unshippable(tag: str) -> str:
+    """Puts a line no codec can carry (a lone surrogate) straight into this
+    worker's capture buffer, between two lines ``tag`` logs: past the capture's
+    making of every text it takes shippable, as a record that still cannot
+    be shipped would be."""
+    from distributed import get_worker
+
+    log = logging.getLogger("user.batch")
+    buffer = get_worker().plugins["dask-observe-worker"].shipper.buffer
+    log.warning("before %s", tag)
+    buffer.append((time.time(), 30, "user.batch", "\udcff travels not", None, None, None))
+    log.warning("after %s", tag)
+    return tag
+
+
 def speak_every_way(tag: str) -> str:
     """Say ``tag`` as tasks do besides logging: a print, a line to stderr, a
     warning, and a log call with structured ``extra`` fields."""

@@ -33,6 +33,7 @@ from .tasks import (
     flood,
     log_then_die,
     say,
+    ship_unshippable,
 )
 
 
@@ -641,3 +642,18 @@ def test_a_line_no_codec_can_ship_loses_no_other_line_now_or_later(
     assert "no such file: caf\\udce9.csv" in failed  # distributed's repr of it
     assert kept["next"] == ["plain line 10", "plain line 11"]
     assert kept["dropped"] == [0, 0]
+
+
+def test_a_record_the_wire_cannot_carry_is_dropped_alone_and_counted(
+    make_client: Callable[..., Client], store_path: Path
+) -> None:
+    """A worker's batch of lines that held one the wire cannot carry was lost
+    whole, its good lines counted as dropped. That line alone goes now,
+    counted; the lines beside it in the batch are kept."""
+    client = make_client(n_workers=1, threads_per_worker=1, processes=True)
+    tag = uuid.uuid4().hex
+    with dask_observe.record("one bad line", client=client) as run:
+        assert client.submit(ship_unshippable, tag).result() == tag
+    said = sorted(run.logs(contains=tag)["message"])
+    assert said == [f"after {tag}", f"before {tag}"]
+    assert run.dropped() == 1

@@ -18,6 +18,21 @@ from .wire import PushedLog
 logger = logging.getLogger(__name__)
 
 
+def wire_safe(record: Any) -> bool:
+    """Whether the wire can carry ``record``, a pushed line: plain values
+    only, its texts encodable as UTF-8."""
+    for value in record:
+        if isinstance(value, str):
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    return False
+        elif value is not None and type(value) not in (int, float, bool):
+            return False
+    return True
+
+
 def pushed(record: LogTuple, worker: str | None) -> PushedLog:
     """A captured record as a worker or nanny pushes it, naming its worker."""
     t, level, name, message, task, fields = record
@@ -150,19 +165,42 @@ class LogShipper:
                 records = on_clock(records, offset)
             if not records and not dropped and not samples and not events:
                 return
+            if not await self._ship(records, dropped, samples, events):
+                return
+            samples = events = []
+            remaining -= len(records)
+            if remaining <= 0:
+                return
+
+    async def _ship(
+        self, records: list[Any], dropped: int, samples: list[Any], events: list[Any]
+    ) -> bool:
+        """Push one batch; False where it could not go (its records counted
+        lost: the scheduler gone or restarting).
+
+        A record the wire cannot carry is dropped alone, counted with the
+        batch's drops, and the rest go: one such record lost its whole batch
+        (a line holding a lone surrogate, before every text was made
+        shippable as it was captured: ``logs.shippable``)."""
+        assert self._push is not None
+        for attempt in (1, 2):
             try:
                 await self._push(
                     source=self.source, records=records, dropped=dropped,
                     samples=samples, events=events,
                 )  # fmt: skip
-                samples = events = []
-            except Exception as e:  # scheduler gone or restarting: count, go on
-                self.buffer.count_lost(len(records) + dropped)
-                logger.debug("dask-observe: cannot ship log records: %s", e)
-                return
-            remaining -= len(records)
-            if remaining <= 0:
-                return
+                return True
+            except Exception as e:
+                carried = [r for r in records if wire_safe(r)]
+                if attempt == 2 or len(carried) == len(records):
+                    self.buffer.count_lost(len(records) + dropped)
+                    # Its type and a bounded message: never the batch itself.
+                    said = f"{type(e).__name__}: {e}"[:200]
+                    logger.debug("dask-observe: cannot ship log records: %s", said)
+                    return False
+                dropped += len(records) - len(carried)
+                records = carried
+        return False  # not reached: the second attempt returns
 
     def _offset(self) -> float:
         """Seconds to add to this process's times to put them on the
