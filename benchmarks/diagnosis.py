@@ -8,7 +8,8 @@ is a false alarm), and
 checked against distributed's own signals: bytes the workers' spill buffers
 wrote (their own counters) for disk time, and distributed's task stream
 (``get_task_stream``) for time spent waiting on transfers, which depends on the
-cluster's shape. Run on three clusters: two worker processes, four, and
+cluster's shape, and distributed's warning that a graph it sent was large
+for ``large-graph``. Run on three clusters: two worker processes, four, and
 threads only.
 
     .venv/bin/python benchmarks/diagnosis.py [--clusters 2p,4p,threads] [--only NAME]
@@ -31,6 +32,7 @@ import contextlib
 import sys
 import tempfile
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -329,7 +331,15 @@ WORKLOADS = [
     Workload("ex_delayed", EXAMPLES + "delayed.ipynb", ex_delayed),
     Workload("anom_mean", "coiled/benchmarks test_array.py::test_anom_mean", anom_mean),
     Workload(
-        "double_diff", "coiled/benchmarks test_array.py::test_double_diff", double_diff
+        "double_diff",
+        "coiled/benchmarks test_array.py::test_double_diff",
+        double_diff,
+        allow={
+            "tiny-tasks": "a diff across chunks cuts ~1,270 rechunk and slicing "
+            "tasks of ~0.2 ms (slivers of 8 KB) from the 8 MB chunks; on two "
+            "single-thread workers each waits ~1.5 ms on its thread for its "
+            "next task, over a third of the threads' time (measured 2026-12-02)"
+        },
     ),
     Workload(
         "stencil", "coiled/benchmarks test_array.py::test_map_overlap_sample", stencil
@@ -460,7 +470,13 @@ def judge(
             if workload.task_stream
             else contextlib.nullcontext()
         )
-        with dask_observe.record(workload.name, client=client) as run, watch as stream:
+        # distributed's own warnings, heard beneath the run's listener (made
+        # inside this): a graph it called large is the truth of large-graph.
+        with (
+            warnings.catch_warnings(record=True) as heard,
+            dask_observe.record(workload.name, client=client) as run,
+            watch as stream,
+        ):
             workload.run(client)
         took = time.perf_counter() - began
         spilled = spilled_bytes(client) - before if cluster != "threads" else None
@@ -479,6 +495,11 @@ def judge(
     expect = set(workload.expect)
     if transfer >= 1.0 and share > 0.3:
         expect.add("high-transfer")
+    # The dataframe workloads build their frames with from_pandas (the suites
+    # read them from storage): 23-46 MiB embedded in each graph, which
+    # distributed warns of, as it would in a user's notebook.
+    if any("Sending large graph" in str(w.message) for w in heard):
+        expect.add("large-graph")
     wrong = []
     if missing := expect - raised:
         wrong.append(f"missed {sorted(missing)}")

@@ -57,25 +57,34 @@ class SyntheticRun:
         disk_read: float = 0.0,
         disk_write: float = 0.0,
         exception: str | None = None,
+        nbytes: int = 8,
     ) -> SyntheticRun:
-        """A task that computed for ``seconds`` from ``t``."""
+        """A task that computed for ``seconds`` from ``t``, its result
+        ``nbytes`` large."""
         begin = self.start + t
         key = key or f"('{prefix}-abc', {len(self.records)})"
         self.records.append(
             ("task", begin + seconds, key, prefix, self.span, worker, 1, begin,
-             begin + seconds, status, 8, seconds, transfer, disk_read, disk_write,
+             begin + seconds, status, nbytes, seconds, transfer, disk_read, disk_write,
              0.0, exception, None)
         )  # fmt: skip
         return self
 
     def tasks(
-        self, n: int, seconds: float, prefix: str = "work", *, gap: float = 0.0
+        self,
+        n: int,
+        seconds: float,
+        prefix: str = "work",
+        *,
+        gap: float = 0.0,
+        nbytes: int = 8,
     ) -> SyntheticRun:
         """``n`` tasks of ``seconds`` each, one after the other on two workers,
         ``gap`` seconds between one's end and the next one's start on each
         (what handing a thread its next task took)."""
         for i in range(n):
-            self.task(i // 2 * (seconds + gap), seconds, prefix, A if i % 2 else B)
+            at = i // 2 * (seconds + gap)
+            self.task(at, seconds, prefix, A if i % 2 else B, nbytes=nbytes)
         return self
 
     def metrics(self, t: float, worker: str | None, **values: float) -> SyntheticRun:

@@ -821,6 +821,33 @@ def test_tiny_tasks_that_cost_more_to_schedule_than_to_run(run: SyntheticRun) ->
     assert "x more work" in flag["advice"] and "'inc'" in flag["advice"]
 
 
+def test_tiny_tasks_cut_from_chunks_are_told_to_grow_no_larger_than_dask_s_size(
+    run: SyntheticRun,
+) -> None:
+    """A diff across 8 MB chunks cut 1,270 slivers of 8 KB (the diagnosis
+    benchmark's double_diff): "about 900x more work" asked for chunks of 7 GB.
+    Growth stops at dask's chunk size (array.chunk-size, 128 MiB)."""
+    run.tasks(3000, 0.0002, "rechunk-merge", gap=QUIET_GAP, nbytes=8_000)
+    recorded = run.tasks(100, 0.01, "random_sample", nbytes=8_000_000).end(4.0)
+    assert flags(recorded) == [("tiny-tasks", "warning")]
+    advice = recorded.flags().iloc[0]["advice"]
+    assert advice.startswith("Give each task of 'rechunk-merge' about 10x more work")
+    assert (
+        "(about 76.29 MiB, as large as dask's chunk size; the run's are 7.63 MiB)"
+        in advice
+    )
+
+
+def test_tiny_tasks_beside_chunks_of_dask_s_size_are_not_told_to_grow_them(
+    run: SyntheticRun,
+) -> None:
+    run.tasks(3000, 0.0002, "getitem", gap=QUIET_GAP, nbytes=4_000)
+    recorded = run.tasks(20, 0.05, "load", nbytes=128 * MiB).end(4.0)
+    advice = recorded.flags().iloc[0]["advice"]
+    assert advice.startswith("The run's chunks are 128.00 MiB already, about dask's")
+    assert "x more work" not in advice
+
+
 def test_tiny_tasks_on_a_loaded_host_are_named_by_the_cost_measured(
     run: SyntheticRun,
 ) -> None:

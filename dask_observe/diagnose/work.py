@@ -75,11 +75,6 @@ def tiny_tasks(ctx: Context) -> list[Flag]:
     if count < least or scheduling <= computing or scheduling / threads < share * wall:
         return []
     mean = float(tiny["sum"].sum()) / count
-    # Enough work per task to dwarf its cost: about 100x it, said with one
-    # significant digit (nobody resizes chunks by 386x).
-    raw = max(2.0, 100 * overhead / max(mean, 1e-6))
-    magnitude = 10 ** math.floor(math.log10(raw))
-    factor = int(round(raw / magnitude) * magnitude)
     first = float(done["stop"].min())
     found = [
         evidence(
@@ -117,11 +112,54 @@ def tiny_tasks(ctx: Context) -> list[Flag]:
             f"{format_seconds(scheduling)} of thread time, more than the "
             f"{format_seconds(computing)} all tasks computed, in a "
             f"{format_seconds(wall)} run.",
-            f"Give each task of {names} about {factor}x more work: chunks or "
-            f"partitions {factor}x larger, or batch items into fewer tasks.",
+            _growth_advice(names, 100 * overhead / max(mean, 1e-6), done),
             found,
         )
     ]
+
+
+def _one_digit(x: float, *, down: bool = False) -> int:
+    """``x`` with one significant digit (nobody resizes chunks by 386x),
+    rounded ``down`` where more would pass a bound."""
+    magnitude = 10 ** math.floor(math.log10(x))
+    digit = math.floor(x / magnitude) if down else round(x / magnitude)
+    return int(digit * magnitude)
+
+
+def _growth_advice(names: str, wanted: float, done: pd.DataFrame) -> str:
+    """How much more work each tiny task wants: ``wanted`` times (about 100x
+    its cost, to dwarf it), but no more than chunks of dask's own chunk size
+    (``array.chunk-size``, 128 MiB) allow. The run's chunks are its largest
+    typical result (a prefix's median): a stencil's slivers of 8 KB beside
+    chunks of 8 MB were told to grow 900x, chunks of 7 GB."""
+    import dask.config
+    from dask.utils import parse_bytes as dask_bytes
+
+    limit = float(dask_bytes(dask.config.get("array.chunk-size", "128MiB")))
+    sizes = done.groupby("prefix")["nbytes"].median().fillna(0.0)
+    chunk = float(sizes.max()) if len(sizes) else 0.0
+    room = limit / chunk if chunk > 0 else math.inf
+    if room < 2:
+        return (
+            f"The run's chunks are {format_bytes(chunk)} already, about dask's "
+            f"chunk size: {names} are the small pieces of work cut from them (a "
+            "rechunk, an overlap, a slice across chunks). Fewer come from "
+            "rechunking once to the shape the computation needs, or from an "
+            "operation that cuts across fewer chunks."
+        )
+    if wanted <= room:
+        factor = _one_digit(max(2.0, wanted))
+        return (
+            f"Give each task of {names} about {factor}x more work: chunks or "
+            f"partitions {factor}x larger, or batch items into fewer tasks."
+        )
+    factor = _one_digit(room, down=True)
+    return (
+        f"Give each task of {names} about {factor}x more work: chunks or "
+        f"partitions {factor}x larger (about {format_bytes(chunk * factor)}, "
+        f"as large as dask's chunk size; the run's are {format_bytes(chunk)}), "
+        "or batch items into fewer tasks."
+    )
 
 
 @rule("task-errors")
