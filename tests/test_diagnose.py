@@ -69,6 +69,32 @@ def test_the_kinds_are_the_registry_s_one_rule_each() -> None:
     assert {r.family for r in RULES} == families
 
 
+@pytest.mark.parametrize(
+    ("clocks", "expected"),
+    [
+        ({}, []),  # every clock within 5 ms: nothing kept, nothing said
+        ({A: 0.4, B: -0.02}, []),  # moved, but under a second
+        ({A: -7.012, B: 1.5}, ["clock-offset"]),
+    ],
+)
+def test_a_worker_clock_off_the_schedulers_is_named(
+    run: SyntheticRun, clocks: dict[str, float], expected: list[str]
+) -> None:
+    """A worker's clock 7 s ahead (a VM after a suspend): its lines were
+    moved onto the scheduler's clock, but its own log files read 7 s off.
+    (Each worker says its offset with its last lines, from 5 ms off.)"""
+    run.tasks(20, 0.05)
+    for worker, seconds in clocks.items():
+        run.event(0.5, "clock-offset", worker, seconds=seconds / 2)  # an earlier word
+        run.event(1.9, "clock-offset", worker, seconds=seconds)
+    recorded = run.end(2.0)
+    assert [kind for kind, _ in flags(recorded)] == expected
+    if expected:
+        said = message(recorded, "clock-offset")
+        assert f"{A} 7.01 s ahead; {B} 1.50 s behind" in said
+        assert recorded.flags().iloc[0]["severity"] == "info"
+
+
 def test_a_quiet_run_raises_nothing(run: SyntheticRun) -> None:
     assert flags(run.tasks(20, 0.05).end(2.0)) == []
 

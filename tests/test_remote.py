@@ -192,6 +192,13 @@ def test_a_worker_whose_clock_runs_ahead_has_its_lines_inside_its_tasks(
     running = events[events["kind"] == "task-running"]["time"].tolist()
     assert len(running) == 1, (kinds, task)
     assert task["start"] <= running[0] <= task["stop"]
+    # The offset is kept with the run, and said: its own log files read 7 s off.
+    ((worker, offset),) = run.environment()["clocks"].items()
+    assert -7.5 < offset < -6.5 and worker == task["worker"]
+    flags = run.flags()
+    assert list(flags["kind"]) == ["clock-offset"], flags
+    assert f"{worker} 7." in flags["message"].iloc[0]
+    assert " s ahead" in flags["message"].iloc[0]
 
 
 def test_a_cluster_without_py_spy_says_once_why_no_native_frames(

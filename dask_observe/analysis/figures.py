@@ -51,6 +51,19 @@ def long_tasks(run: RunData) -> dict[str, tuple[float, str]]:
     }
 
 
+def clock_offsets(run: RunData) -> dict[str, float]:
+    """Seconds each worker's times were moved to be on the scheduler's clock
+    in the run (negative: its clock ran ahead), by worker, as each said with
+    its last lines (its ``clock-offset`` events; none for a clock within
+    5 ms). The run keeps them in its environment (``clocks``)."""
+    found: dict[str, float] = {}
+    for _, _, worker, data in run.event_rows("clock-offset"):
+        seconds = data.get("seconds") if isinstance(data, dict) else None
+        if worker and isinstance(seconds, int | float):
+            found[str(worker)] = float(seconds)  # the latest said wins
+    return found
+
+
 def killed_task_story(
     run: RunData, key: str, until: float, memory: pd.DataFrame | None = None
 ) -> str | None:

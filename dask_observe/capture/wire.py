@@ -186,7 +186,7 @@ class PushedEvent(NamedTuple):
 #: something that happened to the cluster: exports leave them out (transfers
 #: come a second per worker pair, and the task spans tell them already; a
 #: busy host's load a second per process).
-BOOKKEEPING_EVENTS = ("transfer", "task-running", "host-load")
+BOOKKEEPING_EVENTS = ("transfer", "task-running", "host-load", "clock-offset")
 
 #: The worker and nanny handler that ships what it holds now; with
 #: ``heartbeat`` (a worker) it then sends a heartbeat.

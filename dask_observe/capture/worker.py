@@ -17,7 +17,7 @@ from .output import PARTIAL_AFTER_S
 from .pacer import Pacer, process_rss
 from .router import LogRouter
 from .settings import CaptureSettings
-from .shipper import LogShipper
+from .shipper import CLOCK_S, LogShipper
 from .stacks import StackSampler
 from .stalls import StallWatch, spill_seconds
 from .wire import FLUSH_HANDLER, STACKS_HANDLER, MemorySample, PushedEvent
@@ -319,7 +319,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
             running=lambda: list(self.long_tasks.running),
             # Its lines, samples and events on the scheduler's clock, as
             # distributed puts its tasks' times (a worker's clock may be off).
-            clock=self._clock_offset,
+            clock=self.clock_offset,
         )
         self._memory = MemorySampler(worker, self.shipper)
         self._transfers = Transfers(worker)
@@ -341,7 +341,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         # until this setup could run), and a run may end before then.
         self._heartbeats.measure()
 
-    def _clock_offset(self) -> float:
+    def clock_offset(self) -> float:
         """Seconds the worker's clock is behind the scheduler's (see
         ``ClockOffset``; 0 before setup)."""
         return self._heartbeats.clock() if self._heartbeats is not None else 0.0
@@ -405,6 +405,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
             if self._transfers is not None:
                 self._transfers.report(self.shipper, force=True)
             LogRouter.flush_output()  # a line a task wrote without its newline
+            self._say_clock()
             await self.shipper.flush()
         if heartbeat and self._heartbeats is not None:
             await self._heartbeats.landed()
@@ -415,6 +416,17 @@ class ObserveWorkerPlugin(WorkerPlugin):
                 await self._worker.heartbeat()
             except Exception as e:
                 logger.debug("dask-observe: heartbeat failed: %s", e)
+
+    def _say_clock(self) -> None:
+        """With a run's last lines (a run's end flushes): how far this
+        worker's times were moved onto the scheduler's clock, where they were
+        (a ``clock-offset`` event: the run keeps it in its environment, and
+        the flag of that name reads it)."""
+        offset = self.clock_offset()
+        if abs(offset) >= CLOCK_S and self.shipper is not None and self._worker:
+            data = {"seconds": round(offset, 3)}
+            event = PushedEvent(time.time(), "clock-offset", self._worker.address, data)
+            self.shipper.events.append(event)
 
     def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
         # The worker's hot path: a dict write or pop, and as a task starts a

@@ -20,7 +20,7 @@ LEAD = (
     "killed-worker", "task-errors", "hung-task", "no-progress", "worker-lost",
     "memory-restart", "memory-pressure", "unmanaged-memory", "spilling",
     "large-graph", "event-loop-blocked", "gil-contention", "tiny-tasks",
-    "load-imbalance", "high-transfer", "version-mismatch",
+    "load-imbalance", "high-transfer", "version-mismatch", "clock-offset",
 )  # fmt: skip
 _SEVERITY = {"error": 0, "warning": 1, "info": 2}
 #: Most evidence lines a folded card keeps.

@@ -6,8 +6,16 @@ from __future__ import annotations
 import re
 
 from dask_observe.analysis.changes import mismatches
-from dask_observe.analysis.figures import killed_task_story
-from dask_observe.diagnose.base import Context, Flag, evidence, rule
+from dask_observe.analysis.figures import clock_offsets, killed_task_story
+from dask_observe.diagnose.base import (
+    MAX_EVIDENCE,
+    Context,
+    Flag,
+    evidence,
+    rule,
+    workers,
+)
+from dask_observe.units import format_seconds
 
 
 @rule("killed-worker")
@@ -125,5 +133,50 @@ def version_mismatch(ctx: Context) -> list[Flag]:
                 evidence(ctx.run.started, None, f"{name} {versions}")
                 for name, versions in found
             ],
+        )
+    ]
+
+
+@rule("clock-offset")
+def clock_offset(ctx: Context) -> list[Flag]:
+    """Workers whose clocks were off the scheduler's by ``clock-offset.min``
+    or more, as each measured it from its heartbeats and said with the run's
+    last lines (``figures.clock_offsets``). Their lines, samples and events
+    were moved onto the scheduler's clock; what they stamp themselves (their
+    own log files, files they write) reads that far off."""
+    least = ctx.seconds("clock-offset.min")
+    clocks = clock_offsets(ctx.run)
+    off = sorted(
+        (
+            (float(s), str(w))
+            for w, s in clocks.items()
+            if isinstance(s, int | float) and abs(s) >= least
+        ),
+        key=lambda found: -abs(found[0]),
+    )
+    if not off:
+        return []
+    # The offset is what the worker's times need to be on the scheduler's
+    # clock: negative when its clock runs ahead.
+    said = "; ".join(
+        f"{w} {format_seconds(abs(s))} {'ahead' if s < 0 else 'behind'}"
+        for s, w in off[:MAX_EVIDENCE]
+    )
+    more = f" and {len(off) - MAX_EVIDENCE} more" if len(off) > MAX_EVIDENCE else ""
+    t = ctx.run.started
+    return [
+        Flag(
+            "clock-offset",
+            "info",
+            t,
+            workers(w for _, w in off),
+            f"Worker clocks were off the scheduler's ({said}{more}): their lines, "
+            "samples and events are shown on the scheduler's clock, moved by "
+            "that much; their own log files and anything else they stamp read "
+            "that far off.",
+            "Keep the hosts' clocks in sync (NTP, chrony, the cloud's time "
+            "service): a VM resumed from a suspend or a host without time sync "
+            "drifts.",
+            [evidence(t, w, f"clock offset {s:+.3f} s") for s, w in off[:MAX_EVIDENCE]],
         )
     ]

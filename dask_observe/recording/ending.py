@@ -179,7 +179,15 @@ class RunEnd:
             # close it as soon as the block returned (a cell does).
             store = Store(self.store_path)
             try:
-                ran_in = self.redact.data(self.environment())
+                from dask_observe.analysis.figures import clock_offsets
+
+                ran_in = self.environment()
+                # How far each worker's times were moved onto the scheduler's
+                # clock, as its last lines said (they are stored by now).
+                clocks = clock_offsets(store.run(self.run_id))
+                if clocks:
+                    ran_in["clocks"] = clocks
+                ran_in = self.redact.data(ran_in)
                 store.set_settings(self.run_id, self.settings, ran_in)
             except Exception as e:  # readers then judge with the defaults
                 logger.warning("dask-observe: cannot record the run's settings: %s", e)
