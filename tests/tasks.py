@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 
 def chatter(n: int) -> int:
@@ -204,9 +205,11 @@ def ship_unshippable(tag: str) -> str:
     from distributed import get_worker
 
     log = logging.getLogger("user.batch")
-    buffer = get_worker().plugins["dask-observe-worker"].shipper.buffer
+    plugin: Any = get_worker().plugins["dask-observe-worker"]  # the bundle's
+    buffer = plugin.shipper.buffer
     log.warning("before %s", tag)
-    buffer.append((time.time(), 30, "user.batch", "\udcff travels not", None, None, None))
+    line = "\udcff travels not"
+    buffer.append((time.time(), 30, "user.batch", line, None, None, None))
     log.warning("after %s", tag)
     return tag
 
