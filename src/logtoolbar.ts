@@ -13,8 +13,19 @@ const LEVELS: Record<string, number> = {
 };
 
 /**
+ * What tasks wrote, offered as sources of their own: a worker's lines of
+ * these loggers (what they printed to stdout and stderr, the warnings they
+ * raised), as the server's `source` filter takes them.
+ */
+export const OUTPUT_SOURCES: Record<string, string> = {
+  stdout: 'stdout',
+  stderr: 'stderr',
+  'py.warnings': 'warning'
+};
+
+/**
  * The controls above a log list: text (or regular expression) filter, lowest
- * level, source, worker, follow, and the count of lines shown. It owns no
+ * level, source (or what tasks printed or warned), worker, follow, and the count of lines shown. It owns no
  * lines: it says what to show (`matcher`) and when that changed.
  */
 export class LogsToolbar {
@@ -32,7 +43,12 @@ export class LogsToolbar {
       this._level.append(new Option(name.toLowerCase() + '+', name));
     }
     this._level.value = level;
-    this._source = Private.select('source', ['scheduler', 'worker', 'nanny']);
+    this._source = Private.select('source', [
+      'scheduler',
+      'worker',
+      'nanny',
+      ...new Set(Object.values(OUTPUT_SOURCES))
+    ]);
     this._worker = Private.select('worker', []);
     this._follow = Private.checkbox('follow', true);
     this._count = element('span', 'jp-DaskObserve-logs-count');
@@ -173,7 +189,9 @@ export class LogsToolbar {
     }
     return line =>
       (anyLevel || (LEVELS[line.level] ?? 0) >= level) &&
-      (!source || line.source === source) &&
+      (!source ||
+        line.source === source ||
+        OUTPUT_SOURCES[line.logger] === source) &&
       (!worker || line.worker === worker) &&
       test(line);
   }

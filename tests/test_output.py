@@ -52,6 +52,16 @@ def test_what_a_task_prints_and_warns_is_kept_with_its_key(
     # And so is the tasks' prefix (each speak-i is a task of prefix "speak").
     assert set(run.logs(prefix="speak")["task"]) == set(keys)
     assert run.logs(prefix="nothing-of-that-name").empty
+    # What tasks wrote is a source of its own: printed, written to stderr,
+    # warned (as the panel's source menu and the server's filter ask).
+    for source, said in [
+        ("stdout", f"processing {tags[1]}"),
+        ("stderr", f"retrying {tags[1]}"),
+        ("warning", f"UserWarning: a deprecated call in {tags[1]}"),
+    ]:
+        (found,) = run.logs(source=source, contains=tags[1])["message"]
+        assert said in found, (source, found)
+    assert run.logs(source="worker", contains=tags[1]).shape[0] == 4
     # What the client's process printed outside any task is the notebook's.
     assert run.logs(contains=f"{tags[0]}-client").empty
     # Tasks' prints are not distributed's words: no rule reads them.

@@ -234,6 +234,11 @@ async def test_a_runs_lines_are_found_by_task_prefix_and_fields(
     (found,) = await lines(fields=fields)
     assert (found["task"], found["message"]) == ("other-0", f"loaded {tags[2]}")
     assert await lines(fields=json.dumps({"partition": tags[2], "rows": 4})) == []
+    # What tasks printed is a source of its own (the panel's source menu).
+    printed = await lines(source="stdout", prefix="speak")
+    assert sorted(line["message"] for line in printed) == sorted(
+        f"processing {tag}" for tag in tags[:2]
+    )
     # The live stream takes the same filters.
     ws = await jp_ws_fetch("dask-observe", "api", "stream")
     filters = {"prefix": "speak", "fields": {"partition": tags[1]}}
@@ -243,6 +248,14 @@ async def test_a_runs_lines_are_found_by_task_prefix_and_fields(
     batch = await receive(ws)
     ws.close()
     assert [row["message"] for row in batch["logs"]] == [f"loaded {tags[1]}"]
+    ws = await jp_ws_fetch("dask-observe", "api", "stream")
+    filters = {"source": "stderr", "task": "speak-0"}
+    ws.write_message(json.dumps({"type": "subscribe", "run": run.id,
+                                 "kinds": ["logs"], "filters": filters}))  # fmt: skip
+    assert (await receive(ws))["type"] == "subscribed"
+    batch = await receive(ws)
+    ws.close()
+    assert [row["message"] for row in batch["logs"]] == [f"retrying {tags[0]}"]
 
 
 async def receive(ws: Any, timeout: float = 10) -> dict[str, Any]:

@@ -315,9 +315,11 @@ def stream_query(
     )
     where += field_filters(filters.pop("fields", None))
     where += prefix_filter(tasks, filters.pop("prefix", None))
+    output, filters["source"] = source_filter(filters.get("source"))
     return _select(
-        "logs", columns, window, where=where, order="seq", limit=limit, **filters
-    )
+        "logs", columns, window, where=where + output, order="seq", limit=limit,
+        **filters,
+    )  # fmt: skip
 
 
 def log_query(
@@ -341,6 +343,8 @@ def log_query(
     where += prefix_filter(window, prefix)
     if not output:
         where += [("logger <> ?", name) for name in OUTPUT_LOGGERS]
+    said, source = source_filter(source)
+    where += said
     columns = ("seq", *LOG_COLUMNS)
     return _select(
         "logs", columns, window, where=where, worker=worker, source=source, task=task
@@ -357,6 +361,19 @@ OUTPUT_LOGGERS = ("stdout", "stderr")
 #: dask-observe-worker", "Registering Nanny plugin dask-observe-nanny"): kept in
 #: the store, shown only on request (``own=True``), never among the user's lines.
 OWN_PLUGIN_TEXT = " plugin dask-observe"
+
+#: What tasks wrote, asked for as a source of its own (``source="stdout"``):
+#: stored as their worker's lines, of these loggers.
+OUTPUT_SOURCES = {"stdout": "stdout", "stderr": "stderr", "warning": "py.warnings"}
+
+
+def source_filter(source: str | None) -> tuple[list[tuple[str, Any]], str | None]:
+    """A ``source`` filter as clauses and the source column's value: one of
+    OUTPUT_SOURCES is its logger's lines, any other the lines of that source."""
+    logger = OUTPUT_SOURCES.get(source or "")
+    if logger is None:
+        return [], source
+    return [("logger = ?", logger)], None
 
 
 def log_filters(

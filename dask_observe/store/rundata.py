@@ -247,7 +247,9 @@ class RunData:
 
         ``contains`` matches case-insensitively (a regular expression, case-sensitive,
         with ``regex=True``); ``level`` is the lowest level shown; ``source`` is one of
-        scheduler, worker, nanny; ``task`` a task's key: the lines its thread
+        scheduler, worker, nanny, or of what tasks wrote: stdout, stderr,
+        warning (their workers' lines of those loggers); ``task`` a task's
+        key: the lines its thread
         wrote; ``prefix`` the lines of the tasks of that prefix (as
         ``tasks()["prefix"]`` names them); ``fields`` the lines whose logging
         call's ``extra`` held each

@@ -52,6 +52,29 @@ describe('LogsToolbar.matcher', () => {
     expect(matches(line('loaded 3 rows'))).toBe(false);
   });
 
+  it('shows what tasks printed or warned as sources of their own', () => {
+    const bar = new LogsToolbar();
+    const source = bar.node.querySelector<HTMLSelectElement>(
+      '.jp-DaskObserve-logs-source'
+    )!;
+    const printed = { ...line('processing partition 3'), logger: 'stdout' };
+    const warned = { ...line('a deprecated call'), logger: 'py.warnings' };
+    const logged = line('a worker says');
+    const shown = (value: string) => {
+      source.value = value;
+      const matches = bar.matcher();
+      return [printed, warned, logged]
+        .filter(l => matches(l))
+        .map(l => l.message);
+    };
+    expect(shown('stdout')).toEqual(['processing partition 3']);
+    expect(shown('warning')).toEqual(['a deprecated call']);
+    expect(shown('stderr')).toEqual([]);
+    // A worker's lines hold what its tasks wrote too.
+    expect(shown('worker')).toHaveLength(3);
+    expect(shown('scheduler')).toEqual([]);
+  });
+
   it('takes the text literally, not as a pattern', () => {
     const matches = typed('a.b (c)');
     expect(matches(line('x a.b (c) y'))).toBe(true);
