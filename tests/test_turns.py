@@ -86,6 +86,31 @@ def test_rest(n):
 """
 
 
+def session(
+    folder: Path, log: Path, processes: int, *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """A pytest-xdist session of the test modules in ``folder``, as
+    scripts/test.sh runs the suite (--dist loadscope, tests/turns.py), each
+    test logging to ``log`` when it ran."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "tests.turns",
+         "-o", "markers=timing\nalone", "-q", "-n", str(processes),
+         "--dist", "loadscope", *args, "."],
+        cwd=folder,
+        # Only the two plugins: this process's others take seconds to import.
+        # (Nor does it write the suite's module seconds, tests/turns.py.)
+        env={
+            **{k: v for k, v in os.environ.items() if k != "TEST_SECONDS"},
+            "PYTHONPATH": str(ROOT),
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "TURNS_LOG": str(log),
+        },
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("processes", [2, 3])
 def test_timing_tests_run_two_at_a_time_first_none_beside_alone_or_the_rest(
     tmp_path: Path, processes: int
@@ -98,24 +123,7 @@ def test_timing_tests_run_two_at_a_time_first_none_beside_alone_or_the_rest(
     ]:
         (tmp_path / f"{name}.py").write_text(source)
     log = tmp_path / "ran.jsonl"
-    markers = ["-o", "markers=timing\nalone"]
-    plugins = ["-p", "xdist", "-p", "tests.turns"]
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", *plugins, *markers, "-q",
-         "-n", str(processes), "--dist", "loadscope", "."],
-        cwd=tmp_path,
-        # Only the two plugins: this process's others take seconds to import.
-        # (Nor does it write the suite's module seconds, tests/turns.py.)
-        env={
-            **{k: v for k, v in os.environ.items() if k != "TEST_SECONDS"},
-            "PYTHONPATH": str(ROOT),
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-            "TURNS_LOG": str(log),
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )  # fmt: skip
+    done = session(tmp_path, log, processes)
     assert done.returncode == 0, done.stdout + done.stderr
     ran = {name: (start, end) for name, start, end in map(json.loads, log.open())}
     assert len(ran) == 15
@@ -179,21 +187,8 @@ def test_a_test_that_crashes_its_process_fails_once_and_the_rest_run(
     ]:
         (tmp_path / f"{name}.py").write_text(source)
     log = tmp_path / "ran.jsonl"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "xdist", "-p", "tests.turns",
-         "-o", "markers=timing\nalone", "-q", "-n", "2", "--dist", "loadscope",
-         "-p", "no:faulthandler", "."],
-        cwd=tmp_path,
-        env={
-            **{k: v for k, v in os.environ.items() if k != "TEST_SECONDS"},
-            "PYTHONPATH": str(ROOT),
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-            "TURNS_LOG": str(log),
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,  # ~6 s; it hung for good before
-    )  # fmt: skip
+    # ~6 s; it hung for good before.
+    done = session(tmp_path, log, 2, "-p", "no:faulthandler", timeout=60)
     summary = done.stdout.strip().splitlines()[-1]
     assert done.returncode == 1, done.stdout + done.stderr
     assert summary.startswith("1 failed, 15 passed"), done.stdout
