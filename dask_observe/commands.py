@@ -28,8 +28,10 @@ HELP = {
     "history": "the runs of one name, each judged against the ones before",
 }
 
-#: Where the log lines come from.
-SOURCES = ("scheduler", "worker", "nanny")
+#: Who said a line: a process of the cluster, or what its tasks wrote (their
+#: workers' lines of the loggers stdout, stderr and py.warnings: see
+#: ``store.queries.OUTPUT_SOURCES``).
+SOURCES = ("scheduler", "worker", "nanny", "stdout", "stderr", "warning")
 
 
 def add_run(parser: argparse.ArgumentParser, *, optional: bool) -> None:

@@ -243,6 +243,7 @@ def test_logs_prints_a_runs_lines_filtered(client: Client, store_path: Path) -> 
     with dask_observe.record("loud"):
         client.gather(client.map(shout, range(3)))
         client.run_on_scheduler(scheduler_says, "from the scheduler")
+        client.submit(print, "a task prints this", pure=False).result()
     done = dask_observe_cli(store_path, "logs", "last", "--filter", "LOOKS <ODD>")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -266,6 +267,10 @@ def test_logs_prints_a_runs_lines_filtered(client: Client, store_path: Path) -> 
     )
     assert all(line.split()[3] == "scheduler" for line in lines)
     assert all(line.split()[4].startswith("distributed.") for line in lines)
+    # What tasks printed is a source of its own.
+    printed = dask_observe_cli(store_path, "logs", "last", "--source", "stdout")
+    (line,) = printed.stdout.splitlines()
+    assert " stdout [print-" in line and line.endswith("]: a task prints this"), line
 
 
 def test_logs_of_an_unknown_run_lists_the_latest(store_path: Path) -> None:
