@@ -14,6 +14,13 @@
    (``os.write``, as a C library's ``fprintf`` does), recorded with output
    capture on (the pipes of ``capture.fdout``) and off, in the same turns.
    The workers' fds 1 and 2 go to /dev/null throughout.
+4. Many tasks (``--tasks``, 10,000): each printing 10 lines, unrecorded
+   against recorded; and each printing nothing, recorded with output
+   capture on against off (what its hooks cost a task that says nothing: a
+   look at each task's start). A fresh LocalCluster of two worker
+   processes each turn, the turns rotated from round to round: wall time
+   of the whole map, and the bytes the store keeps a line (the log table
+   and its index, SQLite's dbstat, over the lines stored).
 """
 
 from __future__ import annotations
@@ -24,6 +31,12 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 
 def tee_pass(lines: int, tee: bool) -> float:
@@ -77,31 +90,45 @@ def native(n: int) -> int:
     return n
 
 
-def recorded(n: int, rounds: int) -> dict[str, list[float]]:
-    import os
+def private_store() -> str:
+    """A store's path in a folder of its own, owner-only (as stores must be)."""
     import tempfile
 
+    folder = tempfile.mkdtemp()
+    os.chmod(folder, 0o700)
+    return f"{folder}/observe.sqlite"
+
+
+@contextmanager
+def cluster_of(workers: int, *, output: bool) -> Iterator[Client]:
+    """A client of a fresh LocalCluster of ``workers`` single-thread worker
+    processes, recorded with output capture on or off."""
     import dask.config
     from distributed import Client, LocalCluster
+
+    with (
+        dask.config.set({"observe.capture.output": output}),
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+def recorded(n: int, rounds: int) -> dict[str, list[float]]:
 
     import dask_observe
 
     turns = ("on", "off", "logged", "native on", "native off")
     took: dict[str, list[float]] = {turn: [] for turn in turns}
     tasks = {"logged": logger, "native on": native, "native off": native}
-    folder = tempfile.mkdtemp()
-    os.chmod(folder, 0o700)
+    store = private_store()
     for i in range(rounds):
         for turn in turns[i % 5 :] + turns[: i % 5]:
             with (
-                dask.config.set({"observe.capture.output": "off" not in turn}),
-                LocalCluster(
-                    n_workers=1, threads_per_worker=1, dashboard_address=":0"
-                ) as cluster,
-                Client(cluster) as client,
-                dask_observe.record(
-                    "prints", client=client, store=f"{folder}/observe.sqlite"
-                ) as run,
+                cluster_of(1, output="off" not in turn) as client,
+                dask_observe.record("prints", client=client, store=store) as run,
             ):
                 task = tasks.get(turn, printer)
                 client.submit(task, n, pure=False).result()
@@ -109,10 +136,53 @@ def recorded(n: int, rounds: int) -> dict[str, list[float]]:
     return took
 
 
+def say_ten(i: int) -> int:
+    for j in range(10):
+        print("partition", i, "row", j, "processed")
+    return i
+
+
+def silent(i: int) -> int:
+    return i
+
+
+def many(n: int, rounds: int) -> tuple[dict[str, list[float]], float]:
+    """Seconds of each turn's ``n`` tasks, and the store's bytes a line."""
+    import sqlite3
+    from contextlib import AbstractContextManager, nullcontext
+
+    import dask_observe
+
+    turns = ("printing", "printing, recorded", "silent, output on", "silent, off")
+    took: dict[str, list[float]] = {turn: [] for turn in turns}
+    store = private_store()
+    for i in range(rounds):
+        for turn in turns[i % 4 :] + turns[: i % 4]:
+            task = silent if turn.startswith("silent") else say_ten
+            with cluster_of(2, output="off" not in turn) as client:
+                client.gather(client.map(task, range(200), pure=False))  # warm
+                block: AbstractContextManager[object] = (
+                    nullcontext()
+                    if turn == "printing"
+                    else dask_observe.record(turn, client=client, store=store)
+                )
+                started = time.perf_counter()
+                with block:
+                    client.gather(client.map(task, range(n), pure=False))
+                took[turn].append(time.perf_counter() - started)
+    with sqlite3.connect(store) as db:
+        (size,) = db.execute(
+            "SELECT SUM(pgsize) FROM dbstat WHERE name IN ('logs', 'logs_time')"
+        ).fetchone()
+        (lines,) = db.execute("SELECT COUNT(*) FROM logs").fetchone()
+    return took, size / max(lines, 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tasks", type=int, default=10_000)
     args = parser.parse_args()
     passes: dict[bool, list[float]] = {True: [], False: []}
     for i in range(args.rounds):
@@ -131,6 +201,7 @@ def main() -> None:
         os.dup2(quiet, fd)
     try:
         took = recorded(n, args.rounds)
+        busy, per_line = many(args.tasks, args.rounds)
     finally:
         for fd, saved in zip((1, 2), kept, strict=True):
             os.dup2(saved, fd)
@@ -145,6 +216,22 @@ def main() -> None:
         f"recorded task writing {n:,} lines to fd 1: {off:.3f} s with output "
         f"capture off, {on:.3f} s on ({on / off:.2f}x; "
         f"{(on - off) * 1e6 / n:.2f} us a line)"
+    )
+    median = {turn: statistics.median(values) for turn, values in busy.items()}
+    pairs = zip(busy["printing, recorded"], busy["printing"], strict=True)
+    ratios = [recorded / plain for recorded, plain in pairs]
+    print(
+        f"{args.tasks:,} tasks printing 10 lines each: {median['printing']:.2f} s "
+        f"unrecorded, {median['printing, recorded']:.2f} s recorded (x"
+        f"{statistics.median(ratios):.3f}, rounds {min(ratios):.3f}-"
+        f"{max(ratios):.3f}); the store keeps {per_line:.0f} bytes a line"
+    )
+    pairs = zip(busy["silent, output on"], busy["silent, off"], strict=True)
+    hooks = [on / off for on, off in pairs]
+    print(
+        f"{args.tasks:,} tasks printing nothing, recorded: output capture on "
+        f"{median['silent, output on']:.2f} s, off {median['silent, off']:.2f} s "
+        f"(x{statistics.median(hooks):.3f}, rounds {min(hooks):.3f}-{max(hooks):.3f})"
     )
 
 
