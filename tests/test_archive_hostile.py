@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import threading
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -87,17 +86,24 @@ def test_a_hostile_archive_lists_its_real_runs_and_counts_the_rest(
     url, real, escaped = hostile
     archive = dask_observe.open_archive(url)
     listed: list[Any] = []
-    tracemalloc.start()
-    reader = threading.Thread(target=lambda: listed.append(archive.runs()))
-    reader.start()
-    reader.join(30)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    assert not reader.is_alive(), "the listing hung"
+
+    def listing() -> None:
+        reader = threading.Thread(target=lambda: listed.append(archive.runs()))
+        reader.start()
+        reader.join(30)
+        assert not reader.is_alive(), "the listing hung"
+
+    # The process's peak, not tracemalloc's: stopping tracemalloc while a
+    # thread made in C allocates crashed CPython before 3.12.9 (gh-128679),
+    # twice in this test on Python 3.12.1 beside an in-process cluster. The
+    # peak holds Arrow's buffers too (Python's heap stayed under 100 MiB; the
+    # process 90-124 MiB, more on a loaded host): the bound is the issue's
+    # for the server; unbounded, one listing took it to gigabytes.
+    peak = peak_rss_growth(listing)
     (runs,) = listed
     assert sorted(runs["id"]) == sorted([real, escaped])
     assert archive.skipped == SKIPPED
-    assert peak < 100 * 2**20, f"{peak / 2**20:.0f} MiB to list"
+    assert peak < 300 * 2**20, f"{peak / 2**20:.0f} MiB to list"
     assert archive.run(real).name == "real"
 
 
