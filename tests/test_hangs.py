@@ -423,6 +423,10 @@ def test_a_task_waiting_in_compiled_code_has_the_native_frames_beneath(
     hung = flag(run, "hung-task")
     assert "it waits in sleep_in_c at " in hung["message"]
     assert re.search(r", in compiled code at \S*sleep \(libc", hung["message"]), hung
+    # And so does the run's no-progress, which the stop made.
+    stalled = flag(run, "no-progress")
+    assert "waiting in sleep_in_c at " in stalled["message"]
+    assert re.search(r", in compiled code at \S*sleep \(libc", stalled["message"])
     # The report's picture of where the stopped run stood shows them too.
     html = run.report().html
     assert "in compiled code, beneath:" in html

@@ -68,6 +68,14 @@ class Running:
         code = f": {frame[3]}" if frame[3] else ""
         return f"{frame[2]} at {frame[0]}:{frame[1]}{code}"
 
+    def waits_text(self) -> str:
+        """Where it waits: its Python frame, then the compiled code's frame
+        beneath it where that was read (py-spy on its worker)."""
+        where = self.where_text()
+        if where and self.native:
+            return f"{where}, in compiled code at {self.native[-1]}"
+        return where
+
 
 def standing(ctx: Context) -> Standing | None:
     """The run's last picture that still holds: the stop, or a stall after
@@ -195,9 +203,7 @@ def hung_task(ctx: Context) -> list[Flag]:
                 f"submitted ({where})"
             )
         else:
-            why = f"; it waits in {where}" if where else ""
-            if where and task.native:
-                why += f", in compiled code at {task.native[-1]}"
+            why = f"; it waits in {task.waits_text()}" if where else ""
         flags.append(
             Flag(
                 "hung-task",
@@ -296,7 +302,7 @@ def _cause(ctx: Context, found: Standing) -> tuple[str, str, list[dict[str, Any]
         return (
             f"{len(stuck)} task(s) stuck in their own code: {task.key} "
             f"({task.prefix}) had run {format_seconds(task.elapsed)} on "
-            f"{task.worker}, waiting in {task.where_text() or 'code not sampled'}",
+            f"{task.worker}, waiting in {task.waits_text() or 'code not sampled'}",
             HUNG_ADVICE,
             _stack_evidence(found, task),
         )
