@@ -3,6 +3,7 @@ machines: shared by the browser tests and the panel benchmark."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import secrets
@@ -61,7 +62,21 @@ class Lab:
         return f"{self.url}{path}?token={self.token}"
 
     def start(self) -> None:
-        """Start the server (again: same port, token and files) and wait for it."""
+        """Start the server (again: same port, token and files) and wait for
+        it. A port taken between ``_free_port`` and the server's bind (a
+        dask worker of another test process: the kernel hands out a port just
+        let go) is traded for another free one, three times at most: the
+        server, left to try the next ports by itself, answered a page's
+        request from a dask worker's port."""
+        for _ in range(3):
+            if self._start_once():
+                return
+            self.url = f"http://127.0.0.1:{_free_port()}/"
+        raise RuntimeError("jupyter lab found its port taken three times")
+
+    def _start_once(self) -> bool:
+        """Start the server on its port and wait for it; False if that port
+        was taken."""
         env = {
             **os.environ,
             "DASK_OBSERVE__STORE": str(self.store_path),
@@ -73,16 +88,18 @@ class Lab:
         }
         log = self.root / "jupyter-lab.log"
         with log.open("ab") as out:
+            start = out.tell()
             self.process = subprocess.Popen(
                 [
                     sys.executable, "-m", self.app, "--no-browser", "--allow-root",
                     f"--port={self.url.rsplit(':', 1)[1].strip('/')}",
+                    "--ServerApp.port_retries=0",  # its port, or none
                     "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
                     f"--ServerApp.root_dir={self.root}",
                 ],
                 env=env, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
-        _wait_until_up(self, self.process, log)
+        return _wait_until_up(self, self.process, log, start)
 
     def api(self, method: str, path: str) -> Any:
         """A call to the server's REST API; its JSON answer, if any."""
@@ -131,15 +148,24 @@ def _free_port() -> int:
         return port
 
 
-def _wait_until_up(lab: Lab, process: subprocess.Popen[bytes], log: Path) -> None:
+def _wait_until_up(
+    lab: Lab, process: subprocess.Popen[bytes], log: Path, start: int
+) -> bool:
+    """Whether the server came up (False: its port was taken; its log from
+    byte ``start`` says so)."""
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"jupyter lab exited early:\n{log.read_text()}")
+            said = log.read_bytes()[start:].decode(errors="replace")
+            if "is already in use" in said:
+                return False
+            raise RuntimeError(f"jupyter lab exited early:\n{said}")
         try:
             with urllib.request.urlopen(lab.page_url("api/status"), timeout=2):
-                return
-        except OSError:
+                return True
+        # Not up yet, or another program answering on the port (it then
+        # exits, saying the port is in use).
+        except (OSError, http.client.HTTPException):
             time.sleep(0.25)
     raise RuntimeError(f"jupyter lab did not answer in 90 s:\n{log.read_text()}")
 

@@ -130,7 +130,7 @@ def _growth_advice(names: str, wanted: float, done: pd.DataFrame) -> str:
     """How much more work each tiny task wants: ``wanted`` times (about 100x
     its cost, to dwarf it), but no more than chunks of dask's own chunk size
     (``array.chunk-size``, 128 MiB) allow. The run's chunks are its largest
-    typical result (a prefix's median): a stencil's slivers of 8 KB beside
+    typical result (a prefix's median): a diff's slivers of 8 KB beside
     chunks of 8 MB were told to grow 900x, chunks of 7 GB."""
     import dask.config
     from dask.utils import parse_bytes as dask_bytes
@@ -149,6 +149,8 @@ def _growth_advice(names: str, wanted: float, done: pd.DataFrame) -> str:
         )
     if wanted <= room:
         factor = _one_digit(max(2.0, wanted))
+        if math.isfinite(room):  # rounded, but never past the room there is
+            factor = min(factor, _one_digit(room, down=True))
         return (
             f"Give each task of {names} about {factor}x more work: chunks or "
             f"partitions {factor}x larger, or batch items into fewer tasks."
