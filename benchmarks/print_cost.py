@@ -218,20 +218,24 @@ def main() -> None:
         f"{(on - off) * 1e6 / n:.2f} us a line)"
     )
     median = {turn: statistics.median(values) for turn, values in busy.items()}
-    pairs = zip(busy["printing, recorded"], busy["printing"], strict=True)
-    ratios = [recorded / plain for recorded, plain in pairs]
+
+    def ratio(turn: str, against: str) -> str:
+        """The median of the rounds' ratios, and their range."""
+        pairs = zip(busy[turn], busy[against], strict=True)
+        ratios = [a / b for a, b in pairs]
+        low, high = min(ratios), max(ratios)
+        return f"x{statistics.median(ratios):.3f}, rounds {low:.3f}-{high:.3f}"
+
     print(
         f"{args.tasks:,} tasks printing 10 lines each: {median['printing']:.2f} s "
-        f"unrecorded, {median['printing, recorded']:.2f} s recorded (x"
-        f"{statistics.median(ratios):.3f}, rounds {min(ratios):.3f}-"
-        f"{max(ratios):.3f}); the store keeps {per_line:.0f} bytes a line"
+        f"unrecorded, {median['printing, recorded']:.2f} s recorded ("
+        f"{ratio('printing, recorded', 'printing')}); the store keeps "
+        f"{per_line:.0f} bytes a line"
     )
-    pairs = zip(busy["silent, output on"], busy["silent, off"], strict=True)
-    hooks = [on / off for on, off in pairs]
     print(
         f"{args.tasks:,} tasks printing nothing, recorded: output capture on "
         f"{median['silent, output on']:.2f} s, off {median['silent, off']:.2f} s "
-        f"(x{statistics.median(hooks):.3f}, rounds {min(hooks):.3f}-{max(hooks):.3f})"
+        f"({ratio('silent, output on', 'silent, off')})"
     )
 
 

@@ -222,6 +222,15 @@ def test_a_store_setting_that_is_no_path_is_a_clear_error(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []  # nothing made of the setting's text
 
 
+def test_the_command_line_offers_every_source_the_store_filters_by() -> None:
+    # commands.py stays free of the store's imports (a CLI's start): its
+    # list is written out, and must name what tasks wrote as the store does.
+    from dask_observe.commands import SOURCES
+    from dask_observe.store.queries import OUTPUT_SOURCES
+
+    assert set(SOURCES) == {"scheduler", "worker", "nanny", *OUTPUT_SOURCES}
+
+
 def test_an_unknown_command_shows_usage(store_path: Path) -> None:
     done = dask_observe_cli(store_path, "frobnicate")
     assert done.returncode == 2

@@ -183,24 +183,25 @@ class LogShipper:
         (a line holding a lone surrogate, before every text was made
         shippable as it was captured: ``logs.shippable``)."""
         assert self._push is not None
-        for attempt in (1, 2):
+        carried = records
+        while True:
             try:
                 await self._push(
-                    source=self.source, records=records, dropped=dropped,
+                    source=self.source, records=carried, dropped=dropped,
                     samples=samples, events=events,
                 )  # fmt: skip
                 return True
             except Exception as e:
-                carried = [r for r in records if wire_safe(r)]
-                if attempt == 2 or len(carried) == len(records):
-                    self.buffer.count_lost(len(records) + dropped)
-                    # Its type and a bounded message: never the batch itself.
-                    said = f"{type(e).__name__}: {e}"[:200]
-                    logger.debug("dask-observe: cannot ship log records: %s", said)
-                    return False
-                dropped += len(records) - len(carried)
-                records = carried
-        return False  # not reached: the second attempt returns
+                if carried is records:  # the first try: any it cannot carry?
+                    carried = [r for r in records if wire_safe(r)]
+                    if len(carried) < len(records):
+                        dropped += len(records) - len(carried)
+                        continue
+                self.buffer.count_lost(len(carried) + dropped)
+                # Its type and a bounded message: never the batch itself.
+                said = f"{type(e).__name__}: {e}"[:200]
+                logger.debug("dask-observe: cannot ship log records: %s", said)
+                return False
 
     def _offset(self) -> float:
         """Seconds to add to this process's times to put them on the

@@ -147,11 +147,7 @@ def clock_offset(ctx: Context) -> list[Flag]:
     least = ctx.seconds("clock-offset.min")
     clocks = clock_offsets(ctx.run)
     off = sorted(
-        (
-            (float(s), str(w))
-            for w, s in clocks.items()
-            if isinstance(s, int | float) and abs(s) >= least
-        ),
+        ((s, w) for w, s in clocks.items() if abs(s) >= least),
         key=lambda found: -abs(found[0]),
     )
     if not off:
