@@ -140,6 +140,39 @@ def test_a_task_stuck_in_its_own_code_is_named_with_where_it_waits(
     assert "every frame (" in html and "in _bootstrap_inner" in html
 
 
+def test_a_task_stuck_since_its_workers_last_heartbeat_is_timed_to_now(
+    make_client: Callable[..., Client],
+) -> None:
+    # The scheduler knows how long a task has run from the worker's last
+    # heartbeat. A process paused between two (py-spy reading it, a loaded
+    # host) once read a task stuck for 5 s as run for 0.86 s, below
+    # hung-task.after, so the hang went unnamed. The truth here: heartbeats
+    # stop once the scheduler has seen the task executing; it runs on.
+    client = make_client(n_workers=1, threads_per_worker=1, processes=False)
+    cluster: Any = client.cluster
+    scheduler, worker = cluster.scheduler, next(iter(cluster.workers.values()))
+
+    def seen_executing() -> bool:
+        return any(ws.executing for ws in scheduler.workers.values())
+
+    with (
+        pytest.raises(KeyboardInterrupt),
+        dask_observe.record("quiet", client=client) as run,
+    ):
+        stuck = client.submit(wait_for_release, pure=False)
+        wait_until(seen_executing, "a heartbeat with the task executing")
+        cluster.loop.add_callback(worker.periodic_callbacks["heartbeat"].stop)
+        stopped_when(
+            run,
+            lambda r: "stuck in their own code" in live_message(r, "no-progress"),
+            "the stuck task named while no heartbeat comes",
+        )
+    said = flag(run, "no-progress")["message"]
+    assert stuck.key in said and "wait_for_release" in said
+    ran = re.search(r"had run ([\d.]+) s", said)
+    assert ran and float(ran[1]) >= 1.0, said
+
+
 def test_a_worker_paused_by_a_leak_is_why_nothing_runs(
     make_client: Callable[..., Client], store_path: Any
 ) -> None:
@@ -395,6 +428,51 @@ def test_the_collector_stays_off_until_the_last_thread_inside_leaves() -> None:
         leave.set()
         first.join()
     assert gc.isenabled()
+
+
+def test_a_stack_sampled_on_the_loop_reads_no_source_file_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker samples long tasks' stacks on its event loop. Reading a source
+    # file there (linecache reads it whole at the first line asked) once held
+    # a loaded worker's loop 1.24 s, which was then flagged as a blocked loop
+    # the user's code had not caused. The file is read on another thread; the
+    # stack as sampled again has its lines.
+    import linecache
+
+    from dask_observe.capture.stacks import StackSampler
+
+    module = tmp_path / "stuck_here.py"
+    module.write_text("def stuck(event):\n    event.wait()  # stuck here\n")
+    namespace: dict[str, Any] = {}
+    exec(compile(module.read_text(), str(module), "exec"), namespace)
+    read_on: list[str] = []
+    updatecache = linecache.updatecache
+
+    def noted(filename: str, *args: Any) -> list[str]:
+        if filename == str(module):
+            read_on.append(threading.current_thread().name)
+        return updatecache(filename, *args)
+
+    monkeypatch.setattr(linecache, "updatecache", noted)
+    release = threading.Event()
+    task = threading.Thread(target=namespace["stuck"], args=(release,))
+    task.start()
+    try:
+        sampler, shipped = StackSampler(after_s=0.0), list[dict[str, Any]]()
+        assert task.ident is not None
+        threads, running = {task.ident: "stuck-1"}, {"stuck-1": 0.0}
+        sampler.sample(1.0, running, threads, shipped.append)
+        assert read_on == []  # not on this thread, the loop's
+        wait_until(lambda: read_on, "the file read by the reader thread")
+        assert read_on == ["dask-observe-source-lines"]
+        sampler.sample(3.0, running, threads, shipped.append)  # its 2nd sample
+    finally:
+        release.set()
+        task.join()
+    lines = [[f[3] for f in s["frames"] if f[0] == str(module)] for s in shipped]
+    assert lines == [[""], ["event.wait()  # stuck here"]]
+    assert [s["count"] for s in shipped] == [1, 2]  # one stack, seen twice
 
 
 def test_a_task_waiting_in_compiled_code_has_the_native_frames_beneath(

@@ -103,7 +103,14 @@ def describe(scheduler: Scheduler, span_id: str, since: float) -> dict[str, Any]
     described = []
     busiest = sorted(scheduler.workers.values(), key=lambda ws: -len(ws.processing))
     for ws in busiest[:MAX_WORKERS]:
-        executing = {ts: float(d) for ts, d in getattr(ws, "executing", {}).items()}
+        # The worker said how long each task had run at its last heartbeat; it
+        # runs still, so add the time since. Without it a process paused
+        # between heartbeats (a native dump, a loaded host) reads a task
+        # stuck for seconds as just begun.
+        late = max(0.0, now - float(getattr(ws, "last_seen", now) or now))
+        executing = {
+            ts: float(d) + late for ts, d in getattr(ws, "executing", {}).items()
+        }
         longest = sorted(ws.processing, key=lambda ts: -executing.get(ts, -1.0))
         described.append(
             {

@@ -13,13 +13,15 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import linecache
 import sys
 import threading
-import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from dask.utils import key_split
+
+from .sourcelines import source_lines
 
 #: Frames kept of a stack, the innermost ones: where it waits is what says why.
 MAX_FRAMES = 40
@@ -130,17 +132,33 @@ def is_library(filename: str) -> bool:
     )
 
 
-def frames_of(frame: Any) -> list[Frame]:
-    """The innermost MAX_FRAMES frames of a thread's stack, outermost first."""
+def where(frame: Any, limit: int = MAX_FRAMES) -> list[tuple[str, int, str]]:
+    """A thread's innermost ``limit`` frames (file, line, function),
+    outermost first: names only, no source line read."""
+    found: list[tuple[str, int, str]] = []
+    while frame is not None and len(found) < limit:
+        code = frame.f_code
+        found.append((code.co_filename, frame.f_lineno or 0, code.co_name))
+        frame = frame.f_back
+    found.reverse()
+    return found
+
+
+def shipped(stack: list[tuple[str, int, str]], read: bool = False) -> list[Frame]:
+    """Frames as the capture ships them, with their source lines: those
+    already read (``sourcelines``: never a file read on an event loop), or
+    with ``read``, read now."""
     return [
         (
-            f.filename,
-            f.lineno or 0,
-            f.name,
-            (f.line or "").strip(),
-            is_library(f.filename),
+            file,
+            line,
+            name,
+            linecache.getline(file, line).strip()
+            if read
+            else source_lines.line(file, line),
+            is_library(file),
         )
-        for f in traceback.extract_stack(frame, limit=MAX_FRAMES)
+        for file, line, name in stack
     ]
 
 
@@ -187,8 +205,10 @@ class StackSampler:
             ):
                 continue
             self._next_at[key] = now + SAMPLE_EVERY_S
-            frames = frames_of(current[thread])
-            digest = hashlib.sha1(repr(frames).encode()).hexdigest()
+            stack = where(current[thread])
+            # Where it is, not its source lines: a line read since the last
+            # sample does not make it another stack.
+            digest = hashlib.sha1(repr(stack).encode()).hexdigest()
             counts = self._counts.setdefault(key, {})
             if digest not in counts and len(counts) >= MAX_STACKS_PER_TASK:
                 continue
@@ -203,7 +223,8 @@ class StackSampler:
                         "thread": thread,
                         "since": since,
                         "count": count,
-                        "frames": [list(f) for f in frames],
+                        # At a stop (every), read now: it is the last.
+                        "frames": [list(f) for f in shipped(stack, read=every)],
                     }
                 )
         if new and native is not None:

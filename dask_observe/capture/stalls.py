@@ -4,7 +4,6 @@ what held it, seen from a watchdog thread beside it while it was held."""
 from __future__ import annotations
 
 import gc
-import linecache
 import sys
 import threading
 import time
@@ -13,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .stacks import Frame, is_library
+from .stacks import is_library, shipped, where
 
 #: A tick this much later than due is an event-loop stall worth an event:
 #: below the flag's threshold (1 s by default), so that a lower one finds them.
@@ -237,14 +236,15 @@ class LoopWatchdog:
         watch = self._watch()
         tasks = dict(watch.tasks()) if watch is not None and watch.tasks else {}
         key = tasks.get(busiest)
-        stack = _where(frames[busiest]) if key is not None else []
+        stack = where(frames[busiest], HELD_FRAMES) if key is not None else []
         del frames
         return {
             "thread": "task",
             "ident": busiest,
             "key": None if key is None else str(key),
             "cpu": round(ran[busiest], 3),
-            "frames": _shipped(stack),
+            # On the loop's thread: lines already read, no file read here.
+            "frames": shipped(stack),
         }
 
     def held(self, since: float) -> dict[str, Any] | None:
@@ -286,11 +286,11 @@ class LoopWatchdog:
         # meanwhile kept its memory (a worker then spilled its result).
         frames = sys._current_frames()
         now = {
-            ident: (key, _where(frames[ident]))
+            ident: (key, where(frames[ident], HELD_FRAMES))
             for ident, key in tasks.items()
             if ident in frames
         }
-        loop = _where(frames[self._loop]) if self._loop in frames else None
+        loop = where(frames[self._loop], HELD_FRAMES) if self._loop in frames else None
         idents = list(frames)
         del frames
         if loop is None:  # its loop's thread ended
@@ -329,14 +329,15 @@ class LoopWatchdog:
                 "ident": busiest,
                 "key": None if key is None else str(key),
                 "cpu": round(most, 3),
-                "frames": _shipped(stack),
+                # This thread's, not the loop's: the lines are read now.
+                "frames": shipped(stack, read=True),
             }
         if starved or loop != stuck:
             # Held elsewhere by no task it can tell; or the loop's thread
             # moved since the last look (it had the GIL back, and runs its
             # callbacks): not where it is now.
             return None
-        return {"thread": "loop", "frames": _shipped(loop)}
+        return {"thread": "loop", "frames": shipped(loop, read=True)}
 
 
 def _thread_cpu(ident: int) -> float:
@@ -345,26 +346,6 @@ def _thread_cpu(ident: int) -> float:
         return time.clock_gettime(time.pthread_getcpuclockid(ident))
     except (AttributeError, OSError, OverflowError):
         return 0.0
-
-
-def _where(frame: Any) -> list[tuple[str, int, str]]:
-    """A thread's innermost ``HELD_FRAMES`` frames (file, line, function),
-    outermost first: names only, no source line read."""
-    found: list[tuple[str, int, str]] = []
-    while frame is not None and len(found) < HELD_FRAMES:
-        code = frame.f_code
-        found.append((code.co_filename, frame.f_lineno or 0, code.co_name))
-        frame = frame.f_back
-    found.reverse()
-    return found
-
-
-def _shipped(stack: list[tuple[str, int, str]]) -> list[Frame]:
-    """Frames as the capture ships them, their source lines read now."""
-    return [
-        (file, line, name, linecache.getline(file, line).strip(), is_library(file))
-        for file, line, name in stack
-    ]
 
 
 def spill_seconds(data: object) -> Callable[[], float] | None:
