@@ -45,6 +45,13 @@ BATCH = 5000
 #: A clock this close to the scheduler's is taken as the same (distributed's
 #: estimate of the offset holds half a round trip of jitter).
 CLOCK_S = 0.005
+#: How far a new estimate of the offset must move from the one in use to
+#: replace it. Each estimate holds milliseconds of jitter, more on a loaded
+#: host (5-10 ms read for a worker beside its scheduler); moving a process's
+#: times by each one put a flood of lines out of order where two batches met
+#: (74 lines printed 1 ms apart, interleaved). A real offset (a VM after a
+#: suspend: seconds) is taken at its first estimate.
+SHIFT_S = 0.05
 
 
 def on_clock(records: list[Any], offset: float, *, events: bool = False) -> list[Any]:
@@ -83,6 +90,8 @@ class LogShipper:
         self.since = settings.since
         self._push: Callable[..., Any] | None = None
         self._clock: Callable[[], float] = lambda: 0.0
+        #: The offset this process's records are moved by (``_offset``).
+        self._offset_used = 0.0
         self._sink: Sink | None = None
         self._leave_pacer: Callable[[], None] | None = None
         self._flushing = asyncio.Lock()
@@ -205,12 +214,17 @@ class LogShipper:
 
     def _offset(self) -> float:
         """Seconds to add to this process's times to put them on the
-        scheduler's clock; 0 within CLOCK_S (a host's own jitter)."""
+        scheduler's clock; 0 within CLOCK_S (a host's own jitter); the one
+        in use until an estimate moves SHIFT_S from it, so that the process's
+        own records stay in the order they were made."""
         try:
             offset = float(self._clock())
         except Exception:
-            return 0.0
-        return offset if abs(offset) >= CLOCK_S else 0.0
+            return self._offset_used
+        offset = offset if abs(offset) >= CLOCK_S else 0.0
+        if abs(offset - self._offset_used) >= SHIFT_S:
+            self._offset_used = offset
+        return self._offset_used
 
     async def stop(self) -> None:
         if self._leave_pacer is not None:
