@@ -814,6 +814,26 @@ def test_an_import_on_a_busy_host_that_starved_the_process_is_the_hosts(
     assert "oversubscribed" in message(run.end(5.0), "event-loop-blocked")
 
 
+def test_an_import_seen_holding_the_loop_on_a_busy_host_is_the_imports(
+    run: SyntheticRun,
+) -> None:
+    """The same busy host and starved process, but the watchdog saw the
+    loop's own thread inside the import machinery through the stall (an
+    import waiting, as one that sleeps or reads a slow disk): the import
+    held it, not the host (the suite's slow-import test, on a loaded host)."""
+    busy_host(run, 4.0)
+    in_import = [
+        ["<frozen importlib._bootstrap>", 1360, "_find_and_load", "", True],
+        ["/work/mylib/__init__.py", 3, "<module>", "time.sleep(2)", False],
+    ]
+    run.event(3.0, "event-loop-stall", A, seconds=1.4, since=run.start + 1.6,
+              cpu=0.2, imported=2, packages=["mylib"],
+              held={"thread": "loop", "frames": in_import})  # fmt: skip
+    text = message(run.end(5.0), "event-loop-blocked")
+    assert "while it imported modules (2 in all: mylib)" in text
+    assert "oversubscribed" not in text
+
+
 def test_a_worker_on_the_schedulers_host_is_judged_by_its_samples_too(
     run: SyntheticRun,
 ) -> None:

@@ -118,6 +118,7 @@ def stalls(ctx: Context) -> Stalls:
         spilled: float = 0.0,
         collected: float = 0.0,
         loop_cpu: float | None = None,
+        importing: bool = False,
     ) -> Callable[[Stall], None]:
         """File ``stall`` by its cause; return how to file another record of
         the same stall with it."""
@@ -146,6 +147,11 @@ def stalls(ctx: Context) -> Stalls:
                 ctx.paused_spans.get(worker), since, t
             )
             add = _paired(split.paused if in_pause else split.collected, collected)
+        elif imported is not None and importing:
+            # Seen inside the import machinery, on the loop's own thread: an
+            # import held it, however busy the host (one waiting on I/O or a
+            # lock takes no CPU, and read as the host's starving it).
+            add = _paired(split.imports, imported)
         elif busy is not None and starved:
             add = _paired(split.host, busy)
         elif imported is not None and not held_elsewhere(stall[2], cpu, loop_cpu):
@@ -178,8 +184,9 @@ def stalls(ctx: Context) -> Stalls:
             loop_cpu = float(loop_cpu) if isinstance(loop_cpu, int | float) else None
             stall = (float(t), named, seconds, text)
             filed[(named, round(t))] = file(
-                stall, since, cpu, imported(data), spilled, collected, loop_cpu
-            )
+                stall, since, cpu, imported(data), spilled, collected, loop_cpu,
+                importing=_in_import(held),
+            )  # fmt: skip
     for t, worker, message in unresponsive:
         took = re.search(r"for ([0-9.]+)s", message)
         seconds = float(took[1]) if took else 0.0
@@ -204,6 +211,18 @@ def stalls(ctx: Context) -> Stalls:
     ctx.derived["stalls"] = split
     ctx.derived["held"] = held_by
     return split
+
+
+def _in_import(held: object) -> bool:
+    """Whether the watchdog saw the loop's own thread inside Python's import
+    machinery while it was held."""
+    if not isinstance(held, dict) or held.get("thread") != "loop":
+        return False
+    frames = held.get("frames")
+    return isinstance(frames, list) and any(
+        isinstance(f, list | tuple) and f and str(f[0]).startswith("<frozen importlib")
+        for f in frames
+    )
 
 
 def held(ctx: Context, among: list[Stall]) -> list[dict[str, Any]]:
