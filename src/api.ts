@@ -105,6 +105,12 @@ export interface ICluster {
    * answers.
    */
   silent_since: number | null;
+  /**
+   * Where the clients that watch it were made: each process's notebook (its
+   * path in Jupyter), or its program; those still open while it is live,
+   * else the last ones that were.
+   */
+  notebooks: string[];
 }
 
 /**

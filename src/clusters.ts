@@ -16,16 +16,31 @@ export class ClustersView extends Widget {
     this.addClass('jp-DaskObserve-clusters');
     this._openPage = options.openPage;
     const head = heading('Clusters');
+    this._status = element('div', 'jp-DaskObserve-clusters-status');
     this._list = element('ul', 'jp-DaskObserve-clusterList');
-    this.node.append(head, this._list);
+    this.node.append(head, this._status, this._list);
     options.model.changed.connect(
       (_, clusters) => this._render(clusters),
       this
     );
-    this._render(options.model.items);
+    options.model.failed.connect((_, reason) => {
+      this._status.textContent = `Cannot list the clusters: ${String(reason)}`;
+    }, this);
+    this._render(options.model.items, options.model.items.length === 0);
   }
 
-  private _render(clusters: readonly ICluster[]): void {
+  /**
+   * Draw the clusters; with none, the lines that make one. `unknown`: not
+   * fetched yet.
+   */
+  private _render(clusters: readonly ICluster[], unknown = false): void {
+    this._status.textContent = unknown
+      ? 'Looking for clusters…'
+      : clusters.length === 0
+        ? 'No cluster yet: in a notebook, "%load_ext dask_observe" then ' +
+          '"client = Client()" lists one here.'
+        : '';
+    this._status.hidden = this._status.textContent === '';
     patchList(
       this._list,
       clusters.map(c => this._card(c)),
@@ -59,6 +74,18 @@ export class ClustersView extends Widget {
       element('div', 'jp-DaskObserve-cluster-address', cluster.address),
       seen
     );
+    if (cluster.notebooks.length) {
+      // By notebook: several kernels (and scripts) may share one cluster.
+      const by = element(
+        'div',
+        'jp-DaskObserve-cluster-by',
+        `${cluster.alive ? 'in' : 'was in'} ${cluster.notebooks
+          .map(n => n.split('/').pop())
+          .join(', ')}`
+      );
+      by.title = cluster.notebooks.join('\n');
+      item.append(by);
+    }
     if (cluster.dashboard) {
       const pages = element('div', 'jp-DaskObserve-cluster-pages');
       for (const page of DASHBOARD_PAGES) {
@@ -75,6 +102,7 @@ export class ClustersView extends Widget {
   }
 
   private _list: HTMLUListElement;
+  private _status: HTMLDivElement;
   private _openPage: (clusterId: string, page: string) => void;
 }
 

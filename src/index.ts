@@ -22,6 +22,7 @@ import {
   archiveReportTab,
   comparisonTab,
   dashboardTab,
+  noticeWhenGone,
   reportTab
 } from './tabs';
 import { CommandIDs, IDaskObserve } from './tokens';
@@ -84,12 +85,12 @@ const plugin: JupyterFrontEndPlugin<IDaskObserve> = {
     });
     commands.addCommand(CommandIDs.openDashboard, {
       label: args => `Open the Dask dashboard: ${args.page ?? 'status'}`,
-      execute: args =>
-        show(
-          dashboardTab(String(args.cluster), String(args.page ?? 'status')),
-          CommandIDs.openDashboard,
-          args
-        )
+      execute: args => {
+        const cluster = String(args.cluster);
+        const tab = dashboardTab(cluster, String(args.page ?? 'status'));
+        noticeWhenGone(tab, cluster, panel.models.clusters);
+        show(tab, CommandIDs.openDashboard, args);
+      }
     });
 
     commands.addCommand(CommandIDs.openComparison, {

@@ -5,9 +5,13 @@ import { fromEpoch } from './format';
 import { ILogLine } from './api';
 
 /**
- * Pixel height of one line; the list is virtualized on it.
+ * Pixel height of one line; the list is virtualized on it. Narrower than
+ * `NARROW_PX` (the sidebar), a line takes two rows: its message across the
+ * whole width, then its time, level and where it came from, small.
  */
 const ROW_HEIGHT = 18;
+const NARROW_ROW_HEIGHT = 34;
+const NARROW_PX = 480;
 
 /**
  * Lines drawn beyond the visible ones, above and below.
@@ -31,7 +35,7 @@ export class LogList {
     this.node.addEventListener('scroll', () => {
       const atBottom =
         this.node.scrollTop + this.node.clientHeight >=
-        this.node.scrollHeight - ROW_HEIGHT;
+        this.node.scrollHeight - this._rowHeight;
       this._scrolled.emit(atBottom);
     });
   }
@@ -58,17 +62,26 @@ export class LogList {
     follow: boolean
   ): void {
     const viewport = this.node;
-    this._spacer.style.height = `${lines.length * ROW_HEIGHT}px`;
+    // (A width of 0: not laid out yet, drawn again when it shows.)
+    const narrow = viewport.clientWidth > 0 && viewport.clientWidth < NARROW_PX;
+    const height = narrow ? NARROW_ROW_HEIGHT : ROW_HEIGHT;
+    const top = Math.floor(viewport.scrollTop / this._rowHeight);
+    const resized = height !== this._rowHeight;
+    this._rowHeight = height;
+    viewport.classList.toggle('jp-mod-narrow', narrow);
+    this._spacer.style.height = `${lines.length * height}px`;
+    if (resized) {
+      viewport.scrollTop = top * height; // the same line stays on top
+    }
     if (follow) {
       viewport.scrollTop = viewport.scrollHeight;
     }
     const first = Math.max(
       0,
-      Math.floor(viewport.scrollTop / ROW_HEIGHT) - OVERSCAN
+      Math.floor(viewport.scrollTop / height) - OVERSCAN
     );
-    const visible =
-      Math.ceil(viewport.clientHeight / ROW_HEIGHT) + 2 * OVERSCAN;
-    this._rows.style.transform = `translateY(${first * ROW_HEIGHT}px)`;
+    const visible = Math.ceil(viewport.clientHeight / height) + 2 * OVERSCAN;
+    this._rows.style.transform = `translateY(${first * height}px)`;
     this._rows.replaceChildren(
       ...lines
         .slice(first, first + visible)
@@ -83,9 +96,32 @@ export class LogList {
     Signal.clearData(this);
   }
 
+  private _rowHeight = ROW_HEIGHT;
   private _rows: HTMLDivElement;
   private _scrolled = new Signal<this, boolean>(this);
   private _spacer: HTMLDivElement;
+}
+
+/**
+ * A worker's address, short enough for a narrow column: without its scheme;
+ * on this machine (loopback) its port alone; an in-process worker by the
+ * part after its process; a host name by its first label.
+ */
+export function shortWorker(address: string): string {
+  const bare = address.replace(/^\w+:\/\//, '');
+  if (address.startsWith('inproc://')) {
+    return bare.slice(bare.indexOf('/') + 1) || bare;
+  }
+  const found = /^(\[[^\]]+\]|[^:/]+):(\d+)$/.exec(bare);
+  if (!found) {
+    return bare;
+  }
+  const [, host, port] = found;
+  if (/^(127\.\d+\.\d+\.\d+|localhost|\[::1\])$/.test(host)) {
+    return `:${port}`;
+  }
+  const named = /^[a-z][\w-]*(\.|$)/i.test(host) && !/^\d/.test(host);
+  return `${named ? host.split('.')[0] : host}:${port}`;
 }
 
 namespace Private {
@@ -106,14 +142,18 @@ namespace Private {
     const time = fromEpoch(line.time).toLocaleTimeString([], {
       hour12: false
     });
+    const where = element(
+      'span',
+      'jp-DaskObserve-log-where',
+      line.worker ? shortWorker(line.worker) : line.source
+    );
+    if (line.worker) {
+      where.title = line.worker; // the whole address, on hover
+    }
     row.append(
       element('span', 'jp-DaskObserve-log-time', time),
       element('span', 'jp-DaskObserve-log-level', line.level),
-      element(
-        'span',
-        'jp-DaskObserve-log-where',
-        line.worker?.replace(/^\w+:\/\//, '') ?? line.source
-      ),
+      where,
       element(
         'span',
         'jp-DaskObserve-log-message',

@@ -7,7 +7,14 @@ import { LogBuffer } from './logbuffer';
 export { LOG_TAIL } from './logbuffer';
 import { LogList } from './loglist';
 import { LogsToolbar } from './logtoolbar';
+import { stateWords } from './status';
 import { ConnectionState, IGap, ILogLine, StoreStream } from './stream';
+
+/**
+ * What the logs say before there is anything to follow.
+ */
+const NOTHING_FOLLOWED =
+  'No logs yet: a cluster’s lines show once one is listed above.';
 
 /**
  * Live log lines of every process of the cluster, interleaved in store order.
@@ -42,7 +49,9 @@ export class LogsView extends Widget {
         )
       );
     }
-    this.node.append(head, this._toolbar.node, this._list.node);
+    // What an empty list means, and what to do (never a blank box).
+    this._empty = element('div', 'jp-DaskObserve-logs-empty');
+    this.node.append(head, this._toolbar.node, this._empty, this._list.node);
 
     this._buffer.setFilter(this._toolbar.matcher());
     this._buffer.changed.connect(this._schedule, this);
@@ -193,8 +202,9 @@ export class LogsView extends Widget {
   }
 
   private _showState(state: ConnectionState): void {
-    this._state.textContent = state === 'open' ? '' : `(${state})`;
+    this._state.textContent = stateWords(state);
     this._state.dataset.state = state;
+    this._schedule(); // what the empty list means may have changed
   }
 
   private _schedule(): void {
@@ -214,9 +224,22 @@ export class LogsView extends Widget {
       buffer.filtering
     );
     this._list.draw(buffer.shown, this._gone, this._toolbar.follow);
+    const empty =
+      buffer.all.length === 0
+        ? this._stream.target === null
+          ? NOTHING_FOLLOWED
+          : this._stream.target.run !== undefined
+            ? 'No lines in this run.'
+            : 'No lines yet.'
+        : buffer.shown.length === 0 && buffer.filtering === null
+          ? 'No line passes the filters.'
+          : '';
+    this._empty.textContent = empty;
+    this._empty.hidden = empty === '';
   }
 
   private _buffer: LogBuffer;
+  private _empty: HTMLDivElement;
   private _frame = 0;
   private _gone: ReadonlySet<string> = new Set();
   private _list: LogList;

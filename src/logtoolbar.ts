@@ -52,6 +52,10 @@ export class LogsToolbar {
     this._worker = Private.select('worker', []);
     this._follow = Private.checkbox('follow', true);
     this._count = element('span', 'jp-DaskObserve-logs-count');
+    // Why the filter filters nothing, where it was typed (a bad pattern).
+    this._problem = element('div', 'jp-DaskObserve-logs-problem');
+    this._problem.setAttribute('role', 'alert');
+    this._problem.hidden = true;
     this.node.append(
       this._filter,
       this._regex.parentElement!,
@@ -59,7 +63,8 @@ export class LogsToolbar {
       this._source,
       this._worker,
       this._follow.parentElement!,
-      this._count
+      this._count,
+      this._problem
     );
     const controls = [
       this._filter,
@@ -148,8 +153,9 @@ export class LogsToolbar {
   }
 
   /**
-   * What the controls ask to show. An invalid regular expression is marked
-   * and filters nothing out (the user is still typing it).
+   * What the controls ask to show. An invalid regular expression filters
+   * nothing out (the user may still be typing it) and says what is wrong
+   * with it under the box.
    */
   matcher(): LineFilter {
     // The lowest level is every line, those of levels without a name too.
@@ -163,7 +169,7 @@ export class LogsToolbar {
     // allocated two strings a line: a million lines filtered in 128 ms
     // against 49 ms (node, the same V8).
     let test: (line: ILogLine) => boolean = () => true;
-    this._filter.classList.remove('jp-mod-invalid');
+    this._showProblem(null);
     if (text && this._regex.checked) {
       try {
         const pattern = new RegExp(text);
@@ -171,8 +177,15 @@ export class LogsToolbar {
           pattern.test(`${line.worker ?? line.source} ${line.message}`) ||
           (!!line.task && pattern.test(line.task)) ||
           (!!line.fields && pattern.test(line.fields));
-      } catch {
-        this._filter.classList.add('jp-mod-invalid');
+      } catch (error) {
+        // The browser's own words: "Unterminated group", "Nothing to repeat".
+        const why = (error as Error).message.replace(
+          /^Invalid regular expression: /,
+          ''
+        );
+        this._showProblem(
+          `Not a regular expression (${why}): showing every line.`
+        );
       }
     } else if (text) {
       const pattern = new RegExp(Private.escape(text), 'i');
@@ -196,6 +209,17 @@ export class LogsToolbar {
       test(line);
   }
 
+  private _showProblem(problem: string | null): void {
+    this._filter.classList.toggle('jp-mod-invalid', problem !== null);
+    if (problem === null) {
+      this._filter.removeAttribute('aria-invalid');
+    } else {
+      this._filter.setAttribute('aria-invalid', 'true');
+    }
+    this._problem.textContent = problem ?? '';
+    this._problem.hidden = problem === null;
+  }
+
   /**
    * Forget the listeners (the view is disposed).
    */
@@ -205,6 +229,7 @@ export class LogsToolbar {
 
   private _changed = new Signal<this, void>(this);
   private _count: HTMLSpanElement;
+  private _problem: HTMLDivElement;
   private _filter: HTMLInputElement;
   private _follow: HTMLInputElement;
   private _followChanged = new Signal<this, boolean>(this);

@@ -189,6 +189,10 @@ export class MetricsView extends Widget {
         ? `Whole cluster, ${span}${until}`
         : `Worker ${this._selected}${until}`;
     const series = model.series(this._selected);
+    // Nothing sampled yet: no empty charts under "no samples yet".
+    const empty = series === undefined && workers.length === 0;
+    this._chartsTitle.hidden = empty;
+    this._charts.hidden = empty;
     this._charts.replaceChildren(
       ...CHARTS.map(chart =>
         Private.sparkline(

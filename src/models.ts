@@ -53,6 +53,14 @@ export class PolledList<T> {
   }
 
   /**
+   * Whether a refresh has succeeded yet (before, `items` is empty because
+   * nothing is known, not because there is nothing).
+   */
+  get known(): boolean {
+    return this._known;
+  }
+
+  /**
    * The items of the last successful refresh.
    */
   get items(): readonly T[] {
@@ -104,6 +112,7 @@ export class PolledList<T> {
       this._failed.emit(reason);
       throw reason;
     }
+    this._known = true;
     const signature = this._signature(items);
     if (signature !== this._told && !this.isDisposed) {
       this._told = signature;
@@ -125,6 +134,7 @@ export class PolledList<T> {
   private _failed = new Signal<this, unknown>(this);
   private _fetch: () => Promise<T[]>;
   private _items: readonly T[] = [];
+  private _known = false;
   private _poll: Poll;
   private _signature: (items: T[]) => string;
   private _told = '';
@@ -176,7 +186,8 @@ export class ClusterModel extends PolledList<ICluster> {
             c.address,
             c.dashboard,
             c.alive,
-            c.silent_since
+            c.silent_since,
+            c.notebooks
           ])
         ),
       ...options

@@ -20,6 +20,15 @@ import { DEFAULT_SETTINGS, IPanelSettings } from './settings';
 import { StoreStream } from './stream';
 
 /**
+ * How often the clusters are polled: as often as the lists, and at least
+ * every 2 s. A client made or closed in a notebook shows within seconds (the
+ * list is a few rows); the runs list, which can be long, keeps the setting.
+ */
+export function clusterInterval(refreshInterval: number): number {
+  return Math.min(refreshInterval, 2000);
+}
+
+/**
  * What the side panel shows, without drawing any of it: its one socket and
  * the subscriptions on it, the lists it polls, and the follow model, whose
  * decisions it carries out on the subscriptions (the live cluster from its
@@ -40,9 +49,11 @@ export class PanelModels implements IDisposable {
     });
     this.flags = new FlagsModel(this.connection);
     // Polled while the panel shows (see `active`), not while it is hidden.
-    const polled = { interval: s.refreshInterval, active: false };
-    this.clusters = new ClusterModel(polled);
-    this.runs = new RunsModel(polled);
+    this.clusters = new ClusterModel({
+      interval: clusterInterval(s.refreshInterval),
+      active: false
+    });
+    this.runs = new RunsModel({ interval: s.refreshInterval, active: false });
     this.team = new TeamModel({ active: false });
     this.clusters.changed.connect((_, clusters) =>
       this.follow.setClusters(clusters)
@@ -144,7 +155,7 @@ export class PanelModels implements IDisposable {
    */
   configure(settings: Partial<IPanelSettings>): void {
     const s = (this._settings = { ...this._settings, ...settings });
-    this.clusters.interval = s.refreshInterval;
+    this.clusters.interval = clusterInterval(s.refreshInterval);
     this.runs.interval = s.refreshInterval;
     this.metrics.windowSeconds = s.metricsWindow;
   }

@@ -50,6 +50,8 @@ export class RunsView extends Widget {
       : runs.length === 0
         ? 'No runs recorded yet. Record one with %%dask_record in a notebook, or run "dask-observe demo".'
         : `${runs.length} run${runs.length === 1 ? '' : 's'}`;
+    // Nothing to compare with fewer than two runs: no button that says so.
+    this._compare.hidden = runs.length < 2;
     this._picks.keepOnly(new Set(runs.map(run => run.id))); // deleted meanwhile
     patchList(
       this._list,

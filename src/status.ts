@@ -5,8 +5,24 @@ import { element } from './dom';
 import { ConnectionState, IGap, StoreStream } from './stream';
 
 /**
+ * A subscription's state in the user's words, beside a view's heading:
+ * nothing while it is open; nothing while it follows nothing yet (its initial
+ * state: the view's own text says what to do), never the socket's "closed".
+ */
+export function stateWords(state: ConnectionState): string {
+  switch (state) {
+    case 'connecting':
+      return '(connecting…)';
+    case 'reconnecting':
+      return '(connection lost: reconnecting…)';
+    default:
+      return '';
+  }
+}
+
+/**
  * How a view's subscription stands, beside its heading: nothing while it is
- * open and whole; "(reconnecting)", "(closed)", why the server refused it, or
+ * open and whole; "(connection lost: reconnecting…)", why the server refused it, or
  * that rows are missing where a gap could not be filled. Text only: a
  * refusal may quote the store.
  */
@@ -34,7 +50,7 @@ export class StreamStatus implements IDisposable {
     if (state === 'open' && this.node.dataset.state === 'gap') {
       return; // still missing rows: said until the view starts over
     }
-    this._show(state === 'open' ? '' : `(${state})`, state);
+    this._show(stateWords(state), state);
   }
 
   private _showGap(gap: IGap): void {

@@ -3,9 +3,14 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { Message } from '@lumino/messaging';
 import { ISignal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
 
+import { ICluster } from './api';
+import { button, element } from './dom';
+import { fromEpoch } from './format';
 import { observeIcon } from './icon';
 import { LOG_TAIL, LogsView } from './logs';
+import { ClusterModel } from './models';
 import { ITarget, StoreStream } from './stream';
 import { IGoneWorkers } from './tokens';
 
@@ -71,6 +76,60 @@ export function dashboardTab(
     // cluster's address) could reach into JupyterLab through its parent.
     ['allow-scripts', 'allow-forms', 'allow-popups', 'allow-downloads']
   );
+}
+
+/**
+ * What a dashboard tab says when its cluster is not live: the page in it
+ * froze (or, restored, never came). Null while it is live.
+ */
+export function goneWords(
+  cluster: ICluster | undefined,
+  known: boolean
+): string | null {
+  if (!known || (cluster !== undefined && cluster.alive)) {
+    return null;
+  }
+  return cluster === undefined
+    ? 'This cluster is no longer in the store: its dashboard cannot be shown.'
+    : `This cluster went away (last seen ${fromEpoch(cluster.last_seen).toLocaleString()}): ` +
+        'its dashboard went with it. Its runs and logs stay in the panel.';
+}
+
+/**
+ * Put a notice above a dashboard tab when its cluster is not live (gone,
+ * or pruned from the store), with a button that closes the tab; taken away
+ * if it comes back. It follows the panel's clusters, as they are polled.
+ */
+export function noticeWhenGone(
+  widget: MainAreaWidget,
+  clusterId: string,
+  clusters: ClusterModel
+): void {
+  const notice = element('div', 'jp-DaskObserve-tab-notice');
+  notice.setAttribute('role', 'status');
+  const words = element('span', 'jp-DaskObserve-tab-notice-text');
+  notice.append(
+    words,
+    button(
+      'jp-DaskObserve-tab-notice-close',
+      'Close this tab',
+      () => widget.close(),
+      'Close this dashboard tab'
+    )
+  );
+  const holder = new Widget({ node: notice });
+  const check = (list: readonly ICluster[]): void => {
+    const said = goneWords(
+      list.find(c => c.id === clusterId),
+      clusters.known
+    );
+    words.textContent = said ?? '';
+    holder.setHidden(said === null);
+  };
+  widget.toolbar.addItem('dask-observe-gone', holder);
+  // Connected with the tab as receiver: its disposal cuts the connection.
+  clusters.changed.connect((_, list) => check(list), widget);
+  check(clusters.items);
 }
 
 /**

@@ -52,6 +52,7 @@ export class TeamView extends Widget {
     if (archive !== null && skipped > 0) {
       this._status.textContent += ` (${skipped} entr${skipped === 1 ? 'y' : 'ies'} skipped: not valid runs)`;
     }
+    this._compare.hidden = runs.length < 2; // nothing to compare
     this._picks.keepOnly(new Set(runs.map(run => run.id))); // pruned meanwhile
     patchList(
       this._list,

@@ -25,6 +25,7 @@ from tornado.httpclient import HTTPClientError
 import dask_observe
 from dask_observe.server import payloads
 from dask_observe.store import BaseStore
+from dask_observe.store.retention import Policy
 
 from .conftest import ended
 from .synthetic import SyntheticRun
@@ -203,6 +204,50 @@ async def test_bad_requests_are_json_errors_that_echo_nothing_unescaped(
     assert "<script>" not in body and "<b>" not in body
     if says:
         assert says in json.loads(body)["message"]
+
+
+async def test_a_tab_of_a_pruned_run_or_a_gone_cluster_says_so_on_a_page(
+    jp_fetch: Any, store_path: Path
+) -> None:
+    """A tab restored after its run was pruned (or its cluster went away)
+    asks again: the answer is a static page of ours that says what happened
+    and what to do, under the no-script policy (Jupyter's own error page
+    needs scripts the tabs' sandboxes never run: a blank frame)."""
+    with BaseStore(store_path) as store:
+        pruned = store.create_run("pruned")
+        store.end_run(pruned, "finished")
+        kept = store.create_run("kept")
+        store.end_run(kept, "finished")
+        assert [r["id"] for r in store.prune(Policy(keep_last=1)).runs] == [pruned]
+        # A cluster whose dashboard is not proxied: gone for an hour.
+        gone = store.register_cluster("tcp://127.0.0.1:1", "http://127.0.0.1:1/")
+        store.rows(
+            "UPDATE clusters SET last_seen = last_seen - 3600 WHERE id = ?", (gone,)
+        )
+    asked = {
+        ("api", "runs", str(pruned), "report"): f"no run {pruned}",
+        ("api", "runs", str(kept), "compare", str(pruned)): f"no run {pruned}",
+        ("dashboard", str(gone), "status"): "no registered dashboard",
+    }
+    for parts, says in asked.items():
+        with pytest.raises(HTTPClientError) as info:
+            await jp_fetch("dask-observe", *parts)
+        assert info.value.code == 404
+        response = info.value.response
+        assert response is not None
+        assert response.headers["Content-Type"].startswith("text/html")
+        assert "default-src 'none'" in response.headers["Content-Security-Policy"]
+        page = response.body.decode()
+        assert "<script" not in page and says in page, page
+        assert "Close this tab" in page
+    assert "went away" in page  # the last: the dashboard's
+
+
+def test_an_error_page_escapes_what_it_quotes_once() -> None:
+    from dask_observe.server.pages import error_page
+
+    page = error_page(404, "no run 3 in /tmp/<b>a&b</b>", "Close this tab.")
+    assert "<b>" not in page and "/tmp/&lt;b&gt;a&amp;b&lt;/b&gt;" in page
 
 
 async def test_a_runs_lines_are_found_by_task_prefix_and_fields(

@@ -315,6 +315,39 @@ def test_the_light_readers_give_what_the_frames_hold(tmp_path: Path) -> None:
     assert finished.fine_rows() == [("execute", "work", "thread-cpu", "seconds", 1.5)]
 
 
+def test_a_cluster_two_notebooks_use_is_listed_by_both_and_live_until_both_close(
+    tmp_path: Path,
+) -> None:
+    """Two kernels' clients on one cluster: listed by both notebooks; one
+    closing its client leaves it live for the other (it was marked closed
+    until the other's next touch, 3 s later); both closed, not live, and
+    listed by the notebooks that used it last."""
+    from dask_observe.store.clusters import ClientOf
+
+    address = "tcp://10.0.0.1:8786"
+    etl = ClientOf("login-1", 101, "work/etl.ipynb")
+    plots = ClientOf("login-1", 202, "plots.ipynb")
+    with BaseStore(tmp_path / "observe.sqlite") as store:
+
+        def listed() -> tuple[bool, list[str]]:
+            (found,) = store.clusters()
+            return bool(found["alive"]), found["notebooks"]
+
+        store.register_cluster(address, None, client=etl)
+        store.register_cluster(address, None, client=plots)
+        assert listed() == (True, ["plots.ipynb", "work/etl.ipynb"])
+        store.close_cluster(address, client=etl, scheduler=False)
+        assert listed() == (True, ["plots.ipynb"])
+        store.touch_cluster(address, client=plots)
+        store.close_cluster(address, client=plots, scheduler=False)
+        assert listed() == (False, ["plots.ipynb", "work/etl.ipynb"])
+        # A scheduler that closed closes the cluster for everyone.
+        store.register_cluster(address, None, client=etl)
+        store.register_cluster(address, None, client=plots)
+        store.close_cluster(address, client=etl, scheduler=True)
+        assert listed()[0] is False
+
+
 def test_a_cluster_seen_closing_is_not_live_until_watched_again(tmp_path: Path) -> None:
     """A recorder that saw its client or scheduler close says so at once: the
     cluster is not live from then (it was for 15 s more), until a recorder

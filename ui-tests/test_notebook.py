@@ -107,3 +107,98 @@ def test_a_dask_record_cell_shows_progress_then_its_report(
     status.click()
     frame = page.frame_locator(".jp-DaskObserve-tab iframe")
     expect(frame.locator("canvas").first).to_be_visible(timeout=30_000)
+
+
+def open_and_start(page: Page, lab: Lab, name: str) -> None:
+    """Open a notebook of the lab's folder and wait until its kernel idles."""
+    page.goto(lab.page_url(f"lab/tree/{name}"))
+    expect(page.locator(".jp-Notebook")).to_be_visible(timeout=30_000)
+    kernel = page.locator(".jp-Toolbar-kernelName", has_text="Python 3")
+    accept = page.locator(".jp-Dialog .jp-mod-accept")
+    expect(kernel.or_(accept).first).to_be_visible(timeout=30_000)
+    if accept.count():
+        accept.click()
+    expect(
+        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    ).to_be_attached(timeout=60_000)
+
+
+def run_cell(page: Page, index: int) -> None:
+    """Run the notebook's cell ``index`` (0-based) as a user does: select it,
+    Shift+Enter; return once it has run (its execution count is shown)."""
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    cell.locator(".jp-InputPrompt").click()
+    page.keyboard.press("Shift+Enter")
+    expect(cell.locator(".jp-InputPrompt")).to_have_text(
+        re.compile(r"\[\d+\]"), timeout=60_000
+    )
+
+
+def test_a_client_made_in_a_notebook_is_listed_live_then_last_seen_once_closed(
+    store_path: Path, lab: Lab, page: Page
+) -> None:
+    """Nothing recorded: %load_ext alone finds the client a cell makes. The
+    panel lists it within 5 s, its dashboard opens through the proxy; once
+    closed, within 5 s nothing reads as live, and the dashboard tab says why
+    it froze and closes."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3", "display_name": "Python 3", "language": "python",
+    }  # fmt: skip
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "%load_ext dask_observe\n"
+            "from distributed import Client, LocalCluster\n"
+            "cluster = LocalCluster(n_workers=2, threads_per_worker=1,"
+            " processes=False, dashboard_address=':0')\n"
+            "client = Client(cluster)\n"
+            "client.submit(sum, [1, 2]).result()"
+        ),
+        nbformat.v4.new_code_cell("client.close()\ncluster.close()"),
+    ]
+    nbformat.write(nb, lab.root / "discover.ipynb")
+    open_and_start(page, lab, "discover.ipynb")
+    page.locator(PANEL_TAB).click()
+    empty = page.locator(".jp-DaskObserve-clusters-status")
+    expect(empty).to_contain_text("%load_ext dask_observe")  # a fresh store
+
+    run_cell(page, 0)
+    made = time.monotonic()
+    cluster = page.locator(".jp-DaskObserve-cluster").first
+    seen = cluster.locator(".jp-DaskObserve-cluster-seen")
+    expect(seen).to_have_text("live", timeout=5_000)
+    listed = time.monotonic() - made
+    assert listed < 5, listed
+    expect(empty).to_be_hidden()
+    # By notebook: the kernel's session names it (JPY_SESSION_NAME).
+    made_in = cluster.locator(".jp-DaskObserve-cluster-by")
+    expect(made_in).to_have_text("in discover.ipynb")
+    workers = page.locator(".jp-DaskObserve-worker")
+    expect(workers).to_have_count(2, timeout=10_000)
+    cluster.locator('.jp-DaskObserve-dashboard-button[data-page="status"]').click()
+    frame = page.frame_locator(".jp-DaskObserve-tab iframe")
+    expect(frame.locator("canvas").first).to_be_visible(timeout=30_000)
+    notice = page.locator(".jp-DaskObserve-tab-notice")
+    expect(notice).to_be_hidden()
+
+    tabs = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab")
+    tabs.filter(has_text="discover.ipynb").click()
+    run_cell(page, 1)
+    closed = time.monotonic()
+    expect(seen).to_have_text(re.compile("^last seen "), timeout=5_000)
+    expect(made_in).to_have_text("was in discover.ipynb")
+    expect(workers.locator(".jp-DaskObserve-worker-seen")).to_have_count(
+        2, timeout=5_000
+    )
+    assert time.monotonic() - closed < 5
+    panel = page.locator("#dask-observe-panel")
+    expect(panel.locator(".jp-DaskObserve-worker-processing")).to_have_count(0)
+    expect(panel.locator(".jp-DaskObserve-metrics-summary")).not_to_contain_text(
+        "processing"
+    )
+    tabs.filter(has_text="Dask status").click()
+    expect(notice).to_be_visible()
+    expect(notice).to_contain_text("This cluster went away (last seen ")
+    page.screenshot(path=ARTIFACTS / "panel-cluster-gone.png")
+    notice.get_by_role("button", name="Close this tab").click()
+    expect(page.locator(".jp-DaskObserve-tab")).to_have_count(0)

@@ -433,3 +433,29 @@ def test_at_300_px_every_section_shows_its_content_whole(
         }"""
     )
     assert logs["height"] >= 3 * 18 and logs["below"] <= 1, logs
+    # Each line's message shows, across the list's width (it showed the time,
+    # level and worker, then nothing of the message), its worker by a short
+    # name with the whole address on hover.
+    lines = panel.evaluate(
+        """node => {
+          const list = node.querySelector('.jp-DaskObserve-logs-viewport')
+            .getBoundingClientRect();
+          return [...node.querySelectorAll('.jp-DaskObserve-log')].map(row => {
+            const m = row.querySelector('.jp-DaskObserve-log-message')
+              .getBoundingClientRect();
+            const where = row.querySelector('.jp-DaskObserve-log-where');
+            return {text: row.querySelector('.jp-DaskObserve-log-message')
+                      .textContent, left: m.left - list.left,
+                    width: m.width, listWidth: list.width,
+                    where: where.textContent, whole: where.title};
+          });
+        }"""
+    )
+    assert lines, lines
+    for line in lines:
+        assert line["left"] <= 8 and line["width"] >= line["listWidth"] - 24, line
+    workers = [line for line in lines if line["whole"]]
+    assert workers and all(
+        line["whole"].endswith(line["where"]) and len(line["where"]) < 10
+        for line in workers
+    ), workers

@@ -13,11 +13,17 @@ the cluster gone after 15 s and silent only after 30. A watchdog thread
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import os
+import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
+
+from dask_observe.store.clusters import ClientOf
 
 if TYPE_CHECKING:
     from dask_observe.store import BaseStore
@@ -36,6 +42,23 @@ def silent_after() -> float:
     from dask_observe.units import parse_seconds
 
     return parse_seconds(get("recorder.silent-after") or 5)
+
+
+@functools.cache
+def this_process() -> ClientOf:
+    """This process as a watcher of clusters: where it was made is its
+    notebook's path where Jupyter started its kernel (``JPY_SESSION_NAME``,
+    which jupyter_server sets for a session's kernel), else its program."""
+    made_in = os.environ.get("JPY_SESSION_NAME") or _program()
+    return ClientOf(socket.gethostname(), os.getpid(), made_in)
+
+
+def _program() -> str:
+    first = sys.argv[0] if sys.argv else ""
+    if "ipykernel" in first:
+        return "a Jupyter kernel"  # one started outside a session (nbclient)
+    name = os.path.basename(first)
+    return name if name and name != "-c" else "python"
 
 
 class Liveness:
@@ -113,7 +136,9 @@ class Liveness:
         if told and time.monotonic() - self._touched <= TOUCH_INTERVAL_S:
             return
         try:
-            self.store.touch_cluster(self.cluster, self.silent_since)
+            self.store.touch_cluster(
+                self.cluster, self.silent_since, client=this_process()
+            )
         except Exception as e:  # a busy store: next time
             logger.debug("dask-observe: cannot mark the cluster live: %s", e)
             return

@@ -26,7 +26,7 @@ from dask_observe.recording.install import (
     dashboard_address,
     install_capture,
 )
-from dask_observe.recording.liveness import Liveness
+from dask_observe.recording.liveness import Liveness, this_process
 from dask_observe.store import BaseStore
 
 if TYPE_CHECKING:
@@ -256,7 +256,7 @@ class Recorder(Copier):
         #: process (``environment``); None for a cluster without plugins.
         self.hello = hello
         dashboard = None if self.silent else dashboard_address(self.client, hello)
-        self.store.register_cluster(self.cluster, dashboard)
+        self.store.register_cluster(self.cluster, dashboard, client=this_process())
         if self.partial is not None:
             self.workers.enabled = False
             return
@@ -322,7 +322,10 @@ class Recorder(Copier):
             return
         self._closed_said = True
         try:
-            self.store.close_cluster(self.cluster)
+            # The client alone: another process may still watch the cluster.
+            self.store.close_cluster(
+                self.cluster, client=this_process(), scheduler=scheduler_closed
+            )
         except Exception as e:  # a closed or busy store: it ages out instead
             logger.debug("dask-observe: cannot mark the cluster closed: %s", e)
 

@@ -18,6 +18,7 @@ from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from dask_observe.server.pages import ErrorPages
 from dask_observe.server.payloads import ArchiveRunPayload, archive_run_payload
 from dask_observe.server.routes import StoreReader
 from dask_observe.store import RunNotFound, StoreError
@@ -111,8 +112,18 @@ class ArchiveRunsHandler(ArchiveReader, APIHandler):
         self.finish(json.dumps({"archive": where[0], "runs": runs, "skipped": skipped}))
 
 
-class ArchiveReportHandler(ArchiveReader):
+#: What a page of a run the archive no longer holds says.
+ARCHIVE_RUN_GONE = (
+    "The team's archive does not hold it (any more): it may have been pruned "
+    "there, or this Jupyter server reads another archive. Close this tab: the "
+    "panel's Team section lists the runs the archive holds."
+)
+
+
+class ArchiveReportHandler(ErrorPages, ArchiveReader):
     """``GET dask-observe/api/archive/runs/<uid>/report``: its report page."""
+
+    not_found = ARCHIVE_RUN_GONE
 
     @ws_authenticated  # 403, not a login redirect (see RunReportHandler)
     @authorized
@@ -120,8 +131,10 @@ class ArchiveReportHandler(ArchiveReader):
         self.finish_html(await self.read(read_archive_report, uid, isolated=True))
 
 
-class ArchiveComparisonHandler(ArchiveReader):
+class ArchiveComparisonHandler(ErrorPages, ArchiveReader):
     """``GET dask-observe/api/archive/runs/<a>/compare/<b>``: b against a."""
+
+    not_found = ARCHIVE_RUN_GONE
 
     @ws_authenticated
     @authorized

@@ -61,6 +61,10 @@ class ClusterPayload(TypedDict):
     #: When its scheduler last answered, once it stopped answering while its
     #: connection held (a frozen scheduler); None while it answers.
     silent_since: float | None
+    #: Where the clients that watch it were made: each process's notebook
+    #: (its path in Jupyter), or its program; those open while it is live,
+    #: else the last ones.
+    notebooks: list[str]
 
 
 class HistoryRunPayload(TypedDict):
@@ -201,4 +205,5 @@ def cluster_payload(record: Mapping[str, Any]) -> ClusterPayload:
         silent_since=(
             None if record["silent_since"] is None else float(record["silent_since"])
         ),
+        notebooks=[str(n) for n in record.get("notebooks", ())],
     )

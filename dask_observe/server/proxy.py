@@ -61,6 +61,7 @@ from tornado import httpclient, httputil, web, websocket
 from tornado.simple_httpclient import SimpleAsyncHTTPClient
 
 from dask_observe.server.manager import StoreManager
+from dask_observe.server.pages import ErrorPages
 from dask_observe.store import BaseStore, StoreError
 from dask_observe.store.clusters import CLUSTER_ALIVE_S
 
@@ -167,10 +168,18 @@ class Capabilities:
         return fresh and hmac.compare_digest(mac, self._mac(cluster_id, expiry))
 
 
-class DashboardProxyHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
+class DashboardProxyHandler(
+    ErrorPages, WebSocketMixin, JupyterHandler, websocket.WebSocketHandler
+):
     """Forwards GET requests and websocket connections to a registered dashboard."""
 
     auth_resource = "dask-observe"
+    #: What a dashboard tab restored after its cluster went away says.
+    not_found = (
+        "The cluster went away (no recorder has seen it lately), or it was "
+        "removed from the store: its dashboard went with it. Close this tab: "
+        "the panel's Clusters section lists the live ones."
+    )
 
     def initialize(self, manager: StoreManager, capabilities: Capabilities) -> None:
         self.manager = manager

@@ -21,6 +21,7 @@ from tornado import web
 
 from dask_observe.api import Run
 from dask_observe.server.manager import StoreManager, TooBusy
+from dask_observe.server.pages import REPORT_POLICY, ErrorPages
 from dask_observe.server.payloads import (
     ClusterPayload,
     HistoryPayload,
@@ -47,13 +48,6 @@ MAX_PAGE = 5_000
 MAX_PAGE_TEXT = 4 * 1024 * 1024
 #: Characters of a subscribe message given to ``stream/rows``.
 MAX_SUBSCRIBE = 4_000
-
-#: A report page may show styles and inline images, and run nothing.
-REPORT_POLICY = (
-    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-    # Jupyter's own rule, which this policy replaces: no other site frames it.
-    "frame-ancestors 'self'"
-)
 
 T = TypeVar("T")
 
@@ -324,9 +318,19 @@ class RunHistoryHandler(StoreHandler):
         self.finish(json.dumps(history, default=str))
 
 
-class RunReportHandler(StoreReader):
+#: What a missing run's page says (a tab restored after it was pruned).
+RUN_GONE = (
+    "It may have been deleted or pruned (dask-observe prune, "
+    "observe.retention), or this Jupyter server reads another store. Close "
+    "this tab: the panel's Runs section lists the runs the store holds."
+)
+
+
+class RunReportHandler(ErrorPages, StoreReader):
     """``GET dask-observe/api/runs/<id>/report``: the full report, as HTML
-    (errors as Jupyter's own HTML error page, which escapes its message)."""
+    (errors as a page of ours that says what to do: ``pages``)."""
+
+    not_found = RUN_GONE
 
     # Not web.authenticated: it would redirect to the login page; every route of
     # ours answers 403 to a request without credentials, this one included.
@@ -336,9 +340,11 @@ class RunReportHandler(StoreReader):
         self.finish_html(await self.read(read_report, run_id, isolated=True))
 
 
-class RunComparisonHandler(StoreReader):
+class RunComparisonHandler(ErrorPages, StoreReader):
     """``GET dask-observe/api/runs/<a>/compare/<b>``: run b against run a, as
     HTML under the report's no-script policy (a run without tasks: 400)."""
+
+    not_found = RUN_GONE
 
     @ws_authenticated  # 403, not a login redirect (see RunReportHandler)
     @authorized

@@ -8,7 +8,7 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dask_observe.store import queries
 from dask_observe.store.connection import StoreConnection
@@ -22,6 +22,15 @@ if TYPE_CHECKING:
 CLUSTER_ALIVE_S = 15.0
 
 
+class ClientOf(NamedTuple):
+    """A process whose client watches a cluster: its host and pid, and where
+    it was made (a notebook's path in Jupyter, else the program)."""
+
+    host: str
+    pid: int
+    made_in: str
+
+
 def cluster_id_of(address: str) -> str:
     """A short, stable, URL-safe name for a scheduler address."""
     return hashlib.sha256(address.encode()).hexdigest()[:12]
@@ -31,9 +40,12 @@ class Telemetry(StoreConnection):
     """The clusters and telemetry of a store (see :class:`BaseStore`)."""
 
     # -- clusters ----------------------------------------------------------------
-    def register_cluster(self, address: str, dashboard: str | None) -> str:
+    def register_cluster(
+        self, address: str, dashboard: str | None, client: ClientOf | None = None
+    ) -> str:
         """Record that a recorder watches the scheduler at ``address`` (whose
-        dashboard, if any, is served at ``dashboard``); return the cluster's id."""
+        dashboard, if any, is served at ``dashboard``), for ``client``'s
+        process; return the cluster's id."""
         cluster_id = cluster_id_of(address)
         now = time.time()
         with self._transaction() as conn:
@@ -44,23 +56,64 @@ class Telemetry(StoreConnection):
                 " silent_since = NULL, closed_at = NULL",
                 (cluster_id, address, dashboard, now, now),
             )
+            if client is not None:
+                conn.execute(
+                    "INSERT INTO cluster_clients (address, host, pid, made_in,"
+                    " last_seen) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (address, host, pid) DO UPDATE"
+                    " SET made_in = excluded.made_in, last_seen = excluded.last_seen,"
+                    " closed_at = NULL",
+                    (address, *client, now),
+                )
         return cluster_id
 
-    def touch_cluster(self, address: str, silent_since: float | None = None) -> None:
-        """A recorder still watches this cluster; its scheduler has not answered
-        since ``silent_since`` (its last answer, epoch seconds), or answers."""
+    def touch_cluster(
+        self,
+        address: str,
+        silent_since: float | None = None,
+        client: ClientOf | None = None,
+    ) -> None:
+        """A recorder still watches this cluster (for ``client``'s process);
+        its scheduler has not answered since ``silent_since`` (its last
+        answer, epoch seconds), or answers."""
+        now = time.time()
         with self._transaction() as conn:
             conn.execute(
                 "UPDATE clusters SET last_seen = ?, silent_since = ?, closed_at = NULL"
                 " WHERE address = ?",
-                (time.time(), silent_since, address),
+                (now, silent_since, address),
             )
+            if client is not None:
+                conn.execute(
+                    "UPDATE cluster_clients SET last_seen = ?, closed_at = NULL"
+                    " WHERE address = ? AND host = ? AND pid = ?",
+                    (now, address, client.host, client.pid),
+                )
 
-    def close_cluster(self, address: str) -> None:
-        """The recorder watching this cluster saw its client or its scheduler
-        close: not live from now on (until a recorder watches it again)."""
+    def close_cluster(
+        self, address: str, client: ClientOf | None = None, scheduler: bool = True
+    ) -> None:
+        """The recorder watching this cluster saw its scheduler close
+        (``scheduler``), or ``client``'s process close its client: the
+        cluster is not live from now on (until a recorder watches it again),
+        unless another process's client still watches it."""
         now = time.time()
         with self._transaction() as conn:
+            if client is not None:
+                conn.execute(
+                    "UPDATE cluster_clients SET last_seen = ?, closed_at = ?"
+                    " WHERE address = ? AND host = ? AND pid = ?",
+                    (now, now, address, client.host, client.pid),
+                )
+            if (
+                not scheduler
+                and conn.execute(
+                    "SELECT 1 FROM cluster_clients WHERE address = ? AND closed_at IS"
+                    " NULL AND last_seen > ? LIMIT 1",
+                    (address, now - CLUSTER_ALIVE_S),
+                ).fetchone()
+            ):
+                return  # another process still watches it: live
             conn.execute(
                 "UPDATE clusters SET last_seen = ?, closed_at = ? WHERE address = ?",
                 (now, now, address),
@@ -69,17 +122,40 @@ class Telemetry(StoreConnection):
     def clusters(self) -> list[dict[str, Any]]:
         """Every cluster recorders have watched, most recently seen first, with
         ``alive``: whether a recorder reported it within CLUSTER_ALIVE_S and
-        has not seen it close (``closed_at``), and ``silent_since``: when its
-        scheduler last answered, once it stopped."""
+        has not seen it close (``closed_at``), ``silent_since``: when its
+        scheduler last answered, once it stopped, and ``notebooks``: where the
+        clients that watch it were made (while it is live), or the last that
+        did."""
         now = time.time()
-        return [
-            {
-                **dict(row),
-                "alive": row["closed_at"] is None
-                and now - row["last_seen"] < CLUSTER_ALIVE_S,
-            }
-            for row in self._query("SELECT * FROM clusters ORDER BY last_seen DESC")
-        ]
+        made_in: dict[str, list[tuple[bool, float, str]]] = {}
+        for row in self._query(
+            "SELECT address, made_in, last_seen, closed_at FROM cluster_clients"
+            " ORDER BY last_seen DESC"
+        ):
+            open_ = (
+                row["closed_at"] is None and now - row["last_seen"] < CLUSTER_ALIVE_S
+            )
+            made_in.setdefault(row["address"], []).append(
+                (open_, float(row["last_seen"]), str(row["made_in"]))
+            )
+        found = []
+        for row in self._query("SELECT * FROM clusters ORDER BY last_seen DESC"):
+            alive = (
+                row["closed_at"] is None and now - row["last_seen"] < CLUSTER_ALIVE_S
+            )
+            clients = made_in.get(row["address"], [])
+            # Live: the processes watching it now; gone: those that watched
+            # it last (within a few seconds of the last one).
+            newest = max((seen for _, seen, _ in clients), default=0.0)
+            shown = [
+                where
+                for open_, seen, where in clients
+                if (open_ if alive else seen >= newest - CLUSTER_ALIVE_S)
+            ]
+            found.append(
+                {**dict(row), "alive": alive, "notebooks": list(dict.fromkeys(shown))}
+            )
+        return found
 
     def cluster(self, cluster_id: str) -> dict[str, Any] | None:
         """One cluster by its id, or None."""

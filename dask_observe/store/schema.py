@@ -229,6 +229,21 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE clusters ADD COLUMN closed_at REAL;
     """,
+    # 17 -> 18: the processes whose clients watch each cluster, and where they
+    # were made (a notebook's path in Jupyter, else the program): the panel
+    # lists clusters by notebook, and one kernel closing its client no longer
+    # marks closed a cluster another kernel still uses.
+    """
+    CREATE TABLE cluster_clients (
+        address    TEXT    NOT NULL,
+        host       TEXT    NOT NULL,
+        pid        INTEGER NOT NULL,
+        made_in    TEXT    NOT NULL,
+        last_seen  REAL    NOT NULL,
+        closed_at  REAL,
+        PRIMARY KEY (address, host, pid)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

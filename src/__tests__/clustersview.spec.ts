@@ -55,3 +55,36 @@ describe('ClustersView', () => {
     expect(seen(shown).textContent).toMatch(/^last seen /);
   });
 });
+
+describe('ClustersView, with no cluster', () => {
+  it('says how to make one once the store answered, and nothing over a list', async () => {
+    const { view: shown, told } = view();
+    const status = shown.node.querySelector<HTMLElement>(
+      '.jp-DaskObserve-clusters-status'
+    )!;
+    expect(status.textContent).toBe('Looking for clusters…');
+    await told([]);
+    expect(status.textContent).toContain('%load_ext dask_observe');
+    expect(status.textContent).toContain('client = Client()');
+    expect(status.hidden).toBe(false);
+    await told([cluster('a', true)]);
+    expect(status.hidden).toBe(true);
+  });
+});
+
+describe('ClustersView, by notebook', () => {
+  it('names the notebooks whose clients watch a cluster, whole on hover', async () => {
+    const { view: shown, told } = view();
+    const notebooks = ['work/etl.ipynb', 'analysis.ipynb'];
+    await told([{ ...cluster('a', true), notebooks }]);
+    const by = shown.node.querySelector<HTMLElement>(
+      '.jp-DaskObserve-cluster-by'
+    )!;
+    expect(by.textContent).toBe('in etl.ipynb, analysis.ipynb');
+    expect(by.title).toBe('work/etl.ipynb\nanalysis.ipynb');
+    await told([{ ...cluster('a', false), notebooks }]);
+    expect(
+      shown.node.querySelector('.jp-DaskObserve-cluster-by')!.textContent
+    ).toBe('was in etl.ipynb, analysis.ipynb');
+  });
+});

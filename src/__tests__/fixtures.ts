@@ -32,7 +32,8 @@ export function cluster(id: string, alive: boolean): ICluster {
     first_seen: 0,
     last_seen: 0,
     alive,
-    silent_since: null
+    silent_since: null,
+    notebooks: []
   };
 }
 

@@ -92,3 +92,34 @@ describe('LogsToolbar.matcher', () => {
     expect(bar.matcher()(line('a warning'))).toBe(true);
   });
 });
+
+describe('LogsToolbar, a pattern that is not one', () => {
+  it('says what is wrong where it was typed, and filters nothing out', () => {
+    const bar = new LogsToolbar();
+    const box = bar.node.querySelector<HTMLInputElement>(
+      '.jp-DaskObserve-logs-filter'
+    )!;
+    const regex = bar.node.querySelector<HTMLInputElement>(
+      'input[type="checkbox"]'
+    )!;
+    const problem = bar.node.querySelector<HTMLElement>(
+      '.jp-DaskObserve-logs-problem'
+    )!;
+    expect(problem.hidden).toBe(true);
+    regex.checked = true;
+    box.value = 'worker (tcp';
+    const matches = bar.matcher();
+    expect(matches(line('anything at all'))).toBe(true);
+    expect(problem.hidden).toBe(false);
+    expect(problem.textContent).toMatch(
+      /^Not a regular expression \(.*(unterminated|group).*\): showing every line\.$/i
+    );
+    expect(box.getAttribute('aria-invalid')).toBe('true');
+
+    box.value = 'worker \\(tcp';
+    expect(bar.matcher()(line('worker (tcp://a)'))).toBe(true);
+    expect(bar.matcher()(line('scheduler'))).toBe(false);
+    expect(problem.hidden).toBe(true);
+    expect(box.hasAttribute('aria-invalid')).toBe(false);
+  });
+});

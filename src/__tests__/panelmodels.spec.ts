@@ -111,6 +111,10 @@ describe('PanelModels', () => {
     models.configure({ refreshInterval: 1234 });
     expect(models.clusters.interval).toBe(1234);
     expect(models.runs.interval).toBe(1234);
+    // A long interval for the runs; clusters come and go within 2 s still.
+    models.configure({ refreshInterval: 60_000 });
+    expect(models.clusters.interval).toBe(2000);
+    expect(models.runs.interval).toBe(60_000);
     models.active = false;
     expect(models.runs.active).toBe(false);
   });

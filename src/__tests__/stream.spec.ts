@@ -230,7 +230,7 @@ describe('StoreStream', () => {
       .mockImplementation(() => undefined);
     const status = new StreamStatus(stream);
     stream.follow({ run: 3 });
-    expect(status.node.textContent).toBe('(connecting)');
+    expect(status.node.textContent).toBe('(connecting…)');
     const socket = FakeSocket.made[0];
     socket.open();
     socket.say({ type: 'subscribed' });
@@ -241,7 +241,7 @@ describe('StoreStream', () => {
     socket.say({ type: 'error', message: 'the store is gone' });
     expect(status.node.textContent).toBe('(the store is gone)');
     stream.follow({ run: 4 }); // starts over: nothing missing yet
-    expect(status.node.textContent).toBe('(connecting)');
+    expect(status.node.textContent).toBe('(connecting…)');
     status.dispose();
     warn.mockRestore();
   });

@@ -1,0 +1,68 @@
+import { LogsView } from '../logs';
+import { StoreStream } from '../stream';
+import { FakeSocket } from './fakesocket';
+
+jest.mock('@jupyterlab/services', () =>
+  jest.requireActual<typeof import('./fixtures')>('./fixtures').services()
+);
+jest.mock('@jupyterlab/coreutils', () => ({
+  URLExt: { join: (...parts: string[]) => parts.join('/') }
+}));
+jest.mock('../api', () => ({ requestAPI: jest.fn() }));
+
+/** After the view's next drawing frame. */
+async function drawn(): Promise<void> {
+  await new Promise(resolve => requestAnimationFrame(() => resolve(null)));
+}
+
+function text(view: LogsView, selector: string): string {
+  const node = view.node.querySelector<HTMLElement>(selector)!;
+  return node.hidden ? '' : (node.textContent ?? '');
+}
+
+describe('LogsView, before and between lines', () => {
+  it('says what an empty list means, never the socket’s state', async () => {
+    FakeSocket.made = [];
+    const stream = new StoreStream();
+    const view = new LogsView({ stream });
+    await drawn();
+    expect(text(view, '.jp-DaskObserve-logs-empty')).toMatch(/^No logs yet: /);
+    expect(text(view, '.jp-DaskObserve-logs-state')).toBe('');
+
+    stream.follow({ cluster: 'abc' });
+    await drawn();
+    expect(text(view, '.jp-DaskObserve-logs-state')).toBe('(connecting…)');
+    expect(text(view, '.jp-DaskObserve-logs-empty')).toBe('No lines yet.');
+
+    const socket = FakeSocket.made[0];
+    socket.open();
+    socket.say({ type: 'subscribed', after: 0 });
+    const line = {
+      seq: 1,
+      time: 1,
+      level: 'INFO',
+      source: 'worker',
+      worker: 'tcp://127.0.0.1:1',
+      logger: 'distributed.worker',
+      message: 'started',
+      task: null,
+      fields: null
+    };
+    socket.say({ type: 'batch', last: 1, logs: [line] });
+    await drawn();
+    expect(text(view, '.jp-DaskObserve-logs-state')).toBe('');
+    expect(text(view, '.jp-DaskObserve-logs-empty')).toBe('');
+
+    const filter = view.node.querySelector<HTMLInputElement>(
+      '.jp-DaskObserve-logs-filter'
+    )!;
+    filter.value = 'nowhere in any line';
+    filter.dispatchEvent(new Event('input'));
+    await drawn();
+    expect(text(view, '.jp-DaskObserve-logs-empty')).toBe(
+      'No line passes the filters.'
+    );
+    view.dispose();
+    stream.dispose();
+  });
+});
