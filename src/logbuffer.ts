@@ -9,6 +9,13 @@ import { ILogLine } from './api';
 export const LOG_TAIL = 20_000;
 
 /**
+ * About how many rows of a run the side panel replays, from its end: a
+ * replay of a 100,000-line run from its start took 1.2-1.6 s of the page's
+ * main thread (benchmarks/panel_open.py). Its tab shows every line.
+ */
+export const RUN_TAIL = 5_000;
+
+/**
  * Which lines a view shows.
  */
 export type LineFilter = (line: ILogLine) => boolean;

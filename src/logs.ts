@@ -38,6 +38,7 @@ export class LogsView extends Widget {
     this._subject = element('span', 'jp-DaskObserve-logs-subject');
     this._state = element('span', 'jp-DaskObserve-logs-state');
     head.append(' ', this._subject, ' ', this._state);
+    this._openInTab = options.openInTab !== undefined;
     if (options.openInTab) {
       // The sidebar is narrow for long lines: the same view, wide, in a tab.
       head.append(
@@ -51,7 +52,16 @@ export class LogsView extends Widget {
     }
     // What an empty list means, and what to do (never a blank box).
     this._empty = element('div', 'jp-DaskObserve-logs-empty');
-    this.node.append(head, this._toolbar.node, this._empty, this._list.node);
+    // A run's replay from near its end says so, and where the rest are.
+    this._tail = element('div', 'jp-DaskObserve-logs-tail');
+    this._tail.hidden = true;
+    this.node.append(
+      head,
+      this._toolbar.node,
+      this._tail,
+      this._empty,
+      this._list.node
+    );
 
     this._buffer.setFilter(this._toolbar.matcher());
     this._buffer.changed.connect(this._schedule, this);
@@ -236,10 +246,16 @@ export class LogsView extends Widget {
           : '';
     this._empty.textContent = empty;
     this._empty.hidden = empty === '';
+    this._tail.hidden = !this._stream.tail;
+    this._tail.textContent = this._openInTab
+      ? 'The run’s last lines: open in a tab for all of them.'
+      : 'The run’s last lines.';
   }
 
   private _buffer: LogBuffer;
   private _empty: HTMLDivElement;
+  private _openInTab: boolean;
+  private _tail: HTMLDivElement;
   private _frame = 0;
   private _gone: ReadonlySet<string> = new Set();
   private _list: LogList;

@@ -7,7 +7,7 @@ import {
 import { ICluster } from './api';
 import { StreamConnection } from './connection';
 import { FollowModel } from './follow';
-import { LOG_TAIL } from './logbuffer';
+import { LOG_TAIL, RUN_TAIL } from './logbuffer';
 import { MetricsModel } from './metricsmodel';
 import {
   ClusterModel,
@@ -179,7 +179,8 @@ export class PanelModels implements IDisposable {
   /**
    * Carry out what the follow model decided on the subscriptions: a live
    * cluster from its recent past (the logs' tail, the metrics' window), a
-   * run from its start; the flags of its run.
+   * run's logs from near its end (its tab shows them all), its metrics
+   * whole; the flags of its run.
    */
   private _apply(what: ReadonlySet<FollowModel.Change>): void {
     const target = this.follow.target;
@@ -188,7 +189,7 @@ export class PanelModels implements IDisposable {
         this.logs.follow(target, -LOG_TAIL);
         this.metricsStream.follow(target, 0, this._settings.metricsWindow);
       } else {
-        this.logs.follow(target);
+        this.logs.follow(target, -RUN_TAIL);
         this.metricsStream.follow(target);
       }
     }

@@ -149,6 +149,7 @@ export class StoreStream implements IChannel {
     this._queue = [];
     this._target = target;
     this._since = since;
+    this._tail = false;
     this._reset.emit(target);
     this._last = after;
     this._setState('connecting');
@@ -157,6 +158,14 @@ export class StoreStream implements IChannel {
     const previous = this._id;
     this._id = `${this._name}.${this._generation}`;
     this._connection.follow(this._id, this, previous ?? undefined);
+  }
+
+  /**
+   * Whether it follows a run from near its end (``follow`` with -N): the
+   * server left the run's earlier rows out.
+   */
+  get tail(): boolean {
+    return this._tail;
   }
 
   get isDisposed(): boolean {
@@ -213,6 +222,8 @@ export class StoreStream implements IChannel {
   receive(message: Record<string, unknown>): void {
     if (message.type === 'subscribed') {
       this._connection.resetBackoff();
+      // (A resubscription after a drop resumes: it does not say it again.)
+      this._tail = this._tail || message.tail === true;
       this._setState('open');
     } else if (message.type === 'error') {
       this._failed.emit(String(message.message));
@@ -326,6 +337,7 @@ export class StoreStream implements IChannel {
   private _metrics = new Signal<this, IMetric[]>(this);
   private _reset = new Signal<this, ITarget>(this);
   private _last = 0;
+  private _tail = false;
   private _lines = new Signal<this, ILogLine[]>(this);
   private _pumping = false;
   private _queue: Queued[] = [];

@@ -55,6 +55,9 @@ def stored_run(store_path: Path) -> int:
     return run_id
 
 
+CLUSTER = "tcp://10.0.0.1:8786"
+
+
 async def get_json(jp_fetch: Any, *parts: str, **params: Any) -> Any:
     response = await jp_fetch("dask-observe", "api", *parts, params=params)
     assert response.headers["Content-Type"].startswith("application/json")
@@ -335,6 +338,49 @@ async def test_the_stream_resumes_exactly_after_a_disconnect(
     ws.close()
     assert len(seen) == len(set(seen)) == N_LINES  # no duplicate, no gap
     assert seen == sorted(seen)
+
+
+async def test_a_runs_stream_from_near_its_end_says_it_left_the_rest(
+    jp_ws_fetch: Any, store_path: Path
+) -> None:
+    """-N for a run is about its own last N rows (the panel's replay of a
+    100,000-line run drew every line), not the store's: a run older than
+    the newest gets its own tail, and the subscription says rows were left."""
+    with BaseStore(store_path) as store:
+        store.register_cluster(CLUSTER, None)
+        ids = []
+        for name in ("older", "newer"):
+            run_id = store.create_run(name, cluster=CLUSTER)
+            now = time.time()
+            store.append(CLUSTER, [
+                ("log", now + i * 1e-6, 30, "worker", "tcp://w:1", "user",
+                 f"{name} {i}") for i in range(1_000)
+            ])  # fmt: skip
+            store.end_run(run_id, "finished")
+            ids.append(run_id)
+
+    async def lines_of(run_id: int, after: int) -> tuple[bool, list[str]]:
+        ws = await jp_ws_fetch("dask-observe", "api", "stream")
+        ws.write_message(json.dumps({"type": "subscribe", "run": run_id,
+                                     "kinds": ["logs"], "after": after}))  # fmt: skip
+        said = await receive(ws)
+        assert said["type"] == "subscribed"
+        found: list[str] = []
+        while len(found) < min(1_000, abs(after) if after else 1_000):
+            found += [row["message"] for row in (await receive(ws))["logs"]]
+        ws.close()
+        return bool(said["tail"]), found
+
+    assert await lines_of(ids[0], -100) == (
+        True,
+        [f"older {i}" for i in range(900, 1000)],
+    )
+    assert await lines_of(ids[1], -100) == (
+        True,
+        [f"newer {i}" for i in range(900, 1000)],
+    )
+    whole = await lines_of(ids[0], 0)
+    assert whole == (False, [f"older {i}" for i in range(1000)])
 
 
 async def test_the_stream_starts_a_time_window_back_with_since(

@@ -433,7 +433,9 @@ def test_a_view_that_falls_behind_still_shows_every_line(
         page.locator(PANEL_TAB).click()
         card = page.locator(f'.jp-DaskObserve-run[data-run-id="{run_id}"]')
         card.locator(".jp-DaskObserve-run-replay").click()
-        logs = page.locator(".jp-DaskObserve-logs").first
+        # The panel replays the run's last lines; its tab, every one.
+        page.locator(".jp-DaskObserve-logs-open").click()
+        logs = page.locator(".jp-DaskObserve-logs-tab .jp-DaskObserve-logs")
         count = logs.locator(".jp-DaskObserve-logs-count")
         expect(count).not_to_have_text(re.compile(r"^0 of"), timeout=20_000)
         # The page stops reading while the server goes on sending.

@@ -2,7 +2,8 @@
 
 The client sends ``{"type": "subscribe", "run": ID | "cluster": ID, "kinds":
 [...], "after": SEQ, "filters": {...}}``; ``kinds`` among logs, metrics, events,
-flags, progress; ``after`` may be ``-N`` to start about N rows before the end;
+flags, progress; ``after`` may be ``-N`` to start about N rows before the end
+(of a run: its own end; ``subscribed`` then says ``tail``);
 ``since`` (seconds) starts at the rows of the last so many seconds instead.
 The server answers ``{"type": "subscribed", ...}`` and then, as rows are
 committed, ``{"type": "batch", "last": SEQ, "logs": [...], ...}``: every row

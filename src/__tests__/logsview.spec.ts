@@ -66,3 +66,27 @@ describe('LogsView, before and between lines', () => {
     stream.dispose();
   });
 });
+
+describe('LogsView, a run from near its end', () => {
+  it('says it shows the run’s last lines, and where the rest are', async () => {
+    FakeSocket.made = [];
+    const stream = new StoreStream();
+    const view = new LogsView({ stream, openInTab: () => undefined });
+    stream.follow({ run: 7 }, -5000);
+    const socket = FakeSocket.made[0];
+    socket.open();
+    socket.say({ type: 'subscribed', after: 95_000, tail: true });
+    await drawn();
+    expect(text(view, '.jp-DaskObserve-logs-tail')).toBe(
+      'The run’s last lines: open in a tab for all of them.'
+    );
+    stream.follow({ run: 8 }, -5000); // a short run: nothing left out
+    const again = FakeSocket.made[FakeSocket.made.length - 1];
+    again.open();
+    again.say({ type: 'subscribed', after: 0, tail: false });
+    await drawn();
+    expect(text(view, '.jp-DaskObserve-logs-tail')).toBe('');
+    view.dispose();
+    stream.dispose();
+  });
+});

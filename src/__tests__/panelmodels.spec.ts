@@ -1,6 +1,6 @@
 import { ICluster, IRun } from '../api';
 import { cluster, run } from './fixtures';
-import { LOG_TAIL } from '../logbuffer';
+import { LOG_TAIL, RUN_TAIL } from '../logbuffer';
 import { PanelModels } from '../panelmodels';
 import { FakeSocket } from './fakesocket';
 
@@ -68,7 +68,7 @@ describe('PanelModels', () => {
     });
   });
 
-  it('replays a run from its start, then goes back to the live cluster', async () => {
+  it('replays a run from near its end, then goes back to the live cluster', async () => {
     lists.clusters = [cluster('live', true)];
     lists.runs = [run(3), run(2)];
     await polled();
@@ -76,7 +76,7 @@ describe('PanelModels', () => {
     socket.open();
     models.follow.replay(2);
     expect(subscribed(socket)).toEqual({
-      logs: { run: 2, after: 0 },
+      logs: { run: 2, after: -RUN_TAIL },
       'metrics+events': { run: 2, after: 0 },
       flags: { run: 2, after: 0 }
     });
@@ -89,13 +89,13 @@ describe('PanelModels', () => {
     expect(FakeSocket.made).toHaveLength(1);
   });
 
-  it('with no live cluster, shows the newest run whole', async () => {
+  it('with no live cluster, shows the newest run (its logs from near its end)', async () => {
     lists.runs = [run(5), run(4)];
     await polled();
     const socket = FakeSocket.made[0];
     socket.open();
     expect(subscribed(socket)).toEqual({
-      logs: { run: 5, after: 0 },
+      logs: { run: 5, after: -RUN_TAIL },
       'metrics+events': { run: 5, after: 0 },
       flags: { run: 5, after: 0 }
     });

@@ -117,3 +117,38 @@ describe('RunsView', () => {
     ).toBe('2 runs');
   });
 });
+
+describe('RunsView, a year of runs', () => {
+  it('draws the newest page of cards, and more on demand', async () => {
+    const { view: shown, told } = view([]);
+    const runs = Array.from({ length: 250 }, (_, i) => run(250 - i));
+    await told(runs);
+    const status = shown.node.querySelector('.jp-DaskObserve-runs-status')!;
+    const more = shown.node.querySelector<HTMLButtonElement>(
+      '.jp-DaskObserve-runs-more'
+    )!;
+    const cards = (): number =>
+      shown.node.querySelectorAll('.jp-DaskObserve-run').length;
+    expect(cards()).toBe(100);
+    expect(status.textContent).toBe('250 runs, the newest 100 shown');
+    expect(more.hidden).toBe(false);
+    expect(more.textContent).toBe('Show 100 more of 150');
+    more.click();
+    expect(cards()).toBe(200);
+    more.click();
+    expect(cards()).toBe(250);
+    expect(more.hidden).toBe(true);
+    expect(status.textContent).toBe('250 runs');
+  });
+
+  it('offers no comparison below two runs', async () => {
+    const { view: shown, told } = view([]);
+    await told([run(1)]);
+    const compare = shown.node.querySelector<HTMLButtonElement>(
+      '.jp-DaskObserve-runs-compare'
+    )!;
+    expect(compare.hidden).toBe(true);
+    await told([run(2), run(1)]);
+    expect(compare.hidden).toBe(false);
+  });
+});

@@ -1,0 +1,170 @@
+"""The side panel over a store a year of work fills: how long does opening it,
+and switching between runs, keep the page's main thread busy?
+
+The store holds RUNS finished runs (a few names, as a team's jobs), the newest
+with LINES log lines and one 1,000 lines long. A real JupyterLab in Debian's
+Chromium: each step's main-thread work is Chromium's own count of its task
+time (CDP ``Performance.getMetrics``, ``TaskDuration``), read when the step's
+result shows and again once the page settles; long tasks (over 50 ms) by a
+PerformanceObserver.
+
+Steps: open the panel until the runs list shows every run; replay the newest
+run until its last line shows; switch to the 1,000-line run; switch back.
+Target (issue 68): each under 200 ms of main-thread work.
+
+    .venv/bin/python benchmarks/panel_open.py [--runs 1000] [--lines 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import CDPSession, Page, sync_playwright
+
+from dask_observe.store import BaseStore
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "ui-tests"))
+from lab_server import CHROMIUM, CHROMIUM_ARGS, running_lab
+
+PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="dask-observe-panel"]'
+CLUSTER = "tcp://10.0.0.1:8786"
+JOBS = ("nightly etl", "features", "report", "backfill", "train")
+WORKERS = [f"tcp://10.0.0.{i}:40000" for i in range(2, 6)]
+#: The runs list's status once it drew: "1,000 runs, the newest 100 shown".
+LISTED = re.compile(r"^[\d,]+ runs")
+
+#: Collects the main thread's long tasks from the page's first moment.
+OBSERVE_LONG_TASKS = """
+window.__longTasks = [];
+new PerformanceObserver(list => {
+  for (const entry of list.getEntries()) {
+    window.__longTasks.push([entry.startTime, entry.duration]);
+  }
+}).observe({ type: 'longtask', buffered: true });
+"""
+
+
+def fill(path: Path, runs: int, lines: int) -> tuple[int, int]:
+    """The store: ``runs`` finished runs, the newest with ``lines`` lines and
+    the one before with 1,000. Their ids (newest, the 1,000-line one)."""
+    with BaseStore(path) as store:
+        store.register_cluster(CLUSTER, None)
+        ids = []
+        for i in range(runs):
+            run_id = store.create_run(JOBS[i % len(JOBS)], cluster=CLUSTER)
+            n = lines if i == runs - 1 else 1_000 if i == runs - 2 else 0
+            now = time.time()
+            for start in range(0, n, 50_000):
+                store.append(
+                    CLUSTER,
+                    [
+                        ("log", now + j * 1e-6, 20, "worker", WORKERS[j % 4],
+                         "distributed.worker", f"line {j:07d} of run {run_id}")
+                        for j in range(start, min(n, start + 50_000))
+                    ],
+                )  # fmt: skip
+            store.end_run(run_id, "finished")
+            ids.append(run_id)
+    return ids[-1], ids[-2]
+
+
+def task_seconds(cdp: CDPSession) -> float:
+    metrics = cdp.send("Performance.getMetrics")["metrics"]
+    return float(next(m["value"] for m in metrics if m["name"] == "TaskDuration"))
+
+
+def step(
+    page: Page, cdp: CDPSession, name: str, act: Any, shown: Any
+) -> dict[str, Any]:
+    """Do ``act``, wait for ``shown``; main-thread ms until then, and until the
+    page settled (1 s more: drawing after the result, the next poll's work)."""
+    before = task_seconds(cdp)
+    t0: float = page.evaluate("performance.now()")
+    started = time.monotonic()
+    act()
+    shown()
+    wall = time.monotonic() - started
+    until_shown = task_seconds(cdp) - before
+    page.wait_for_timeout(1000)
+    settled = task_seconds(cdp) - before
+    tasks = page.evaluate(f"window.__longTasks.filter(t => t[0] >= {t0})")
+    durations = sorted(d for _, d in tasks)
+    return {
+        "step": name,
+        "main thread ms (shown)": round(1000 * until_shown),
+        "main thread ms (settled)": round(1000 * settled),
+        "wall ms": round(1000 * wall),
+        "long tasks": len(durations),
+        "longest ms": round(durations[-1]) if durations else 0,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--lines", type=int, default=100_000)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="dobs-panel-open-"))
+    store = folder / "observe.sqlite"
+    made = time.monotonic()
+    newest, small = fill(store, args.runs, args.lines)
+    print(f"store: {args.runs:,} runs, {args.lines:,} lines "
+          f"({time.monotonic() - made:.1f} s to write)")  # fmt: skip
+    with running_lab(store, folder) as lab, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.add_init_script(OBSERVE_LONG_TASKS)
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Performance.enable")
+        page.goto(lab.page_url())
+        page.locator(PANEL_TAB).wait_for()
+        page.wait_for_timeout(3000)  # JupyterLab's own start-up tasks
+        if page.locator("#dask-observe-panel").is_visible():
+            page.locator(PANEL_TAB).click()  # restored open: closed first
+            page.wait_for_timeout(1000)
+        status = page.locator(".jp-DaskObserve-runs-status")
+        count = page.locator("#dask-observe-panel .jp-DaskObserve-logs-count")
+
+        def replay(run_id: int) -> Any:
+            card = page.locator(f'.jp-DaskObserve-run[data-run-id="{run_id}"]')
+            return lambda: card.locator(".jp-DaskObserve-run-replay").click()
+
+        def lines_shown(run_id: int, last: int) -> Any:
+            """Until the run's last line is in the list (the panel replays a
+            run from near its end; its tab, every line)."""
+            line = page.locator(
+                "#dask-observe-panel .jp-DaskObserve-log-message",
+                has_text=f"line {last - 1:07d} of run {run_id}",
+            )
+            return lambda: line.wait_for(timeout=60_000)
+
+        rows = [
+            step(page, cdp, "open the panel", page.locator(PANEL_TAB).click,
+                 lambda: status.filter(has_text=LISTED).wait_for()),
+            step(page, cdp, f"replay run {newest} ({args.lines:,} lines)",
+                 replay(newest), lines_shown(newest, args.lines)),
+            step(page, cdp, f"switch to run {small} (1,000 lines)",
+                 replay(small), lines_shown(small, 1_000)),
+            step(page, cdp, f"switch back to run {newest}",
+                 replay(newest), lines_shown(newest, args.lines)),
+        ]  # fmt: skip
+        listed = status.text_content()
+        kept = count.text_content()
+        browser.close()
+    print(f"the runs list says: {listed}; the replayed run's logs: {kept}")
+    columns = list(rows[0])
+    print(" | ".join(columns))
+    for row in rows:
+        print(" | ".join(str(row[c]) for c in columns))
+
+
+if __name__ == "__main__":
+    main()
