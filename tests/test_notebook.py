@@ -212,3 +212,28 @@ def test_a_saved_notebooks_outputs_hold_no_secret(
     assert [found_in(o) for o in outputs] == [[], [], []]
     run = dask_observe.open_store().run("last")
     assert run.environment()["config"]["coiled.token"] == "[redacted]"
+
+
+def test_the_live_workers_show_process_memory_in_the_bar_in_a_steady_order() -> None:
+    """As the report and the panel: the bar is the process's memory against
+    its limit, spilled bytes said apart (they are on disk); the rows keep
+    their order from one refresh to the next (they swapped as memory moved)."""
+    from dask_observe.notebook.progress import Snapshot, workers_html
+
+    gib = 2**30
+    a, b = "tcp://10.0.0.1:40001", "tcp://10.0.0.2:40002"
+
+    def shown(memory_a: float, memory_b: float) -> str:
+        return workers_html(Snapshot(workers={
+            b: [memory_b, 0.5 * gib, 2 * gib, 4 * gib, 1],
+            a: [memory_a, 0.5 * gib, 0.0, 4 * gib, 2],
+        }))  # fmt: skip
+
+    html = shown(1 * gib, 0.5 * gib)
+    widths = re.findall(r"width:([\d.]+)%", html)
+    # a: 1 GiB managed, 0.5 unmanaged of 4; b: 0.5 and 0.5 of 4, 2 GiB spilled.
+    assert widths == ["25.0", "12.5", "12.5", "12.5"], widths
+    assert "1.00 GiB / 4.00 GiB, 2.00 GiB spilled, 1 processing" in html
+    first = [html.index(a), html.index(b)]
+    flipped = shown(0.5 * gib, 3 * gib)
+    assert [flipped.index(a), flipped.index(b)] == first and first[0] < first[1]

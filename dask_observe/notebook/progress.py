@@ -142,25 +142,30 @@ def prefixes_html(s: Snapshot) -> str:
 
 
 def workers_html(s: Snapshot) -> str:
-    rows = sorted(s.workers.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))
+    """A bar a worker, as the report and the panel draw it: the process's
+    memory (managed, unmanaged) against its limit, spilled bytes said apart
+    (they are on disk, not in memory). The busiest MAX_WORKERS, listed by
+    address: sorted by memory, rows swapped places between refreshes."""
+    busiest = sorted(s.workers.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))
+    rows = sorted(busiest[:MAX_WORKERS])
     html = []
-    for worker, (managed, unmanaged, spilled, limit, processing) in rows[:MAX_WORKERS]:
-        scale = limit or max(managed + unmanaged + spilled, 1)
+    for worker, (managed, unmanaged, spilled, limit, processing) in rows:
+        used = managed + unmanaged
+        scale = max(limit, used) if limit else max(used, 1)
         html.append(
             _BAR.format(
                 title=escape(worker),
                 label=escape(worker.removeprefix("tcp://")),
                 segments=_segment(managed / scale, "#2a7fb8")
-                + _segment(unmanaged / scale, "#9ecae1")
-                + _segment(spilled / scale, "#8c8c8c"),
+                + _segment(unmanaged / scale, "#9ecae1"),
                 text=f"{format_bytes(managed + unmanaged)}"
                 + (f" / {format_bytes(limit)}" if limit else "")
                 + (f", {format_bytes(spilled)} spilled" if spilled else "")
                 + f", {int(processing)} processing",
             )
         )
-    if len(rows) > MAX_WORKERS:
-        html.append(f"<div>+{len(rows) - MAX_WORKERS} more workers</div>")
+    if len(busiest) > MAX_WORKERS:
+        html.append(f"<div>+{len(busiest) - MAX_WORKERS} more workers</div>")
     return "".join(html)
 
 
