@@ -655,5 +655,7 @@ def test_a_record_the_wire_cannot_carry_is_dropped_alone_and_counted(
     with dask_observe.record("one bad line", client=client) as run:
         assert client.submit(ship_unshippable, tag).result() == tag
     said = sorted(run.logs(contains=tag)["message"])
+    # (Not distributed's "Unserializable Message: {...}", which quoted the
+    # whole push, at INFO: our asking, not the cluster talking.)
     assert said == [f"after {tag}", f"before {tag}"]
     assert run.dropped() == 1

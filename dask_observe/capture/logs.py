@@ -190,10 +190,18 @@ def _is_ours(record: logging.LogRecord) -> bool:
     name = record.name
     if name == "dask_observe" or name.startswith("dask_observe."):
         return True
+    if record.msg == _UNSERIALIZABLE and isinstance(record.args, tuple):
+        # distributed quoting a push of ours it could not serialize (a line
+        # the wire cannot carry, dropped alone and counted as it is retried):
+        # the whole batch, every line of it again, as one INFO line.
+        (message,) = record.args[:1] or (None,)
+        return isinstance(message, dict) and message.get("op") in _OWN_OPS
     return record.msg == _RUN_MESSAGE and record.args in _OWN_CALLS
 
 
 _RUN_MESSAGE = "Run out-of-band function %r"
+_UNSERIALIZABLE = "Unserializable Message: %s"
+_OWN_OPS = ("dask_observe_push",)
 _OWN_CALLS = (("flush_shipped",), ("capture_on_scheduler",), ("profiles_since",))
 
 
