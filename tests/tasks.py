@@ -197,6 +197,14 @@ def undecodable(i: int) -> int:
     return i
 
 
+def quote_pushes(tag: str) -> None:
+    """What distributed logs of a message it could not serialize (INFO, the
+    whole message): of a push of ours, and of another op."""
+    log = logging.getLogger("distributed.comm.utils")
+    for op in ("dask_observe_push", "other_op"):
+        log.info("Unserializable Message: %s", {"op": op, "records": [tag]})
+
+
 def ship_unshippable(tag: str) -> str:
     """Puts a line no codec can carry (a lone surrogate) straight into this
     worker's capture buffer, between two lines ``tag`` logs: past the capture's

@@ -32,6 +32,7 @@ from .tasks import (
     eat_memory,
     flood,
     log_then_die,
+    quote_pushes,
     say,
     ship_unshippable,
 )
@@ -655,7 +656,12 @@ def test_a_record_the_wire_cannot_carry_is_dropped_alone_and_counted(
     with dask_observe.record("one bad line", client=client) as run:
         assert client.submit(ship_unshippable, tag).result() == tag
     said = sorted(run.logs(contains=tag)["message"])
-    # (Not distributed's "Unserializable Message: {...}", which quoted the
-    # whole push, at INFO: our asking, not the cluster talking.)
     assert said == [f"after {tag}", f"before {tag}"]
     assert run.dropped() == 1
+    # distributed's "Unserializable Message: {...}" quoting a push of ours
+    # (the whole batch again, at INFO): our asking, not the cluster talking.
+    # Its quote of another message is the cluster's.
+    with dask_observe.record("quoted", client=client) as quoted:
+        client.run(quote_pushes, tag)
+    (kept,) = quoted.logs(contains=tag)["message"]
+    assert "other_op" in kept

@@ -190,11 +190,13 @@ def _is_ours(record: logging.LogRecord) -> bool:
     name = record.name
     if name == "dask_observe" or name.startswith("dask_observe."):
         return True
-    if record.msg == _UNSERIALIZABLE and isinstance(record.args, tuple):
+    if record.msg == _UNSERIALIZABLE:
         # distributed quoting a push of ours it could not serialize (a line
         # the wire cannot carry, dropped alone and counted as it is retried):
-        # the whole batch, every line of it again, as one INFO line.
-        (message,) = record.args[:1] or (None,)
+        # the whole batch, every line of it again, as one INFO line. (A
+        # record whose one argument is a mapping holds it as its args.)
+        args = record.args
+        message = args[0] if isinstance(args, tuple) and args else args
         return isinstance(message, dict) and message.get("op") in _OWN_OPS
     return record.msg == _RUN_MESSAGE and record.args in _OWN_CALLS
 
