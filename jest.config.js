@@ -7,6 +7,10 @@ module.exports = {
   roots: ['<rootDir>/src'],
   testMatch: ['**/__tests__/**/*.spec.ts'],
   setupFiles: ['<rootDir>/jest.setup.js'],
+  // ES modules only: its icons as a stand-in (src/__tests__/uicomponents.ts).
+  moduleNameMapper: {
+    '^@jupyterlab/ui-components$': '<rootDir>/src/__tests__/uicomponents.ts'
+  },
   transform: {
     '^.+\\.ts$': [
       'ts-jest',

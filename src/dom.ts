@@ -4,6 +4,8 @@
  * untrusted, and nothing here parses HTML.
  */
 
+import { caretDownEmptyIcon } from '@jupyterlab/ui-components';
+
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
 /**
@@ -43,6 +45,24 @@ export function button(
   }
   node.addEventListener('click', onClick);
   return node;
+}
+
+/**
+ * ``select`` as JupyterLab's own ``HTMLSelect`` draws one (its classes and
+ * caret), without React: the element to put in the page, the select in it.
+ */
+export function styledSelect(select: HTMLSelectElement): HTMLDivElement {
+  const wrapper = element('div', 'jp-HTMLSelect jp-DefaultStyle');
+  wrapper.append(
+    select,
+    caretDownEmptyIcon.element({
+      tag: 'span',
+      stylesheet: 'select',
+      right: '4px',
+      top: '4px'
+    })
+  );
+  return wrapper;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { element } from './dom';
+import { element, styledSelect } from './dom';
 import { ILogLine } from './api';
 import { LineFilter, SHOW_ALL } from './logbuffer';
 
@@ -59,9 +59,9 @@ export class LogsToolbar {
     this.node.append(
       this._filter,
       this._regex.parentElement!,
-      this._level,
-      this._source,
-      this._worker,
+      styledSelect(this._level),
+      styledSelect(this._source),
+      styledSelect(this._worker),
       this._follow.parentElement!,
       this._count,
       this._problem
