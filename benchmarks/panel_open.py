@@ -31,6 +31,7 @@ from dask_observe.store import BaseStore
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "ui-tests"))
 from lab_server import CHROMIUM, CHROMIUM_ARGS, running_lab
+from panel import OBSERVE_LONG_TASKS  # benchmarks/panel.py, beside this one
 
 PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="dask-observe-panel"]'
 CLUSTER = "tcp://10.0.0.1:8786"
@@ -38,16 +39,6 @@ JOBS = ("nightly etl", "features", "report", "backfill", "train")
 WORKERS = [f"tcp://10.0.0.{i}:40000" for i in range(2, 6)]
 #: The runs list's status once it drew: "1,000 runs, the newest 100 shown".
 LISTED = re.compile(r"^[\d,]+ runs")
-
-#: Collects the main thread's long tasks from the page's first moment.
-OBSERVE_LONG_TASKS = """
-window.__longTasks = [];
-new PerformanceObserver(list => {
-  for (const entry of list.getEntries()) {
-    window.__longTasks.push([entry.startTime, entry.duration]);
-  }
-}).observe({ type: 'longtask', buffered: true });
-"""
 
 
 def fill(path: Path, runs: int, lines: int) -> tuple[int, int]:

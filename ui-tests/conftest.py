@@ -16,13 +16,19 @@ ARTIFACTS = Path(__file__).with_name("artifacts")
 PANEL_TAB = '.jp-SideBar .lm-TabBar-tab[data-id="dask-observe-panel"]'
 
 
-def recording_notebook(scheduler: str, cell: str) -> nbformat.NotebookNode:
-    """A notebook that loads dask_observe, connects to ``scheduler`` and then
-    runs ``cell`` (a ``%%dask_record`` cell, say)."""
+def python_notebook() -> nbformat.NotebookNode:
+    """An empty notebook of the python3 kernel (JupyterLab asks for none)."""
     nb: nbformat.NotebookNode = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {
         "name": "python3", "display_name": "Python 3", "language": "python",
     }  # fmt: skip
+    return nb
+
+
+def recording_notebook(scheduler: str, cell: str) -> nbformat.NotebookNode:
+    """A notebook that loads dask_observe, connects to ``scheduler`` and then
+    runs ``cell`` (a ``%%dask_record`` cell, say)."""
+    nb = python_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell(
             "%load_ext dask_observe\n"

@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import dask_observe
-from conftest import ARTIFACTS, PANEL_TAB, recording_notebook
+from conftest import ARTIFACTS, PANEL_TAB, python_notebook, recording_notebook
 from dask_observe.recording.liveness import TOUCH_INTERVAL_S
 
 
@@ -38,20 +38,7 @@ def test_a_dask_record_cell_shows_progress_then_its_report(
 ) -> None:
     assert client.scheduler is not None
     write_notebook(lab.root, str(client.scheduler.address))
-    page.goto(lab.page_url("lab/tree/record.ipynb"))
-    expect(page.locator(".jp-Notebook")).to_be_visible(timeout=30_000)
-    # JupyterLab may ask which kernel to start (the notebook's own, python3),
-    # or start it at once: whichever shows first (waiting 8 s for a dialog
-    # that seldom came cost every run of this test 8 s).
-    kernel = page.locator(".jp-Toolbar-kernelName", has_text="Python 3")
-    accept = page.locator(".jp-Dialog .jp-mod-accept")
-    expect(kernel.or_(accept).first).to_be_visible(timeout=30_000)
-    if accept.count():
-        accept.click()
-    expect(kernel).to_be_visible(timeout=30_000)
-    expect(
-        page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
-    ).to_be_attached(timeout=60_000)
+    open_and_start(page, lab, "record.ipynb")
 
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Run All Cells$")).click()
@@ -110,7 +97,10 @@ def test_a_dask_record_cell_shows_progress_then_its_report(
 
 
 def open_and_start(page: Page, lab: Lab, name: str) -> None:
-    """Open a notebook of the lab's folder and wait until its kernel idles."""
+    """Open a notebook of the lab's folder and wait until its kernel idles.
+    JupyterLab may ask which kernel to start (the notebook's own, python3),
+    or start it at once: whichever shows first (waiting 8 s for a dialog
+    that seldom came cost every run of a test 8 s)."""
     page.goto(lab.page_url(f"lab/tree/{name}"))
     expect(page.locator(".jp-Notebook")).to_be_visible(timeout=30_000)
     kernel = page.locator(".jp-Toolbar-kernelName", has_text="Python 3")
@@ -118,6 +108,7 @@ def open_and_start(page: Page, lab: Lab, name: str) -> None:
     expect(kernel.or_(accept).first).to_be_visible(timeout=30_000)
     if accept.count():
         accept.click()
+    expect(kernel).to_be_visible(timeout=30_000)
     expect(
         page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
     ).to_be_attached(timeout=60_000)
@@ -141,10 +132,7 @@ def test_a_client_made_in_a_notebook_is_listed_live_then_last_seen_once_closed(
     panel lists it within 5 s, its dashboard opens through the proxy; once
     closed, within 5 s nothing reads as live, and the dashboard tab says why
     it froze and closes."""
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3", "display_name": "Python 3", "language": "python",
-    }  # fmt: skip
+    nb = python_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell(
             "%load_ext dask_observe\n"
