@@ -346,6 +346,18 @@ def test_a_cluster_two_notebooks_use_is_listed_by_both_and_live_until_both_close
         store.register_cluster(address, None, client=plots)
         store.close_cluster(address, client=etl, scheduler=True)
         assert listed()[0] is False
+        # A week on, a process that stopped watching is forgotten as the next
+        # one registers: a row a kernel, not a year of kernels.
+        store.rows(
+            "UPDATE cluster_clients SET last_seen = last_seen - 8 * 86400"
+            " WHERE pid = ?",
+            (etl.pid,),
+        )
+        store.register_cluster(address, None, client=ClientOf("login-2", 7, "x.py"))
+        made = [
+            r["made_in"] for r in store.rows("SELECT made_in FROM cluster_clients", ())
+        ]
+        assert sorted(made) == ["plots.ipynb", "x.py"]
 
 
 def test_a_cluster_seen_closing_is_not_live_until_watched_again(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ the cluster gone after 15 s and silent only after 30. A watchdog thread
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import socket
@@ -44,11 +43,11 @@ def silent_after() -> float:
     return parse_seconds(get("recorder.silent-after") or 5)
 
 
-@functools.cache
 def this_process() -> ClientOf:
     """This process as a watcher of clusters: where it was made is its
     notebook's path where Jupyter started its kernel (``JPY_SESSION_NAME``,
-    which jupyter_server sets for a session's kernel), else its program."""
+    which jupyter_server sets for a session's kernel), else its program.
+    (Read each time, not cached: a forked child is another process.)"""
     made_in = os.environ.get("JPY_SESSION_NAME") or _program()
     return ClientOf(socket.gethostname(), os.getpid(), made_in)
 

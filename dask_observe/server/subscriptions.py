@@ -148,7 +148,7 @@ class Subscription:
         # -N: a view opening on a long-lived cluster starts near the end (a
         # run's: near its own end, below).
         self.cursor = after if after >= 0 else max(0, store.last_seq() + after)
-        #: Where the window's rows begin; past it, the view starts at a tail.
+        #: Whether a run's earlier rows were left out (``after`` -N of a run).
         self.skipped = False
         since = message.get("since")
         oldest: float | None = None

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 #: How recently a recorder must have reported a cluster for it to count as alive
 #: (recorders report every few seconds while they run).
 CLUSTER_ALIVE_S = 15.0
+#: How long a process that stopped watching a cluster is remembered (which
+#: notebooks a gone cluster was used in): a row a kernel, not a year of them.
+CLIENT_KEPT_S = 7 * 24 * 3600.0
 
 
 class ClientOf(NamedTuple):
@@ -57,6 +60,10 @@ class Telemetry(StoreConnection):
                 (cluster_id, address, dashboard, now, now),
             )
             if client is not None:
+                conn.execute(
+                    "DELETE FROM cluster_clients WHERE last_seen < ?",
+                    (now - CLIENT_KEPT_S,),
+                )
                 conn.execute(
                     "INSERT INTO cluster_clients (address, host, pid, made_in,"
                     " last_seen) VALUES (?, ?, ?, ?, ?)"
