@@ -475,6 +475,35 @@ def test_a_stack_sampled_on_the_loop_reads_no_source_file_there(
     assert [s["count"] for s in shipped] == [1, 2]  # one stack, seen twice
 
 
+def test_a_forked_process_reads_source_lines_with_a_reader_of_its_own(
+    tmp_path: Path,
+) -> None:
+    # A child forked after the reader started has none of its thread (and
+    # maybe its lock held): it starts over, and its stacks get their lines.
+    module = tmp_path / "forked_here.py"
+    module.write_text("first = 1\n")
+    script = f"""
+import os, time
+from dask_observe.capture.sourcelines import source_lines
+source_lines.line("/nonexistent/x.py", 1)  # the parent's reader runs
+time.sleep(0.1)
+pid = os.fork()
+if pid == 0:
+    source_lines.line({str(module)!r}, 1)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if source_lines.line({str(module)!r}, 1) == "first = 1":
+            os._exit(0)
+        time.sleep(0.05)
+    os._exit(3)
+print(os.waitpid(pid, 0)[1] >> 8)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "0", done.stdout + done.stderr
+
+
 def test_a_task_waiting_in_compiled_code_has_the_native_frames_beneath(
     make_client: Callable[..., Client], store_path: Any
 ) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import linecache
+import os
 import queue
 import threading
 
@@ -54,11 +55,18 @@ class SourceLines:
                     target=self._read, name="dask-observe-source-lines", daemon=True
                 )
                 self._reader.start()
-        self._queue.put(filename)
+            asked = self._queue
+        asked.put(filename)
+
+    def forked(self) -> None:
+        """In a forked child: none of the parent's reader is here (its thread,
+        maybe its lock held): start over."""
+        self.__init__()  # type: ignore[misc]
 
     def _read(self) -> None:
+        asked = self._queue  # this process's
         while True:
-            filename = self._queue.get()
+            filename = asked.get()
             # An unreadable file: its lines stay "".
             with contextlib.suppress(Exception):
                 linecache.getlines(filename)
@@ -68,3 +76,4 @@ class SourceLines:
 
 #: The process's one reader.
 source_lines = SourceLines()
+os.register_at_fork(after_in_child=source_lines.forked)
