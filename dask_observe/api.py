@@ -382,6 +382,15 @@ class Store(store.BaseStore):
         many): id, started, status, duration_s, n_tasks, n_failed, n_flags,
         verdict (the wall time's against the runs before), changed (what
         differs from the previous run's environment), peak_memory (bytes)."""
-        from dask_observe.analysis.history import history
+        from dask_observe.analysis.history import frame_of
 
-        return history(self, name, last=last)
+        return frame_of(self.history_records(name, last=last))
+
+    def history_records(
+        self, name: str, last: int | None = None
+    ) -> list[dict[str, Any]]:
+        """:meth:`history` as dicts (``started`` in seconds since the epoch,
+        an unknown peak None): what the command line prints."""
+        from dask_observe.analysis.history import history_records
+
+        return history_records(self, name, last=last)

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from dask_observe.api import Run, Store
     from dask_observe.archive import Archive
 
@@ -141,6 +140,15 @@ def add_reading(
     return parsers
 
 
-def logs(run: Run, args: argparse.Namespace, **more: Any) -> pd.DataFrame:
-    """The lines ``logs`` shows of ``run``."""
-    return run.logs(**log_filters(args), **more)
+def logs(run: Run, args: argparse.Namespace, **more: Any) -> list[dict[str, Any]]:
+    """The lines ``logs`` shows of ``run``, as records (``Run.log_records``)."""
+    return run.log_records(**log_filters(args), **more)
+
+
+def flags(run: Run) -> list[dict[str, Any]]:
+    """The flags ``flags`` shows of ``run``, as the report tells them: the
+    answer first, repeats folded (``diagnose.lead``); each a dict of its
+    fields."""
+    from dask_observe.diagnose.lead import lead
+
+    return [asdict(flag) for flag in lead(run.flag_list())]

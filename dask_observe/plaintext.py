@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.units import text_or_none
@@ -37,12 +37,13 @@ def visible(text: str, *, newlines: bool = True) -> str:
     return pattern.sub(_escape, text)
 
 
-def log_lines(logs: pd.DataFrame) -> Iterator[str]:
-    """One line a record: time, level, where it came from, logger (and the
-    task that wrote it, in brackets), message (and its logging call's extra
+def log_lines(logs: Iterable[Mapping[str, Any]]) -> Iterator[str]:
+    """One line a record (as ``Run.log_records`` gives them, times in seconds
+    since the epoch): time, level, where it came from, logger (and the task
+    that wrote it, in brackets), message (and its logging call's extra
     fields)."""
-    stamps = logs["time"].dt.strftime("%Y-%m-%d %H:%M:%S.%f").str[:-3]
-    for stamp, row in zip(stamps, logs.to_dict("records"), strict=True):
+    for row in logs:
+        stamp = clock_text(float(row["time"]), "%Y-%m-%d %H:%M:%S.%f")
         worker = text_or_none(row["worker"])
         where = row["source"] if worker is None else f"{row['source']} {worker}"
         task, fields = text_or_none(row.get("task")), text_or_none(row.get("fields"))
@@ -51,18 +52,37 @@ def log_lines(logs: pd.DataFrame) -> Iterator[str]:
         yield visible(f"{stamp} {row['level']:<8} {where} {who}: {said}")
 
 
-def flag_lines(flags: pd.DataFrame) -> Iterator[str]:
-    """Each flag: its kind and message, the advice, and the evidence indented."""
-    if flags.empty:
+def clock_text(seconds: float, form: str) -> str:
+    """An epoch time in UTC by ``form``, a ``%f`` in it cut to milliseconds
+    (the form ends with it)."""
+    text = dt.datetime.fromtimestamp(seconds, dt.UTC).strftime(form)
+    return text[:-3] if form.endswith("%f") else text
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """Columns of text, each right-aligned to its widest cell under its
+    header, a space apart (as pandas prints a frame without its index)."""
+    cells = [list(header), *(list(row) for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return [
+        " ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True))
+        for row in cells
+    ]
+
+
+def flag_lines(flags: Sequence[Mapping[str, Any]]) -> Iterator[str]:
+    """Each flag (as a dict of its fields): its kind and message, the advice,
+    and the evidence indented."""
+    if not flags:
         yield "No flags: nothing looked wrong."
         return
-    for row in flags.to_dict("records"):
+    for row in flags:
         yield visible(f"[{row['severity']}] {row['kind']}: {row['message']}")
         yield visible(f"    advice: {row['advice']}")
         for e in row["evidence"]:
-            stamp = dt.datetime.fromtimestamp(e["time"], dt.UTC).strftime("%H:%M:%S.%f")
+            stamp = clock_text(float(e["time"]), "%H:%M:%S.%f")
             who = f" {e['worker']}" if text_or_none(e["worker"]) else ""
-            yield visible(f"    {stamp[:-3]}{who}: {e['text']}")
+            yield visible(f"    {stamp}{who}: {e['text']}")
 
 
 def stack_lines(stacks: pd.DataFrame, *, full: bool = False) -> Iterator[str]:

@@ -171,6 +171,33 @@ def dask_observe_process(
     )
 
 
+#: What a reading command may not import: half a second of its start
+#: (pandas and numpy ~0.45 s, dask ~0.18 s) before it reads a row.
+HEAVY = ("pandas", "numpy", "dask", "distributed")
+
+_LOADING = (
+    "import sys\nfrom dask_observe.cli import main\ncode = main(sys.argv[1:])\n"
+    f"print('loaded', *[m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+def dask_observe_loading(
+    store_path: Path, *args: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """The ``dask-observe`` command in a process of its own, and which of
+    the libraries of HEAVY it imported."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADING, *args],
+        env=subprocess_env(store_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    said = [line for line in done.stderr.splitlines() if line.startswith("loaded")]
+    return done, said[-1].split()[1:] if said else ["(no answer)"]
+
+
 @pytest.fixture
 def jp_server_config(store_path: Path) -> dict[str, Any]:
     """A Jupyter server (pytest-jupyter) with the extension, reading the test's

@@ -22,6 +22,7 @@ from dask_observe.store import BaseStore
 from .conftest import (
     DASK_OBSERVE,
     dask_observe_cli,
+    dask_observe_loading,
     dask_observe_process,
     exited,
     stored_lines,
@@ -407,3 +408,39 @@ def test_terminal_escapes_in_names_and_lines_are_printed_visibly(
     assert error.returncode == 1
     assert "\x1b" not in error.stderr and "\u202e" not in error.stderr
     assert "\\x1b[2J\\u202elast" in error.stderr
+
+
+def test_runs_logs_and_flags_answer_without_importing_pandas_or_dask(
+    store_path: Path,
+) -> None:
+    from dataclasses import asdict
+
+    from dask_observe.config import version
+    from dask_observe.diagnose import Flag
+
+    with BaseStore(store_path) as store:
+        run_id = store.create_run("nightly", cluster="tcp://x:1")
+        store.append(
+            "tcp://x:1",
+            [("log", time.time(), 30, "worker", None, "etl", "rows skipped: 3")],
+        )
+        store.end_run(run_id, "finished", n_tasks=1)
+        flag = Flag(
+            kind="tiny-tasks",
+            severity="warning",
+            time=time.time(),
+            worker=None,
+            message="Tasks are tiny.",
+            advice="Bigger.",
+        )
+        store.set_verdict(run_id, [asdict(flag)], version())
+    said = {
+        ("runs",): "nightly",
+        ("logs", "last"): "etl: rows skipped: 3",
+        ("flags", "last"): "[warning] tiny-tasks: Tasks are tiny.",
+    }
+    for command, words in said.items():
+        done, loaded = dask_observe_loading(store_path, *command)
+        assert done.returncode == 0, done.stderr
+        assert words in done.stdout
+        assert loaded == [], command

@@ -17,7 +17,7 @@ import dask_observe
 from dask_observe.analysis.compare import NothingToCompare
 from dask_observe.analysis.verdicts import HOST_BUSIER
 
-from .conftest import dask_observe_cli
+from .conftest import dask_observe_cli, dask_observe_loading
 from .marks import marks_agree
 from .tasks import nap
 
@@ -119,6 +119,12 @@ def test_identical_runs_are_unmarked_and_twice_the_work_is_a_regression(
     assert "judged" in header
     assert len(shown) == 5 and "regression" in shown[4]
     assert "distributed.admin.tick.limit" in shown[4]
+    # The comparisons of its first runs (too few for a band) were kept: the
+    # next history reads them, the same, in a process that loads no pandas.
+    again, loaded = dask_observe_loading(store_path, "history", "nightly")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == listed.stdout
+    assert loaded == []
 
 
 def test_a_run_compared_with_itself_changes_nothing(

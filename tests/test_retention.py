@@ -197,3 +197,19 @@ def test_keep_last_0_with_a_max_size_keeps_the_run_that_just_ended(
         pruned = store.prune(Policy(keep_last=0, max_bytes=1), keep=[ended])
         assert [r["id"] for r in pruned.runs] == [older]
         assert [r["id"] for r in store.run_records()] == [ended]
+
+
+def test_pruning_forgets_the_comparisons_kept_of_runs(store_path: Path) -> None:
+    # A kept comparison judged a run against the earlier runs of its name:
+    # with one of them gone, it is made again when a history reads it.
+    with BaseStore(store_path) as store:
+        older, newer, newest = (
+            run_of_lines(store, "nightly", "tcp://x:1") for _ in range(3)
+        )
+        store.keep_comparisons(
+            {(older, newer, 0.1): "", (newer, newest, 0.1): "x"}, "v"
+        )
+        assert len(store.kept_comparisons("v")) == 2
+        assert store.kept_comparisons("another version") == {}
+        store.prune(Policy(keep_last=2))
+        assert store.kept_comparisons("v") == {}

@@ -358,7 +358,7 @@ async def test_pages_and_frames_are_bounded_in_bytes_and_lose_no_line(
     server to 3.4 GB and the stream sent a 400 MB frame. Now a line is at most
     64 KiB, a page 4 MiB and a frame about 1 MiB of text, and paging and
     streaming still bring every line, in order."""
-    from dask_observe.capture.logs import MAX_TEXT_BYTES
+    from dask_observe.capture.text import MAX_TEXT_BYTES
     from dask_observe.server.routes import MAX_PAGE_TEXT
     from dask_observe.server.subscriptions import BATCH_TEXT
 

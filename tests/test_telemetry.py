@@ -185,7 +185,7 @@ def test_a_huge_line_is_kept_as_its_head_and_tail_with_what_was_cut(
     client: Client, store_path: Path
 ) -> None:
     """Forty 10 MB lines were stored whole; a line is now at most 64 KiB."""
-    from dask_observe.capture.logs import MAX_TEXT_BYTES
+    from dask_observe.capture.text import MAX_TEXT_BYTES
 
     with dask_observe.record("huge", client=client) as run:
         client.submit(shout, 10_000_000, pure=False).result()
@@ -198,7 +198,7 @@ def test_a_huge_line_is_kept_as_its_head_and_tail_with_what_was_cut(
 def test_the_store_bounds_texts_whatever_wrote_them(tmp_path: Path) -> None:
     """A record from a capture of another version, or one read from
     distributed at a run's end, is bounded at the store's door too."""
-    from dask_observe.capture.logs import MAX_TEXT_BYTES
+    from dask_observe.capture.text import MAX_TEXT_BYTES
     from dask_observe.capture.wire import LogRecord
     from dask_observe.store import BaseStore
 

@@ -122,23 +122,67 @@ def history(
     threshold: float | None = None,
     last: int | None = None,
 ) -> pd.DataFrame:
-    """The runs named ``name`` in ``store``: see :func:`judge`. Figures it
-    had to work out from a run's tables are stored for the next history
-    (where the store can be written)."""
+    """The runs named ``name`` in ``store``: see :func:`judge`."""
+    return frame_of(history_records(store, name, threshold=threshold, last=last))
+
+
+def history_records(
+    store: BaseStore,
+    name: str,
+    *,
+    threshold: float | None = None,
+    last: int | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`history` as dicts (``started`` in seconds since the epoch, an
+    unknown peak None), without pandas where the store kept what it reads.
+    Figures and comparisons it had to work out from a run's tables are
+    stored for the next history (where the store can be written)."""
     records = [r for r in reversed(store.run_records()) if r["name"] == name]
     entries = [StoredEntry(store, record) for record in records]
-    judged = judge(entries, threshold=threshold, last=last)
+    comparisons = Comparisons(store.kept_comparisons(config.version()))
+    judged = judge_records(
+        entries, threshold=threshold, last=last, comparisons=comparisons
+    )
     worked_out = [
         (int(e.record["id"]), *e.worked_out)
         for e in entries
         if e.worked_out is not None and e.record["status"] != "running"
     ]
-    if worked_out and not getattr(store, "readonly", False):
+    if (worked_out or comparisons.made) and not getattr(store, "readonly", False):
         # Worked out again next time if it cannot be kept (a store another
         # process holds, a full disk): a history reads, it never fails for that.
         with contextlib.suppress(StoreError, sqlite3.Error):
-            store.set_history_figures(worked_out)
+            if worked_out:
+                store.set_history_figures(worked_out)
+            if comparisons.made:
+                store.keep_comparisons(comparisons.made, config.version())
     return judged
+
+
+class Comparisons:
+    """The wall-time verdicts of runs compared with the finished run before
+    them (a history's first runs, too few for a band): ``(earlier id, later
+    id, threshold): verdict``. A comparison reads both runs' tables (~30 ms
+    and pandas' import); two finished runs never change, so a store keeps
+    each one made (``kept``, by this version), and :attr:`made` holds those
+    made here, to keep."""
+
+    def __init__(self, kept: dict[tuple[Any, Any, float], str] | None = None) -> None:
+        self.kept = dict(kept or {})
+        self.made: dict[tuple[Any, Any, float], str] = {}
+
+    def wall(self, previous: Entry, entry: Entry, floor: float) -> str:
+        key = (previous.record["id"], entry.record["id"], floor)
+        if key not in self.kept:
+            try:
+                table = compare(
+                    previous.data(), entry.data(), threshold=floor, profiles=False
+                ).table.set_index("figure")
+                verdict = str(table.loc["wall time", "verdict"])
+            except NothingToCompare:
+                verdict = ""
+            self.kept[key] = self.made[key] = verdict
+        return self.kept[key]
 
 
 def judge(
@@ -147,17 +191,40 @@ def judge(
     threshold: float | None = None,
     last: int | None = None,
 ) -> pd.DataFrame:
+    """:func:`judge_records` as a DataFrame (``started`` a UTC timestamp,
+    an unknown peak NaN)."""
+    return frame_of(judge_records(entries, threshold=threshold, last=last))
+
+
+def frame_of(records: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        [[r[c] for c in HISTORY_COLUMNS] for r in records],
+        columns=list(HISTORY_COLUMNS),
+    )
+    frame["started"] = pd.to_datetime(frame["started"], unit="s", utc=True)
+    frame["peak_memory"] = frame["peak_memory"].astype("float64")
+    return frame
+
+
+def judge_records(
+    entries: Sequence[Entry],
+    *,
+    threshold: float | None = None,
+    last: int | None = None,
+    comparisons: Comparisons | None = None,
+) -> list[dict[str, Any]]:
     """The runs ``entries`` (oldest first), each judged against the ones
     before it: ``verdict`` is the wall time's (against the spread of five or
     more earlier finished runs, else in a comparison with the previous one),
     ``changed`` what differs from the previous run's environment,
-    ``peak_memory`` the most bytes its workers held together (NaN unknown),
+    ``peak_memory`` the most bytes its workers held together (None unknown),
     ``prefixes`` the task prefixes whose time a task left their own spread
     over the earlier runs ({prefix: verdict}; five or more earlier runs).
     ``last``: only the newest that many runs (the older ones still count in
     the spread their verdicts are judged against)."""
-    import pandas as pd
-
+    comparisons = Comparisons() if comparisons is None else comparisons
     floor = (
         float(config.get("compare.threshold") or 0.1)
         if threshold is None
@@ -184,7 +251,7 @@ def judge(
                 # A run whose tables cannot be read (an archive's, pruned or
                 # never written whole) is listed, unjudged.
                 with contextlib.suppress(StoreError):
-                    verdict = _wall_verdict(entry, previous, walls, floor)
+                    verdict = _wall_verdict(entry, previous, walls, floor, comparisons)
             changed: list[str] = []
             if previous is not None:
                 changed = [
@@ -193,20 +260,19 @@ def judge(
                         previous.environment(), entry.environment()
                     )
                 ]
-            peak = entry.peak()
-            rows.append(
-                (*(record[c] for c in HISTORY_COLUMNS[:7]), verdict or None, changed,
-                 float("nan") if peak is None else peak,
-                 _prefix_verdicts(pace, paces, floor))
-            )  # fmt: skip
+            rows.append({
+                **{c: record[c] for c in HISTORY_COLUMNS[:7]},
+                "verdict": verdict or None,
+                "changed": changed,
+                "peak_memory": entry.peak(),
+                "prefixes": _prefix_verdicts(pace, paces, floor),
+            })  # fmt: skip
         if finished:
             walls.append(float(record["duration_s"]))
             for prefix, seconds in pace.items():
                 paces.setdefault(prefix, deque(maxlen=BAND_RUNS)).append(seconds)
             previous = entry
-    frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
-    frame["started"] = pd.to_datetime(frame["started"], unit="s", utc=True)
-    return frame
+    return rows
 
 
 def _prefix_verdicts(
@@ -224,7 +290,11 @@ def _prefix_verdicts(
 
 
 def _wall_verdict(
-    entry: Entry, previous: Entry | None, walls: list[float], floor: float
+    entry: Entry,
+    previous: Entry | None,
+    walls: list[float],
+    floor: float,
+    comparisons: Comparisons,
 ) -> str:
     """The wall time's verdict of ``entry`` in its history (see :func:`judge`)."""
     wall = float(entry.record["duration_s"])
@@ -244,11 +314,4 @@ def _wall_verdict(
         return verdicts.on_host(mark, "s", ratio, hosts, floor)
     if previous is None:
         return ""
-    try:
-        table = compare(
-            previous.data(), entry.data(), threshold=floor, profiles=False
-        ).table
-        table = table.set_index("figure")
-    except NothingToCompare:
-        return ""
-    return str(table.loc["wall time", "verdict"])
+    return comparisons.wall(previous, entry, floor)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Fewer tasks than this on either side: too few to tell noise from a change.
 MIN_SAMPLES = 5
@@ -35,6 +37,8 @@ def shift(
     run are not independent samples: a whole run's tasks can be 20-30% faster
     than another's (warm caches, a quieter machine), which a rank test on
     hundreds of tasks calls significant."""
+    import numpy as np
+
     x = np.asarray(a, dtype=float)
     y = np.asarray(b, dtype=float)
     x, y = x[~np.isnan(x)], y[~np.isnan(y)]

@@ -139,10 +139,18 @@ class Archive:
     def history(self, name: str, last: int | None = None) -> pd.DataFrame:
         """The runs of that name from every machine, oldest first, judged as
         a store's are (``Store.history``), from their manifests."""
-        from dask_observe.analysis.history import judge
+        from dask_observe.analysis.history import frame_of
+
+        return frame_of(self.history_records(name, last=last))
+
+    def history_records(
+        self, name: str, last: int | None = None
+    ) -> list[dict[str, Any]]:
+        """:meth:`history` as dicts, as ``Store.history_records``."""
+        from dask_observe.analysis.history import judge_records
 
         records = [r for r in reversed(self.run_records()) if r["name"] == name]
-        return judge([ArchivedEntry(self, r) for r in records], last=last)
+        return judge_records([ArchivedEntry(self, r) for r in records], last=last)
 
     # -- runs ----------------------------------------------------------------------
     def uid(self, run: int | str = "last") -> str:

@@ -39,7 +39,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .logs import LogTuple, shippable
+from .logs import LogTuple
+from .text import shippable
 
 STREAMS = {1: "stdout", 2: "stderr"}
 

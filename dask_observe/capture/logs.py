@@ -7,7 +7,9 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-try:  # where tasks run; the store and the server read this module without dask
+from .text import MAX_KEY_BYTES, bounded, shippable
+
+try:  # where tasks run
     from distributed.utils import (  # type: ignore[attr-defined]
         thread_state as thread_state,
     )
@@ -42,56 +44,6 @@ def parse_levels(config: Mapping[str, Any]) -> dict[str, int]:
 #: logging call's ``extra`` fields as a JSON object (None without any).
 LogTuple = tuple[float, int, str, str, "str | None", "str | None"]
 
-#: The most of one text (a line, an exception, a traceback) that is kept, in
-#: UTF-8 bytes: forty lines of 10 MB were stored whole, and took the Jupyter
-#: server to 3.4 GB when read. The head and the tail are kept, and the cut
-#: says how much went.
-MAX_TEXT_BYTES = 64 * 1024
-_HEAD_BYTES = 48 * 1024
-
-
-def bounded(text: str, limit: int = MAX_TEXT_BYTES) -> str:
-    """``text`` itself when it fits in ``limit`` UTF-8 bytes; else its head
-    and tail around a note of how many bytes were cut."""
-    if len(text) <= limit // 4:  # four bytes a character at most: it fits
-        return text
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= limit:
-        return text
-    head = limit * _HEAD_BYTES // MAX_TEXT_BYTES
-    tail = limit - head - 64
-    cut = len(data) - head - tail
-    return (
-        data[:head].decode("utf-8", "ignore")
-        + f"\n[... {cut:,} bytes cut ...]\n"
-        + data[-tail:].decode("utf-8", "ignore")
-    )
-
-
-def shippable(text: str) -> str:
-    """``text`` as a batch can carry it: a lone surrogate (what
-    ``os.fsdecode`` makes of a byte that is not UTF-8) cannot be encoded, and
-    one in a line made its whole batch unsendable, for good where the buffer
-    kept it (every later run of the cluster stored no log line). Written as
-    an escape instead, ``\\xff`` for a byte's, ``\\udXXX`` for another's;
-    a text without one is returned as it is."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "".join(_escaped(c) for c in text)
-    return text
-
-
-def _escaped(c: str) -> str:
-    code = ord(c)
-    if 0xDC80 <= code <= 0xDCFF:  # a byte os.fsdecode could not decode
-        return f"\\x{code - 0xDC00:02x}"
-    if 0xD800 <= code <= 0xDFFF:
-        return f"\\u{code:04x}"
-    return c
-
 
 def current_task() -> str | None:
     """The key of the task running on this thread (as the tasks table
@@ -104,9 +56,6 @@ def task_text(key: object) -> str | None:
     """A task's key as the tasks table writes it (None for None)."""
     return None if key is None else shippable(bounded(str(key), MAX_KEY_BYTES))
 
-
-#: The most of a task key kept with a line that task wrote.
-MAX_KEY_BYTES = 4096
 
 #: The most of one ``extra`` value, and of all of a record's, kept.
 MAX_FIELD_BYTES = 1024

@@ -28,14 +28,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .logs import (
-    MAX_TEXT_BYTES,
-    LogTuple,
-    bounded,
-    shippable,
-    task_text,
-    thread_state,
-)
+from .logs import LogTuple, task_text, thread_state
+from .text import MAX_TEXT_BYTES, bounded, shippable
 
 STDOUT, STDERR, WARNINGS = "stdout", "stderr", "py.warnings"
 

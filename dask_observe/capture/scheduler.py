@@ -24,13 +24,14 @@ from tornado.ioloop import PeriodicCallback
 from .buffer import DropCountingBuffer, SequencedBuffer
 from .hangs import ProgressWatch, describe, pace, work_remains
 from .host import HostSampler, Mark
-from .logs import replay, shippable
+from .logs import replay
 from .metrics import WorkerSamples, cluster_metrics
 from .router import LogRouter, Sink
 from .runs import RunCalls
 from .settings import CaptureSettings
 from .shipper import pushed
 from .stalls import StallWatch
+from .text import shippable
 from .wire import (
     RUN_ANNOTATION,
     EventRecord,

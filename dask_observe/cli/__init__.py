@@ -4,6 +4,7 @@ that read (:mod:`.reading`) and those that record or change the store
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -18,6 +19,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
+    except BrokenPipeError:
+        # Read by a pipe that closed early (`| head`): what was wanted was
+        # read; no error to tell. stdout is pointed at nothing so that
+        # Python's flush at exit does not fail on it again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     # Unknown runs and levels, bad patterns, a report path that cannot be written.
     except (StoreError, ValueError, OSError) as e:
         # Errors name runs and paths others chose: never raw to a terminal.

@@ -9,13 +9,21 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dask_observe import commands
 from dask_observe.api import Run, Store
-from dask_observe.plaintext import flag_lines, log_lines, stack_lines, visible
+from dask_observe.plaintext import (
+    clock_text,
+    flag_lines,
+    log_lines,
+    stack_lines,
+    table,
+    visible,
+)
 from dask_observe.store import StoreMissing
 from dask_observe.store.outcome import outcome
+from dask_observe.store.rundata import RUN_COLUMNS
 
 if TYPE_CHECKING:
     from dask_observe.archive import Archive
@@ -71,34 +79,41 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(visible(f"No dask-observe store at {e.path} yet. {hint}"))
         return 0
     with store:
-        runs = store.runs()
+        records = store.run_records()
         _say_skipped(store)
-        if runs.empty:
+        columns = _listed_columns(args)
+        if not records:
             print(visible(f"No runs in {store.path} yet. {hint}"))
             return 0
-    for column in ("started", "ended"):
-        runs[column] = runs[column].dt.tz_convert(None).dt.strftime("%Y-%m-%d %H:%M:%S")
-    runs["duration_s"] = runs["duration_s"].round(2)
-    # Its status as every surface says it: finished with losses is not finished.
-    runs["status"] = [outcome(r) for r in runs.to_dict("records")]
-    # Text a cluster, a user or whoever wrote the archive chose (a status,
-    # a host): never a control sequence to the terminal.
-    for column in runs.columns:
-        if any(isinstance(v, str) for v in runs[column]):
-            runs[column] = [
-                visible(v, newlines=False) if isinstance(v, str) else v
-                for v in runs[column]
-            ]
-    # Blank where a run has no value yet (a running run's end and duration):
-    # only such columns become text, as fillna("") on a float column, which
-    # pandas 3 warns will raise, did (the others keep their number format).
-    blanks = {
-        column: runs[column].astype(object).where(runs[column].notna(), "")
-        for column in runs.columns
-        if runs[column].isna().any()
-    }
-    print(runs.assign(**blanks).to_string(index=False))
+    rows = [[_cell(column, record) for column in columns] for record in records]
+    for line in table(columns, rows):
+        print(line)
     return 0
+
+
+def _listed_columns(args: argparse.Namespace) -> tuple[str, ...]:
+    """The columns ``runs`` lists: a store's, or an archive's (with who
+    recorded each run)."""
+    if getattr(args, "archive", None):
+        from dask_observe.archive.reader import ARCHIVE_COLUMNS
+
+        return ARCHIVE_COLUMNS
+    return RUN_COLUMNS
+
+
+def _cell(column: str, record: dict[str, Any]) -> str:
+    """One cell of the run list: times in UTC to the second, the duration to
+    the hundredth, the status as every surface says it (finished with losses
+    is not finished), blank where a run has no value yet (a running run's
+    end), and text others chose (a name, a host) never a control sequence."""
+    value = outcome(record) if column == "status" else record.get(column)
+    if value is None or value != value:  # None, or NaN from an archive
+        return ""
+    if column in ("started", "ended"):
+        return clock_text(float(value), "%Y-%m-%d %H:%M:%S")
+    if column == "duration_s":
+        return f"{float(value):.2f}"
+    return visible(str(value), newlines=False)
 
 
 def _say_skipped(source: Store | Archive) -> None:
@@ -122,7 +137,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         logs = commands.logs(run, args, since=args.since)
     for line in log_lines(logs):
         print(line)
-    if logs.empty:  # said apart from the lines, so that a pipe reads none
+    if not logs:  # said apart from the lines, so that a pipe reads none
         print(visible(f"0 lines in run {run.id} {run.name!r}"), file=sys.stderr)
     return 0
 
@@ -131,8 +146,6 @@ def _follow(run: Run, args: argparse.Namespace) -> None:
     """Print the run's lines in the order they were stored, page by page, then
     each new one as it is stored, until the run has ended and all its lines are
     out (or Ctrl-C). Paging by sequence number prints every line exactly once."""
-    import pandas as pd
-
     from dask_observe.store.rundata import epoch
 
     filters = commands.log_filters(args)
@@ -144,11 +157,8 @@ def _follow(run: Run, args: argparse.Namespace) -> None:
             rows = run.log_page(after, FOLLOW_PAGE, **filters)
             if rows:
                 after = rows[-1]["seq"]
-                frame = pd.DataFrame(rows).drop(columns="seq")
-                if since is not None:
-                    frame = frame[frame["time"] >= since]
-                frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)
-                for line in log_lines(frame):
+                shown = [r for r in rows if since is None or r["time"] >= since]
+                for line in log_lines(shown):
                     print(line, flush=True)
             if len(rows) == FOLLOW_PAGE:
                 continue  # more stored already: no wait
@@ -160,12 +170,8 @@ def _follow(run: Run, args: argparse.Namespace) -> None:
 
 
 def cmd_flags(args: argparse.Namespace) -> int:
-    from dask_observe.diagnose import flags_frame
-    from dask_observe.diagnose.lead import lead
-
     with source_of(args) as store:
-        # As the report tells them: the answer first, repeats folded.
-        return _printed(flag_lines(flags_frame(lead(store.run(args.run).flag_list()))))
+        return _printed(flag_lines(commands.flags(store.run(args.run))))
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:
@@ -200,10 +206,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     with source_of(args) as store:
-        runs = store.history(args.name)
+        runs = store.history_records(args.name)
         _say_skipped(store)
-        names = [] if not runs.empty else sorted({str(n) for n in store.runs()["name"]})
-    if runs.empty:
+        names = [] if runs else sorted({str(r["name"]) for r in store.run_records()})
+    if not runs:
         known = ", ".join(repr(n) for n in names[:20]) or "none: the store has no runs"
         print(
             visible(f"dask-observe: error: no runs named {args.name!r} in "
@@ -215,13 +221,14 @@ def cmd_history(args: argparse.Namespace) -> int:
         f"{'id':>5}  {'started (UTC)':<19}  {'status':<11} {'wall':>10}  "
         f"{'tasks':>14}  {'judged':<11} changed"
     )
-    for row in runs.to_dict("records"):
+    for row in runs:
         seconds = row["duration_s"]
         wall = "-" if seconds is None or seconds != seconds else f"{seconds:.2f} s"
         prefixes = [f"{p}: {verdict}" for p, verdict in row["prefixes"].items()]
         changed = "; ".join([*prefixes, *row["changed"]])
         print(visible(
-            f"{row['id']:>5}  {row['started']:%Y-%m-%d %H:%M:%S}  {outcome(row):<11}"
+            f"{row['id']:>5}  {clock_text(row['started'], '%Y-%m-%d %H:%M:%S')}"
+            f"  {outcome(row):<11}"
             f" {wall:>10}  {row['n_tasks']:>8} tasks  {row['verdict'] or '-':<11}"
             f" {changed}"
         ))  # fmt: skip

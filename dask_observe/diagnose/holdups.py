@@ -9,13 +9,12 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-import numpy as np
-
 from dask_observe.diagnose.base import Context
 from dask_observe.diagnose.host import Busy, host_load
 from dask_observe.units import format_seconds
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 
@@ -286,6 +285,8 @@ def contended(ctx: Context) -> pd.DataFrame:
     own work (building a graph, sending 90 MB of it) read 0.9 while the tasks
     had computed for 60 ms. Only task threads at work can fight over the GIL.
     """
+    import numpy as np
+
     if "contended" in ctx.derived:  # event-loop-blocked and gil-contention
         found: pd.DataFrame = ctx.derived["contended"]
         return found
@@ -391,6 +392,8 @@ def busy_threads(
     and stops with their running sums give that for every sample at once (a
     million tasks and thousands of samples: milliseconds, where a pass over the
     tasks per sample took minutes)."""
+    import numpy as np
+
     start = tasks["start"].to_numpy(dtype=float)
     stop = tasks["stop"].to_numpy(dtype=float)
     computed = stop > start  # NaN compares false: tasks without both times

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from dask_observe.analysis.figures import host_sample
 from dask_observe.diagnose.base import evidence
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from dask_observe.diagnose.base import Context
 
 #: The key of the scheduler's own samples (its stalls are judged by them).
@@ -120,6 +120,8 @@ class BusyHosts:
         """Whether each ``workers[i]``'s host was busy some time between
         ``since[i]`` and ``until[i]``: as ``during`` finds, for all of a run's
         samples at once rather than a call each."""
+        import numpy as np
+
         found = np.zeros(len(until), dtype=bool)
         host_of = {
             w: self.host(w if isinstance(w, str) and w else None) for w in set(workers)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from dask_observe.analysis.series import held
 from dask_observe.diagnose.base import (
     MAX_EVIDENCE,
@@ -212,6 +210,8 @@ def load_imbalance(ctx: Context) -> list[Flag]:
     when one worker holds more tasks than it has threads and another holds none.
     A single long task, or the short tail of a graph, never counts.
     """
+    import numpy as np
+
     share = ctx.number("load-imbalance.share")
     min_time = ctx.seconds("load-imbalance.min-time")
     processing = ctx.metric("tasks_processing")

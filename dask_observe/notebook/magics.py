@@ -309,14 +309,14 @@ class ObserveMagics(Magics):
     def _observe_logs(self, args: argparse.Namespace) -> None:
         with _reading(args) as store:
             logs = commands.logs(store.run(args.run), args)
-        if logs.empty:
+        if not logs:
             print("No log lines match.")
         for line in log_lines(logs):
             print(line)
 
     def _observe_flags(self, args: argparse.Namespace) -> None:
         with _reading(args) as store:
-            flags = store.run(args.run).flags()
+            flags = commands.flags(store.run(args.run))
         for line in flag_lines(flags):
             print(line)
 

@@ -7,3 +7,11 @@ cluster (:mod:`.plugins`, or what distributed keeps where they cannot run:
 
 (Not named ``record``: that is the public function ``dask_observe.record``,
 which a subpackage of the same name would hide once imported.)"""
+
+import dask.config  # noqa: F401  (the recorder needs dask: loaded here first)
+
+from dask_observe import config
+
+# dask's config gets the shipped defaults now, for whoever reads
+# ``observe.*`` from dask itself.
+config.register_defaults()

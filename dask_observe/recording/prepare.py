@@ -25,6 +25,7 @@ FIRST_RUN_IMPORTS = (
     "dask_observe.analysis.figures",
     "dask_observe.analysis.trees",
     "dask_observe.archive",
+    "dask_observe.capture.logs",
     "dask_observe.capture.settings",
     "dask_observe.export.live",
     "dask_observe.recording.environment",

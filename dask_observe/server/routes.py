@@ -99,23 +99,21 @@ def read_history(store: BaseStore, run_id: str) -> HistoryPayload:
     """The history of the run's name: its newest runs, oldest first, with
     their wall time, peak memory, verdict, prefix verdicts and what changed (see
     :func:`dask_observe.analysis.history.history`)."""
-    from dask_observe.analysis.history import history
+    from dask_observe.analysis.history import history_records
 
     name = str(store.run_record(run_id)["name"])
-    frame = history(store, name, last=HISTORY_POINTS)
     runs = [
         HistoryRunPayload(
             id=int(row["id"]),
-            started=row["started"].timestamp(),
+            started=float(row["started"]),
             status=str(row["status"]),
             duration_s=_number(row["duration_s"]),
             peak_memory=_number(row["peak_memory"]),
-            # (NaN where pandas filled a missing verdict)
-            verdict=row["verdict"] if isinstance(row["verdict"], str) else "",
+            verdict=row["verdict"] or "",
             changed=list(row["changed"]),
             prefixes=dict(row["prefixes"]),
         )
-        for row in frame.to_dict("records")
+        for row in history_records(store, name, last=HISTORY_POINTS)
     ]
     return HistoryPayload(name=name, runs=runs)
 

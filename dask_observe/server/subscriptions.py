@@ -12,7 +12,7 @@ from collections.abc import Hashable
 from dataclasses import asdict
 from typing import Any
 
-from dask_observe.capture.logs import MAX_KEY_BYTES
+from dask_observe.capture.text import MAX_KEY_BYTES
 from dask_observe.server.payloads import FlagPayload, flag_payload
 from dask_observe.store import BaseStore, queries
 

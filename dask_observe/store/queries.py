@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import count
 from typing import Any, NamedTuple
 
-from dask_observe.capture.logs import MAX_TEXT_BYTES, bounded
+from dask_observe.capture.text import MAX_TEXT_BYTES, bounded
 from dask_observe.capture.wire import LogRecord, MetricsRecord, TaskRecord, typed
 from dask_observe.store import patterns
 

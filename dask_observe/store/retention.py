@@ -250,6 +250,9 @@ def prune(
         for table in RUN_TABLES:
             conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", ids)
         conn.executemany("DELETE FROM runs WHERE id = ?", ids)
+        # A kept comparison judged a run against the earlier runs of its name
+        # (their spread): with some gone, each is made again when read.
+        conn.execute("DELETE FROM comparisons")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

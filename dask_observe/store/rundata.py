@@ -278,6 +278,25 @@ class RunData:
         frame["level"] = queries.level_names(frame["level"])
         return _to_datetimes(frame.drop(columns="seq"), "time", epoch=epoch)
 
+    def log_records(
+        self,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        **filters: Any,
+    ) -> list[dict[str, Any]]:
+        """The lines :meth:`logs` gives (the same ``filters``), as dicts with
+        its columns, times in seconds since the epoch: for what prints them
+        (the command line, the magics), which need no DataFrame, nor
+        pandas's import (0.3-0.5 s of a command's start)."""
+        window = self._window(since, until)
+        sql, params = queries.log_query(window, **filters)
+        rows = self.store.plain_rows(sql, params)
+        names = queries.level_names(row[2] for row in rows)
+        return [
+            dict(zip(queries.LOG_COLUMNS, (row[1], name, *row[3:]), strict=True))
+            for row, name in zip(rows, names, strict=True)
+        ]
+
     def log_lines(self, contains: str) -> list[tuple[float, str | None, str]]:
         """(time in epoch seconds, worker or None, message) of the run's lines
         containing ``contains`` (as :meth:`logs` finds them), but what tasks

@@ -8,7 +8,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.store import queries, redaction, retention
@@ -146,6 +146,26 @@ class Runs(StoreConnection):
             conn.executemany(
                 "UPDATE runs SET pace = ?, peak_memory = ? WHERE id = ?",
                 [(json.dumps(pace), peak, run_id) for run_id, pace, peak in figures],
+            )
+
+    def kept_comparisons(self, version: str) -> dict[tuple[int, int, float], str]:
+        """The wall-time verdicts of runs compared, as that version made them:
+        ``(earlier id, later id, threshold): verdict`` (see
+        ``analysis.history.Comparisons``)."""
+        rows = self._query(
+            "SELECT earlier, later, threshold, wall FROM comparisons WHERE version = ?",
+            (version,),
+        )
+        return {(r["earlier"], r["later"], r["threshold"]): r["wall"] for r in rows}
+
+    def keep_comparisons(
+        self, made: Mapping[tuple[int, int, float], str], version: str
+    ) -> None:
+        """Keep comparisons' verdicts made by ``version`` (see above)."""
+        with self._transaction() as conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO comparisons VALUES (?, ?, ?, ?, ?)",
+                [(a, b, floor, version, wall) for (a, b, floor), wall in made.items()],
             )
 
     def set_environment(self, run_id: int, environment: dict[str, Any]) -> None:

@@ -244,6 +244,21 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (address, host, pid)
     );
     """,
+    # 18 -> 19: the wall-time verdicts of runs compared with the run of their
+    # name before them (a history's first runs), kept by the version that
+    # made them: a comparison reads both runs' tables, and each history of a
+    # name made its first ones again (with pandas' import, half a second of
+    # `dask-observe history`). Emptied whenever runs are deleted.
+    """
+    CREATE TABLE comparisons (
+        earlier    INTEGER NOT NULL,
+        later      INTEGER NOT NULL,
+        threshold  REAL    NOT NULL,
+        version    TEXT    NOT NULL,
+        wall       TEXT    NOT NULL,
+        PRIMARY KEY (earlier, later, threshold)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
