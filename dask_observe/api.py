@@ -370,10 +370,12 @@ class Store(store.BaseStore):
         """The run with this id, or the newest one for ``"last"``."""
         return Run.of(self, run)
 
-    def run_records(self, limit: int | None = None) -> list[dict[str, Any]]:
+    def run_records(
+        self, limit: int | None = None, *, brief: bool = False
+    ) -> list[dict[str, Any]]:
         # A listing shows every run's flag count: wait for those being written.
         _wait_endings(self)
-        return super().run_records(limit)
+        return super().run_records(limit, brief=brief)
 
     run_records.__doc__ = store.BaseStore.run_records.__doc__
 

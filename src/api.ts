@@ -46,11 +46,19 @@ export async function requestAPI<T>(
 }
 
 /**
- * All recorded runs, newest first.
+ * The newest `limit` recorded runs, newest first, and how many there are.
  */
-export async function fetchRuns(): Promise<IRun[]> {
-  const body = await requestAPI<{ runs: IRun[] }>('runs');
-  return body.runs;
+export interface IRunsPage {
+  runs: IRun[];
+  total: number;
+}
+
+/**
+ * The newest `limit` runs (the cards the panel shows: the whole list of a
+ * year's runs was 268 KiB at each poll).
+ */
+export async function fetchRuns(limit: number): Promise<IRunsPage> {
+  return requestAPI<IRunsPage>(`runs?limit=${Math.max(1, Math.floor(limit))}`);
 }
 
 /**

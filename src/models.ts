@@ -10,10 +10,16 @@ import {
   IArchiveRun,
   ICluster,
   IHistory,
-  IRun
+  IRun,
+  IRunsPage
 } from './api';
 import { StreamConnection } from './connection';
 import { IFlag, StoreStream } from './stream';
+
+/**
+ * Run cards the panel shows at first, and adds with each "Show more".
+ */
+export const RUNS_PAGE = 100;
 
 /**
  * A list the server holds (the clusters, the runs), fetched every `interval`
@@ -199,8 +205,58 @@ export class ClusterModel extends PolledList<ICluster> {
  * The runs in the store, newest first.
  */
 export class RunsModel extends PolledList<IRun> {
-  constructor(options: Partial<PolledList.IOptions<IRun>> = {}) {
-    super({ fetch: fetchRuns, name: 'dask-observe:runs', ...options });
+  constructor(options: RunsModel.IOptions = {}) {
+    const fetchPage = options.fetchPage ?? fetchRuns;
+    super({
+      fetch: async () => {
+        const page = await fetchPage(this._limit);
+        this._total = page.total;
+        return page.runs;
+      },
+      // A run pruned beyond the page changes the count alone.
+      signature: runs => JSON.stringify([this._total, runs]),
+      name: 'dask-observe:runs',
+      ...options
+    });
+  }
+
+  /**
+   * How many of the newest runs are fetched (what the panel shows).
+   */
+  get limit(): number {
+    return this._limit;
+  }
+
+  /**
+   * Fetch more (or fewer) of the newest runs, at once.
+   */
+  set limit(value: number) {
+    if (value !== this._limit) {
+      this._limit = value;
+      void this.refresh().catch(() => undefined); // failed: told, polled again
+    }
+  }
+
+  /**
+   * How many runs the store holds, as of the last refresh.
+   */
+  get total(): number {
+    return this._total;
+  }
+
+  private _limit = RUNS_PAGE;
+  private _total = 0;
+}
+
+/**
+ * The namespace for `RunsModel` statics.
+ */
+export namespace RunsModel {
+  export interface IOptions extends Partial<PolledList.IOptions<IRun>> {
+    /**
+     * Fetches the newest runs (the server's, by default).
+     */
+    fetchPage?: (limit: number) => Promise<IRunsPage>;
   }
 }
 
@@ -394,7 +450,11 @@ export class HistoryModel implements IDisposable {
    * that finished): of the pinned run, else of the newest run.
    */
   follow(runs: readonly IRun[]): void {
-    const shown = runs.find(run => run.id === this._pinned) ?? runs[0] ?? null;
+    const pinned = runs.find(run => run.id === this._pinned);
+    if (pinned === undefined && this._pinned !== null) {
+      return; // older than the runs fetched now: its history stays shown
+    }
+    const shown = pinned ?? runs[0] ?? null;
     if (shown === null) {
       return;
     }

@@ -2,14 +2,9 @@ import { Widget } from '@lumino/widgets';
 
 import { IRun } from './api';
 import { button, element, heading, patchList } from './dom';
-import { RunsModel } from './models';
+import { RUNS_PAGE, RunsModel } from './models';
 import { TwoPicks } from './picks';
 import { cardHead, cardMeta, runCard as card } from './cards';
-
-/**
- * Run cards drawn at first, and added by each "Show more".
- */
-export const RUNS_PAGE = 100;
 
 /**
  * The runs in the store, newest first, one compact card each, as its model
@@ -29,8 +24,8 @@ export class RunsView extends Widget {
     });
     this._list = element('ul', 'jp-DaskObserve-runList');
     this._more = button('jp-DaskObserve-runs-more', '', () => {
-      this._shown += RUNS_PAGE;
-      this._render(this._runs);
+      // Fetched from the server, which answers only the cards shown.
+      this._model.limit += RUNS_PAGE;
     });
     this._picks = new TwoPicks(this._list, () => this._showPicked());
     this._actions = {
@@ -41,7 +36,7 @@ export class RunsView extends Widget {
     };
     this._showPicked();
     this.node.append(head, this._status, this._compare, this._list, this._more);
-    const model = options.model;
+    const model = (this._model = options.model);
     model.changed.connect((_, runs) => this._render(runs), this);
     model.failed.connect((_, reason) => {
       this._status.textContent = `Cannot list runs: ${String(reason)}`;
@@ -54,27 +49,27 @@ export class RunsView extends Widget {
    * is selecting in it, stays otherwise). `unknown`: not fetched yet.
    */
   private _render(runs: readonly IRun[], unknown = false): void {
-    this._runs = runs;
-    const shown = runs.slice(0, this._shown);
-    const n = runs.length.toLocaleString();
+    // The newest pages of cards, more on demand: a year's 1,000 cards took
+    // ~0.4 s of the page's main thread each time the list was drawn.
+    const shown = runs.slice(0, this._model.limit);
+    const total = Math.max(this._model.total, runs.length);
+    const n = total.toLocaleString();
     this._status.textContent = unknown
       ? 'Reading the runs…'
-      : runs.length === 0
+      : total === 0
         ? 'No runs recorded yet. Record one with %%dask_record in a notebook, or run "dask-observe demo".'
-        : shown.length < runs.length
+        : shown.length < total
           ? `${n} runs, the newest ${shown.length.toLocaleString()} shown`
-          : `${n} run${runs.length === 1 ? '' : 's'}`;
+          : `${n} run${total === 1 ? '' : 's'}`;
     // Nothing to compare with fewer than two runs: no button that says so.
-    this._compare.hidden = runs.length < 2;
-    this._picks.keepOnly(new Set(runs.map(run => run.id))); // deleted meanwhile
-    // The newest RUNS_PAGE cards, more on demand: a year's 1,000 cards took
-    // ~0.4 s of the page's main thread each time the list was drawn.
+    this._compare.hidden = total < 2;
+    this._picks.keepOnly(new Set(shown.map(run => run.id))); // deleted meanwhile
     patchList(
       this._list,
       shown.map(run => Private.runCard(run, this._actions)),
       'data-run-id'
     );
-    const left = runs.length - shown.length;
+    const left = total - shown.length;
     this._more.hidden = left <= 0;
     this._more.textContent = `Show ${Math.min(left, RUNS_PAGE).toLocaleString()} more of ${left.toLocaleString()}`;
   }
@@ -93,9 +88,8 @@ export class RunsView extends Widget {
   private _picks: TwoPicks<number>;
 
   private _list: HTMLUListElement;
+  private _model: RunsModel;
   private _more: HTMLButtonElement;
-  private _runs: readonly IRun[] = [];
-  private _shown = RUNS_PAGE;
   private _status: HTMLDivElement;
 }
 

@@ -213,3 +213,40 @@ def test_pruning_forgets_the_comparisons_kept_of_runs(store_path: Path) -> None:
         assert store.kept_comparisons("another version") == {}
         store.prune(Policy(keep_last=2))
         assert store.kept_comparisons("v") == {}
+
+
+def _free_pages(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+
+
+def _pages(path: Path) -> int:
+    """The pages of the store's file, its log folded in."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return int(conn.execute("PRAGMA page_count").fetchone()[0])
+
+
+def test_a_recorder_s_pruning_reuses_freed_pages_before_it_rewrites_the_file(
+    store_path: Path,
+) -> None:
+    # A recorder prunes as each run ends (observe.retention): rewriting the
+    # whole file each time (VACUUM) took 0.65 s at 1,000 runs, under the
+    # store's write lock. The pages a pruned run frees take the next run's
+    # rows; the file shrinks once a quarter of it is free.
+    with BaseStore(store_path) as store:
+        for i in range(10):
+            run_of_lines(store, f"night-{i}", "tcp://x:1")
+        pruned = store.prune(Policy(keep_last=9), compact=False)
+        assert len(pruned.runs) == 1
+        freed = _free_pages(store_path)
+        assert freed > 0  # not rewritten: its pages wait for the next run
+        pages = _pages(store_path)
+        run_of_lines(store, "night-10", "tcp://x:1")
+        assert _free_pages(store_path) < freed / 4  # ... which took them
+        assert _pages(store_path) < pages * 1.05
+        # Half the runs gone: more than a quarter of the file free, rewritten.
+        pruned = store.prune(Policy(keep_last=5), compact=False)
+        assert len(pruned.runs) == 5
+        assert _free_pages(store_path) == 0
+        assert pruned.bytes_after < pruned.bytes_before * 0.75

@@ -380,3 +380,22 @@ def test_a_cluster_seen_closing_is_not_live_until_watched_again(tmp_path: Path) 
         store.close_cluster(address)
         store.register_cluster(address, "http://127.0.0.1:8787/status")
         assert alive()
+
+
+def test_a_brief_listing_is_the_listing_without_each_run_s_details(
+    store_path: Path,
+) -> None:
+    # Listings (the panel's poll, `runs`, pruning) never read a run's
+    # settings and environment: decoding them was most of listing 1,000 runs.
+    from dask_observe.store.rundata import RUN_COLUMNS
+    from dask_observe.store.runs import DETAIL_COLUMNS
+
+    with BaseStore(store_path) as store:
+        run_id = store.create_run("nightly", cluster="tcp://x:1")
+        store.set_environment(run_id, {"packages": {"dask": "2026.7.1"}})
+        store.end_run(run_id, "finished", n_tasks=3)
+        (full,) = store.run_records()
+        (brief,) = store.run_records(brief=True)
+    assert full["environment"] == {"packages": {"dask": "2026.7.1"}}
+    assert not set(DETAIL_COLUMNS) & set(brief)
+    assert {c: brief[c] for c in RUN_COLUMNS} == {c: full[c] for c in RUN_COLUMNS}

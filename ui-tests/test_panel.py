@@ -67,6 +67,39 @@ def test_the_side_panel_lists_a_run_recorded_beforehand(
     expect(panel.locator(".jp-DaskObserve-runs-status")).to_have_text("2 runs")
 
 
+def test_a_year_of_runs_is_fetched_a_page_at_a_time(
+    store_path: Path, lab: Lab, page: Page
+) -> None:
+    # The panel polls the runs every 5 s: the whole list of a year's 1,000
+    # was 268 KiB and 50 ms of the server's each time, for 100 cards shown.
+    from dask_observe.store import BaseStore
+
+    with BaseStore(store_path) as store:
+        for i in range(150):
+            store.end_run(store.create_run(f"nightly {i}"), "finished")
+    asked: list[str] = []
+    page.on(
+        "request",  # the listing's own requests (not a run's history)
+        lambda r: asked.append(r.url) if "/api/runs?" in r.url else None,
+    )
+    page.goto(lab.page_url())
+    page.locator(PANEL_TAB).click()
+    panel = page.locator("#dask-observe-panel")
+    status = panel.locator(".jp-DaskObserve-runs-status")
+    expect(status).to_have_text("150 runs, the newest 100 shown", timeout=20_000)
+    runs = panel.locator(".jp-DaskObserve-run")
+    expect(runs).to_have_count(100)
+    expect(runs.first.locator(".jp-DaskObserve-run-name")).to_have_text("nightly 149")
+    assert asked and all("/api/runs?limit=100&" in url for url in asked), asked
+    more = panel.locator(".jp-DaskObserve-runs-more")
+    expect(more).to_have_text("Show 50 more of 50")
+    more.click()
+    expect(runs).to_have_count(150)
+    expect(status).to_have_text("150 runs")
+    expect(more).to_be_hidden()
+    assert "/api/runs?limit=200&" in asked[-1], asked
+
+
 def test_a_runs_report_opens_in_a_tab(
     client: Client, store_path: Path, lab: Lab, page: Page
 ) -> None:

@@ -117,9 +117,12 @@ class Archive:
         write the archive may have put them there)."""
         return self.listing.skipped
 
-    def run_records(self, limit: int | None = None) -> list[dict[str, Any]]:
+    def run_records(
+        self, limit: int | None = None, *, brief: bool = False
+    ) -> list[dict[str, Any]]:
         """The published runs, newest first, as dicts with the columns of
-        :meth:`runs` (and the rest of each manifest)."""
+        :meth:`runs` (and the rest of each manifest, ``brief`` or not: it is
+        read whole)."""
         records = []
         for manifest in self.listing.manifests()[:limit]:
             records.append({**manifest, "id": manifest["uid"]})

@@ -79,7 +79,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         print(visible(f"No dask-observe store at {e.path} yet. {hint}"))
         return 0
     with store:
-        records = store.run_records()
+        records = store.run_records(brief=True)
         _say_skipped(store)
         columns = _listed_columns(args)
         if not records:

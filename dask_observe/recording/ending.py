@@ -378,6 +378,6 @@ def keep_history_figures(run: Run, pace: dict[str, float]) -> None:
 def _retain(store: Store, run_id: int, policy: Policy) -> None:
     """Prune the store as ``observe.retention`` said (never this run)."""
     try:
-        store.prune(policy, keep=[run_id])
+        store.prune(policy, keep=[run_id], compact=False)
     except Exception as e:  # the run is recorded; pruning waits for the next
         logger.warning("dask-observe: cannot prune the store: %s", e)

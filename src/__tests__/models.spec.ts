@@ -112,6 +112,16 @@ describe('HistoryModel', () => {
     model.dispose();
   });
 
+  it('stays on a pinned run once newer runs push it past the page fetched', () => {
+    const model = new HistoryModel();
+    const show = jest.spyOn(model, 'show').mockResolvedValue();
+    model.pin(1, runs([2, 'train', 'finished'], [1, 'etl', 'finished']));
+    // The panel fetches the newest page of runs: run 1 is no longer in it.
+    model.follow(runs([3, 'train', 'finished'], [2, 'train', 'finished']));
+    expect(show.mock.calls).toEqual([[1, true]]);
+    model.dispose();
+  });
+
   function asRow(run: IRun): [number, string, string] {
     return [run.id, run.name, run.status];
   }

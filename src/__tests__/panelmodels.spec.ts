@@ -17,7 +17,10 @@ const lists: { clusters: ICluster[]; runs: IRun[] } = {
 };
 jest.mock('../api', () => ({
   fetchClusters: async () => lists.clusters,
-  fetchRuns: async () => lists.runs,
+  fetchRuns: async (limit: number) => ({
+    runs: lists.runs.slice(0, limit),
+    total: lists.runs.length
+  }),
   fetchArchive: async () => ({ archive: null, runs: [] }),
   fetchHistory: async () => ({ runs: [] })
 }));

@@ -13,7 +13,14 @@ function view(runs: IRun[]): {
   opened: number[];
 } {
   let answer = runs;
-  const model = new RunsModel({ fetch: async () => answer, active: false });
+  // As the server answers: the newest `limit` runs, and how many there are.
+  const model = new RunsModel({
+    fetchPage: async limit => ({
+      runs: answer.slice(0, limit),
+      total: answer.length
+    }),
+    active: false
+  });
   const opened: number[] = [];
   const shown = new RunsView({
     model,
@@ -133,9 +140,11 @@ describe('RunsView, a year of runs', () => {
     expect(status.textContent).toBe('250 runs, the newest 100 shown');
     expect(more.hidden).toBe(false);
     expect(more.textContent).toBe('Show 100 more of 150');
-    more.click();
+    more.click(); // fetched: the server answers the cards shown
+    await new Promise(resolve => setTimeout(resolve, 0));
     expect(cards()).toBe(200);
     more.click();
+    await new Promise(resolve => setTimeout(resolve, 0));
     expect(cards()).toBe(250);
     expect(more.hidden).toBe(true);
     expect(status.textContent).toBe('250 runs');
