@@ -7,6 +7,7 @@ import asyncio
 import json
 import re
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
 import dask_observe
+
+from .gateway import GatewayServer, gateway_server
 
 
 @pytest.fixture
@@ -409,3 +412,73 @@ async def test_a_cluster_no_recorder_reported_lately_is_not_proxied(
         )
     response = await get(f"dask-observe/dashboard/{upstream.id}/status")
     assert response.code == 404 and b"dashboard says hi" not in response.body
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[GatewayServer]:
+    with gateway_server(tmp_path) as server:
+        yield server
+
+
+# dask-gateway's Gateway.__del__ closes it again once its loop has stopped
+# (and raises): its own, at garbage collection, after the test closed it.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_a_dask_gateway_clusters_dashboard_opens_by_the_gateway_s_route(
+    gateway: GatewayServer, store_path: Path, get: Any, jp_http_port: int,
+    jp_base_url: str, jp_auth_header: dict[str, str],
+) -> None:  # fmt: skip
+    # Behind a gateway the scheduler's own dashboard port is nobody's to
+    # reach (a pod's, in Kubernetes): the gateway routes to it under
+    # /clusters/<name>/, and that route is what is registered and proxied.
+    from dask_gateway import Gateway
+
+    gw = Gateway(gateway.url, proxy_address=gateway.proxy_address, auth="basic")
+    cluster = await asyncio.to_thread(gw.new_cluster)
+
+    def record() -> str:
+        cluster.scale(1)
+        with cluster.get_client() as client:
+            client.wait_for_workers(1, timeout=60)
+            with dask_observe.record("behind a gateway", client=client) as run:
+                assert client.submit(abs, -1).result() == 1
+        assert run.status == "finished"
+        (registered,) = dask_observe.open_store().clusters()
+        assert registered["address"].startswith("gateway://")
+        assert registered["dashboard"] == f"{gateway.url}/clusters/{cluster.name}"
+        return str(registered["id"])
+
+    try:
+        cluster_id = await asyncio.to_thread(record)
+        page = await get(f"dask-observe/dashboard/{cluster_id}/status")
+        assert page.code == 200, page.body[:500]
+        html = page.body.decode()
+        token = re.search(r'"token":\s*"([^"]+)"', html)
+        assert token, "no bokeh session token in the page"
+        url = (
+            f"ws://localhost:{jp_http_port}{jp_base_url}"
+            f"dask-observe/dashboard/{cluster_id}/status/ws"
+        )
+        ws = await websocket_connect(
+            HTTPRequest(url, headers=jp_auth_header), subprotocols=["bokeh", token[1]]
+        )
+        message = await ws.read_message()
+        assert isinstance(message, str) and json.loads(message)["msgtype"] == "ACK"
+        ws.close()
+    finally:
+        await asyncio.to_thread(cluster.shutdown)
+        await asyncio.to_thread(gw.close)
+
+
+def test_a_redirect_to_the_gateway_s_route_stays_under_the_proxy() -> None:
+    from dask_observe.server.proxy import redirect_target
+
+    prefix = "/dask-observe/dashboard/abc/~1.x"
+    base = "/clusters/c0ffee"
+    assert redirect_target("/clusters/c0ffee/status", prefix, base) == (
+        f"{prefix}/status"
+    )
+    assert redirect_target("/clusters/c0ffee", prefix, base) == prefix
+    # Another cluster's route is not this one's: under this dashboard still.
+    assert redirect_target("/clusters/other/status", prefix, base) == (
+        f"{prefix}/clusters/other/status"
+    )

@@ -190,3 +190,51 @@ def test_a_client_made_in_a_notebook_is_listed_live_then_last_seen_once_closed(
     page.screenshot(path=ARTIFACTS / "panel-cluster-gone.png")
     notice.get_by_role("button", name="Close this tab").click()
     expect(page.locator(".jp-DaskObserve-tab")).to_have_count(0)
+
+
+def test_a_dask_gateway_cluster_made_in_a_notebook_is_listed_and_its_dashboard_opens(
+    store_path: Path, lab: Lab, page: Page, tmp_path: Path
+) -> None:
+    """A dask-gateway server's local backend (started here): the cluster a
+    cell makes through it is listed, and its dashboard opens by the
+    gateway's route (``/clusters/<name>/``), the one address of it that a
+    browser's side can reach in a real deployment."""
+    from tests.gateway import gateway_server
+
+    with gateway_server(tmp_path) as gateway:
+        nb = python_notebook()
+        nb.cells = [
+            nbformat.v4.new_code_cell(
+                "%load_ext dask_observe\n"
+                "from dask_gateway import Gateway\n"
+                f"gateway = Gateway({gateway.url!r},"
+                f" proxy_address={gateway.proxy_address!r}, auth='basic')\n"
+                "cluster = gateway.new_cluster()\n"
+                "cluster.scale(1)\n"
+                "client = cluster.get_client()\n"
+                "client.wait_for_workers(1, timeout=60)\n"
+                "client.submit(sum, [1, 2]).result()"
+            ),
+            nbformat.v4.new_code_cell("client.close()\ncluster.shutdown()"),
+        ]
+        nbformat.write(nb, lab.root / "gateway.ipynb")
+        open_and_start(page, lab, "gateway.ipynb")
+        page.locator(PANEL_TAB).click()
+        run_cell(page, 0)
+        cluster = page.locator(".jp-DaskObserve-cluster").first
+        expect(cluster.locator(".jp-DaskObserve-cluster-seen")).to_have_text(
+            "live", timeout=10_000
+        )
+        expect(cluster.locator(".jp-DaskObserve-cluster-by")).to_have_text(
+            "in gateway.ipynb"
+        )
+        (registered,) = dask_observe.open_store().clusters()
+        assert registered["address"].startswith(gateway.proxy_address + "/")
+        assert registered["dashboard"].startswith(gateway.url + "/clusters/")
+        cluster.locator('.jp-DaskObserve-dashboard-button[data-page="status"]').click()
+        frame = page.frame_locator(".jp-DaskObserve-tab iframe")
+        expect(frame.locator("canvas").first).to_be_visible(timeout=30_000)
+        page.screenshot(path=ARTIFACTS / "panel-gateway-dashboard.png")
+        tabs = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab")
+        tabs.filter(has_text="gateway.ipynb").click()
+        run_cell(page, 1)

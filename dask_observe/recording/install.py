@@ -86,11 +86,19 @@ def dashboard_address(client: Client, hello: dict[str, Any] | None) -> str | Non
     The capture plugin says where the dashboard's HTTP server listens; when that
     is every interface (or the plugin is not there to say) the host is the one
     this client reaches the scheduler at, and for a scheduler in this very
-    process (``inproc://``) the loopback address.
+    process (``inproc://``) the loopback address. A scheduler behind a
+    dask-gateway (``gateway://``) is reached through the gateway alone: its
+    dashboard is the gateway's route to it (``http(s)://gateway/clusters/
+    <name>``), which the client's cluster knows.
     """
     from urllib.parse import urlsplit
 
     from dask_observe.recording.link import answer_timeout
+
+    if client.scheduler is not None and str(client.scheduler.address).startswith(
+        "gateway://"
+    ):
+        return gateway_dashboard(client)
 
     shown = (hello or {}).get("dashboard") or {}
     port = shown.get("port")
@@ -117,3 +125,22 @@ def dashboard_address(client: Client, hello: dict[str, Any] | None) -> str | Non
         host = f"[{host}]"
     scheme = "https" if shown.get("tls") else "http"
     return f"{scheme}://{host}:{int(port)}"
+
+
+def gateway_dashboard(client: Client) -> str | None:
+    """The gateway's route to the dashboard of the client's dask-gateway
+    cluster (its ``dashboard_link`` without the page), or None where the
+    client was made without its cluster (the link would name the
+    scheduler's own port, which nobody outside the gateway reaches)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    link = getattr(getattr(client, "cluster", None), "dashboard_link", None)
+    if not isinstance(link, str):
+        return None
+    parts = urlsplit(link)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    path = parts.path.rstrip("/")
+    if path.endswith("/status"):
+        path = path[: -len("/status")]
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))

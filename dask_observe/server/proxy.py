@@ -111,10 +111,12 @@ def upstream_query(query: str) -> str:
     return urlencode(kept)
 
 
-def redirect_target(location: str, prefix: str) -> str | None:
+def redirect_target(location: str, prefix: str, base_path: str = "") -> str | None:
     """Where a dashboard's redirect leads, under the proxy's ``prefix``; None
     for one that would leave the dashboard (``//host``, ``https:host``,
-    ``/\\host``, any scheme) or climb out of it (``..``)."""
+    ``/\\host``, any scheme) or climb out of it (``..``). ``base_path``: the
+    path the dashboard is served under (a dask-gateway cluster's route,
+    ``/clusters/<name>``), which an absolute redirect starts with."""
     parts = urlsplit(location)
     if parts.scheme or parts.netloc or "\\" in location or location.startswith("//"):
         return None
@@ -123,6 +125,8 @@ def redirect_target(location: str, prefix: str) -> str | None:
     decoded = unquote(path)
     if "\\" in decoded or any(s in (".", "..") for s in decoded.split("/")):
         return None
+    if base_path and (path == base_path or path.startswith(base_path + "/")):
+        path = path[len(base_path) :] or "/"
     if path.startswith("/"):  # the dashboard's root is the proxy's prefix
         path = url_path_join(prefix, path.lstrip("/"))
     return path + (f"?{parts.query}" if parts.query else "")
@@ -186,6 +190,7 @@ class DashboardProxyHandler(
         self.capabilities = capabilities
         #: Where the dashboard's root is served (its redirects go under it).
         self._prefix = ""
+        self._base_path = ""
         self._upstream: websocket.WebSocketClientConnection | None = None
         self._pump: asyncio.Task[None] | None = None
 
@@ -201,6 +206,7 @@ class DashboardProxyHandler(
         if not base:
             raise web.HTTPError(404, "no registered dashboard with this id")
         target = f"{base.rstrip('/')}/{relative}"
+        self._base_path = urlsplit(base).path.rstrip("/")
         # Belt and braces: the host of the result is the registered one.
         if urlsplit(target).netloc != urlsplit(base).netloc:
             raise web.HTTPError(403, "this path is not allowed through the proxy")
@@ -281,7 +287,7 @@ class DashboardProxyHandler(
         for name, value in self._upstream_headers.get_all():
             lowered = name.lower()
             if lowered == "location":
-                moved = redirect_target(value, self._prefix)
+                moved = redirect_target(value, self._prefix, self._base_path)
                 if moved is None:
                     self._refused = True
                     continue
