@@ -42,6 +42,14 @@ from typing import Any, TextIO
 from .logs import LogTuple
 from .text import shippable
 
+try:  # POSIX: how many bytes a pipe holds unread
+    import fcntl
+    import termios
+
+    _FIONREAD: int | None = termios.FIONREAD
+except ImportError:  # pragma: no cover (Windows: no pipes put on fds here)
+    _FIONREAD = None
+
 STREAMS = {1: "stdout", 2: "stderr"}
 
 #: Bytes read at a time from a pipe.
@@ -62,6 +70,9 @@ STOP_WAIT_S = 2.0
 #: How long a sync (a run's end) waits for them: what a task wrote is in a
 #: pipe, read in microseconds unless this process's threads hold the GIL.
 SYNC_WAIT_S = 0.5
+#: How long a task's end waits for the lines its pipes hold unread (the
+#: worker's event loop waits meanwhile; only where a pipe holds some).
+SETTLE_WAIT_S = 0.05
 
 
 class FdCapture:
@@ -199,6 +210,17 @@ class FdCapture:
                 os.write(self._wake_w, b"s")
                 self._synced.wait(timeout)
 
+    def settle(self) -> None:
+        """At a task's end, while it still counts as running: hand on what
+        the pipes hold unread (written as it ran). The reader may be slower
+        than the worker's loop to run (a busy host, a thread holding the
+        GIL): its lines were then read after the task had ended, and named
+        no task. A look at each pipe (an ioctl) where nothing waits."""
+        if self._thread is not None and any(
+            _unread(read) for _, read in self._fds.values()
+        ):
+            self.sync(SETTLE_WAIT_S)
+
     # -- the reading thread ----------------------------------------------------
     def _read(self) -> None:
         reads = {read: fd for fd, (_, read) in self._fds.items()}
@@ -312,6 +334,18 @@ class FdCapture:
         if len(self._said) > 1024:  # ended tasks' counts go
             self._said = {k: n for k, n in self._said.items() if k in running}
         return said <= TASK_LINES
+
+
+def _unread(descriptor: int) -> bool:
+    """Whether a pipe holds bytes not read yet (a task's end asks: two
+    system calls, ~1 us each)."""
+    if _FIONREAD is None:  # no such call here: the reader alone tells
+        return False
+    try:
+        said = fcntl.ioctl(descriptor, _FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return False
+    return int.from_bytes(said, sys.byteorder) > 0
 
 
 def _stream_handlers() -> list[logging.StreamHandler[Any]]:

@@ -111,9 +111,15 @@ class LogRouter:
 
     @classmethod
     def task_ended(cls, key: object) -> None:
-        """A task of this process ended (see ``Lines.ended``)."""
+        """A task of this process ended, and still counts as running: what
+        it wrote to fds 1 and 2 is handed on (``FdCapture.settle``), and its
+        Python output's last partial line (``Lines.ended``)."""
         router = cls._instance
-        if router is not None and router.output is not None:
+        if router is None:
+            return
+        if router.fds is not None:
+            router.fds.settle()
+        if router.output is not None:
             router.output.lines.ended(key)
 
     def _lost(self, task: str | None, n: int) -> None:

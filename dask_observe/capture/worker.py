@@ -436,9 +436,11 @@ class ObserveWorkerPlugin(WorkerPlugin):
             LogRouter.task_starting()  # its prints and warnings caught
         elif start == "executing":
             name = str(key)
+            # Its output first (its last partial line, what its pipes hold),
+            # while it still counts as running: then told as its own.
+            LogRouter.task_ended(key)
             self.long_tasks.ended(name)
             self._stacks.ended(name)
-            LogRouter.task_ended(key)  # its output's last partial line, its cap
         elif start == "flight" and finish == "memory" and self._transfers:
             self._transfers.fetched(key)
 
