@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import config  # noqa: F401  (registers observe.* defaults)
-from dask_observe.api import Run, Store
+from dask_observe.api import Run, Store, open_store
 from dask_observe.store import RunNotFound, StoreError
 
 try:
@@ -37,20 +37,6 @@ __all__ = [
     "open_store",
     "record",
 ]
-
-
-def open_store(
-    path: str | os.PathLike[str] | None = None, *, create: bool = True
-) -> Store:
-    """Open the store at ``path``, creating it if needed (with ``create=False``,
-    a missing store raises ``StoreMissing``).
-
-    The default path comes from dask config ``observe.store``
-    (``DASK_OBSERVE__STORE``), else ``~/.local/share/dask-observe/observe.sqlite``.
-    """
-    from dask_observe.config import default_store_path
-
-    return Store(default_store_path() if path is None else path, create=create)
 
 
 def open_archive(

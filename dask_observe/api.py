@@ -396,3 +396,15 @@ class Store(store.BaseStore):
         from dask_observe.analysis.history import history_records
 
         return history_records(self, name, last=last)
+
+
+def open_store(
+    path: str | os.PathLike[str] | None = None, *, create: bool = True
+) -> Store:
+    """Open the store at ``path``, creating it if needed (with ``create=False``,
+    a missing store raises ``StoreMissing``).
+
+    The default path comes from dask config ``observe.store``
+    (``DASK_OBSERVE__STORE``), else ``~/.local/share/dask-observe/observe.sqlite``.
+    """
+    return Store(config.default_store_path() if path is None else path, create=create)

@@ -98,15 +98,22 @@ def stored_lines(store_path: Path, run: int, contains: str) -> int:
 
 def read_in_new_process(store_path: Path, code: str, *args: str) -> Any:
     """Run ``code`` (which prints JSON) in a fresh interpreter on the same store."""
-    done = subprocess.run(
+    done = in_new_process(store_path, code, *args, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def in_new_process(
+    store_path: Path, code: str, *args: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter on the same store, its output kept."""
+    return subprocess.run(
         [sys.executable, "-c", code, *args],
         env=subprocess_env(store_path),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
     )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 #: Code for ``read_in_new_process`` (the line a task said: ``argv[1]``): what
@@ -187,13 +194,7 @@ def dask_observe_loading(
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """The ``dask-observe`` command in a process of its own, and which of
     the libraries of HEAVY it imported."""
-    done = subprocess.run(
-        [sys.executable, "-c", _LOADING, *args],
-        env=subprocess_env(store_path),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = in_new_process(store_path, _LOADING, *args, timeout=120)
     said = [line for line in done.stderr.splitlines() if line.startswith("loaded")]
     return done, said[-1].split()[1:] if said else ["(no answer)"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dask_observe.server import route_table
 from dask_observe.server.archive import UID
 from dask_observe.server.manager import StoreManager
 from dask_observe.server.proxy import Capabilities
-from dask_observe.server.routes import route_table
 
 
 def sample_paths() -> list[str]:

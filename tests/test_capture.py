@@ -564,7 +564,7 @@ def test_a_closed_cluster_lets_go_of_the_records_it_delivered(store_path: Path) 
     records: a notebook that makes a cluster per experiment held each one's
     (~11 MiB for 30,000 lines, measured). What a recorder read is stored;
     only the lines no recorder came for stay."""
-    from dask_observe.recording.plugins import SCHEDULER_PLUGIN
+    from dask_observe.recording.link import SCHEDULER_PLUGIN
 
     with (
         LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -164,3 +165,119 @@ def test_no_test_module_imports_from_another() -> None:
                 if "tests.test_" in line
             ]
     assert found == []
+
+
+def _without_type_checking(source: str) -> ast.Module:
+    """``source`` without its ``if TYPE_CHECKING:`` blocks: what it imports
+    when it runs (a name for annotations only is no dependency)."""
+
+    class Strip(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> Any:
+            test = node.test
+            if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+                isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+            ):
+                return node.orelse or None
+            return self.generic_visit(node)
+
+    stripped: ast.Module = Strip().visit(ast.parse(source))
+    return stripped
+
+
+def import_graph(
+    sources: dict[str, str], depth: int | None = None
+) -> dict[str, set[str]]:
+    """Who imports whom at run time, by module (or by package: the first
+    ``depth`` parts of each name), this package's modules only."""
+
+    def unit(name: str) -> str:
+        return name if depth is None else ".".join(name.split(".")[:depth])
+
+    graph: dict[str, set[str]] = {}
+    for module, source in sources.items():
+        code = ast.unparse(_without_type_checking(source))
+        for _, name in imported(module, code):
+            if name.split(".")[0] == "dask_observe" and unit(name) != unit(module):
+                graph.setdefault(unit(module), set()).add(unit(name))
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                other = stack.pop()
+                part.append(other)
+                if other == node:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+#: The import cycles left (issue 69): each to be cut, never one added. The
+#: public Run publishes itself to the archive, whose runs are Runs; a
+#: comparison renders itself with the report's parts, which read its figures.
+KNOWN_MODULE_CYCLES = [
+    ["dask_observe.analysis.compare", "dask_observe.report.comparison"],
+    [
+        "dask_observe.api",
+        "dask_observe.archive",
+        "dask_observe.archive.publish",
+        "dask_observe.archive.reader",
+    ],
+]
+KNOWN_PACKAGE_CYCLES = [
+    [
+        "dask_observe.analysis",
+        "dask_observe.diagnose",
+        "dask_observe.export",
+        "dask_observe.report",
+    ],
+    ["dask_observe.api", "dask_observe.archive"],
+]
+
+
+def test_no_import_cycle_but_those_known() -> None:
+    # Cycles the layer rule allows (modules of one layer): a module imported
+    # inside a function to dodge one is still a dependency both ways. The
+    # lists shrink as cycles are cut; a new one fails here.
+    sources = package_sources()
+    assert cycles(import_graph(sources)) == KNOWN_MODULE_CYCLES
+    assert cycles(import_graph(sources, depth=2)) == KNOWN_PACKAGE_CYCLES
+
+
+def test_a_cycle_is_found_through_a_function_s_import_not_an_annotation_s() -> None:
+    sources = {
+        "dask_observe.recording.link": (
+            "def f():\n    from dask_observe.recording import plugins\n"
+        ),
+        "dask_observe.recording.plugins": "from dask_observe.recording import link\n",
+        "dask_observe.store.runs": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from dask_observe.store.store import BaseStore\n"
+        ),
+        "dask_observe.store.store": "from dask_observe.store import runs\n",
+    }
+    assert cycles(import_graph(sources)) == [
+        ["dask_observe.recording.link", "dask_observe.recording.plugins"]
+    ]

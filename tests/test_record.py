@@ -20,7 +20,7 @@ from distributed import Client, LocalCluster, SchedulerPlugin, span
 import dask_observe
 from dask_observe.recording import link
 from dask_observe.recording.install import CaptureUnavailableWarning
-from dask_observe.recording.plugins import WORKER_PLUGIN
+from dask_observe.recording.link import WORKER_PLUGIN
 from dask_observe.recording.span import NoClientError
 
 from .conftest import subprocess_env, wait_until

@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 def _open_store(path: str | None, create: bool = True) -> Store:
     """The store; reading magics pass ``create=False`` (a mistyped --store is
     an error, not a new empty store)."""
-    from dask_observe import open_store
+    from dask_observe.api import open_store
 
     try:
         return open_store(path, create=create)

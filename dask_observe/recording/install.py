@@ -73,11 +73,11 @@ def _surely_bare(client: Client) -> bool:
     """The scheduler runs in this process (a LocalCluster's) and has no capture
     plugin: no need to ask it (a round trip, with this package's functions
     pickled by value) before shipping the plugins."""
-    from dask_observe.recording import link, plugins
+    from dask_observe.recording import link
 
     scheduler = client.scheduler
     local = link.local_scheduler(client, str(getattr(scheduler, "address", "")))
-    return local is not None and plugins.SCHEDULER_PLUGIN not in local.plugins
+    return local is not None and link.SCHEDULER_PLUGIN not in local.plugins
 
 
 def dashboard_address(client: Client, hello: dict[str, Any] | None) -> str | None:

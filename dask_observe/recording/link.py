@@ -15,6 +15,12 @@ if TYPE_CHECKING:
 
     from dask_observe.capture.scheduler import ObserveSchedulerPlugin
 
+#: The registered names of the plugins (as ``Client.register_plugin`` knows
+#: them): what registers them (``.plugins``) and what reaches them (here).
+SCHEDULER_PLUGIN = "dask-observe"
+WORKER_PLUGIN = "dask-observe-worker"
+NANNY_PLUGIN = "dask-observe-nanny"
+
 
 def answer_timeout() -> float:
     """Seconds a call to the scheduler may wait for its answer
@@ -126,8 +132,6 @@ def local_plugin(client: Client, cluster: str) -> ObserveSchedulerPlugin | None:
     Recognised by what it does, not by its class: it comes from the shipped
     bundle (``dask_observe.recording.plugins``), not from this package.
     """
-    from dask_observe.recording.plugins import SCHEDULER_PLUGIN
-
     scheduler = local_scheduler(client, cluster)
     plugin = getattr(scheduler, "plugins", {}).get(SCHEDULER_PLUGIN)
     if callable(getattr(plugin, "pull", None)) and getattr(plugin, "loop", None):

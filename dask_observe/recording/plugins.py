@@ -31,16 +31,12 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import NannyPlugin, SchedulerPlugin, WorkerPlugin
 
 from dask_observe.recording.bundle import import_bundle, local_bundle
+from dask_observe.recording.link import NANNY_PLUGIN, SCHEDULER_PLUGIN, WORKER_PLUGIN
 
 if TYPE_CHECKING:
     from distributed import Client
 
     from dask_observe.capture.settings import CaptureSettings
-
-#: The registered names of the plugins (as ``Client.register_plugin`` knows them).
-SCHEDULER_PLUGIN = "dask-observe"
-WORKER_PLUGIN = "dask-observe-worker"
-NANNY_PLUGIN = "dask-observe-nanny"
 
 
 def capture_settings(since: float) -> CaptureSettings:

@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
-from jupyter_server.utils import url_path_join
 from tornado import web
 
 from dask_observe.api import Run
@@ -368,45 +367,3 @@ class ClustersHandler(StoreHandler):
     async def get(self) -> None:
         clusters = await self.read(read_clusters, empty=[])
         self.finish(json.dumps({"clusters": clusters}))
-
-
-def route_table(base_url: str, manager: StoreManager) -> list[tuple[str, Any, Any]]:
-    """The handlers of the extension, rooted at ``base_url``."""
-    from dask_observe.server.proxy import (
-        Capabilities,
-        DashboardCapabilityHandler,
-        DashboardProxyHandler,
-    )
-    from dask_observe.server.stream import StreamHandler
-
-    kwargs = {"manager": manager}
-    api = url_path_join(base_url, "dask-observe", "api")
-    # Ids SQLite can hold; a longer one is no route (404), never a 500.
-    run = url_path_join(api, "runs", r"(last|\d{1,18})")
-    dashboard = url_path_join(base_url, "dask-observe", "dashboard", r"([0-9a-f]{12})")
-    proxy = {**kwargs, "capabilities": Capabilities()}
-    from dask_observe.server.archive import archive_routes
-
-    return [
-        *archive_routes(api, kwargs),
-        (url_path_join(api, "runs"), RunsHandler, kwargs),
-        (run, RunHandler, kwargs),
-        (url_path_join(run, "logs"), RunLogsHandler, kwargs),
-        (url_path_join(run, "report"), RunReportHandler, kwargs),
-        (url_path_join(run, "history"), RunHistoryHandler, kwargs),
-        (
-            url_path_join(run, "compare", r"(last|\d{1,18})"),
-            RunComparisonHandler,
-            kwargs,
-        ),
-        (url_path_join(api, "clusters"), ClustersHandler, kwargs),
-        (url_path_join(api, "stream"), StreamHandler, kwargs),
-        (url_path_join(api, "stream", "rows"), StreamRowsHandler, kwargs),
-        # The capability's route first: the other one matches its paths too.
-        (
-            url_path_join(dashboard, f"({Capabilities.PATTERN})", "(.*)"),
-            DashboardCapabilityHandler,
-            proxy,
-        ),
-        (url_path_join(dashboard, "(.*)"), DashboardProxyHandler, proxy),
-    ]
