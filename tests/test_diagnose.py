@@ -342,6 +342,32 @@ def test_a_stall_on_the_loops_own_thread_says_so(run: SyntheticRun) -> None:
     )
 
 
+def test_a_stall_its_process_hardly_ran_in_is_no_advice_to_release_the_gil(
+    run: SyntheticRun, store: Store
+) -> None:
+    # Seen in the suite: a worker's loop stalled 1.72 s while its whole
+    # process had 0.04 s of CPU, its host's samples under the busy share:
+    # told as busy code ("release the GIL in long-running tasks"). Busy work
+    # would have kept a core busy: it waited.
+    from dask_observe.diagnose.runtime import WAITED_ADVICE
+
+    run.event(4.0, "event-loop-stall", A, seconds=1.72, since=run.start + 2.28,
+              cpu=0.04, loop_cpu=0.01)  # fmt: skip
+    frame = run.end(5.0).flags()
+    (flag,) = frame[frame["kind"] == "event-loop-blocked"].to_dict("records")
+    assert (
+        "while its process hardly ran (40.0 ms of CPU in 1.72 s)" in (flag["message"])
+    ), flag["message"]
+    assert flag["advice"] == WAITED_ADVICE
+    assert "something held it" not in flag["message"]
+    # A process whose work kept a core busy meanwhile: its own work held it.
+    busy = workers(SyntheticRun(store), 0.0)
+    busy.event(4.0, "event-loop-stall", A, seconds=1.72, since=busy.start + 2.28,
+               cpu=1.70, loop_cpu=0.01)  # fmt: skip
+    said = message(busy.end(5.0), "event-loop-blocked")
+    assert "something held it (or the GIL)" in said and "hardly ran" not in said
+
+
 def test_distributed_s_own_unresponsive_line_counts_once(run: SyntheticRun) -> None:
     stalls(run, A, 4.0)
     run.log(3.0, "Event loop was unresponsive in Worker for 4.00s.  This is often "
@@ -662,13 +688,21 @@ def test_a_stall_while_the_host_was_busy_and_the_process_starved_is_the_hosts(
 def test_a_stall_is_the_codes_unless_the_host_was_busy_and_starved_it(
     run: SyntheticRun, cpu: float, other_host: bool, waiting: float, why: str
 ) -> None:
+    from dask_observe.diagnose.holdups import WAITED_SHARE
+    from dask_observe.diagnose.runtime import WAITED_ADVICE
+
+    stall = 1.4
     busy_host(run, 4.0, B if other_host else A, waiting=waiting)
-    run.event(3.0, "event-loop-stall", A, seconds=1.4, since=run.start + 1.6, cpu=cpu)
+    run.event(3.0, "event-loop-stall", A, seconds=stall, since=run.start + 1.6, cpu=cpu)
     recorded = run.end(5.0)
     assert flags(recorded) == [("event-loop-blocked", "warning")], why
     flag = recorded.flags().iloc[0]
     assert "oversubscribed" not in flag["message"], why
-    assert "Release the GIL" in flag["advice"], why
+    if cpu >= stall * WAITED_SHARE:  # busy work of its own
+        assert "Release the GIL" in flag["advice"], why
+    else:  # 0.3 s of CPU in 1.4 s: a wait, not the host's
+        assert "while its process hardly ran" in flag["message"], why
+        assert flag["advice"] == WAITED_ADVICE, why
 
 
 def test_stalls_of_both_causes_blame_the_code_and_count_the_hosts_apart(

@@ -288,6 +288,10 @@ def test_a_worker_loop_held_1_5_s_raises_event_loop_blocked(
     # Seen while it slept: the loop's own thread held it (in distributed's
     # handler of client.run, whose function was time.sleep).
     assert "held it, on the event loop's own thread" in flag["message"]
+    # Asleep, not busy: a blocking call on the loop, said so (not "release
+    # the GIL in long-running tasks").
+    assert "while its process hardly ran" in flag["message"], flag["message"]
+    assert "blocking calls on the event loop" in flag["advice"]
 
 
 def test_a_worker_loop_held_by_a_full_garbage_collection_names_the_collector(

@@ -58,7 +58,18 @@ class Stalls(NamedTuple):
     #: 1.65 s so on a loaded CI machine, its collection 1.74 s: the first of
     #: a process forked from one that had imported pandas).
     paused: list[tuple[Stall, float]]
+    #: The process hardly ran meanwhile (less than WAITED_SHARE of the stall
+    #: in CPU, all its threads together), on a host not seen busy: not busy
+    #: work but a wait (a blocking call on the loop, a task's call that waits
+    #: holding the GIL, a process the host or its memory did not run). Filed
+    #: with its CPU seconds. (Told as busy code, "release the GIL in
+    #: long-running tasks", to a process that had 0.04 s of CPU in 1.72 s.)
+    waited: list[tuple[Stall, float]]
 
+
+#: A stall whose process had less CPU than this share of it waited: its own
+#: work (a task, the GIL) would have kept a core busy.
+WAITED_SHARE = 0.25
 
 #: A stall during which the worker spent this share of it spilling is spilling's;
 #: one the process spent this share of in full garbage collections, the
@@ -97,7 +108,7 @@ def stalls(ctx: Context) -> Stalls:
         return kept
     tick = ctx.seconds("event-loop-blocked.tick")
     scheduler_tick = ctx.seconds("event-loop-blocked.scheduler-tick")
-    split = Stalls([], [], [], [], [], [], [])
+    split = Stalls([], [], [], [], [], [], [], [])
     events = ctx.events("event-loop-stall")
     unresponsive = ctx.logs("Event loop was unresponsive")
     if not events and not unresponsive:
@@ -155,6 +166,8 @@ def stalls(ctx: Context) -> Stalls:
             add = _paired(split.host, busy)
         elif imported is not None and not held_elsewhere(stall[2], cpu, loop_cpu):
             add = _paired(split.imports, imported)
+        elif cpu is not None and stall[2] > 0 and cpu < WAITED_SHARE * stall[2]:
+            add = _paired(split.waited, cpu)
         else:
             add = split.code.append
         add(stall)
@@ -207,6 +220,7 @@ def stalls(ctx: Context) -> Stalls:
     split.spilled.sort(key=lambda pair: pair[0])
     split.collected.sort(key=lambda pair: pair[0])
     split.paused.sort(key=lambda pair: pair[0])
+    split.waited.sort(key=lambda pair: pair[0])
     ctx.derived["stalls"] = split
     ctx.derived["held"] = held_by
     return split

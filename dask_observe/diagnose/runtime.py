@@ -30,6 +30,16 @@ IMPORT_ADVICE = (
     "'pandas'); and keep task functions in modules that import little."
 )
 
+#: What event-loop-blocked advises for stalls its process hardly ran in.
+WAITED_ADVICE = (
+    "Look for what waits while it holds the loop or the GIL: blocking calls "
+    "on the event loop (file or network I/O in a plugin, preload or callback: "
+    "move them to a thread), and tasks' calls into libraries that wait "
+    "without releasing the GIL (some HDF5, database or network drivers: run "
+    "them in processes); if the host was busy or swapping, run fewer "
+    "processes on it or give it memory."
+)
+
 #: What event-loop-blocked advises for stalls in full garbage collections.
 COLLECTOR_ADVICE = (
     "Hold fewer long-lived Python objects in the process: arrays and "
@@ -55,6 +65,7 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
     split = holdups.stalls(ctx)
     causes = (
         ("code", split.code),
+        ("waited", [stall for stall, _ in split.waited]),
         ("collected", [stall for stall, _ in split.collected]),
         ("imports", [stall for stall, _ in split.imports]),
         ("host", [stall for stall, _ in split.host]),
@@ -89,6 +100,7 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
             ("host", split.host, "the host was oversubscribed"),
             ("spilled", split.spilled, "a worker spilled to disk (see spilling)"),
             ("collected", split.collected, "Python's garbage collector ran"),
+            ("waited", split.waited, "its process hardly ran"),
             (
                 "paused",
                 split.paused,
@@ -120,6 +132,21 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
         level = "error" if severe else "warning"
         return [_loop_flag(stalls, level, message, COLLECTOR_ADVICE, found)]
     holder = _holder(_with_keys(ctx, holdups.held(ctx, stalls)))
+    if cause == "waited":
+        ran = sum(cpu for _, cpu in split.waited)
+        held = ""
+        if holder is not None:
+            held = f" {holder[0]} held it{holder[1]}:"
+            found = [evidence(stalls[0][0], stalls[0][1], f) for f in holder[2]] + found
+        message = (
+            f"{stalled}, while its process hardly ran ({format_seconds(ran)} of "
+            f"CPU in {format_seconds(total)}):{held} not busy work but a wait, "
+            "on a blocking call (on the loop, or a task's that held the GIL "
+            "while it waited) or for a host or memory (swap) that did not run "
+            f"the process, so heartbeats and transfers waited.{also}"
+        )
+        level = "error" if severe else "warning"
+        return [_loop_flag(stalls, level, message, WAITED_ADVICE, found)]
     if holder is None:
         message = (
             f"{stalled}: something held it (or the GIL), so heartbeats and "
