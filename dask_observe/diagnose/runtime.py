@@ -30,6 +30,12 @@ IMPORT_ADVICE = (
     "'pandas'); and keep task functions in modules that import little."
 )
 
+#: What event-loop-blocked advises for stalls its process's own work held.
+CODE_ADVICE = (
+    "Release the GIL in long-running tasks (NumPy or Numba with nogil), "
+    "split them up, or avoid moving very large objects between workers."
+)
+
 #: What event-loop-blocked advises for stalls its process hardly ran in.
 WAITED_ADVICE = (
     "Look for what waits while it holds the loop or the GIL: blocking calls "
@@ -109,6 +115,7 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
         )
         if others and name != cause
     )
+    level = "error" if severe else "warning"
     if cause == "imports":
         count = sum(i.modules for _, i in split.imports)
         packages = list(dict.fromkeys(p for _, i in split.imports for p in i.packages))
@@ -119,7 +126,6 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
             "of its function or data on first use, so heartbeats and transfers "
             f"waited.{also}"
         )
-        level = "error" if severe else "warning"
         return [_loop_flag(stalls, level, message, IMPORT_ADVICE, found)]
     if cause == "collected":
         collecting = sum(seconds for _, seconds in split.collected)
@@ -129,43 +135,29 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
             "collection walks every object the process holds with the GIL "
             f"held, so heartbeats and transfers waited.{also}"
         )
-        level = "error" if severe else "warning"
         return [_loop_flag(stalls, level, message, COLLECTOR_ADVICE, found)]
+    # The code's, or a wait: what the watchdog saw hold the loop, first.
     holder = _holder(_with_keys(ctx, holdups.held(ctx, stalls)))
+    held = ""
+    if holder is not None:
+        where, how, frames = holder
+        held = f"{where} held it{how}"
+        found = [evidence(stalls[0][0], stalls[0][1], f) for f in frames] + found
     if cause == "waited":
         ran = sum(cpu for _, cpu in split.waited)
-        held = ""
-        if holder is not None:
-            held = f" {holder[0]} held it{holder[1]}:"
-            found = [evidence(stalls[0][0], stalls[0][1], f) for f in holder[2]] + found
         message = (
             f"{stalled}, while its process hardly ran ({format_seconds(ran)} of "
-            f"CPU in {format_seconds(total)}):{held} not busy work but a wait, "
-            "on a blocking call (on the loop, or a task's that held the GIL "
-            "while it waited) or for a host or memory (swap) that did not run "
-            f"the process, so heartbeats and transfers waited.{also}"
+            f"CPU in {format_seconds(total)}):{f' {held}:' if held else ''} not "
+            "busy work but a wait, on a blocking call (on the loop, or a task's "
+            "that held the GIL while it waited) or for a host or memory (swap) "
+            f"that did not run the process, so heartbeats and transfers waited.{also}"
         )
-        level = "error" if severe else "warning"
         return [_loop_flag(stalls, level, message, WAITED_ADVICE, found)]
-    if holder is None:
-        message = (
-            f"{stalled}: something held it (or the GIL), so heartbeats and "
-            f"transfers waited.{also}"
-        )
-    else:
-        where, how, frames = holder
-        message = (
-            f"{stalled}: {where} held it{how}, so heartbeats and transfers "
-            f"waited.{also}"
-        )
-        found = [evidence(stalls[0][0], stalls[0][1], f) for f in frames] + found
-    advice = (
-        "Release the GIL in long-running tasks (NumPy or Numba with nogil), "
-        "split them up, or avoid moving very large objects between workers."
+    message = (
+        f"{stalled}: {held or 'something held it (or the GIL)'}, so heartbeats "
+        f"and transfers waited.{also}"
     )
-    return [
-        _loop_flag(stalls, "error" if severe else "warning", message, advice, found)
-    ]
+    return [_loop_flag(stalls, level, message, CODE_ADVICE, found)]
 
 
 def _with_keys(ctx: Context, held: list[dict[str, Any]]) -> list[dict[str, Any]]:
