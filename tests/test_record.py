@@ -509,6 +509,41 @@ def test_a_partial_runs_tasks_are_kept_whatever_the_workers_clocks_say(
     assert kept == [["one"], ["two"]]
 
 
+def test_a_worker_on_the_schedulers_clock_keeps_its_lines_in_their_run(
+    store_path: Path,
+    make_client: Callable[..., Client],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # distributed's estimate of how far a worker's clock is behind the
+    # scheduler's holds half a heartbeat's round trip of jitter: on a loaded
+    # host it moved an in-process worker's lines 0.3 s before the run that
+    # wrote them, and a run of 2,000 lines read none (CI). Here the estimate
+    # is 5 s off, on purpose: each heartbeat's answer reads the scheduler's
+    # time 5 s early, as a reply held up on the way back does (by less). The
+    # truth: the worker and its scheduler are one process, one clock; every
+    # line, and the task (distributed moves its times by its estimate), is
+    # inside the run, at the time it happened.
+    from distributed import Scheduler
+
+    beat = Scheduler.heartbeat_worker
+
+    def early(self: Scheduler, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        reply = dict(beat(self, *args, **kwargs))
+        return {**reply, "time": reply["time"] - 5}
+
+    monkeypatch.setattr(Scheduler, "heartbeat_worker", early)
+    client = make_client(n_workers=1, processes=False)
+    with dask_observe.record("one clock", client=client) as run:
+        before = time.time()
+        client.submit(chatter, 300).result()
+        after = time.time()
+    said = run.logs(contains="line ", epoch=True)
+    assert len(said) == 300
+    assert said["time"].between(before, after).all(), (before, after)
+    (task,) = run.tasks(epoch=True).to_dict("records")
+    assert before <= task["start"] <= task["stop"] <= after, (before, task, after)
+
+
 SCRIPT_ENDING_WITH_ITS_BLOCK = """
 import logging
 import dask_observe

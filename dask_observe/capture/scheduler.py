@@ -22,6 +22,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from tornado.ioloop import PeriodicCallback
 
 from .buffer import DropCountingBuffer, SequencedBuffer
+from .clock import CLOCK_HANDLER, clock_reading
 from .hangs import ProgressWatch, describe, pace, work_remains
 from .host import HostSampler, Mark
 from .logs import replay
@@ -166,6 +167,8 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         scheduler.handlers["dask_observe_sample"] = lambda: self.sample(every=True)
         scheduler.handlers["dask_observe_begin"] = self.begin
         scheduler.handlers["dask_observe_end"] = self.end
+        # A worker asks it once: one that reads this clock moves no time.
+        scheduler.handlers[CLOCK_HANDLER] = clock_reading
         #: When a recorder last called (monotonic): a closing scheduler waits
         #: for a recorder that is reading, not for one that left.
         self._reader_seen_at = -float("inf")

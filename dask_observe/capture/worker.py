@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from .clock import CLOCK_HANDLER, reads_same_clock
 from .host import workers_host_pressure
 from .native import NativeStacks
 from .output import PARTIAL_AFTER_S
@@ -50,7 +51,9 @@ class ClockOffset:
     to half its heartbeat's round trip, and one that spanned a stalled or
     stopped process read seconds (its lines then fell outside their run).
     Kept here: the estimate of the quickest of the last OBSERVED heartbeats
-    (as NTP keeps its least-delayed sample), distributed's own before any."""
+    (as NTP keeps its least-delayed sample), distributed's own before any;
+    none once the scheduler said it reads the worker's clock (``same``: see
+    ``capture.clock``)."""
 
     OBSERVED = 8
 
@@ -58,11 +61,15 @@ class ClockOffset:
         self._current = current
         #: (round trip, estimate) of the last heartbeats.
         self._seen: list[tuple[float, float]] = []
+        #: Whether the scheduler reads this process's clock; None until it said.
+        self.same: bool | None = None
 
     def observe(self, round_trip: float, estimate: float) -> None:
         self._seen = [*self._seen[1 - self.OBSERVED :], (round_trip, estimate)]
 
     def __call__(self) -> float:
+        if self.same:
+            return 0.0
         if not self._seen:
             return float(self._current())
         return min(self._seen)[1]
@@ -96,12 +103,17 @@ class Heartbeats:
         try:
             await self._original()
             self.clock.observe(time.monotonic() - started, self._worker.scheduler_delay)
+            if self.clock.same:
+                # distributed moves its tasks' and transfers' times by this
+                # estimate: on the scheduler's own clock, by nothing.
+                self._worker.scheduler_delay = 0.0
         finally:
             self._flying.discard(landed)
             landed.set_result(None)
 
     def measure(self) -> None:
-        """A heartbeat now (on the worker's loop), measuring the clock."""
+        """Ask the scheduler which clock it reads, and a heartbeat now (on
+        the worker's loop), measuring the clock."""
         if getattr(self._worker, "status", None) is None:
             return
         with contextlib.suppress(RuntimeError):  # no loop running here
@@ -109,6 +121,12 @@ class Heartbeats:
             self._measuring = task  # (a task only weakly held may vanish)
 
     async def _quietly(self) -> None:
+        try:
+            asked = time.time()
+            theirs = await getattr(self._worker.scheduler, CLOCK_HANDLER)()
+            self.clock.same = reads_same_clock(asked, theirs, time.time())
+        except Exception as e:  # a capture that cannot say: estimated
+            logger.debug("dask-observe: the scheduler's clock is unknown: %s", e)
         try:
             await self._tracked()
         except Exception as e:  # the periodic ones measure it next
