@@ -318,6 +318,33 @@ def test_a_stall_names_what_its_watchdog_saw_hold_the_loop(run: SyntheticRun) ->
     ) in said, said
 
 
+def test_a_stall_a_busy_host_stretched_names_what_held_it_and_blames_the_host(
+    run: SyntheticRun,
+) -> None:
+    """A task's regular expression held the GIL for 0.94 s of CPU while a
+    busy host stretched the stall to 1.63 s (seen in the suite): under the
+    1 s a stall takes to count, so the host's, and said "A busy host, not the
+    tasks' code, held it up" of a stall the watchdog saw the task hold."""
+    user = ("/home/me/etl.py", 12, "validate_lines", "pattern.match(line)", False)
+    busy_host(run, 4.0)
+    run.task(0.5, 3.0, "validate", key="validate-5")  # on thread 1 of A
+    run.event(3.5, "event-loop-stall", A, seconds=1.63, since=run.start + 1.87,
+              cpu=0.97, loop_cpu=0.02, held={
+                  "thread": "task", "key": "validate-5", "ident": 1, "cpu": 0.94,
+                  "frames": [user],
+              })  # fmt: skip
+    frame = run.end(5.0).flags()
+    (flag,) = frame[frame["kind"] == "event-loop-blocked"].to_dict("records")
+    said = flag["message"]
+    assert (
+        "validate_lines (/home/me/etl.py:12) held it, in task 'validate-5', "
+        "holding the GIL, for less CPU time than a stall takes to count (1.00 s)"
+    ) in said, said
+    assert "not the tasks' code" not in said and "A busy host made it a stall" in said
+    assert flag["advice"] == HOST_ADVICE
+    assert flag["evidence"][0]["text"].startswith("validate_lines at /home/me/etl.py")
+
+
 def test_a_stall_whose_task_left_before_it_was_looked_at_names_its_task(
     run: SyntheticRun,
 ) -> None:
