@@ -138,9 +138,13 @@ class Recording:
         return self._span_id
 
     def start(self) -> Run:
-        # A run of this store whose last records are still coming would take
-        # this one's first ones into its slice too.
-        wait_closing(self.store)
+        # A run whose last records are still coming: of this store, it would
+        # take this one's first ones into its slice too; of another, its
+        # workers' last lines would come in this run's window (a new store
+        # copies the cluster's recent lines before its first run: those still
+        # on a worker came during the run, 2,000 once the end was slow).
+        # Nothing is waited for where no end is being written.
+        wait_closing(None)
         hide_span_annotation_warning()
         self._recorder = Recorder.acquire(self.client, self.store, self.redact)
         self._span = (
