@@ -9,6 +9,7 @@ go with them (``register_pickle_by_value``).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -216,6 +217,49 @@ def test_a_worker_whose_clock_runs_ahead_has_its_lines_inside_its_tasks(
     assert (others["advice"] == HOST_ADVICE).all(), others.to_dict("records")
     (said,) = flags[flags["kind"] == "clock-offset"]["message"]
     assert f"{worker} 7." in said and " s ahead" in said
+
+
+CLIENT_AHEAD = """
+import json, logging, sys
+import dask_observe
+from distributed import Client
+
+def say(tag, n):
+    for i in range(n):
+        logging.getLogger("user.task").warning("line %d of %s", i, tag)
+    return n
+
+with Client(sys.argv[1], timeout="30s") as client:
+    with dask_observe.record("client ahead", client=client) as run:
+        client.submit(say, sys.argv[2], 5, pure=False).result()
+    (task,) = run.tasks(epoch=True).to_dict("records")
+    print(json.dumps({
+        "lines": len(run.logs(contains=sys.argv[2])),
+        "run": [run.started, run.window_end()],
+        "task": [task["start"], task["stop"]],
+    }))
+"""
+
+
+def test_a_client_whose_clock_runs_ahead_has_its_run_around_its_tasks(
+    tmp_path: Path, store_path: Path
+) -> None:
+    # A notebook on a laptop 7 s ahead of its cluster (no NTP after a
+    # suspend): its runs started and ended by its own clock, 7 s after the
+    # lines and tasks they held by the scheduler's, and a run read none of
+    # its lines. The truth: each line and the task are inside their run.
+    tag = uuid.uuid4().hex
+    with process_cluster(tmp_path / "cluster", workers=1) as cluster:
+        done = subprocess.run(
+            [sys.executable, "-c", CLIENT_AHEAD, cluster.address, tag],
+            env={**subprocess_env(store_path), **clock_ahead(7)},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["lines"] == 5, seen
+    (started, ended), (start, stop) = seen["run"], seen["task"]
+    assert started <= start <= stop <= ended, seen
 
 
 def test_a_process_records_stay_in_order_whatever_its_clock_estimates_say() -> None:

@@ -53,3 +53,17 @@ def reads_same_clock(asked: float, theirs: Any, answered: float) -> bool:
         return False
     at = theirs.get("time")
     return isinstance(at, (int, float)) and asked <= at <= answered
+
+
+def offset_from(asked: float, theirs: Any, answered: float) -> float:
+    """Seconds to add to this process's times to put them on the clock of a
+    scheduler whose ``clock_reading`` is ``theirs``, asked at ``asked`` and
+    answered at ``answered``: none where its reading fell in between (one
+    clock, or two closer than the round trip can tell), else the reading
+    less the round trip's midpoint (good to half the round trip)."""
+    if not isinstance(theirs, dict):
+        return 0.0
+    at = theirs.get("time")
+    if not isinstance(at, (int, float)) or asked <= at <= answered:
+        return 0.0
+    return float(at) - (asked + answered) / 2

@@ -483,4 +483,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
             "ending": True,
             # A run's end has the nannies of workers that just left ship too.
             "gone_nannies": True,
+            # The recorder's client puts its runs' start and end on this
+            # clock (``clock.offset_from``).
+            "clock": clock_reading(),
         }

@@ -137,6 +137,13 @@ class Recording:
         """The run's span on the cluster (None for a whole-cluster recording)."""
         return self._span_id
 
+    def _now(self) -> float:
+        """The time on the cluster's clock, which its records are on: a run's
+        start and end, and what this process adds to it, are compared with
+        them (``Recorder.clock_offset``)."""
+        offset = self._recorder.clock_offset if self._recorder is not None else 0.0
+        return time.time() + offset
+
     def start(self) -> Run:
         # A run whose last records are still coming: of this store, it would
         # take this one's first ones into its slice too; of another, its
@@ -159,6 +166,7 @@ class Recording:
                 self.name,
                 cluster=scheduler.address if scheduler is not None else None,
                 span_id=self._span_id,
+                started=self._now(),
             )
             if self._recorder.partial is not None:
                 self.store.set_partial(run_id, self._recorder.partial)
@@ -259,8 +267,9 @@ class Recording:
         """
         assert self.run is not None and self._span is not None, "not started"
         assert self._recorder is not None
-        # The run's wall time ends here, not after the flushes that follow.
-        ended = time.time()
+        # The run's wall time ends here, not after the flushes that follow;
+        # on its cluster's clock, as its start.
+        ended = self._now()
         self._span.__exit__(None, None, None)
         self._graphs_said = self._graphs.close()
         closing = Closing.read()
@@ -422,7 +431,7 @@ class Recording:
         # Nothing more is asked of it (each call would wait out its bound).
         self._recorder.failing = True
         event = EventRecord(
-            "event", time.time(), "scheduler-lost", None, {"reason": why}
+            "event", self._now(), "scheduler-lost", None, {"reason": why}
         )
         store.append(self._recorder.cluster, [event])
         self._recorder.release(self.redact)
@@ -495,7 +504,7 @@ class Recording:
         assert self._recorder is not None
         events = [
             EventRecord(
-                "event", t, "large-graph", None,
+                "event", t + self._recorder.clock_offset, "large-graph", None,
                 {"size": size, "bytes": graphs.size_bytes(size), "message": line},
             )
             for t, size, line in self._graphs_said
@@ -510,7 +519,7 @@ class Recording:
         export = self._export
         if export is not None and export.dropped:
             data = {"count": export.dropped, "endpoint": export.endpoint}
-            event = EventRecord("event", time.time(), "export-dropped", None, data)
+            event = EventRecord("event", self._now(), "export-dropped", None, data)
             store.append(self._recorder.cluster, [event])
 
     def finish_export(self, timeout: float) -> None:

@@ -423,10 +423,15 @@ def hello(client: Client) -> dict[str, Any] | None:
         here = said.result(timeout=link.answer_timeout())
         return None if here is None else {**here, "in_process": True}
     _pickle_this_module_by_value()
+    asked_at = time.time()
     found: dict[str, Any] | None = client.run_on_scheduler(
         capture_on_scheduler, backlog_s=backlog, callback_timeout=link.answer_timeout()
     )
-    return found
+    if found is None:
+        return None
+    # When it was asked and answered here: where the scheduler's clock is
+    # against this one (``Recorder.clock_offset``).
+    return {**found, "asked_at": asked_at, "answered_at": time.time()}
 
 
 def profiles(client: Client, start: float, prefixes: list[str]) -> dict[str, Any]:

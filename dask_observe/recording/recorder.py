@@ -17,6 +17,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import redact
+from dask_observe.capture.clock import offset_from
 from dask_observe.recording.copying import Copier
 from dask_observe.recording.describe import Workers
 from dask_observe.recording.install import (
@@ -126,6 +127,11 @@ class Recorder(Copier):
         #: (``dask-observe record``) ends with it rather than wait for Ctrl-C.
         self.gone = threading.Event()
         self.hello: dict[str, Any] | None = None
+        #: Seconds to add to this process's clock to read the scheduler's:
+        #: its runs start and end on the clock their records are on (a
+        #: client 7 s ahead read none of its run's lines). Measured by the
+        #: scheduler's hello; 0 where it cannot say.
+        self.clock_offset = 0.0
         #: What the cluster's workers say of themselves.
         self.workers = Workers(client, self.cluster)
         #: Sends what is recorded to an OpenTelemetry collector as it is stored
@@ -255,6 +261,10 @@ class Recorder(Copier):
         #: What the scheduler plugin said of itself, and of the scheduler's
         #: process (``environment``); None for a cluster without plugins.
         self.hello = hello
+        if hello is not None and "asked_at" in hello:
+            self.clock_offset = offset_from(
+                hello["asked_at"], hello.get("clock"), hello["answered_at"]
+            )
         dashboard = None if self.silent else dashboard_address(self.client, hello)
         self.store.register_cluster(self.cluster, dashboard, client=this_process())
         if self.partial is not None:

@@ -78,16 +78,22 @@ class Runs(StoreConnection):
 
     # -- runs: writing -----------------------------------------------------------
     def create_run(
-        self, name: str, *, cluster: str | None = None, span_id: str | None = None
+        self,
+        name: str,
+        *,
+        cluster: str | None = None,
+        span_id: str | None = None,
+        started: float | None = None,
     ) -> int:
-        """Insert a new ``running`` run and return its id."""
+        """Insert a new ``running`` run and return its id; ``started`` is
+        when, on its cluster's clock (now by this process's, by default)."""
         # One statement (see ``_write``); ``_query`` runs it and reads its id.
         (row,) = self._query(
             "INSERT INTO runs"
             " (name, status, started, cluster, span_id, host, pid, seq_start)"
             " VALUES (?, 'running', ?, ?, ?, ?, ?, (SELECT value FROM sequence))"
             " RETURNING id",
-            (name, time.time(), cluster, span_id, HOST, os.getpid()),
+            (name, started or time.time(), cluster, span_id, HOST, os.getpid()),
         )
         return int(row[0])
 
