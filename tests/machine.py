@@ -15,10 +15,15 @@ ends as soon as its last block does (distributed closes them at exit).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import time
 
 import dask_observe
+
+#: Longer than any test's machine takes on a loaded host, shorter than the
+#: test's own timeout (pytest-timeout, 120 s).
+STUCK_AFTER_S = 90
 
 
 def nap(seconds: float) -> float:
@@ -35,6 +40,10 @@ def main() -> None:
     parser.add_argument("--done", default=None, help="a file made when all ended")
     parser.add_argument("--open-cluster", action="store_true")
     args = parser.parse_args()
+    # A machine stuck (CI once: the second of a test's two, its stderr never
+    # seen, as the test's own timeout came first) prints every thread's stack
+    # and exits: the test then shows where it stood.
+    faulthandler.dump_traceback_later(STUCK_AFTER_S, exit=True)
     from distributed import Client, LocalCluster
 
     # No dashboard: nothing here looks at it, and importing it (bokeh) was a
