@@ -86,15 +86,23 @@ export interface IArchiveRun {
 
 /**
  * The team's archive: where it is (null: none is set where Jupyter runs),
- * its runs, newest first, and how many of its entries the server skipped as
- * not valid runs (anyone who can write the archive wrote them).
+ * its newest runs, how many it holds, and how many of its entries the server
+ * skipped as not valid runs (anyone who can write the archive wrote them).
  */
-export async function fetchArchive(): Promise<{
+export interface IArchivePage {
   archive: string | null;
   runs: IArchiveRun[];
+  total: number;
   skipped: number;
-}> {
-  return requestAPI('archive/runs');
+}
+
+/**
+ * The archive's newest `limit` runs (the cards the Team section shows).
+ */
+export async function fetchArchive(limit: number): Promise<IArchivePage> {
+  return requestAPI<IArchivePage>(
+    `archive/runs?limit=${Math.max(1, Math.floor(limit))}`
+  );
 }
 
 /**

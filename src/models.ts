@@ -7,6 +7,7 @@ import {
   fetchClusters,
   fetchHistory,
   fetchRuns,
+  IArchivePage,
   IArchiveRun,
   ICluster,
   IHistory,
@@ -265,18 +266,46 @@ export namespace RunsModel {
  * so polled less often than the local runs.
  */
 export class TeamModel extends PolledList<IArchiveRun> {
-  constructor(options: Partial<PolledList.IOptions<IArchiveRun>> = {}) {
+  constructor(options: TeamModel.IOptions = {}) {
+    const fetchPage = options.fetchPage ?? fetchArchive;
     super({
       fetch: async () => {
-        const { archive, runs, skipped } = await fetchArchive();
-        this.archive = archive;
-        this.skipped = skipped ?? 0;
-        return runs;
+        const page = await fetchPage(this._limit);
+        this.archive = page.archive;
+        this.skipped = page.skipped ?? 0;
+        this._total = page.total ?? page.runs.length;
+        return page.runs;
       },
+      // A run pruned beyond the page changes the count alone.
+      signature: runs => JSON.stringify([this._total, this.skipped, runs]),
       name: 'dask-observe:team',
       interval: 30 * 1000,
       ...options
     });
+  }
+
+  /**
+   * How many of the archive's newest runs are fetched (what the panel shows).
+   */
+  get limit(): number {
+    return this._limit;
+  }
+
+  /**
+   * Fetch more (or fewer) of the newest runs, at once.
+   */
+  set limit(value: number) {
+    if (value !== this._limit) {
+      this._limit = value;
+      void this.refresh().catch(() => undefined); // failed: told, polled again
+    }
+  }
+
+  /**
+   * How many runs the archive holds, as of the last refresh.
+   */
+  get total(): number {
+    return this._total;
   }
 
   /**
@@ -288,6 +317,21 @@ export class TeamModel extends PolledList<IArchiveRun> {
    * Entries of the archive its last listing skipped as not valid runs.
    */
   skipped = 0;
+
+  private _limit = RUNS_PAGE;
+  private _total = 0;
+}
+
+/**
+ * The namespace for `TeamModel` statics.
+ */
+export namespace TeamModel {
+  export interface IOptions extends Partial<PolledList.IOptions<IArchiveRun>> {
+    /**
+     * Fetches the archive's newest runs (the server's, by default).
+     */
+    fetchPage?: (limit: number) => Promise<IArchivePage>;
+  }
 }
 
 /**

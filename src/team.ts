@@ -2,7 +2,7 @@ import { Widget } from '@lumino/widgets';
 
 import { IArchiveRun } from './api';
 import { button, element, heading, patchList } from './dom';
-import { TeamModel } from './models';
+import { RUNS_PAGE, TeamModel } from './models';
 import { TwoPicks } from './picks';
 import { cardHead, cardMeta, runCard } from './cards';
 
@@ -29,8 +29,19 @@ export class TeamView extends Widget {
       }
     });
     this._list = element('ul', 'jp-DaskObserve-runList');
+    this._more = button('jp-DaskObserve-team-more', '', () => {
+      // Fetched from the server, which answers only the cards shown.
+      this._model.limit += RUNS_PAGE;
+    });
+    this._more.hidden = true;
     this._picks = new TwoPicks(this._list, () => this._showPicked());
-    this.node.append(heading('Team'), this._status, this._compare, this._list);
+    this.node.append(
+      heading('Team'),
+      this._status,
+      this._compare,
+      this._list,
+      this._more
+    );
     this._model = options.model;
     this._model.changed.connect((_, runs) => this._render(runs), this);
     this._model.failed.connect((_, reason) => {
@@ -42,12 +53,16 @@ export class TeamView extends Widget {
 
   private _render(runs: readonly IArchiveRun[]): void {
     const archive = this._model.archive;
+    const total = Math.max(this._model.total, runs.length);
+    const n = total.toLocaleString();
     this._status.textContent =
       archive === null
         ? 'No team archive. Set observe.archive where Jupyter runs (e.g. DASK_OBSERVE__ARCHIVE=s3://bucket/runs) to see every machine’s runs here.'
-        : runs.length === 0
+        : total === 0
           ? `No runs published to ${archive} yet.`
-          : `${runs.length} run${runs.length === 1 ? '' : 's'} in ${archive}`;
+          : runs.length < total
+            ? `${n} runs in ${archive}, the newest ${runs.length.toLocaleString()} shown`
+            : `${n} run${total === 1 ? '' : 's'} in ${archive}`;
     const skipped = this._model.skipped;
     if (archive !== null && skipped > 0) {
       this._status.textContent += ` (${skipped} entr${skipped === 1 ? 'y' : 'ies'} skipped: not valid runs)`;
@@ -59,6 +74,9 @@ export class TeamView extends Widget {
       runs.map(run => this._card(run)),
       'data-run-id'
     );
+    const left = total - runs.length;
+    this._more.hidden = left <= 0;
+    this._more.textContent = `Show ${Math.min(left, RUNS_PAGE).toLocaleString()} more of ${left.toLocaleString()}`;
   }
 
   private _card(run: IArchiveRun): HTMLLIElement {
@@ -93,6 +111,7 @@ export class TeamView extends Widget {
   private _compare: HTMLButtonElement;
   private _list: HTMLUListElement;
   private _model: TeamModel;
+  private _more: HTMLButtonElement;
   private _options: TeamView.IOptions;
   private _picks: TwoPicks<string>;
   private _status: HTMLDivElement;

@@ -359,6 +359,46 @@ def test_many_runs_are_listed_from_a_compacted_listing_that_races_cannot_corrupt
     assert len(archive.runs()) == 2 * listing.COMPACT_AT
 
 
+def test_a_reader_that_lists_again_sees_each_change_of_the_archive(
+    tmp_path: Path, store_path: Path, make_client: Any
+) -> None:
+    """A server lists its archive each time the panel asks, and keeps what it
+    read of each part and manifest while the listing says it is unchanged:
+    whatever changes in between (a run published, a manifest written again,
+    one removed, parts compacted) is what the next listing says."""
+    url = str(tmp_path / "archive")
+    client = make_client(n_workers=1, processes=False)
+    with dask_observe.record("nightly", client=client) as run:
+        client.gather(client.map(abs, range(5)))
+    uid = run.publish(url)
+    folder = Path(url) / MANIFESTS
+    manifest = json.loads((folder / f"{uid}.json").read_text())
+
+    def put(i: int, name: str) -> str:
+        other = f"20260101T0000{i:02d}Z-{i:012x}"
+        copy = {**manifest, "uid": other, "name": name, "started": i}
+        (folder / f"{other}.json").write_text(json.dumps(copy))
+        return other
+
+    archive = dask_observe.open_archive(url)
+    assert list(archive.runs()["name"]) == ["nightly"]
+    first = put(1, "before")
+    assert list(archive.runs()["name"]) == ["nightly", "before"]
+    put(1, "after!")  # written again: as long, another text
+    assert list(archive.runs()["name"]) == ["nightly", "after!"]
+    others = [put(i, f"run {i}") for i in range(2, 2 + listing.COMPACT_AT)]
+    assert len(archive.runs()) == 2 + listing.COMPACT_AT  # and compacted
+    assert list((Path(url) / "listing").glob("part-*.parquet"))
+    (folder / f"{first}.json").unlink()
+    (folder / f"{others[0]}.json").unlink()  # a run of the part, pruned
+    listed = archive.runs()
+    assert first not in set(listed["id"]) and others[0] not in set(listed["id"])
+    assert len(listed) == listing.COMPACT_AT
+    # What a new reader lists, read from scratch, is the same.
+    fresh = dask_observe.open_archive(url).runs()
+    assert list(fresh["id"]) == list(listed["id"])
+
+
 def test_prune_on_the_archive_keeps_the_newest_and_clears_dead_publishes(
     tmp_path: Path, store_path: Path, make_client: Any
 ) -> None:

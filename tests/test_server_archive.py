@@ -20,7 +20,9 @@ from dask_observe.server import payloads
 async def test_without_an_archive_the_team_view_says_so(jp_fetch: Any) -> None:
     with dask.config.set({"observe.archive": None}):
         response = await jp_fetch("dask-observe", "api", "archive", "runs")
-        assert json.loads(response.body) == {"archive": None, "runs": [], "skipped": 0}
+        assert json.loads(response.body) == {
+            "archive": None, "runs": [], "total": 0, "skipped": 0
+        }  # fmt: skip
         with pytest.raises(HTTPClientError) as e:
             await jp_fetch(
                 "dask-observe", "api", "archive", "runs",
@@ -50,6 +52,19 @@ async def test_the_team_archive_lists_runs_and_serves_their_pages(
         assert list(runs[0]) == list(payloads.ArchiveRunPayload.__annotations__)
         assert runs[0]["name"] == "<b>etl</b>" and runs[0]["host"]
         assert b"<b>" in response.body and b"text/html" not in response.body
+        assert listing["total"] == 2
+        # The panel asks for the cards it shows (a year's archive is long).
+        page = await jp_fetch(
+            "dask-observe", "api", "archive", "runs", params={"limit": "1"}
+        )
+        first = json.loads(page.body)
+        assert [r["id"] for r in first["runs"]] == [uids[1]]
+        assert first["total"] == 2
+        with pytest.raises(HTTPClientError) as e:
+            await jp_fetch(
+                "dask-observe", "api", "archive", "runs", params={"limit": "-1"}
+            )
+        assert e.value.code == 400
 
         report = await jp_fetch(
             "dask-observe", "api", "archive", "runs", uids[1], "report"

@@ -25,7 +25,9 @@ from dask_observe.archive.location import (
     MANIFESTS,
     PART_BYTES,
     ArchiveError,
+    Files,
     Location,
+    Stamp,
 )
 from dask_observe.archive.manifest import parse
 
@@ -53,6 +55,14 @@ class Listing:
         #: Entries the last listing skipped: manifests and parts that were
         #: not what they must be (not regular files, too large, not valid).
         self.skipped = 0
+        #: What this reader read of each part and manifest, with the stamp
+        #: it had: read again only once the listing says it changed (a
+        #: server lists the archive each time the panel asks, and reading
+        #: every manifest anew grew with the archive). None: a part that was
+        #: not valid. Replaced, never emptied, by each listing: listings in
+        #: two threads at once read each other's at worst.
+        self._parts: dict[str, tuple[Stamp, dict[str, dict[str, Any]] | None]] = {}
+        self._read: dict[str, tuple[Stamp, dict[str, Any]]] = {}
 
     def manifests(self) -> list[dict[str, Any]]:
         """Every published run's manifest, newest first."""
@@ -69,33 +79,60 @@ class Listing:
     def _manifests(self) -> list[dict[str, Any]]:
         location = self.location
         names, skipped = location.files(MANIFESTS, ".json", MANIFEST_BYTES)
-        visible = {n.removesuffix(".json") for n in names}
+        stamps = {n.removesuffix(".json"): stamp for n, stamp in names.items()}
+        visible = set(stamps)
         parts, skipped_parts = location.files(LISTING, ".parquet", PART_BYTES)
         skipped += skipped_parts
         known: dict[str, dict[str, Any]] = {}
-        for part in parts:
-            try:
-                read = _read_part(
-                    location.read(location.path(LISTING, part), PART_BYTES), visible
-                )
-            except ArchiveError:
-                read = None
+        for part, stamp in parts.items():
+            read = self._part(part, stamp, visible)
             if read is None:
                 skipped += 1
                 continue
-            known.update(read)
+            known.update((u, m) for u, m in read.items() if u in visible)
+        # Manifests no part holds: as read before where unchanged, else read.
         missing = sorted(visible - known.keys())
-        fetched = _fetch(location, missing)
-        skipped += len(missing) - len(fetched)
+        before = self._read
+        kept = {
+            u: before[u][1]
+            for u in missing
+            if u in before and before[u][0] == stamps[u]
+        }
+        fetched = _fetch(location, [u for u in missing if u not in kept])
+        skipped += len(missing) - len(kept) - len(fetched)
+        self._read = {u: (stamps[u], m) for u, m in {**kept, **fetched}.items()}
+        known.update(kept)
         known.update(fetched)
         if len(fetched) >= COMPACT_AT:
             self._compact({u: m for u, m in known.items() if u in visible}, parts)
+        read_parts = self._parts
+        self._parts = {p: read_parts[p] for p in parts if p in read_parts}
         found = [m for u, m in known.items() if u in visible]
         found.sort(key=lambda m: (m["started"], m["uid"]), reverse=True)
         self.skipped = skipped
         return found
 
-    def _compact(self, manifests: dict[str, dict[str, Any]], parts: list[str]) -> None:
+    def _part(
+        self, part: str, stamp: Stamp, visible: set[str]
+    ) -> dict[str, dict[str, Any]] | None:
+        """The manifests a listing part holds, of runs in ``visible`` (see
+        ``_read_part``); as read before while its stamp is the same. A part
+        read before is never read again for runs published since: it was
+        written before them (``_compact`` names each part anew)."""
+        known = self._parts.get(part)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        location = self.location
+        try:
+            read = _read_part(
+                location.read(location.path(LISTING, part), PART_BYTES), visible
+            )
+        except ArchiveError:
+            read = None
+        self._parts[part] = (stamp, read)
+        return read
+
+    def _compact(self, manifests: dict[str, dict[str, Any]], parts: Files) -> None:
         """One part for all of ``manifests``; then the parts it replaces go.
         A reader that may not write leaves things as they are."""
         location = self.location

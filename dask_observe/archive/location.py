@@ -27,6 +27,23 @@ from dask_observe.store import StoreError
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
 
+#: What a listing says of a file: its size, and what changes when it is
+#: written again (its time and inode here; an object store's time or tag).
+#: A reader keeps what it read of a file while its stamp is the same.
+Stamp = tuple[int, str]
+Files = dict[str, Stamp]
+
+#: A local file changed more recently than this is read again whatever its
+#: stamp: its time has the file system's granularity (a kernel tick, ~4 ms),
+#: and two writes of one size within a tick look alike.
+_RACY_NS = 2_000_000_000
+
+#: The keys of an object store's listing entry that change when the object
+#: is written again, first found first used.
+_CHANGED = (
+    "mtime", "LastModified", "last_modified", "updated", "ETag", "etag", "created",
+)  # fmt: skip
+
 RUNS = "runs"
 MANIFESTS = "manifests"
 LISTING = "listing"
@@ -146,17 +163,19 @@ class Location:
             raise ArchiveError(f"{path} is larger than {limit:,} bytes: not read")
         return data
 
-    def files(self, folder: str, suffix: str, limit: int) -> tuple[list[str], int]:
-        """The names of the regular files in ``folder`` ending with ``suffix``
-        that hold at most ``limit`` bytes, and how many others were there
-        (links, pipes, folders, larger files): skipped."""
+    def files(self, folder: str, suffix: str, limit: int) -> tuple[Files, int]:
+        """The regular files in ``folder`` ending with ``suffix`` that hold at
+        most ``limit`` bytes, by name in order, each with its ``Stamp``; and
+        how many others were there (links, pipes, folders, larger files):
+        skipped."""
         if self.local:
             return _local_files(self.path(folder), suffix, limit)
         try:
             found = self.fs.ls(self.path(folder), detail=True, refresh=True)
         except FileNotFoundError:
-            return [], 0
-        names, skipped = [], 0
+            return {}, 0
+        names: list[tuple[str, Stamp]] = []
+        skipped = 0
         for entry in found:
             name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
             if not name.endswith(suffix):
@@ -170,8 +189,13 @@ class Location:
             ):
                 skipped += 1
                 continue
-            names.append(name)
-        return sorted(names), skipped
+            # What an object store says changes when an object is written
+            # again: its time, or its tag (S3's ETag, GCS's generation).
+            changed = next(
+                (entry[k] for k in _CHANGED if entry.get(k) is not None), None
+            )
+            names.append((name, (size, str(changed))))
+        return dict(sorted(names)), skipped
 
     def names(self, folder: str, suffix: str) -> list[str]:
         """The names in ``folder`` (one of this layout's) ending with ``suffix``;
@@ -204,24 +228,32 @@ def _read_local(path: str, limit: int) -> bytes:
         return f.read(limit + 1)
 
 
-def _local_files(folder: str, suffix: str, limit: int) -> tuple[list[str], int]:
+def _local_files(folder: str, suffix: str, limit: int) -> tuple[Files, int]:
     """``Location.files`` of a local folder: its directory entries' own types
-    (a link is a link, not what it points at) and sizes."""
-    names, skipped = [], 0
+    (a link is a link, not what it points at), sizes and times."""
+    names: list[tuple[str, Stamp]] = []
+    skipped = 0
+    now = time.time_ns()
     try:
         entries = list(os.scandir(folder))
     except FileNotFoundError:
-        return [], 0
+        return {}, 0
     for entry in entries:
         if not entry.name.endswith(suffix):
             continue
         try:
             regular = entry.is_file(follow_symlinks=False)
-            small = regular and entry.stat(follow_symlinks=False).st_size <= limit
+            found = entry.stat(follow_symlinks=False)
         except OSError:  # gone meanwhile
             continue
-        if small:
-            names.append(entry.name)
+        if regular and found.st_size <= limit:
+            changed = f"{found.st_mtime_ns} {found.st_ino}"
+            if now - found.st_mtime_ns < _RACY_NS:
+                # Written again within the file system's clock tick would
+                # keep its time: a stamp no later listing repeats (as git
+                # treats files as new as its index).
+                changed = f"racy {uuid.uuid4().hex}"
+            names.append((entry.name, (found.st_size, changed)))
         else:
             skipped += 1
-    return sorted(names), skipped
+    return dict(sorted(names)), skipped

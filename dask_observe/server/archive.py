@@ -20,7 +20,7 @@ from tornado import web
 
 from dask_observe.server.pages import ErrorPages
 from dask_observe.server.payloads import ArchiveRunPayload, archive_run_payload
-from dask_observe.server.routes import StoreReader
+from dask_observe.server.routes import StoreReader, whole_argument
 from dask_observe.store import RunNotFound, StoreError
 
 if TYPE_CHECKING:
@@ -54,12 +54,14 @@ def _archive(url: str, options: dict[str, Any]) -> Archive:
 
 
 def read_archive_runs(
-    url: str, options: dict[str, Any]
-) -> tuple[list[ArchiveRunPayload], int]:
-    """The archive's runs as sent, and how many entries its listing skipped."""
+    url: str, options: dict[str, Any], limit: int | None = None
+) -> tuple[list[ArchiveRunPayload], int, int]:
+    """The archive's newest ``limit`` runs as sent (all without one), how many
+    it holds, and how many entries its listing skipped."""
     archive = _archive(url, options)
-    runs = [archive_run_payload(r) for r in archive.run_records()]
-    return runs, archive.skipped
+    records = archive.run_records()
+    runs = [archive_run_payload(r) for r in records[:limit]]
+    return runs, len(records), archive.skipped
 
 
 def read_archive_report(url: str, options: dict[str, Any], uid: str) -> str:
@@ -96,20 +98,29 @@ class ArchiveReader(StoreReader):
 
 
 class ArchiveRunsHandler(ArchiveReader, APIHandler):
-    """``GET dask-observe/api/archive/runs``: ``{"archive", "runs",
-    "skipped"}``, the runs published to the configured archive, newest first,
-    and how many entries of it were not valid runs (``archive`` null and no
-    runs where none is set)."""
+    """``GET dask-observe/api/archive/runs``: ``{"archive", "runs", "total",
+    "skipped"}``, the runs published to the configured archive, newest first
+    (query: limit, the newest that many, as the panel's Team section asks),
+    how many it holds, and how many entries of it were not valid runs
+    (``archive`` null and no runs where none is set)."""
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
         where = configured()
         if where is None:
-            self.finish(json.dumps({"archive": None, "runs": [], "skipped": 0}))
+            empty: dict[str, Any] = {
+                "archive": None,
+                "runs": [],
+                "total": 0,
+                "skipped": 0,
+            }
+            self.finish(json.dumps(empty))
             return
-        runs, skipped = await self.read(read_archive_runs)
-        self.finish(json.dumps({"archive": where[0], "runs": runs, "skipped": skipped}))
+        limit = whole_argument(self, "limit", None)
+        runs, total, skipped = await self.read(read_archive_runs, limit)
+        answer = {"archive": where[0], "runs": runs, "total": total, "skipped": skipped}
+        self.finish(json.dumps(answer))
 
 
 #: What a page of a run the archive no longer holds says.

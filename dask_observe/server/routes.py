@@ -134,7 +134,7 @@ def read_comparison(store: BaseStore, a: str, b: str) -> str:
     return page(f"Runs {escape(a)} and {escape(b)} compared", body)
 
 
-def _whole_argument(
+def whole_argument(
     handler: web.RequestHandler, name: str, default: int | None
 ) -> int | None:
     """A query argument that must be a whole number SQLite can hold."""
@@ -232,7 +232,7 @@ class RunsHandler(StoreHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        limit = _whole_argument(self, "limit", None)
+        limit = whole_argument(self, "limit", None)
         page = await self.read(read_runs_page, limit, empty={"runs": [], "total": 0})
         self.finish(json.dumps(page))
 
@@ -260,7 +260,7 @@ class RunLogsHandler(StoreHandler):
     @web.authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        limit = _whole_argument(self, "limit", 1000) or 1000
+        limit = whole_argument(self, "limit", 1000) or 1000
         regex = self.get_query_argument("regex", "") in ("1", "true")
         raw = {
             "contains": self.get_query_argument("contains", None),
@@ -274,8 +274,8 @@ class RunLogsHandler(StoreHandler):
             "fields": _json_argument(self, "fields"),
         }
         query = {
-            "after": _whole_argument(self, "after", 0) or 0,
-            "upto": _whole_argument(self, "upto", None),
+            "after": whole_argument(self, "after", 0) or 0,
+            "upto": whole_argument(self, "upto", None),
             "limit": max(1, min(limit, MAX_PAGE)),
             "filters": raw,
         }
@@ -296,7 +296,7 @@ class StreamRowsHandler(StoreHandler):
     async def get(self) -> None:
         from dask_observe.server.subscriptions import read_rows
 
-        upto = _whole_argument(self, "upto", None)
+        upto = whole_argument(self, "upto", None)
         raw = self.get_query_argument("subscribe", "")
         if upto is None or len(raw) > MAX_SUBSCRIBE:
             raise web.HTTPError(400, "give subscribe (a subscribe message) and upto")

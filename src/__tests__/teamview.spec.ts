@@ -1,0 +1,75 @@
+jest.mock('../api', () => ({}));
+jest.mock('../stream', () => ({}));
+
+import { IArchiveRun } from '../api';
+import { TeamModel } from '../models';
+import { TeamView } from '../team';
+
+/** A run of the archive, as the server lists it. */
+function archived(i: number): IArchiveRun {
+  return {
+    id: `20260101T000000Z-${i.toString(16).padStart(12, '0')}`,
+    name: 'nightly',
+    status: 'finished',
+    started: i,
+    ended: i + 1,
+    duration_s: 1,
+    n_tasks: 1,
+    n_failed: 0,
+    n_flags: 0,
+    cluster: null,
+    partial: null,
+    n_lost: 0,
+    n_running: 0,
+    host: 'a',
+    user: 'me'
+  };
+}
+
+async function settled(): Promise<void> {
+  await new Promise(resolve => setTimeout(resolve, 0));
+}
+
+describe('TeamView, a year of published runs', () => {
+  it('draws the newest page of cards, and more on demand', async () => {
+    const runs = Array.from({ length: 150 }, (_, i) => archived(150 - i));
+    const asked: number[] = [];
+    // As the server answers: the newest `limit` runs, and how many there are.
+    const model = new TeamModel({
+      fetchPage: async limit => {
+        asked.push(limit);
+        return {
+          archive: 's3://team/runs',
+          runs: runs.slice(0, limit),
+          total: runs.length,
+          skipped: 0
+        };
+      },
+      active: false
+    });
+    const shown = new TeamView({
+      model,
+      openReport: () => undefined,
+      openComparison: () => undefined
+    });
+    await model.refresh();
+    const status = shown.node.querySelector('.jp-DaskObserve-team-status')!;
+    const more = shown.node.querySelector<HTMLButtonElement>(
+      '.jp-DaskObserve-team-more'
+    )!;
+    const cards = (): number =>
+      shown.node.querySelectorAll('.jp-DaskObserve-run').length;
+    expect(cards()).toBe(100);
+    expect(status.textContent).toBe(
+      '150 runs in s3://team/runs, the newest 100 shown'
+    );
+    expect(more.hidden).toBe(false);
+    expect(more.textContent).toBe('Show 50 more of 50');
+    more.click(); // fetched: the server answers the cards shown
+    await settled();
+    expect(cards()).toBe(150);
+    expect(more.hidden).toBe(true);
+    expect(status.textContent).toBe('150 runs in s3://team/runs');
+    expect(asked).toEqual([100, 200]);
+  });
+});
