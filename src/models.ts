@@ -203,24 +203,10 @@ export class ClusterModel extends PolledList<ICluster> {
 }
 
 /**
- * The runs in the store, newest first.
+ * A list of runs the server answers a page at a time: the newest `limit`,
+ * and how many there are (`total`).
  */
-export class RunsModel extends PolledList<IRun> {
-  constructor(options: RunsModel.IOptions = {}) {
-    const fetchPage = options.fetchPage ?? fetchRuns;
-    super({
-      fetch: async () => {
-        const page = await fetchPage(this._limit);
-        this._total = page.total;
-        return page.runs;
-      },
-      // A run pruned beyond the page changes the count alone.
-      signature: runs => JSON.stringify([this._total, runs]),
-      name: 'dask-observe:runs',
-      ...options
-    });
-  }
-
+export abstract class PagedList<T> extends PolledList<T> {
   /**
    * How many of the newest runs are fetched (what the panel shows).
    */
@@ -239,14 +225,34 @@ export class RunsModel extends PolledList<IRun> {
   }
 
   /**
-   * How many runs the store holds, as of the last refresh.
+   * How many runs there are, as of the last refresh.
    */
   get total(): number {
     return this._total;
   }
 
-  private _limit = RUNS_PAGE;
-  private _total = 0;
+  protected _limit = RUNS_PAGE;
+  protected _total = 0;
+}
+
+/**
+ * The runs in the store, newest first.
+ */
+export class RunsModel extends PagedList<IRun> {
+  constructor(options: RunsModel.IOptions = {}) {
+    const fetchPage = options.fetchPage ?? fetchRuns;
+    super({
+      fetch: async () => {
+        const page = await fetchPage(this._limit);
+        this._total = page.total;
+        return page.runs;
+      },
+      // A run pruned beyond the page changes the count alone.
+      signature: runs => JSON.stringify([this._total, runs]),
+      name: 'dask-observe:runs',
+      ...options
+    });
+  }
 }
 
 /**
@@ -265,7 +271,7 @@ export namespace RunsModel {
  * The runs of the team's archive, newest first: listed from object storage,
  * so polled less often than the local runs.
  */
-export class TeamModel extends PolledList<IArchiveRun> {
+export class TeamModel extends PagedList<IArchiveRun> {
   constructor(options: TeamModel.IOptions = {}) {
     const fetchPage = options.fetchPage ?? fetchArchive;
     super({
@@ -285,30 +291,6 @@ export class TeamModel extends PolledList<IArchiveRun> {
   }
 
   /**
-   * How many of the archive's newest runs are fetched (what the panel shows).
-   */
-  get limit(): number {
-    return this._limit;
-  }
-
-  /**
-   * Fetch more (or fewer) of the newest runs, at once.
-   */
-  set limit(value: number) {
-    if (value !== this._limit) {
-      this._limit = value;
-      void this.refresh().catch(() => undefined); // failed: told, polled again
-    }
-  }
-
-  /**
-   * How many runs the archive holds, as of the last refresh.
-   */
-  get total(): number {
-    return this._total;
-  }
-
-  /**
    * Where the archive is; null where none is set (or not fetched yet).
    */
   archive: string | null = null;
@@ -317,9 +299,6 @@ export class TeamModel extends PolledList<IArchiveRun> {
    * Entries of the archive its last listing skipped as not valid runs.
    */
   skipped = 0;
-
-  private _limit = RUNS_PAGE;
-  private _total = 0;
 }
 
 /**

@@ -3,7 +3,7 @@
 // socket.
 import { Signal } from '@lumino/signaling';
 
-import { ICluster, IEvent, IMetric, IRun } from '../api';
+import { IArchiveRun, ICluster, IEvent, IMetric, IRun } from '../api';
 import type { ITarget } from '../stream';
 import { FakeSocket } from './fakesocket';
 
@@ -52,6 +52,17 @@ export function run(id: number): IRun {
     partial: null,
     n_lost: 0,
     n_running: 0
+  };
+}
+
+/** A run of the team's archive, as the server lists it. */
+export function archived(i: number): IArchiveRun {
+  const { id, ...rest } = run(i);
+  return {
+    ...rest,
+    id: `20260101T000000Z-${id.toString(16).padStart(12, '0')}`,
+    host: 'a',
+    user: 'me'
   };
 }
 

@@ -1,30 +1,9 @@
 jest.mock('../api', () => ({}));
 jest.mock('../stream', () => ({}));
 
-import { IArchiveRun } from '../api';
 import { TeamModel } from '../models';
 import { TeamView } from '../team';
-
-/** A run of the archive, as the server lists it. */
-function archived(i: number): IArchiveRun {
-  return {
-    id: `20260101T000000Z-${i.toString(16).padStart(12, '0')}`,
-    name: 'nightly',
-    status: 'finished',
-    started: i,
-    ended: i + 1,
-    duration_s: 1,
-    n_tasks: 1,
-    n_failed: 0,
-    n_flags: 0,
-    cluster: null,
-    partial: null,
-    n_lost: 0,
-    n_running: 0,
-    host: 'a',
-    user: 'me'
-  };
-}
+import { archived } from './fixtures';
 
 async function settled(): Promise<void> {
   await new Promise(resolve => setTimeout(resolve, 0));
