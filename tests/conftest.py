@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -52,6 +53,31 @@ def subprocess_env(store_path: Path) -> dict[str, str]:
         "PYTHONFAULTHANDLER": "1",
         "DASK_OBSERVE__STORE": str(store_path),
     }
+
+
+def read_lines(process: subprocess.Popen[str], n: int, timeout: float) -> list[str]:
+    """The next ``n`` lines ``process`` prints (fewer where it ends first);
+    one that has not said them within ``timeout`` seconds is killed and
+    fails its test with what it said, rather than hold the test until
+    pytest-timeout, which fails every later test of its process."""
+    assert process.stdout is not None
+    stdout = process.stdout
+    lines: list[str] = []
+
+    def read() -> None:
+        for _ in range(n):
+            line = stdout.readline()
+            if not line:
+                return
+            lines.append(line)
+
+    reader = threading.Thread(target=read, name="read-lines", daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive():
+        process.kill()
+        pytest.fail(f"{len(lines)} of {n} lines within {timeout} s: {lines}")
+    return lines
 
 
 def exited(process: subprocess.Popen[str], timeout: float) -> tuple[str, str]:

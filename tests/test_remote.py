@@ -40,6 +40,7 @@ from .conftest import (
     dask_observe_cli,
     exited,
     read_in_new_process,
+    read_lines,
     stored_lines,
     subprocess_env,
     wait_until,
@@ -701,7 +702,7 @@ def test_a_recording_whose_scheduler_froze_ends(
         os.killpg(scheduler, signal.SIGSTOP)
         try:
             recorder.send_signal(signal.SIGINT)
-            said = [recorder.stdout.readline() for _ in range(3)][-1]
+            said = read_lines(recorder, 3, timeout=60)[-1]
             assert said.startswith("Ending the run (Ctrl-C again"), said
             if way_out == "a second Ctrl-C":
                 recorder.send_signal(signal.SIGINT)

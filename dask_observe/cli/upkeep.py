@@ -35,6 +35,10 @@ def _security(args: argparse.Namespace) -> Any:
     )
 
 
+#: How often a command waiting for Ctrl-C looks for one (see ``_Until.wait``).
+SIGNAL_CHECK_S = 0.2
+
+
 class _Until:
     """When a headless recording ends: at the first Ctrl-C (or SIGTERM), or
     when its cluster goes; after the first, a second Ctrl-C leaves at once.
@@ -74,7 +78,12 @@ class _Until:
             self.stop.set()
 
         threading.Thread(target=stop_when_gone, name="until-gone", daemon=True).start()
-        self.stop.wait()
+        # In turns, not one wait: Python runs a signal's handler in the main
+        # thread, between bytecodes. A Ctrl-C the kernel hands to another of
+        # this process's threads does not interrupt the main thread's wait,
+        # and the suite once waited 120 s for a recorder to say it ends.
+        while not self.stop.wait(SIGNAL_CHECK_S):
+            pass
 
 
 def cmd_record(args: argparse.Namespace) -> int:
