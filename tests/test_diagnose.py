@@ -95,6 +95,25 @@ def test_a_worker_clock_off_the_schedulers_is_named(
         assert recorded.flags().iloc[0]["severity"] == "info"
 
 
+@pytest.mark.parametrize(("seconds", "said"), [(-7.0, "7.00 s ahead of"), (0.3, None)])
+def test_the_recording_clients_clock_off_the_schedulers_is_named(
+    run: SyntheticRun, seconds: float, said: str | None
+) -> None:
+    """A notebook on a laptop 7 s ahead of its cluster: the run's start and
+    end were put on the scheduler's clock (the client said so, with no
+    worker), but what the notebook prints by its own clock reads 7 s off."""
+    run.tasks(20, 0.05)
+    run.event(1.9, "clock-offset", None, seconds=seconds, of="client")
+    recorded = run.end(2.0)
+    if said is None:
+        assert flags(recorded) == []
+        return
+    assert [kind for kind, _ in flags(recorded)] == ["clock-offset"]
+    text = message(recorded, "clock-offset")
+    assert f"the client that recorded the run was {said} the scheduler's" in text
+    assert "Worker clocks" not in text
+
+
 def test_a_quiet_run_raises_nothing(run: SyntheticRun) -> None:
     assert flags(run.tasks(20, 0.05).end(2.0)) == []
 

@@ -238,6 +238,7 @@ with Client(sys.argv[1], timeout="30s") as client:
         "lines": len(run.logs(contains=sys.argv[2])),
         "run": [run.started, run.window_end()],
         "task": [task["start"], task["stop"]],
+        "flags": run.flags()[["kind", "message"]].to_dict("records"),
     }))
 """
 
@@ -261,6 +262,10 @@ def test_a_client_whose_clock_runs_ahead_has_its_run_around_its_tasks(
     assert seen["lines"] == 5, seen
     (started, ended), (start, stop) = seen["run"], seen["task"]
     assert started <= start <= stop <= ended, seen
+    # And said: what the notebook stamps by its own clock reads 7 s off.
+    (said,) = [f["message"] for f in seen["flags"] if f["kind"] == "clock-offset"]
+    assert "the client that recorded the run was 7." in said, said
+    assert " s ahead of the scheduler's" in said and "Worker clocks" not in said
 
 
 def test_a_process_records_stay_in_order_whatever_its_clock_estimates_say() -> None:

@@ -64,6 +64,19 @@ def clock_offsets(run: RunData) -> dict[str, float]:
     return found
 
 
+def client_clock_offset(run: RunData) -> float | None:
+    """Seconds the recording client's times (the run's start and end) were
+    moved to be on the scheduler's clock (negative: its clock ran ahead), as
+    it measured when it began recording the cluster; None within 5 ms."""
+    for _, _, worker, data in run.event_rows("clock-offset"):
+        if worker or not isinstance(data, dict) or data.get("of") != "client":
+            continue
+        seconds = data.get("seconds")
+        if isinstance(seconds, int | float):
+            return float(seconds)
+    return None
+
+
 def killed_task_story(
     run: RunData, key: str, until: float, memory: pd.DataFrame | None = None
 ) -> str | None:

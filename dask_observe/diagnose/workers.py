@@ -6,7 +6,11 @@ from __future__ import annotations
 import re
 
 from dask_observe.analysis.changes import mismatches
-from dask_observe.analysis.figures import clock_offsets, killed_task_story
+from dask_observe.analysis.figures import (
+    client_clock_offset,
+    clock_offsets,
+    killed_task_story,
+)
 from dask_observe.diagnose.base import (
     MAX_EVIDENCE,
     Context,
@@ -141,38 +145,62 @@ def version_mismatch(ctx: Context) -> list[Flag]:
 def clock_offset(ctx: Context) -> list[Flag]:
     """Workers whose clocks were off the scheduler's by ``clock-offset.min``
     or more, as each measured it from its heartbeats and said with the run's
-    last lines (``figures.clock_offsets``). Their lines, samples and events
-    were moved onto the scheduler's clock; what they stamp themselves (their
-    own log files, files they write) reads that far off."""
+    last lines (``figures.clock_offsets``), and the recording client's, as it
+    measured it when it began recording the cluster. Their lines, samples and
+    events (the client's: the run's start and end) were moved onto the
+    scheduler's clock; what they stamp themselves (their own log files, what
+    a notebook prints) reads that far off."""
     least = ctx.seconds("clock-offset.min")
     clocks = clock_offsets(ctx.run)
     off = sorted(
         ((s, w) for w, s in clocks.items() if abs(s) >= least),
         key=lambda found: -abs(found[0]),
     )
-    if not off:
+    client = client_clock_offset(ctx.run)
+    client_off = client is not None and abs(client) >= least
+    if not off and not client_off:
         return []
-    # The offset is what the worker's times need to be on the scheduler's
-    # clock: negative when its clock runs ahead.
-    said = "; ".join(
-        f"{w} {format_seconds(abs(s))} {'ahead' if s < 0 else 'behind'}"
-        for s, w in off[:MAX_EVIDENCE]
-    )
-    more = f" and {len(off) - MAX_EVIDENCE} more" if len(off) > MAX_EVIDENCE else ""
     t = ctx.run.started
+    said: list[str] = []
+    found = [evidence(t, w, f"clock offset {s:+.3f} s") for s, w in off[:MAX_EVIDENCE]]
+    if off:
+        # The offset is what the worker's times need to be on the scheduler's
+        # clock: negative when its clock runs ahead.
+        named = "; ".join(
+            f"{w} {format_seconds(abs(s))} {_way(s)}" for s, w in off[:MAX_EVIDENCE]
+        )
+        more = f" and {len(off) - MAX_EVIDENCE} more" if len(off) > MAX_EVIDENCE else ""
+        said.append(
+            f"Worker clocks were off the scheduler's ({named}{more}): their lines, "
+            "samples and events are shown on the scheduler's clock, moved by "
+            "that much; their own log files and anything else they stamp read "
+            "that far off."
+        )
+    if client is not None and client_off:
+        said.append(
+            f"The clock of the client that recorded the run was "
+            f"{format_seconds(abs(client))} {_way(client, 'ahead of')} the "
+            "scheduler's: the run starts and ends on the scheduler's clock, "
+            "with its lines and tasks; what the notebook or script stamps by "
+            "its own clock reads that far off."
+        )
+        found.append(evidence(t, None, f"client clock offset {client:+.3f} s"))
     return [
         Flag(
             "clock-offset",
             "info",
             t,
             workers(w for _, w in off),
-            f"Worker clocks were off the scheduler's ({said}{more}): their lines, "
-            "samples and events are shown on the scheduler's clock, moved by "
-            "that much; their own log files and anything else they stamp read "
-            "that far off.",
+            " ".join(said),
             "Keep the hosts' clocks in sync (NTP, chrony, the cloud's time "
             "service): a VM resumed from a suspend or a host without time sync "
             "drifts.",
-            [evidence(t, w, f"clock offset {s:+.3f} s") for s, w in off[:MAX_EVIDENCE]],
+            found,
         )
     ]
+
+
+def _way(seconds: float, ahead: str = "ahead") -> str:
+    """Which way a clock that needs ``seconds`` added to read the
+    scheduler's is off: ``ahead`` where they are negative."""
+    return ahead if seconds < 0 else "behind"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from dask_observe import redact
 from dask_observe.api import Ending, Run, Store, begin_ending, wait_closing
+from dask_observe.capture.shipper import CLOCK_S
 from dask_observe.capture.wire import EventRecord
 from dask_observe.recording import graphs, link
 from dask_observe.recording.ending import (
@@ -482,6 +483,7 @@ class Recording:
         settings = run_settings({w: a["memory"] for w, a in workers.items()}, closing)
         self._export_drops(store)
         self._large_graphs(store)
+        self._client_clock(store)
         store.end_run(
             self.run.id,
             status,
@@ -511,6 +513,17 @@ class Recording:
         ]  # fmt: skip
         if events:
             store.append(self._recorder.cluster, events)
+
+    def _client_clock(self, store: Store) -> None:
+        """Keep in the run how far this process's clock was moved onto the
+        cluster's (a ``clock-offset`` event of no worker, as the workers say
+        theirs), where it was: what the notebook stamps reads that far off."""
+        assert self._recorder is not None
+        offset = self._recorder.clock_offset
+        if abs(offset) >= CLOCK_S:
+            data = {"seconds": round(offset, 3), "of": "client"}
+            event = EventRecord("event", self._now(), "clock-offset", None, data)
+            store.append(self._recorder.cluster, [event])
 
     def _export_drops(self, store: Store) -> None:
         """Keep in the run (before its slice of the store closes) what the live
