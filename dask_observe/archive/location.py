@@ -190,11 +190,13 @@ class Location:
                 skipped += 1
                 continue
             # What an object store says changes when an object is written
-            # again: its time, or its tag (S3's ETag, GCS's generation).
+            # again: its time, or its tag. One that says neither is read
+            # again at every listing, as before a reader kept anything.
             changed = next(
-                (entry[k] for k in _CHANGED if entry.get(k) is not None), None
+                (str(entry[k]) for k in _CHANGED if entry.get(k) is not None),
+                f"unknown {uuid.uuid4().hex}",
             )
-            names.append((name, (size, str(changed))))
+            names.append((name, (size, changed)))
         return dict(sorted(names)), skipped
 
     def names(self, folder: str, suffix: str) -> list[str]:
