@@ -89,15 +89,24 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
         f"up to {format_seconds(longest)} ({format_seconds(total)} in all)"
     )
     severe = max(longest, total) >= ctx.seconds("event-loop-blocked.error-time")
+    # What the watchdog saw hold the loop, said first, for the causes it can
+    # tell apart (the code's, a wait, a busy host's): its stack as evidence.
+    held = ""
+    seen: list[dict[str, Any]] = []
+    if cause in ("host", "code", "waited"):
+        holder = _holder(_with_keys(ctx, holdups.held(ctx, stalls)))
+        if holder is not None:
+            where, how, frames = holder
+            held = f"{where} held it{how}"
+            seen = [evidence(stalls[0][0], stalls[0][1], f) for f in frames]
     if cause == "host":
         busy = [b for _, b in split.host]
-        found = host_load(ctx).evidence(busy) + found
+        found = seen + host_load(ctx).evidence(busy) + found
         oversubscribed = (
             f"{stalled}, each while its host was oversubscribed "
             f"({holdups.busiest(busy)})"
         )
-        holder = _holder(_with_keys(ctx, holdups.held(ctx, stalls)))
-        if holder is None:
+        if not held:
             message = (
                 f"{oversubscribed}: the host had more to run than cores, so "
                 "heartbeats and transfers waited. A busy host, not the tasks' "
@@ -108,16 +117,14 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
             # than a stall takes to count: what held the loop is still said
             # (a task's regular expression held the GIL 0.94 s of a 1.63 s
             # stall, and the flag said "not the tasks' code").
-            where, how, frames = holder
             counts = "tick" if stalls[0][1] else "scheduler-tick"
             tick = format_seconds(ctx.seconds(f"event-loop-blocked.{counts}"))
             message = (
-                f"{oversubscribed}: {where} held it{how}, for less CPU time "
-                f"than a stall takes to count ({tick}); the host had more to "
-                "run than cores and stretched it, so heartbeats and transfers "
-                "waited. A busy host made it a stall."
+                f"{oversubscribed}: {held}, for less CPU time than a stall "
+                f"takes to count ({tick}); the host had more to run than cores "
+                "and stretched it, so heartbeats and transfers waited. A busy "
+                "host made it a stall."
             )
-            found = [evidence(stalls[0][0], stalls[0][1], f) for f in frames] + found
         return [_loop_flag(stalls, "warning", message, HOST_ADVICE, found)]
     also = "".join(
         f" {len(others)} more came while {why} (not counted here)."
@@ -135,6 +142,7 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
         )
         if others and name != cause
     )
+    found = seen + found
     level = "error" if severe else "warning"
     if cause == "imports":
         count = sum(i.modules for _, i in split.imports)
@@ -156,13 +164,6 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
             f"held, so heartbeats and transfers waited.{also}"
         )
         return [_loop_flag(stalls, level, message, COLLECTOR_ADVICE, found)]
-    # The code's, or a wait: what the watchdog saw hold the loop, first.
-    holder = _holder(_with_keys(ctx, holdups.held(ctx, stalls)))
-    held = ""
-    if holder is not None:
-        where, how, frames = holder
-        held = f"{where} held it{how}"
-        found = [evidence(stalls[0][0], stalls[0][1], f) for f in frames] + found
     if cause == "waited":
         ran = sum(cpu for _, cpu in split.waited)
         message = (

@@ -157,8 +157,9 @@ def clock_offset(ctx: Context) -> list[Flag]:
         key=lambda found: -abs(found[0]),
     )
     client = client_clock_offset(ctx.run)
-    client_off = client is not None and abs(client) >= least
-    if not off and not client_off:
+    if client is not None and abs(client) < least:
+        client = None
+    if not off and client is None:
         return []
     t = ctx.run.started
     said: list[str] = []
@@ -176,7 +177,7 @@ def clock_offset(ctx: Context) -> list[Flag]:
             "that much; their own log files and anything else they stamp read "
             "that far off."
         )
-    if client is not None and client_off:
+    if client is not None:
         said.append(
             f"The clock of the client that recorded the run was "
             f"{format_seconds(abs(client))} {_way(client, 'ahead of')} the "
