@@ -52,7 +52,7 @@ def reads_same_clock(asked: float, theirs: Any, answered: float) -> bool:
     if not isinstance(theirs, dict) or theirs.get("clock") != clock_identity():
         return False
     at = theirs.get("time")
-    return isinstance(at, (int, float)) and asked <= at <= answered
+    return isinstance(at, int | float) and offset_from(asked, theirs, answered) == 0
 
 
 def offset_from(asked: float, theirs: Any, answered: float) -> float:
