@@ -239,6 +239,7 @@ with Client(sys.argv[1], timeout="30s") as client:
         "run": [run.started, run.window_end()],
         "task": [task["start"], task["stop"]],
         "flags": run.flags()[["kind", "message"]].to_dict("records"),
+        "offset": [e["seconds"] for e in run.events("clock-offset")["data"]],
     }))
 """
 
@@ -262,10 +263,34 @@ def test_a_client_whose_clock_runs_ahead_has_its_run_around_its_tasks(
     assert seen["lines"] == 5, seen
     (started, ended), (start, stop) = seen["run"], seen["task"]
     assert started <= start <= stop <= ended, seen
+    # Measured to within a few ms: its round trips beside the scheduler.
+    assert seen["offset"] == [pytest.approx(-7.0, abs=0.005)], seen
     # And said: what the notebook stamps by its own clock reads 7 s off.
     (said,) = [f["message"] for f in seen["flags"] if f["kind"] == "clock-offset"]
     assert "the client that recorded the run was 7." in said, said
     assert " s ahead of the scheduler's" in said and "Worker clocks" not in said
+
+
+def test_a_clients_clock_offset_is_as_good_as_its_quickest_reading() -> None:
+    # A client 7 s behind its scheduler. Its hello took 100 ms (plugins
+    # installed), read by the scheduler near its end: by its midpoint, the
+    # offset came 45 ms off, and a run ended before its last task. The truth:
+    # 7 s, told to within half the quickest reading's 1 ms round trip.
+    from dask_observe.capture.clock import clock_identity, offset_within
+
+    def reading(asked: float, read_at: float, answered: float, offset: float) -> Any:
+        theirs = {"clock": clock_identity(), "time": read_at + offset}
+        return asked, theirs, answered
+
+    hello = reading(100.0, 100.095, 100.1, 7.0)
+    quick = [reading(t, t + 0.0007, t + 0.001, 7.0) for t in (100.2, 100.3)]
+    assert abs(offset_within([hello]) - 7.0) > 0.04  # what the hello alone says
+    assert offset_within([hello, *quick]) == pytest.approx(7.0, abs=0.0005)
+    # One clock: its readings fall inside their round trips.
+    assert offset_within([reading(100.0, 100.05, 100.1, 0.0)]) == 0.0
+    # A clock stepped between readings: bounds that do not meet; the quickest.
+    stepped = [hello, reading(100.2, 100.2005, 100.201, 9.0)]
+    assert offset_within(stepped) == pytest.approx(9.0, abs=0.0005)
 
 
 def test_a_process_records_stay_in_order_whatever_its_clock_estimates_say() -> None:

@@ -67,3 +67,28 @@ def offset_from(asked: float, theirs: Any, answered: float) -> float:
     if not isinstance(at, (int, float)) or asked <= at <= answered:
         return 0.0
     return float(at) - (asked + answered) / 2
+
+
+def offset_within(readings: list[tuple[float, Any, float]]) -> float:
+    """The offset (as ``offset_from``) that each of several readings of one
+    scheduler allows, each ``(asked, theirs, answered)``: the scheduler read
+    its clock between the asking and the answer, so each bounds the offset
+    to ``[time - answered, time - asked]``; the middle of where all bounds
+    meet is good to half the narrowest round trip. A recorder's hello takes
+    20-100 ms (its plugins installed), wide enough that a run's end on a
+    client 7 s ahead came 3 ms before the end of its last task (a CI run of
+    tests/test_remote.py); a bare reading takes a millisecond beside its
+    scheduler, and less than the time a task's end takes to reach the client
+    anywhere: a run's window holds its tasks."""
+    low, high = -float("inf"), float("inf")
+    for asked, theirs, answered in readings:
+        at = theirs.get("time") if isinstance(theirs, dict) else None
+        if not isinstance(at, (int, float)):
+            continue
+        low, high = max(low, at - answered), min(high, at - asked)
+    if low > high:  # a clock stepped between readings: the narrowest says
+        asked, theirs, answered = min(readings, key=lambda r: r[2] - r[0])
+        return offset_from(asked, theirs, answered)
+    if low <= 0 <= high or low == -float("inf"):
+        return 0.0  # one clock, or two closer than the readings tell
+    return (low + high) / 2

@@ -17,7 +17,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import redact
-from dask_observe.capture.clock import offset_from
+from dask_observe.recording import link
 from dask_observe.recording.copying import Copier
 from dask_observe.recording.describe import Workers
 from dask_observe.recording.install import (
@@ -39,6 +39,40 @@ logger = logging.getLogger(__name__)
 
 _registry_lock = threading.Lock()
 _recorders: dict[tuple[str, str], Recorder] = {}
+
+
+#: Readings of the scheduler's clock a recorder takes where it reads another
+#: clock: the narrowest decides (``clock.offset_within``); a few round trips
+#: once per recorder, none beside its scheduler.
+CLOCK_READINGS = 3
+
+
+def clock_offset(client: Client, hello: dict[str, Any]) -> float:
+    """Seconds to add to this process's times to put them on the scheduler's
+    clock: 0 where the hello found one clock, else measured by bare readings
+    of it (``CLOCK_READINGS``) with the hello's own."""
+    from dask_observe.capture.clock import (
+        CLOCK_HANDLER,
+        offset_within,
+        reads_same_clock,
+    )
+
+    said = hello["asked_at"], hello.get("clock"), hello["answered_at"]
+    if reads_same_clock(*said):
+        return 0.0
+    readings = [said]
+
+    async def read() -> None:
+        for _ in range(CLOCK_READINGS):
+            asked = time.time()
+            theirs = await getattr(client.scheduler, CLOCK_HANDLER)()
+            readings.append((asked, theirs, time.time()))
+
+    try:
+        client.sync(read, callback_timeout=link.answer_timeout())
+    except Exception as e:  # the hello's reading stands
+        logger.debug("dask-observe: cannot read the scheduler's clock: %s", e)
+    return offset_within(readings)
 
 
 def _live_export(cluster: str) -> LiveExport | None:
@@ -262,9 +296,7 @@ class Recorder(Copier):
         #: process (``environment``); None for a cluster without plugins.
         self.hello = hello
         if hello is not None and "asked_at" in hello:
-            self.clock_offset = offset_from(
-                hello["asked_at"], hello.get("clock"), hello["answered_at"]
-            )
+            self.clock_offset = clock_offset(self.client, hello)
         dashboard = None if self.silent else dashboard_address(self.client, hello)
         self.store.register_cluster(self.cluster, dashboard, client=this_process())
         if self.partial is not None:
