@@ -396,7 +396,15 @@ def test_a_loop_held_by_a_task_in_c_names_the_function_that_held_it(
         assert future.result() == 2
     flags = run.flags()
     blocked = flags[flags["kind"] == "event-loop-blocked"]
-    assert len(blocked) == 1, flags[["kind", "message"]].to_dict("records")
+    # What the run held, should it fail (no flag at all, once, in CI's
+    # first phase, two timing tests at a time: its cause is still unknown).
+    held = {
+        "flags": flags[["kind", "message"]].to_dict("records"),
+        "window": [run.started, run.window_end()],
+        "task": run.tasks(epoch=True)[["start", "stop"]].to_dict("records"),
+        "events": run.events(epoch=True)[["time", "kind", "data"]].to_dict("records"),
+    }
+    assert len(blocked) == 1, held
     message = blocked.iloc[0]["message"]
     # The line that holds it: the match, in the user's own file.
     line = next(
