@@ -60,7 +60,12 @@ def call(client: Client, cluster: str, op: str, **kwargs: Any) -> Any:
         result.close()  # type: ignore[attr-defined]
         return rpc(client, op, timeout, **kwargs)
     on_its_loop = _on_its_loop(handler, kwargs)
-    return asyncio.run_coroutine_threadsafe(on_its_loop, loop).result(timeout=timeout)
+    try:
+        asked = asyncio.run_coroutine_threadsafe(on_its_loop, loop)
+    except RuntimeError:  # its loop closed: never to run (and no warning)
+        on_its_loop.close()
+        raise
+    return asked.result(timeout=timeout)
 
 
 def ask(client: Client, cluster: str, op: str, **kwargs: Any) -> Future[Any]:
@@ -71,7 +76,12 @@ def ask(client: Client, cluster: str, op: str, **kwargs: Any) -> Future[Any]:
     no timer, so the caller bounds its own wait."""
     handler, loop = _direct(client, cluster, op)
     if handler is not None and loop is not None and _running_loop() is not loop:
-        return asyncio.run_coroutine_threadsafe(_on_its_loop(handler, kwargs), loop)
+        on_its_loop = _on_its_loop(handler, kwargs)
+        try:
+            return asyncio.run_coroutine_threadsafe(on_its_loop, loop)
+        except RuntimeError:  # as in call
+            on_its_loop.close()
+            raise
     client_loop = getattr(client.loop, "asyncio_loop", None)
     if not isinstance(client_loop, asyncio.AbstractEventLoop):  # closed
         unanswered: Future[Any] = Future()
