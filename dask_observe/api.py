@@ -40,25 +40,37 @@ def stored_verdict(source: store.BaseStore, run_id: int) -> list[dict[str, Any]]
 class Ending:
     """The end of a run still being written in this process, after its block
     returned (``Recording.stop``): its last records (every worker flushed) and
-    its row closed, then its settings, environment and verdict (flags), by a
-    thread of its own. Readers in this process wait for it (never a
-    half-ended run), and take the flags it judged rather than judge again;
-    the next run of its store, and its client's close, wait for its records
-    (:meth:`wait_closed`)."""
+    its row closed, then its settings, environment and verdict (flags), then
+    what only later readers need (its history figures, the export's end,
+    retention), by a thread of its own. Readers in this process wait for it
+    (never a half-ended run), and take the flags it judged rather than judge
+    again; where a report follows (a recorded cell), only until the verdict,
+    until it was shown. The next run of its store, and its client's close,
+    wait for its records (:meth:`wait_closed`)."""
 
     def __init__(self, key: tuple[str, int]) -> None:
         self.key = key
         self.thread: threading.Thread | None = None
         #: The run's flags, once judged.
         self.flags: list[Flag] | None = None
+        #: A reader here shows the run's report as soon as it is judged (a
+        #: recorded cell): what it does not show waits until it was shown
+        #: (:meth:`shown`), not to hold that cell up.
+        self.report_follows = False
         self._closed = threading.Event()
+        self._judged = threading.Event()
+        self._shown = threading.Event()
         self._done = threading.Event()
 
     def wait(self) -> bool:
-        """Wait until the end is written; False (at once) in its own thread."""
+        """Wait until the end is written (until its verdict is, while a report
+        that follows is not shown yet); False (at once) in its own thread."""
         if self.thread is threading.current_thread():
             return False
-        self._done.wait()
+        if self.report_follows and not self._shown.is_set():
+            self._judged.wait()
+        else:
+            self._done.wait()
         return True
 
     def wait_closed(self, timeout: float | None = None) -> None:
@@ -71,10 +83,25 @@ class Ending:
         """The run's records are stored and its row closed."""
         self._closed.set()
 
+    def judged(self) -> None:
+        """The run's settings, environment and verdict are stored."""
+        self._closed.set()
+        self._judged.set()
+
+    def shown(self) -> None:
+        """The reader that ``report_follows`` named showed the report."""
+        self._shown.set()
+
+    def wait_shown(self, timeout: float) -> None:
+        """Where a report follows, wait (up to ``timeout``) until it was shown."""
+        if self.report_follows:
+            self._shown.wait(timeout)
+
     def finish(self) -> None:
         with _endings_lock:
             _endings.pop(self.key, None)
         self._closed.set()
+        self._judged.set()
         self._done.set()
 
 

@@ -118,6 +118,36 @@ def test_dask_record_records_the_cell_and_returns_its_value(
     assert list(history["n_tasks"]) == [6] and list(history["status"]) == ["finished"]
 
 
+def test_a_recorded_cells_end_is_whole_once_its_report_was_shown(
+    ip: InteractiveShell,
+    client: Client,
+    store_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A cell's report is shown once its run is judged; what only a history
+    # reads (its peak memory, pace) is kept in the run's row after, once the
+    # cell says the report was shown. Were it never said, the end would wait
+    # SHOWN_WAIT_S (an hour here) and the panel's history, which reads only
+    # what is kept, would show the run without them.
+    import sqlite3
+
+    from dask_observe.recording import ending
+
+    monkeypatch.setattr(ending, "SHOWN_WAIT_S", 3600.0)
+    ip.user_ns["client"] = client
+    run(ip, "%%dask_record kept\nclient.submit(sum, [1, 2], pure=False).result()\n")
+
+    def kept() -> tuple[object, ...]:
+        with sqlite3.connect(store_path) as raw:
+            (row,) = raw.execute("SELECT pace, peak_memory FROM runs").fetchall()
+        return tuple(row)
+
+    wait_until(lambda: None not in kept(), "the run's history figures")
+    # And a history read then is the run's whole end: its figures kept.
+    (peak,) = dask_observe.open_store().history("kept")["peak_memory"]
+    assert peak == kept()[1]
+
+
 def test_dask_record_without_a_name_names_the_run_after_the_cell(
     ip: InteractiveShell, client: Client, store_path: Path
 ) -> None:

@@ -181,10 +181,12 @@ class ObserveMagics(Magics):
             finally:
                 if live is not None:
                     live.stop()
+                recording.report_follows = not args.no_report
                 run = end(recording, status)
                 if run is not None:
                     _show_end(run, view, report=not args.no_report)
         finally:
+            recording.report_shown()  # shown, or never to be
             recording.store.close()
 
     def _run_cell(self, line: str, cell: str) -> Any:

@@ -194,6 +194,12 @@ class RunEnd:
             run = Run.of(store, self.run_id)
             flags, pace = judge(run)
             ending.flags = flags
+            # Readers of the run go on; what only a history, the export and
+            # the store's size need follows, once a cell that shows the
+            # report showed it: a one-task cell's report waited ~8 ms more
+            # for these (its history figures 7 ms, on the kernel's GIL).
+            ending.judged()
+            ending.wait_shown(SHOWN_WAIT_S)
             if pace is not None:
                 keep_history_figures(run, pace)
             if self.export is not None:  # the run's trace ends, with its flags
@@ -242,6 +248,10 @@ class RunEnd:
             shape=before or self.workers,
         )
 
+
+#: How long the end of a run whose report a cell shows waits for that cell
+#: to show it, before its last writes (``Ending.report_follows``).
+SHOWN_WAIT_S = 5.0
 
 #: How long a client's close waits for the ends of its runs (their last
 #: round trip and write: milliseconds, unless the scheduler stopped answering).

@@ -83,6 +83,10 @@ class Recording:
         self.client = client
         self.store = store
         self.run: Run | None = None
+        #: Whoever stops the run shows its report right away (a recorded
+        #: cell): its end's last writes wait until :meth:`report_shown`.
+        self.report_follows = False
+        self._ending: Ending | None = None
         self._span: contextlib.AbstractContextManager[str | None] | None = None
         self._span_id: str | None = None
         self._recorder: Recorder | None = None
@@ -275,6 +279,8 @@ class Recording:
         self._graphs_said = self._graphs.close()
         closing = Closing.read()
         ending = begin_ending(self.store, self.run.id)
+        ending.report_follows = self.report_follows
+        self._ending = ending
         if self._recorder.partial is not None or not hold_close(self.client):
             # What distributed holds of a run without the capture is read
             # here; so is all of a run whose client's close could not wait.
@@ -292,6 +298,11 @@ class Recording:
             start_end(ending, closing, self._finish, status, ended, closing, ending)
         self.run._ending = ending
         return self.run
+
+    def report_shown(self) -> None:
+        """The run's report was shown (see ``report_follows``)."""
+        if self._ending is not None:
+            self._ending.shown()
 
     def _finish(
         self, status: str, ended: float, closing: Closing, ending: Ending
