@@ -2,7 +2,7 @@
 layer or the ones below, whether at the top of the file or inside a function.
 
     capture  <  units, plaintext, config, redact, analysis.noise  <  store
-             <  analysis.figures, analysis.series  <  diagnose, report, analysis, export
+             <  analysis.figures, .series, .few  <  diagnose, report, analysis, export
              <  api (the public Run and Store), archive  <  recording
              <  notebook, server, cli, demo
 
@@ -41,7 +41,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dask_observe._version", "dask_observe.units", "dask_observe.plaintext",
      "dask_observe.config", "dask_observe.analysis.noise", "dask_observe.redact"),
     ("dask_observe.store",),
-    ("dask_observe.analysis.figures", "dask_observe.analysis.series"),
+    ("dask_observe.analysis.figures", "dask_observe.analysis.series",
+     "dask_observe.analysis.few"),
     ("dask_observe.diagnose", "dask_observe.report", "dask_observe.analysis",
      "dask_observe.export"),
     # The public Run and Store, and the archive (whose runs are Runs, read

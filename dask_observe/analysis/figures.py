@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from dask_observe.analysis import few
+from dask_observe.analysis.few import DISK_COLUMNS as DISK_COLUMNS
+from dask_observe.analysis.few import PHASE_COLUMNS as PHASE_COLUMNS
 from dask_observe.analysis.series import held, stacked
 from dask_observe.units import format_bytes, format_seconds
 
@@ -24,9 +27,18 @@ def fast_memory(run: RunData) -> pd.DataFrame:
     worker, rss; by time."""
     import pandas as pd
 
-    rss = run.metrics("memory_rss", epoch=True)
-    frames = [rss.rename(columns={"value": "rss"})[["time", "worker", "rss"]]]
+    samples = run.metric_rows("memory_rss")
     restarts = run.event_rows("worker-restart-memory")
+    if len(samples) <= few.FEW_ROWS:
+        rows = few.fast_memory(
+            ((t, w, v) for t, w, _, v in samples),
+            ((t, w, float((d or {}).get("rss") or 0)) for t, _, w, d in restarts),
+        )
+        return pd.DataFrame(rows, columns=["time", "worker", "rss"]).astype(
+            {"time": float, "rss": float}
+        )
+    rss = run.metric_frame(samples, epoch=True)
+    frames = [rss.rename(columns={"value": "rss"})[["time", "worker", "rss"]]]
     if restarts:
         frames.append(
             pd.DataFrame(
@@ -38,7 +50,7 @@ def fast_memory(run: RunData) -> pd.DataFrame:
             )
         )
     found = stacked(frames).dropna(subset=["worker"])
-    return found[found["rss"] > 0].sort_values("time", ignore_index=True)
+    return found[found["rss"] > 0].sort_values("time", ignore_index=True, kind="stable")
 
 
 def long_tasks(run: RunData) -> dict[str, tuple[float, str]]:
@@ -122,21 +134,6 @@ def is_routine(logger: object, message: object) -> bool:
         logger == name and text.startswith(start) and phrase in text
         for name, start, phrase in ROUTINE_LINES
     )
-
-
-#: The phases a task's time is split into, as ``run.tasks()`` names them.
-PHASE_COLUMNS = {
-    "compute": ("compute_s",),
-    "transfer": ("transfer_s",),
-    "disk": ("disk_read_s", "disk_write_s"),
-    "serialization": ("deserialize_s",),
-    # What distributed times as reading a task's arguments from, or putting
-    # its result into, worker storage when no byte went to disk: a stall.
-    "stall": ("stall_s",),
-}
-
-#: The task columns of distributed's disk phases, by fine-metrics activity.
-DISK_COLUMNS = {"disk-read": "disk_read_s", "disk-write": "disk_write_s"}
 
 
 def task_table(
@@ -243,7 +240,8 @@ def prefix_table(tasks: pd.DataFrame) -> pd.DataFrame:
             "errors": grouped["errors"].sum(),
         }
     )
-    return table.sort_values("total_s", ascending=False).reset_index()
+    # Stable: prefixes of equal time stay by name (as ``few.prefix_rows``).
+    return table.sort_values("total_s", ascending=False, kind="stable").reset_index()
 
 
 def phase_totals(tasks: pd.DataFrame) -> dict[str, float]:
@@ -318,12 +316,20 @@ def process_memory(run: RunData, fast: pd.DataFrame | None = None) -> pd.DataFra
     """
     import pandas as pd
 
-    process = run.metrics("memory_process", epoch=True)
+    samples = run.metric_rows("memory_process")
+    fast = fast_memory(run) if fast is None else fast
+    gone = [(t, w) for t, _, w, _ in run.event_rows("worker-removed") if w]
+    if len(samples) + len(fast) <= few.FEW_ROWS:
+        few_readings = [(t, w, v) for t, w, _, v in samples if w is not None]
+        few_readings += zip(fast["time"], fast["worker"], fast["rss"], strict=True)
+        rows = few.process_memory(few_readings, gone)
+        return pd.DataFrame(rows, columns=["time", "rss"], dtype=float)
+    process = run.metric_frame(samples, epoch=True)
     process = process[process["worker"].notna()]
     readings = stacked(
         [
             process.rename(columns={"value": "rss"})[["time", "worker", "rss"]],
-            fast_memory(run) if fast is None else fast,
+            fast,
         ]
     )
     if readings.empty:
@@ -334,7 +340,7 @@ def process_memory(run: RunData, fast: pd.DataFrame | None = None) -> pd.DataFra
     # workers): its last reading holds in the seconds between, else those
     # seconds would sum only the workers read in them. A removed worker's
     # holds until it left (within the second it left in).
-    gone = [(t // 1 + 0.5, w) for t, _, w, _ in run.event_rows("worker-removed") if w]
+    gone = [(t // 1 + 0.5, w) for t, w in gone]
     table = held(per_worker.rename(columns={"second": "time", "rss": "value"}), gone)
     total = table.sum(axis=1)
     return pd.DataFrame(

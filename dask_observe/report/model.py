@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.analysis import figures
+from dask_observe.analysis import few, figures
 from dask_observe.analysis.series import last_by
 from dask_observe.analysis.trees import profile_table
 from dask_observe.report import standing, tasks
@@ -29,6 +29,9 @@ MEMORY_METRICS = (
     "memory_spilled",
     "memory_limit",
 )
+
+#: The columns of a worker's memory series (``ReportData.memory``).
+MEMORY_COLUMNS = ("time", "managed", "unmanaged", "spilled", "limit")
 
 #: How a report names the activities of distributed's fine performance metrics
 #: (the ``execute`` context); others keep distributed's name.
@@ -127,7 +130,13 @@ class ReportData:
 
 
 def _memory_series(run: RunData, start: float) -> dict[str, pd.DataFrame]:
-    metrics = run.metrics(MEMORY_METRICS, epoch=True)
+    samples = run.metric_rows(MEMORY_METRICS)
+    if len(samples) <= few.FEW_ROWS:
+        return {
+            worker: few.frame(series, MEMORY_COLUMNS)
+            for worker, series in few.memory_series(samples, start).items()
+        }
+    metrics = run.metric_frame(samples, epoch=True)
     if metrics.empty:
         return {}
     metrics["worker"] = metrics["worker"].fillna("")
@@ -137,7 +146,7 @@ def _memory_series(run: RunData, start: float) -> dict[str, pd.DataFrame]:
         if name not in wide:
             wide[name] = 0.0
     wide = wide.rename(columns={n: n.removeprefix("memory_") for n in MEMORY_METRICS})
-    columns = ["time", "managed", "unmanaged", "spilled", "limit"]
+    columns = list(MEMORY_COLUMNS)
     return {
         str(worker): group[columns].fillna(0.0).reset_index(drop=True)
         for worker, group in wide.groupby("worker", sort=True)

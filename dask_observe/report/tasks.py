@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import config
-from dask_observe.analysis import figures
+from dask_observe.analysis import few, figures
 from dask_observe.report.stream import EXACT_LIMIT, StreamBins, bins
 
 if TYPE_CHECKING:
@@ -88,7 +88,14 @@ def compute(
     run: RunData, start: float, duration: float, tasks: pd.DataFrame | None = None
 ) -> TaskFigures:
     """The figures of ``run``'s tasks (``tasks``: ``run.tasks(epoch=True)``
-    where read already), times since ``start``, the stream over ``duration``."""
+    where read already), times since ``start``, the stream over ``duration``;
+    of a few tasks, in plain Python (``analysis.few``)."""
+    if tasks is None:
+        columns, rows = run.task_rows()
+        if len(rows) <= few.FEW_TASKS:
+            few_rows = [dict(zip(columns, r, strict=True)) for r in rows]
+            return _few_figures(run, start, few_rows)
+        tasks = run.task_frame(columns, rows, epoch=True)
     table = figures.task_table(run, start, tasks)
     failed = table[table["status"] == "erred"].head(MAX_FAILURES)
     return TaskFigures(
@@ -99,6 +106,26 @@ def compute(
         threads=int(table["lane"].nunique()),
         stream=table if len(table) <= EXACT_LIMIT else bins(table, duration),
         failed=failed[list(FAILED_COLUMNS)].reset_index(drop=True),
+    )
+
+
+def _few_figures(run: RunData, start: float, rows: list[dict[str, Any]]) -> TaskFigures:
+    """:func:`compute` of at most ``few.FEW_TASKS`` task rows (as dicts)."""
+    running = figures.long_tasks(run) if rows else {}
+    table = few.task_table(run, start, rows, running)
+    erred = [i for i, status in enumerate(table.get("status", [])) if status == "erred"]
+    shown = erred[:MAX_FAILURES]
+    return TaskFigures(
+        n_tasks=len(rows),
+        prefixes=few.frame(few.prefix_rows(table), PREFIX_COLUMNS),
+        phases=few.phase_totals(table),
+        workers=len({w for w in table.get("worker", []) if w is not None}),
+        threads=len(set(table.get("lane", []))),
+        stream=few.frame(table, few.TABLE_COLUMNS),
+        failed=few.frame(
+            {c: [table[c][i] for i in shown] for c in FAILED_COLUMNS},
+            FAILED_COLUMNS,
+        ),
     )
 
 

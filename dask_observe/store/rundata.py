@@ -341,10 +341,25 @@ class RunData:
         exception and traceback for failed tasks; ``ended``, when the scheduler
         learnt that the task ended.
         """
+        columns, rows = self.task_rows()
+        return self.task_frame(columns, rows, epoch=epoch)
+
+    def task_rows(self) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """:meth:`tasks` as stored: its columns (but ``duration_s``) and its
+        rows as plain tuples, times in epoch seconds (``analysis.few``)."""
         sql, params, columns = queries.task_query(
             self._window(), self._record.get("span_id")
         )
-        frame = self.store.frame(sql, params, columns)
+        return columns, self.store.plain_rows(sql, params)
+
+    @staticmethod
+    def task_frame(
+        columns: list[str], rows: list[tuple[Any, ...]], *, epoch: bool = False
+    ) -> pd.DataFrame:
+        """:meth:`tasks` of the rows :meth:`task_rows` read."""
+        import pandas as pd
+
+        frame = pd.DataFrame(rows, columns=columns)
         # Numbers even where no row has one (the start and thread of the one
         # task of a run, killed with its worker): all None, such a column was
         # text, and pandas 2.2 warned of what filling it would become.
@@ -368,10 +383,25 @@ class RunData:
         by state). A worker's value holds until its next row: between its
         heartbeats only ``tasks_processing`` is sampled, when it changes.
         """
+        return self.metric_frame(self.metric_rows(name, worker), epoch=epoch)
+
+    def metric_rows(
+        self, name: str | Sequence[str] | None = None, worker: str | None = None
+    ) -> list[tuple[float, str | None, str, float]]:
+        """:meth:`metrics` as plain (time in epoch seconds, worker, name,
+        value) tuples (``analysis.few``)."""
         sql, params = queries.metric_query(self._window(), name, worker)
-        return _to_datetimes(
-            self.store.frame(sql, params, queries.METRIC_COLUMNS), "time", epoch=epoch
-        )
+        return self.store.plain_rows(sql, params)
+
+    @staticmethod
+    def metric_frame(
+        rows: Sequence[tuple[float, str | None, str, float]], *, epoch: bool = False
+    ) -> pd.DataFrame:
+        """:meth:`metrics` of the rows :meth:`metric_rows` read."""
+        import pandas as pd
+
+        frame = pd.DataFrame(rows, columns=list(queries.METRIC_COLUMNS))
+        return _to_datetimes(frame, "time", epoch=epoch)
 
     def cluster_metric_max(self, name: str) -> float | None:
         """The highest cluster-wide value (workers, nthreads, memory_spilled...)
