@@ -109,6 +109,7 @@ class Context:
         self.settings = run.settings()
         #: What a rule derived that another reads too, by name (read once).
         self.derived: dict[str, Any] = {}
+        self._metrics: dict[str, list[tuple[float, str, str, float]]] = {}
         if tasks is not None:  # read by the caller (a run's end): not again
             self.__dict__["tasks"] = tasks
 
@@ -173,8 +174,31 @@ class Context:
 
     def metric(self, name: str) -> pd.DataFrame:
         """Per-worker samples of one metric: time, worker, value."""
-        frame = self.run.metrics(name, epoch=True)
-        return frame[frame["worker"].notna()]
+        return self.run.metric_frame(self.metric_rows(name), epoch=True)
+
+    def metric_rows(self, name: str) -> list[tuple[float, str, str, float]]:
+        """:meth:`metric` as plain (time, worker, name, value) rows, read once:
+        a rule answers from them where it cannot raise a flag (most runs),
+        and a DataFrame of a few rows costs a millisecond of pandas."""
+        found: list[tuple[float, str, str, float]] | None = self._metrics.get(name)
+        if found is None:
+            rows = self.run.metric_rows(name)
+            found = [(t, w, n, v) for t, w, n, v in rows if w is not None]
+            self._metrics[name] = found
+        return found
+
+    def highest_by_worker(self, name: str) -> dict[str, float]:
+        """The highest sample of metric ``name`` of each worker."""
+        highest: dict[str, float] = {}
+        for _, worker, _, value in self.metric_rows(name):
+            if value > highest.get(worker, -float("inf")):
+                highest[worker] = value
+        return highest
+
+    @cached_property
+    def any_erred(self) -> bool:
+        """Whether a task of the run failed."""
+        return bool((self.tasks["status"] == "erred").any())
 
     @cached_property
     def _events(self) -> list[EventRow]:
@@ -205,11 +229,7 @@ class Context:
             for _, _, w, d in self.events("worker-added")
             if isinstance(d, dict) and isinstance(d.get("memory_limit"), int | float)
         }
-        frame = self.metric("memory_limit")
-        found.update(
-            (str(w), float(v))
-            for w, v in zip(frame["worker"], frame["value"], strict=True)
-        )
+        found.update((w, float(v)) for _, w, _, v in self.metric_rows("memory_limit"))
         return found
 
     @cached_property

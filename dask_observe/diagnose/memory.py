@@ -108,15 +108,18 @@ def spilling(ctx: Context) -> list[Flag]:
     # A gauge of what is on disk now: what a run before spilled and its
     # client still holds stays there. A worker's spilling in this run is the
     # rise above where its gauge stood before the run.
+    disk = ctx.fine_totals(("disk-write", "disk-read"), exclude=(SHUFFLE_CONTEXT,))
+    written = disk.get(("disk-write", "bytes"), 0.0)
+    stalls = [stall for stall, _ in holdups.stalls(ctx).spilled]
+    ever = any(value > 0 for *_, value in ctx.metric_rows("memory_spilled"))
+    if not ever and not written and not stalls:
+        return []  # most runs: nothing on disk at all, no rise to read
     spilled = ctx.metric("memory_spilled")
     if len(spilled):
         before = ctx.run.metric_before("memory_spilled")
         start = spilled["worker"].map(lambda w: before.get(w, 0.0))
         spilled = spilled.assign(value=spilled["value"] - start)
     spilled = spilled[spilled["value"] > 0]
-    disk = ctx.fine_totals(("disk-write", "disk-read"), exclude=(SHUFFLE_CONTEXT,))
-    written = disk.get(("disk-write", "bytes"), 0.0)
-    stalls = [stall for stall, _ in holdups.stalls(ctx).spilled]
     if spilled.empty and not written and not stalls:
         return []
     peaks = spilled.groupby("worker")["value"].max().sort_values(ascending=False)
@@ -183,6 +186,13 @@ def unmanaged_memory(ctx: Context) -> list[Flag]:
     ``min-time`` at least; a worker restarted for memory is memory-restart's."""
     min_time = ctx.seconds("unmanaged-memory.min-time")
     restarted = {w for _, w, _ in ctx.memory_restarts}
+    highest = ctx.highest_by_worker("memory_unmanaged")
+    if not any(
+        (limit := ctx.limits.get(worker))
+        and value > ctx.fraction("spill", worker) * limit
+        for worker, value in highest.items()
+    ):  # most runs: no worker ever above the line
+        return []
     frame = ctx.metric("memory_unmanaged")
     # distributed's own warning (logged at most every 5 minutes per worker).
     warnings: dict[str, list[dict[str, Any]]] = {}

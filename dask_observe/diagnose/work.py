@@ -164,6 +164,8 @@ def _growth_advice(names: str, wanted: float, done: pd.DataFrame) -> str:
 
 @rule("task-errors")
 def task_errors(ctx: Context) -> list[Flag]:
+    if not ctx.any_erred:
+        return []
     tasks = ctx.tasks
     erred = tasks[tasks["status"] == "erred"]
     exceptions = erred["exception"].fillna("unknown error").astype(str)
@@ -214,14 +216,14 @@ def load_imbalance(ctx: Context) -> list[Flag]:
 
     share = ctx.number("load-imbalance.share")
     min_time = ctx.seconds("load-imbalance.min-time")
+    nthreads_of = ctx.highest_by_worker("nthreads")
+    if not nthreads_of or not any(
+        value > nthreads_of.get(worker, 1.0)
+        for _, worker, _, value in ctx.metric_rows("tasks_processing")
+    ):  # most runs: no worker ever had a queue
+        return []
     processing = ctx.metric("tasks_processing")
-    threads = ctx.metric("nthreads")
-    if processing.empty or threads.empty:
-        return []
-    nthreads = threads.groupby("worker")["value"].max()
-    limit = processing["worker"].map(nthreads).fillna(1.0)
-    if not (processing["value"] > limit).any():  # no worker ever had a queue
-        return []
+    nthreads = ctx.metric("nthreads").groupby("worker")["value"].max()
     # A worker's count is sampled when it changes: held until the next.
     samples = held(processing, ((t, w) for t, w, _ in ctx.removals))
     busy = samples.gt(nthreads.reindex(samples.columns).fillna(1.0), axis=1)

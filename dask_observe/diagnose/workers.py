@@ -24,6 +24,8 @@ from dask_observe.units import format_seconds
 
 @rule("killed-worker")
 def killed_worker(ctx: Context) -> list[Flag]:
+    if not ctx.any_erred:
+        return []
     tasks = ctx.tasks
     killed = tasks[
         (tasks["status"] == "erred")
