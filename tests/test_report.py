@@ -549,6 +549,39 @@ def test_every_worker_that_died_has_a_memory_chart(tmp_path: Path) -> None:
     assert f"{short_address(silent)}: no memory reading (left the cluster)" in html
 
 
+def test_a_stopped_runs_picture_shows_a_task_no_heartbeat_timed(
+    tmp_path: Path,
+) -> None:
+    """On a loaded host no heartbeat told the scheduler how long the one
+    stuck task had run (elapsed None), and the report's picture of where the
+    run stood left the task out, its stack and native frames with it (a CI
+    run). The truth: the task, its worker's word of when it began (3 s
+    before the stop), its stack and what py-spy read beneath it."""
+    from .synthetic import A, SyntheticRun
+
+    with dask_observe.Store(tmp_path / "observe.sqlite") as store:
+        written = SyntheticRun(store, "stuck")
+        key = "sleep_in_c-1"
+        frames = [["/home/me/work.py", 7, "sleep_in_c", "libc.sleep(n)", False]]
+        written.event(1.5, "task-running", A, key=key, since=written.start + 1.0)
+        written.event(2.0, "task-stack", A, key=key, prefix="sleep_in_c",
+                      thread=1, frames=frames)  # fmt: skip
+        written.event(2.1, "task-native", A, key=key,
+                      native=["clock_nanosleep (libc.so.6)"])  # fmt: skip
+        stopped = {
+            "worker": A, "status": "running", "managed": 0, "unmanaged": 2**20,
+            "limit": 2**30, "n_processing": 1,
+            "processing": [{"key": key, "prefix": "sleep_in_c", "elapsed": None}],
+        }  # fmt: skip
+        written.event(4.0, "run-stopped", None, span=written.span,
+                      workers=[stopped], n_workers=1, stalled_s=3.0)  # fmt: skip
+        html = written.end(4.0).report().html
+    assert f"<b>{key}</b> (sleep_in_c) on {A}, running 3.00 s:" in html
+    assert '<b>  File &quot;/home/me/work.py&quot;, line 7, in sleep_in_c' in html
+    assert "in compiled code, beneath:" in html
+    assert "clock_nanosleep (libc.so.6)" in html
+
+
 def test_a_task_running_at_the_end_holds_its_thread_by_its_workers_word(
     tmp_path: Path,
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.analysis.figures import long_tasks
 from dask_observe.plaintext import fold_frames, fold_text, frame_text, is_fold
 from dask_observe.store.rundata import format_frames
 from dask_observe.units import format_bytes, format_seconds
@@ -32,6 +33,17 @@ def stopped_state(run: RunData) -> dict[str, Any] | None:
             found = {**data, "time": t}
     if found is None:
         return None
+    # The scheduler knows how long a task ran only from its worker's last
+    # heartbeat, none of which may have come on a loaded host: then the
+    # worker's own word of when it began says (``figures.long_tasks``). Told
+    # by neither, the task is still shown, its time unknown (a CI run's
+    # report left out the one stuck task's stack and native frames).
+    began = long_tasks(run)
+    for worker in found.get("workers") or ():
+        for task in worker.get("processing") or ():
+            since = began.get(str(task.get("key")))
+            if task.get("elapsed") is None and since is not None:
+                task["elapsed"] = max(0.0, found["time"] - since[0])
     found["stacks"] = {
         str(d.get("key")): d.get("frames") or []
         for _, _, _, d in run.event_rows("task-stack")
@@ -83,13 +95,18 @@ def render(state: dict[str, Any] | None, styled: Any) -> str:
             else format_bytes(w["managed"] + w["unmanaged"])
         )
         tasks = [
-            f"{escape(t['key'])} ({format_seconds(t['elapsed'])})"
+            escape(t["key"])
+            + (
+                f" ({format_seconds(t['elapsed'])})"
+                if t.get("elapsed") is not None
+                else ""
+            )
             for t in w.get("processing", ())
-            if t.get("elapsed") is not None
         ]
         for t in w.get("processing", ()):
-            if t.get("elapsed") is not None:
-                running.append((t["elapsed"], t["key"], t["prefix"], w["worker"]))
+            elapsed = t.get("elapsed")
+            shown = elapsed if elapsed is not None else -1.0
+            running.append((shown, t["key"], t["prefix"], w["worker"]))
         rows.append(
             f"<tr><td{styled('first')}>{escape(w['worker'])}</td>"
             f"<td{styled('cell')}>{escape(w['status'])}</td>"
@@ -121,7 +138,9 @@ def render(state: dict[str, Any] | None, styled: Any) -> str:
     native = state.get("native", {})
     shown = [
         f"<p{styled('p')}><b>{escape(key)}</b> ({escape(prefix)}) on "
-        f"{escape(worker)}, running {format_seconds(elapsed)}:</p>"
+        f"{escape(worker)}, running"
+        + (f" {format_seconds(elapsed)}" if elapsed >= 0 else "")
+        + ":</p>"
         + _stack_html(stacks[key], styled)
         + (
             f"<p{styled('p')}>in compiled code, beneath:</p>"
