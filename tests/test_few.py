@@ -16,6 +16,7 @@ from distributed import Client, LocalCluster
 import dask_observe
 from dask_observe.analysis import few, figures
 from dask_observe.report import model, tasks
+from dask_observe.store import rundata
 
 from .synthetic import A, B, SyntheticRun
 
@@ -33,12 +34,14 @@ def both_ways(
             "fast": fast,
             "process": figures.process_memory(run, fast),
             "series": model._memory_series(run, run.started),
+            "rows": run.tasks(),
         }
 
     plain = read()
     with monkeypatch.context() as patched:
         patched.setattr(few, "FEW_TASKS", -1)
         patched.setattr(few, "FEW_ROWS", -1)
+        patched.setattr(rundata, "_FEW_TASK_ROWS", -1)
         by_pandas = read()
     return plain, by_pandas
 
@@ -49,6 +52,8 @@ def assert_same(plain: dict[str, Any], by_pandas: dict[str, Any]) -> None:
             a, b, check_dtype=False, check_index_type=False, check_names=False
         )
 
+    # The run's own task rows, as users read them: the same types too.
+    pd.testing.assert_frame_equal(plain["rows"], by_pandas["rows"])
     mine, theirs = plain["tasks"], by_pandas["tasks"]
     assert (mine.n_tasks, mine.workers, mine.threads) == (
         theirs.n_tasks, theirs.workers, theirs.threads

@@ -577,7 +577,7 @@ def test_a_stopped_runs_picture_shows_a_task_no_heartbeat_timed(
                       workers=[stopped], n_workers=1, stalled_s=3.0)  # fmt: skip
         html = written.end(4.0).report().html
     assert f"<b>{key}</b> (sleep_in_c) on {A}, running 3.00 s:" in html
-    assert '<b>  File &quot;/home/me/work.py&quot;, line 7, in sleep_in_c' in html
+    assert "<b>  File &quot;/home/me/work.py&quot;, line 7, in sleep_in_c" in html
     assert "in compiled code, beneath:" in html
     assert "clock_nanosleep (libc.so.6)" in html
 

@@ -108,6 +108,21 @@ _TASK_NUMBERS = (
 )  # fmt: skip
 
 
+#: Task rows up to which :meth:`RunData.task_frame` makes its columns itself
+#: (pandas' inference a column costs more than the rows of a small run).
+_FEW_TASK_ROWS = 500
+
+
+def _numbers(values: Sequence[Any]) -> Any:
+    """A column of numbers as pandas infers it from rows: integers where
+    every value is one, else floats (None: NaN)."""
+    import numpy as np
+
+    if values and all(type(v) is int for v in values):
+        return np.array(values, dtype=np.int64)
+    return np.array(values, dtype=float)
+
+
 def _to_datetimes(
     frame: pd.DataFrame, *columns: str, epoch: bool = False
 ) -> pd.DataFrame:
@@ -359,14 +374,27 @@ class RunData:
         """:meth:`tasks` of the rows :meth:`task_rows` read."""
         import pandas as pd
 
-        frame = pd.DataFrame(rows, columns=columns)
-        # Numbers even where no row has one (the start and thread of the one
-        # task of a run, killed with its worker): all None, such a column was
-        # text, and pandas 2.2 warned of what filling it would become.
-        for column in _TASK_NUMBERS:
-            if frame[column].dtype == object:
-                frame[column] = frame[column].astype(float)
-        frame.insert(5, "duration_s", frame["stop"] - frame["start"])
+        if not rows or len(rows) > _FEW_TASK_ROWS:
+            frame = pd.DataFrame(rows, columns=columns)
+            # Numbers even where no row has one (the start and thread of the
+            # one task of a run, killed with its worker): all None, such a
+            # column was text, and pandas 2.2 warned of what filling it would
+            # become.
+            for column in _TASK_NUMBERS:
+                if frame[column].dtype == object:
+                    frame[column] = frame[column].astype(float)
+            frame.insert(5, "duration_s", frame["stop"] - frame["start"])
+        else:  # made a column at a time: 2.0 -> 0.5 ms for one task
+            values = dict(zip(columns, zip(*rows, strict=True), strict=True))
+            data: dict[str, Any] = {
+                c: _numbers(values.get(c, ()))
+                if c in _TASK_NUMBERS
+                else list(values.get(c, ()))
+                for c in columns
+            }
+            data["duration_s"] = data["stop"] - data["start"]
+            names = [*columns[:5], "duration_s", *columns[5:]]
+            frame = pd.DataFrame(data, columns=names)
         return _to_datetimes(frame, "start", "stop", "ended", epoch=epoch)
 
     def metrics(
