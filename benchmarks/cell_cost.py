@@ -9,8 +9,9 @@ them, without a frontend) with dask_observe loaded and a client of a
 LocalCluster of 2 worker processes runs one-task cells in rotation: plain,
 ``%%dask_record --no-widget`` (it ends showing the run's report, as a user
 sees it) and ``%%dask_record --no-widget --no-report`` (the summary line only).
-A 50 ms pause before each, as between a notebook's cells. Medians, the first
-recorded cell (the capture shipped then) left out and shown on its own. Each
+A 50 ms pause before each, and ``--pause`` (1 s) before the first, after the
+client's cell, as a user reads and types. Medians, the first recorded cell
+(the capture shipped then) left out and shown on its own. Each
 ``--variant`` runs in processes of its own, the variants taking turns for
 ``--rounds`` rounds; the table shows the median of their medians and range.
 ``fixed_cost.py`` times the ``with record()`` block alone; the report a cell
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 
 
-def one(cells: int) -> dict[str, list[float]]:
+def one(cells: int, pause: float) -> dict[str, list[float]]:
     """Each kind of cell's times (seconds), the first included."""
     # Before dask is imported, which reads its config from the environment
     # then (set after, every variant recorded into the user's own store).
@@ -45,6 +46,9 @@ def one(cells: int) -> dict[str, list[float]]:
         shell.run_cell(f"from distributed import Client\nclient = Client({address!r})")
         shell.run_cell("%load_ext dask_observe")
         shell.run_cell("client.submit(abs, -1, pure=False).result()")
+        # Between the client's cell and the first recorded one, a user reads
+        # and types: the extension's warm-up runs then (``prepare.warm_up``).
+        time.sleep(pause)
         task = "client.submit(abs, -{i}, pure=False).result()"
         kinds = {
             "plain cell": task,
@@ -72,12 +76,18 @@ def main() -> None:
         help="NAME=PATH: the code at PATH (first on PYTHONPATH), in turns",
     )
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=1.0,
+        help="seconds between the client's cell and the first recorded one",
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     out = sys.__stdout__
     assert out is not None
     if args.one:
-        print("RESULT " + json.dumps(one(args.cells)), file=out)
+        print("RESULT " + json.dumps(one(args.cells, args.pause)), file=out)
         return
     variants = [v.split("=", 1) for v in args.variant or ["this=."]]
     # Each variant's processes, in turns: (kind -> medians, kind -> firsts).
@@ -90,7 +100,10 @@ def main() -> None:
             env["PYTHONPATH"] = os.pathsep.join(
                 [str(Path(path).resolve()), env.get("PYTHONPATH", "")]
             )
-            command = [sys.executable, __file__, "--one", "--cells", str(args.cells)]
+            command = [
+                sys.executable, __file__, "--one",
+                "--cells", str(args.cells), "--pause", str(args.pause),
+            ]  # fmt: skip
             done = subprocess.run(
                 command, env=env, capture_output=True, text=True, check=True
             )

@@ -458,7 +458,7 @@ def _prepare(result: object) -> None:
     more, the first block ~30 ms less; ``benchmarks/README.md``)."""
     if "distributed" not in sys.modules:
         return
-    from dask_observe.recording.prepare import prepare
+    from dask_observe.recording.prepare import prepare, warm_up
 
     ipython = get_ipython()
     if ipython is not None:
@@ -467,6 +467,7 @@ def _prepare(result: object) -> None:
         prepare()
     except Exception as e:  # only a head start: the first block does it again
         logger.debug("dask-observe: cannot ready the first recorded block: %s", e)
+    warm_up()  # what the first recorded cell's end and report import
 
 
 def unload(ipython: InteractiveShell) -> None:

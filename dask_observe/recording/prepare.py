@@ -16,6 +16,10 @@ removed.
 from __future__ import annotations
 
 import importlib
+import logging
+import threading
+
+logger = logging.getLogger(__name__)
 
 #: The modules a run's start and end import (the run's end thread aside: it
 #: imports its own, ``ending.END_IMPORTS``, before its client may close):
@@ -33,6 +37,22 @@ FIRST_RUN_IMPORTS = (
     "dask_observe.store.retention",
     "dask_observe.store.slices",
 )
+
+#: What a recorded cell's end and report import beyond its start: what its
+#: end judges with (``ending.END_IMPORTS``: pandas, whose import alone, ~0.3 s,
+#: was most of a first recorded one-task cell: 366 ms against 9 ms
+#: unrecorded) and the report's drawing. Imported by a thread of its own once
+#: the extension is ready (:func:`warm_up`): between a notebook's cells, not
+#: in its first recorded one.
+WARM_IMPORTS = (
+    "dask_observe.report",
+    "dask_observe.report.render",
+    # What pandas imports on a frame's first to_dict (the report's rows).
+    "pandas.core.methods.to_dict",
+)
+
+#: The thread that imports them.
+WARM_UP_THREAD = "dask-observe-warm-up"
 
 #: The bundle's modules: each role's plugin, as a cluster process builds it.
 ROLES = ("scheduler", "worker", "nanny")
@@ -52,3 +72,21 @@ def prepare() -> None:
     for role in ROLES:
         importlib.import_module(f"{package.__name__}.{role}")
     redact.configured()  # its expressions compiled
+
+
+def warm_up() -> threading.Thread:
+    """Import ``ending.END_IMPORTS`` and ``WARM_IMPORTS`` by a thread of its
+    own (a daemon: a process that exits meanwhile does not wait for it)."""
+
+    from dask_observe.recording.ending import END_IMPORTS
+
+    def imports() -> None:
+        for name in (*END_IMPORTS, *WARM_IMPORTS):
+            try:
+                importlib.import_module(name)
+            except Exception as e:  # the first run's end imports it, or says
+                logger.debug("dask-observe: cannot import %s ahead: %s", name, e)
+
+    thread = threading.Thread(target=imports, name=WARM_UP_THREAD, daemon=True)
+    thread.start()
+    return thread
