@@ -8,8 +8,8 @@ notice). Here the same figures are worked out from the rows themselves, where
 they are few (``FEW_TASKS``, ``FEW_ROWS``), and made a DataFrame once, as
 their readers take them; more rows keep the pandas path, whose cost is then
 per row. The two paths give the same figures: tests/test_few.py checks them
-against each other on real runs (failed tasks, a killed worker, workers
-added and removed).
+against each other on a real run and on a written one (a task killed with
+its worker, a worker removed, a memory restart).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def task_table(
     return {column: [task[column] for task in tasks] for column in TABLE_COLUMNS}
 
 
-#: The task columns that hold numbers (``RunData.tasks`` makes them floats).
+#: The task columns that hold numbers (floats here; None where missing).
 _NUMBERS = frozenset(
     ("start", "stop", "ended", *SECONDS, "nbytes", "thread", "duration_s")
 )
