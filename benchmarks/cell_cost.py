@@ -5,8 +5,10 @@
         --variant old=../old --variant new=.
 
 An IPython shell (``IPython.testing.globalipapp``: the magics as a kernel runs
-them, without a frontend) with dask_observe loaded and a client of a
-LocalCluster of 2 worker processes runs one-task cells in rotation: plain,
+them, without a frontend) loads dask_observe, then makes a client of a
+LocalCluster of 2 worker processes (a notebook's order; ``--client-first``
+the other way round, where no discovery readies the cluster), and runs
+one-task cells in rotation: plain,
 ``%%dask_record --no-widget`` (it ends showing the run's report, as a user
 sees it) and ``%%dask_record --no-widget --no-report`` (the summary line only).
 A 50 ms pause before each, and ``--pause`` (1 s) before the first, after the
@@ -31,7 +33,7 @@ import time
 from pathlib import Path
 
 
-def one(cells: int, pause: float) -> dict[str, list[float]]:
+def one(cells: int, pause: float, client_first: bool) -> dict[str, list[float]]:
     """Each kind of cell's times (seconds), the first included."""
     # Before dask is imported, which reads its config from the environment
     # then (set after, every variant recorded into the user's own store).
@@ -43,8 +45,12 @@ def one(cells: int, pause: float) -> dict[str, list[float]]:
     assert shell is not None
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as c:
         address = c.scheduler_address
-        shell.run_cell(f"from distributed import Client\nclient = Client({address!r})")
-        shell.run_cell("%load_ext dask_observe")
+        made = f"from distributed import Client\nclient = Client({address!r})"
+        # A notebook's order: the extension first, then the client's cell
+        # (the kernel's discovery puts the capture on its cluster after it).
+        first = [made, "%load_ext dask_observe"]
+        for cell in first if client_first else first[::-1]:
+            shell.run_cell(cell)
         shell.run_cell("client.submit(abs, -1, pure=False).result()")
         # Between the client's cell and the first recorded one, a user reads
         # and types: the extension's warm-up runs then (``prepare.warm_up``).
@@ -77,6 +83,11 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument(
+        "--client-first",
+        action="store_true",
+        help="make the client before loading the extension (no discovery)",
+    )
+    parser.add_argument(
         "--pause",
         type=float,
         default=1.0,
@@ -87,7 +98,8 @@ def main() -> None:
     out = sys.__stdout__
     assert out is not None
     if args.one:
-        print("RESULT " + json.dumps(one(args.cells, args.pause)), file=out)
+        found = one(args.cells, args.pause, args.client_first)
+        print("RESULT " + json.dumps(found), file=out)
         return
     variants = [v.split("=", 1) for v in args.variant or ["this=."]]
     # Each variant's processes, in turns: (kind -> medians, kind -> firsts).
@@ -103,6 +115,7 @@ def main() -> None:
             command = [
                 sys.executable, __file__, "--one",
                 "--cells", str(args.cells), "--pause", str(args.pause),
+                *(["--client-first"] if args.client_first else []),
             ]  # fmt: skip
             done = subprocess.run(
                 command, env=env, capture_output=True, text=True, check=True
