@@ -98,8 +98,8 @@ def main() -> None:
     out = sys.__stdout__
     assert out is not None
     if args.one:
-        found = one(args.cells, args.pause, args.client_first)
-        print("RESULT " + json.dumps(found), file=out)
+        took = one(args.cells, args.pause, args.client_first)
+        print("RESULT " + json.dumps(took), file=out)
         return
     variants = [v.split("=", 1) for v in args.variant or ["this=."]]
     # Each variant's processes, in turns: (kind -> medians, kind -> firsts).
