@@ -251,10 +251,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 #: The import cycles left (issue 69): each to be cut, never one added. The
-#: public Run publishes itself to the archive, whose runs are Runs; a
-#: comparison renders itself with the report's parts, which read its figures.
+#: public Run publishes itself to the archive, whose runs are Runs.
 KNOWN_MODULE_CYCLES = [
-    ["dask_observe.analysis.compare", "dask_observe.report.comparison"],
     [
         "dask_observe.api",
         "dask_observe.archive",

@@ -19,10 +19,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dask_observe import config
 from dask_observe.analysis import noise, verdicts
 from dask_observe.analysis.changes import code_diff, differences
+from dask_observe.analysis.comparing import (
+    CODE_ROWS,
+    per_task_text,
+    ratio_text,
+    shown,
+    where,
+)
 from dask_observe.analysis.figures import HostLoad
 from dask_observe.analysis.verdicts import PER_TASK
-from dask_observe.plaintext import short_path
-from dask_observe.units import format_bytes, format_seconds
+from dask_observe.units import format_seconds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -173,38 +179,6 @@ class Comparison:
 
 #: What a time figure says, unmarked, when the host explains its change.
 HOST_MARKS = (verdicts.BUSIER_HOST, verdicts.QUIETER_HOST)
-
-#: Functions listed at most under "Code that changed".
-CODE_ROWS = 8
-
-
-def per_task_text(row: dict[Any, Any]) -> str:
-    """A profile change's seconds a task, with their own mark, where the
-    prefix ran a different number of tasks ("" where it ran as many)."""
-    if row["a_tasks"] == row["b_tasks"] or not row["a_tasks"] or not row["b_tasks"]:
-        return ""
-    return (
-        f"; a task ({row['a_tasks']:,} -> {row['b_tasks']:,} tasks) "
-        f"{format_seconds(row['a_per_task_s'])} -> "
-        f"{format_seconds(row['b_per_task_s'])} {ratio_text(row['per_task_ratio'])}"
-        f"  {row['per_task_verdict'] or 'unmarked'}"
-    )
-
-
-def where(row: dict[Any, Any]) -> str:
-    """file:line of a profile row, in its prefix's tasks when it has one."""
-    where = f"{short_path(str(row['filename']))}:{row['lineno']}"
-    return f"{where}, in {row['prefix']} tasks" if row["prefix"] else where
-
-
-def shown(value: float | None, unit: str) -> str:
-    if value is None or value != value:
-        return "-"
-    if unit in ("s", PER_TASK):
-        return format_seconds(value)
-    if unit == "bytes":
-        return format_bytes(value)
-    return f"{int(value):,}"
 
 
 def figures(run: RunData) -> dict[str, Any]:
@@ -397,16 +371,6 @@ def _ratio(a: float | None, b: float | None) -> float:
     if a == 0:
         return 1.0 if b == 0 else float("inf")
     return b / a
-
-
-def ratio_text(ratio: float) -> str:
-    """A ratio as the comparison shows it: "2.50x", "new" (from zero),
-    "gone" (to zero), "" (unknown)."""
-    if ratio != ratio:
-        return ""
-    if ratio == float("inf"):
-        return "new"
-    return "gone" if ratio == 0 else f"{ratio:.2f}x"
 
 
 def _resolve(run: RunData | int | str, store: RunSource | None) -> RunData:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from dask_observe.analysis import verdicts
 from dask_observe.analysis.changes import code_diff
-from dask_observe.analysis.compare import (
+from dask_observe.analysis.comparing import (
     CODE_ROWS,
     per_task_text,
     ratio_text,
