@@ -6,7 +6,7 @@ between workers (profiles: :mod:`.trees`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dask_observe.analysis import few
 from dask_observe.analysis.few import DISK_COLUMNS as DISK_COLUMNS
@@ -304,12 +304,23 @@ def running_at_end(run: RunData) -> float:
         within = max(0.0, at - run.started)
         for worker in data.get("workers") or ():
             for task in worker.get("processing") or ():
-                elapsed = task.get("elapsed")
-                heard = float(elapsed) if isinstance(elapsed, (int, float)) else 0.0
-                since = started.get(str(task.get("key")))
-                said = at - since[0] if since is not None else 0.0
-                held += min(max(heard, said), within)
+                held += min(ran_for(task, at, started) or 0.0, within)
     return held
+
+
+def ran_for(
+    task: dict[str, Any], at: float, started: dict[str, tuple[float, str]]
+) -> float | None:
+    """How long a task still running at ``at`` (a ``run-stopped`` event's
+    ``processing`` entry) had run: the longer of what the scheduler heard
+    from its worker's last heartbeat (``elapsed``) and what the worker said
+    of its start (``started``: :func:`long_tasks`); None, told by neither."""
+    elapsed = task.get("elapsed")
+    heard = float(elapsed) if isinstance(elapsed, (int, float)) else None
+    since = started.get(str(task.get("key")))
+    said = max(0.0, at - since[0]) if since is not None else None
+    known = [seconds for seconds in (heard, said) if seconds is not None]
+    return max(known) if known else None
 
 
 def process_memory(run: RunData, fast: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.analysis.figures import long_tasks
+from dask_observe.analysis.figures import long_tasks, ran_for
 from dask_observe.plaintext import fold_frames, fold_text, frame_text, is_fold
 from dask_observe.store.rundata import format_frames
 from dask_observe.units import format_bytes, format_seconds
@@ -34,16 +34,14 @@ def stopped_state(run: RunData) -> dict[str, Any] | None:
     if found is None:
         return None
     # The scheduler knows how long a task ran only from its worker's last
-    # heartbeat, none of which may have come on a loaded host: then the
-    # worker's own word of when it began says (``figures.long_tasks``). Told
-    # by neither, the task is still shown, its time unknown (a CI run's
-    # report left out the one stuck task's stack and native frames).
+    # heartbeat, none of which may have come on a loaded host: its worker's
+    # own word of when it began counts too, as in the run's time split
+    # (``figures.ran_for``). Told by neither, the task is still shown, its
+    # time unknown (a CI run's report left out the one stuck task's stack).
     began = long_tasks(run)
     for worker in found.get("workers") or ():
         for task in worker.get("processing") or ():
-            since = began.get(str(task.get("key")))
-            if task.get("elapsed") is None and since is not None:
-                task["elapsed"] = max(0.0, found["time"] - since[0])
+            task["elapsed"] = ran_for(task, found["time"], began)
     found["stacks"] = {
         str(d.get("key")): d.get("frames") or []
         for _, _, _, d in run.event_rows("task-stack")
