@@ -173,6 +173,55 @@ def test_a_task_stuck_since_its_workers_last_heartbeat_is_timed_to_now(
     assert ran and float(ran[1]) >= 1.0, said
 
 
+def test_a_task_its_client_let_go_of_still_counts_where_the_run_stopped(
+    make_client: Callable[..., Client],
+) -> None:
+    # A user's `client.submit(f).result(timeout=...)` holds its future only
+    # in a temporary: the timeout releases the task, and that release can
+    # reach the scheduler before the run's end (CI, the demo's hang: "0
+    # tasks", nothing of where it stood). Its worker runs it on regardless.
+    # The truth here: one task, still running in its worker's thread.
+    client = make_client(n_workers=1, threads_per_worker=1, processes=False)
+    scheduler = client.cluster.scheduler  # type: ignore[union-attr]
+    with (
+        pytest.raises(TimeoutError),
+        dask_observe.record("let go", client=client) as run,
+    ):
+        future = client.submit(wait_for_release, pure=False)
+        key = future.key
+        wait_until(
+            lambda: any(ws.executing for ws in scheduler.workers.values()),
+            "the task executing",
+        )
+        del future  # as the timeout's unwinding drops it
+        wait_until(lambda: key not in scheduler.tasks, "the scheduler forgot it")
+        raise TimeoutError
+    summary = run.summary()
+    assert (summary["n_tasks"], summary["n_running"]) == (1, 1), summary
+    assert run.status == "failed"
+    html = run.report().html
+    assert "Where it stood when it stopped" in html
+    assert f"{key} (its client let go" in html
+    assert "in wait_for_release" in html  # its stack, sampled as it stopped
+    stacks = run.stacks()
+    assert key in set(stacks["key"])
+
+
+def test_the_tasks_let_go_of_are_kept_to_a_bound_newest_first() -> None:
+    # A client that cancels a graph of a million tasks must not grow the
+    # scheduler's memory: only a worker's threads' worth can still run.
+    from dask_observe.capture.letgo import MAX_LET_GO, LetGo
+
+    let_go = LetGo()
+    let_go.watch("span")
+    for i in range(MAX_LET_GO + 5):
+        let_go.released(["span", "unwatched"], ("x", i), "x")
+    kept = let_go.unwatch("span")
+    assert len(kept) == MAX_LET_GO
+    assert "('x', 4)" not in kept and kept["('x', 5)"] == ("x", ("x", 5))
+    assert not let_go.any("unwatched")
+
+
 def test_a_worker_paused_by_a_leak_is_why_nothing_runs(
     make_client: Callable[..., Client], store_path: Any
 ) -> None:

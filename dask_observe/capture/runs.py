@@ -19,6 +19,7 @@ from tornado.ioloop import IOLoop
 
 from . import host
 from .hangs import ProgressWatch, describe, work_remains
+from .letgo import LetGo, still_running
 from .wire import FLUSH_HANDLER, STACKS_HANDLER
 
 if TYPE_CHECKING:
@@ -94,6 +95,8 @@ class RunCalls:
     _watched: dict[str, Counter[tuple[str, str]]]
     #: Per watched span: tasks of its run filed under an older span, by prefix.
     _adopted: dict[str, Counter[str]]
+    #: Per watched span: its tasks let go of while processing.
+    _let_go: LetGo
     _progress: ProgressWatch
     _reader_seen_at: float
     #: Watched spans whose block has returned, their end on its way (a pull
@@ -128,6 +131,7 @@ class RunCalls:
         self._reader_seen_at = time.monotonic()
         self._watched.setdefault(span_id, Counter())
         self._adopted.setdefault(span_id, Counter())
+        self._let_go.watch(span_id)
         self._progress.watch(span_id)
         self._host_marks[span_id] = host.mark()
         self.sample(every=True)
@@ -140,6 +144,7 @@ class RunCalls:
         self.sample()
         self._ending.discard(span_id)
         self._adopted.pop(span_id, None)
+        self._let_go.unwatch(span_id)
         self._progress.unwatch(span_id)
         totals: Counter[str] = Counter()
         for (_, finish), n in self._watched.pop(span_id, Counter()).items():
@@ -176,11 +181,9 @@ class RunCalls:
         began = self._host_marks.pop(span_id, None)
         if began is not None:  # the scheduler's host over the run's window
             self._event("host-load", None, {**host.since_mark(began), "run": True})
-        if stopped and work_remains(self._scheduler):
-            since = self._progress.since(span_id) or time.time()
-            self._event("run-stopped", None, describe(self._scheduler, span_id, since))
-            await asyncio.gather(*self._stack_samples())
         running = _processing(self._scheduler, span_id)
+        if stopped:
+            running += await self._stopped(span_id)
         counts = self.unwatch(span_id)
         if running:
             counts["running"] = running
@@ -198,12 +201,35 @@ class RunCalls:
             ended["pull"] = self.pull(cursor, instance)
         return ended
 
-    def _stack_samples(self) -> list[Awaitable[Any]]:
-        """Have every worker running tasks sample their stacks, to ship with
-        the flush that follows."""
+    async def _stopped(self, span_id: str) -> int:
+        """A run stopped: where it stood (a ``run-stopped`` event), the stacks
+        of its running tasks, and how many ran that the scheduler no longer
+        holds (its client let go of them: ``letgo``)."""
         assert self._scheduler is not None
-        busy = [ws.address for ws in self._scheduler.workers.values() if ws.processing]
-        return self._calls(STACKS_HANDLER, [(address, {}) for address in busy])
+        let_go = self._let_go.any(span_id)
+        remains = work_remains(self._scheduler)
+        if not (remains or let_go):
+            return 0
+        since = self._progress.since(span_id) or time.time()
+        described = describe(self._scheduler, span_id, since)
+        # Every worker running tasks samples their stacks, to ship with the
+        # flush that follows; with tasks let go of, every worker, to say
+        # which of them it still runs.
+        replies: dict[str, Any] = {}
+        asked = [
+            ws.address
+            for ws in self._scheduler.workers.values()
+            if ws.processing or let_go
+        ]
+        calls: list[tuple[str, dict[str, Any]]] = [(address, {}) for address in asked]
+        await asyncio.gather(*self._calls(STACKS_HANDLER, calls, replies=replies))
+        still = still_running(self._scheduler, self._let_go.unwatch(span_id), replies)
+        if not (remains or still):
+            return 0
+        for worker in described["workers"]:
+            worker["processing"].extend(still.get(worker["worker"], ()))
+        self._event("run-stopped", None, described)
+        return sum(map(len, still.values()))
 
     def _flushes(self, heartbeat: bool = True) -> list[Awaitable[Any]]:
         """A flush of every worker (with a heartbeat, which carries its fine
@@ -253,6 +279,7 @@ class RunCalls:
         name: str,
         calls: list[tuple[str, dict[str, Any]]],
         timeout: float | None = None,
+        replies: dict[str, Any] | None = None,
     ) -> list[Awaitable[Any]]:
         """The handler ``name`` of each (address, arguments), to await
         together: called directly for a server on this event loop, elsewhere
@@ -261,7 +288,8 @@ class RunCalls:
         server gone, without the plugin, or not done within ``timeout``
         seconds, has nothing to give: skipped; so has a worker of another
         process that the scheduler removes while it is called
-        (``_unless_it_leaves``)."""
+        (``_unless_it_leaves``). With ``replies``, each answer is kept there
+        by address."""
         here = _handlers_on_this_loop(name) if calls else {}
         assert self._scheduler is not None
         present = self._scheduler.workers
@@ -279,15 +307,17 @@ class RunCalls:
                     if timeout is not None:
                         done = asyncio.wait_for(done, timeout)
                     if handler is None and address in workers:  # a message
-                        await self._unless_it_leaves(address, done)
+                        done = await self._unless_it_leaves(address, done)
                     else:
-                        await done
+                        done = await done
+                if replies is not None:
+                    replies[address] = done
             except Exception as e:
                 logger.debug("dask-observe: no %s of %s: %s", name, address, e)
 
         return [call(address, arguments) for address, arguments in calls]
 
-    async def _unless_it_leaves(self, address: str, done: Awaitable[Any]) -> None:
+    async def _unless_it_leaves(self, address: str, done: Awaitable[Any]) -> Any:
         """Await ``done``, a call to the worker at ``address``, unless the
         scheduler removes that worker first. A call to a worker that died
         retries its refused connection for distributed's connect timeout
@@ -310,9 +340,9 @@ class RunCalls:
             if not call.done():
                 call.cancel()
         if call.done():
-            call.result()  # its error, for the caller to log
-        else:
-            logger.debug("dask-observe: %s left while called", address)
+            return call.result()  # or its error, for the caller to log
+        logger.debug("dask-observe: %s left while called", address)
+        return None
 
     def fine_metrics(
         self, span_id: str | None = None

@@ -25,6 +25,7 @@ from .buffer import DropCountingBuffer, SequencedBuffer
 from .clock import CLOCK_HANDLER, clock_reading
 from .hangs import ProgressWatch, describe, pace, work_remains
 from .host import HostSampler, Mark
+from .letgo import LetGo
 from .logs import replay
 from .metrics import WorkerSamples, cluster_metrics
 from .router import LogRouter, Sink
@@ -89,6 +90,17 @@ def phase_seconds(
     return list(phases.values()), begin, end
 
 
+def _span_ids(ts: Any) -> tuple[str, ...]:
+    """The spans of a task, and the runs it was submitted in where its group
+    kept an older span."""
+    annotations = ts.annotations or {}
+    span_ids = tuple((annotations.get("span") or {}).get("ids", ()))
+    runs = annotations.get(RUN_ANNOTATION)
+    if runs:
+        span_ids = (*span_ids, *(r for r in runs if r not in span_ids))
+    return span_ids
+
+
 def _scheduler_exception(kwargs: dict[str, Any]) -> str | None:
     """The text of an error the scheduler raised itself (KilledWorker): it sends
     only the pickled exception, which it made, so reading it back is safe."""
@@ -134,6 +146,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         )
         #: Per watched span: tasks that ended, by (prefix, memory|erred).
         self._watched: dict[str, Counter[tuple[str, str]]] = {}
+        self._let_go = LetGo()
         self._host_marks: dict[str, Mark] = {}
         self._ending: set[str] = set()
         self._nanny_of = {
@@ -239,21 +252,29 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         self.buffer.release_read()
 
     # -- hooks: the hot path -----------------------------------------------------
+    def _released(self, key: Any) -> None:
+        """A task of a watched run let go of while processing: it may run on
+        (see ``letgo``)."""
+        assert self._scheduler is not None
+        ts = self._scheduler.tasks.get(key)
+        if ts is not None:
+            self._let_go.released(_span_ids(ts), key, ts.prefix.name)
+
     def transition(
         self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any
     ) -> None:
         # The scheduler's hottest path: leave at once unless a task ran and ended.
-        if start != "processing" or (finish != "memory" and finish != "erred"):
+        if start != "processing":
+            return
+        if finish != "memory" and finish != "erred":
+            if finish == "released" and self._watched:  # its client let go
+                self._released(key)
             return
         assert self._scheduler is not None
         ts = self._scheduler.tasks.get(key)
         if ts is None:
             return
-        annotations = ts.annotations or {}
-        span_ids = (annotations.get("span") or {}).get("ids", ())
-        runs = annotations.get(RUN_ANNOTATION)
-        if runs:  # the runs it was submitted in, if its group kept an older span
-            span_ids = (*span_ids, *(r for r in runs if r not in span_ids))
+        span_ids = _span_ids(ts)
         if self._watched:
             for span_id in span_ids:
                 counter = self._watched.get(span_id)

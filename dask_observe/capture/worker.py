@@ -407,10 +407,12 @@ class ObserveWorkerPlugin(WorkerPlugin):
             now, self.long_tasks.running, threads, ship, every=every, native=native
         )
 
-    def sample_stacks(self) -> None:
+    def sample_stacks(self) -> list[str]:
         """The stack of every running task, shipped with the next flush: a run
-        that stops while they run keeps where each one was."""
+        that stops while they run keeps where each one was. Answers the keys
+        of the tasks running (those the scheduler let go of included)."""
         self._sample_stacks(time.time(), every=True)
+        return list(self.long_tasks.running)
 
     async def flush(self, heartbeat: bool = False) -> None:
         """Ship the buffered records now; with ``heartbeat``, then send one if
@@ -452,8 +454,15 @@ class ObserveWorkerPlugin(WorkerPlugin):
         if finish == "executing":
             self.long_tasks.started(str(key))
             LogRouter.task_starting()  # its prints and warnings caught
-        elif start == "executing":
+        elif start == "executing" or start == "cancelled":
+            # Let go of by the scheduler (a client's timeout), a task runs on
+            # in its thread, "cancelled", until its function returns: still
+            # its own output, stack and time until then.
+            if (finish == "released" or start == "cancelled") and self._runs(key):
+                return
             name = str(key)
+            if start == "cancelled" and name not in self.long_tasks.running:
+                return
             # Its output first (its last partial line, what its pipes hold),
             # while it still counts as running: then told as its own.
             LogRouter.task_ended(key)
@@ -461,6 +470,14 @@ class ObserveWorkerPlugin(WorkerPlugin):
             self._stacks.ended(name)
         elif start == "flight" and finish == "memory" and self._transfers:
             self._transfers.fetched(key)
+
+    def _runs(self, key: Any) -> bool:
+        """Whether the worker's task of ``key`` still runs its function."""
+        ts = self._worker.state.tasks.get(key) if self._worker else None
+        state = getattr(ts, "state", None)
+        return state == "executing" or (
+            state == "cancelled" and getattr(ts, "previous", None) == "executing"
+        )
 
     async def teardown(self, worker: Worker) -> None:
         if self._heartbeats is not None:

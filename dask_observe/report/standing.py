@@ -79,6 +79,15 @@ def _stack_html(frames: list[list[Any]], styled: Any) -> str:
     )
 
 
+def _running_text(task: dict[str, Any]) -> str:
+    """A running task's key, how long it had run and whether its client had
+    let go of it (it runs on in its worker's thread: see capture.letgo)."""
+    said = ["its client let go"] if task.get("let_go") else []
+    if task.get("elapsed") is not None:
+        said.append(format_seconds(task["elapsed"]))
+    return escape(task["key"]) + (f" ({'; '.join(said)})" if said else "")
+
+
 def render(state: dict[str, Any] | None, styled: Any) -> str:
     """The section's HTML; ``styled(name)`` gives a named style attribute."""
     if state is None:
@@ -92,15 +101,7 @@ def render(state: dict[str, Any] | None, styled: Any) -> str:
             if w.get("limit")
             else format_bytes(w["managed"] + w["unmanaged"])
         )
-        tasks = [
-            escape(t["key"])
-            + (
-                f" ({format_seconds(t['elapsed'])})"
-                if t.get("elapsed") is not None
-                else ""
-            )
-            for t in w.get("processing", ())
-        ]
+        tasks = [_running_text(t) for t in w.get("processing", ())]
         for t in w.get("processing", ()):
             elapsed = t.get("elapsed")
             shown = elapsed if elapsed is not None else -1.0
