@@ -1,8 +1,9 @@
+import { launchIcon, Toolbar, ToolbarButton } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
 import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { button, element, heading } from './dom';
+import { element, heading } from './dom';
 import { LogBuffer } from './logbuffer';
 export { LOG_TAIL } from './logbuffer';
 import { LogList } from './loglist';
@@ -41,13 +42,17 @@ export class LogsView extends Widget {
     this._openInTab = options.openInTab !== undefined;
     if (options.openInTab) {
       // The sidebar is narrow for long lines: the same view, wide, in a tab.
-      head.append(
-        button(
-          'jp-DaskObserve-logs-open',
-          'Open in a tab',
-          options.openInTab,
-          'Follow these logs in a main-area tab'
-        )
+      // An icon in the section's title, as the debugger's sections have
+      // their actions (the side panel's accordion shows a view's `toolbar`).
+      this.toolbar.addItem(
+        'open-in-tab',
+        new ToolbarButton({
+          className: 'jp-DaskObserve-logs-open',
+          icon: launchIcon,
+          label: '',
+          tooltip: 'Open in a tab: follow these logs in a main-area tab',
+          onClick: options.openInTab
+        })
       );
     }
     // What an empty list means, and what to do (never a blank box).
@@ -100,6 +105,11 @@ export class LogsView extends Widget {
   }
 
   /**
+   * The view's actions, shown in its side panel section's title.
+   */
+  readonly toolbar = new Toolbar();
+
+  /**
    * The lines that pass the filters, oldest first.
    */
   get shown(): readonly ILogLine[] {
@@ -142,6 +152,7 @@ export class LogsView extends Widget {
     Signal.disconnectReceiver(this); // the stream may outlive this view
     this._buffer.dispose();
     this._toolbar.dispose();
+    this.toolbar.dispose();
     this._list.dispose();
     if (this._frame !== 0) {
       cancelAnimationFrame(this._frame);

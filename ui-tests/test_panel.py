@@ -318,7 +318,7 @@ def test_the_live_logs_open_wide_in_a_tab_that_follows_on_its_own(
         expect(side.locator(".jp-DaskObserve-log", has_text=marker)).to_have_count(1)
         panel_streams = open_streams()
 
-        side.locator(".jp-DaskObserve-logs-open").click()
+        page.locator("#dask-observe-panel .jp-DaskObserve-logs-open").click()
         assert client.scheduler is not None
         tab = page.locator(
             ".lm-DockPanel-tabBar .lm-TabBar-tab",
@@ -347,7 +347,7 @@ def test_the_live_logs_open_wide_in_a_tab_that_follows_on_its_own(
         page.screenshot(path=ARTIFACTS / "panel-logs-tab.png")
 
         # Asked again, the open tab comes forward; closed, its websocket closes.
-        side.locator(".jp-DaskObserve-logs-open").click()
+        page.locator("#dask-observe-panel .jp-DaskObserve-logs-open").click()
         expect(page.locator(".jp-DaskObserve-logs-tab")).to_have_count(1)
         assert open_streams() == panel_streams + 1
         tab.locator(".lm-TabBar-tabCloseIcon").click()

@@ -182,7 +182,7 @@ def test_two_runs_compare_in_a_tab_and_a_finished_run_replays(
     )
     expect(workers.locator(".jp-DaskObserve-worker-processing")).to_have_count(0)
     # The replayed run's logs open wide in a tab of their own.
-    logs.locator(".jp-DaskObserve-logs-open").click()
+    page.locator("#dask-observe-panel .jp-DaskObserve-logs-open").click()
     expect(
         page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Logs: run 1")
     ).to_be_visible()
@@ -414,6 +414,12 @@ def test_at_300_px_every_section_shows_its_content_whole(
         SECTION_PARTS,
     )
     page.locator("#dask-observe-panel").screenshot(path=ARTIFACTS / "panel-300px.png")
+    # The logs' action is an icon in its section's title, as the debugger's
+    # sections have theirs, whole at 300 px.
+    action = panel.locator(".lm-AccordionPanel-title .jp-DaskObserve-logs-open")
+    expect(action).to_have_attribute("title", re.compile(r"^Open in a tab: "))
+    drawn = action.bounding_box()
+    assert drawn is not None and drawn["x"] + drawn["width"] <= box["x"] + width, drawn
     for section in measured:
         assert section["parts"] > 0, section
         assert section["cut"] == 0 and section["across"] <= 0, section

@@ -1,6 +1,7 @@
 import { LogsView } from '../logs';
 import { StoreStream } from '../stream';
 import { FakeSocket } from './fakesocket';
+import { Toolbar, ToolbarButton } from './uicomponents';
 
 jest.mock('@jupyterlab/services', () =>
   jest.requireActual<typeof import('./fixtures')>('./fixtures').services()
@@ -87,6 +88,29 @@ describe('LogsView, a run from near its end', () => {
     await drawn();
     expect(text(view, '.jp-DaskObserve-logs-tail')).toBe('');
     view.dispose();
+    stream.dispose();
+  });
+});
+
+describe('LogsView, its section title’s action', () => {
+  it('offers the logs wide in a tab, as an icon button with its words', () => {
+    // (The real ToolbarButton is drawn and clicked in the browser tests:
+    // jest sees a stand-in, src/__tests__/uicomponents.ts.)
+    const stream = new StoreStream();
+    const opened: number[] = [];
+    const view = new LogsView({ stream, openInTab: () => opened.push(1) });
+    expect([...view.toolbar.names()]).toEqual(['open-in-tab']);
+    const open = (view.toolbar as unknown as Toolbar).item('open-in-tab') as
+      ToolbarButton | undefined;
+    expect(open?.props.className).toBe('jp-DaskObserve-logs-open');
+    expect(open?.props.tooltip).toMatch(/^Open in a tab: /);
+    (open?.props.onClick as () => void)();
+    expect(opened).toEqual([1]);
+    // The tab's own view has no action to open itself again.
+    const tab = new LogsView({ stream });
+    expect([...tab.toolbar.names()]).toEqual([]);
+    view.dispose();
+    tab.dispose();
     stream.dispose();
   });
 });
