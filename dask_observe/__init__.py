@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from distributed import Client
     from IPython.core.interactiveshell import InteractiveShell
 
-    from dask_observe.analysis.compare import Comparison
     from dask_observe.archive import Archive
+    from dask_observe.report.comparison import ShownComparison
 
 __all__ = [
     "Run",
@@ -71,17 +71,18 @@ def compare(
     *,
     threshold: float | None = None,
     store: Store | Archive | None = None,
-) -> Comparison:
+) -> ShownComparison:
     """Compare run ``b`` against run ``a``: headline figures and per-prefix times
     side by side with ratios ``b / a``, regressions and improvements marked.
 
     See :func:`dask_observe.analysis.compare.compare`.
     """
     from dask_observe.analysis.compare import compare as _compare
+    from dask_observe.report.comparison import displayable
 
     if store is None and not (isinstance(a, Run) and isinstance(b, Run)):
         store = open_store(create=False)
-    return _compare(a, b, threshold=threshold, store=store)
+    return displayable(_compare(a, b, threshold=threshold, store=store))
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:

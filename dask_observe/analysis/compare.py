@@ -69,8 +69,12 @@ class Comparison:
     host: tuple[HostLoad, HostLoad] = (HostLoad(), HostLoad())
     #: Which code changed (``profiles.profile_changes``; empty when not read).
     code: pd.DataFrame | None = field(default=None, repr=False)
-    #: Run b's profile coloured by its change against a (an SVG; "" for none).
-    code_chart: str = field(default="", repr=False)
+    #: The two runs' profiles, a box per prefix (``profiles.compared_profiles``),
+    #: that the report draws as b's coloured by its change against a; None
+    #: where either has none, or they were not read.
+    profiles: tuple[dict[str, Any], dict[str, Any]] | None = field(
+        default=None, repr=False
+    )
 
     def profile_changes(self) -> pd.DataFrame:
         """Which code got slower: function by function, the self time in b
@@ -170,11 +174,6 @@ class Comparison:
 
     def __repr__(self) -> str:
         return self.text()
-
-    def _repr_html_(self) -> str:
-        from dask_observe.report.comparison import render_html
-
-        return render_html(self)
 
 
 #: What a time figure says, unmarked, when the host explains its change.
@@ -352,7 +351,7 @@ def compare(
     )  # fmt: skip
     if profiles:  # read now: a comparison outlives the store it was read from
         from dask_observe.analysis.profiles import (
-            differential_icicle,
+            compared_profiles,
             measured,
             profile_changes,
         )
@@ -360,7 +359,7 @@ def compare(
         # Each run's profile scaled once (it reads the run's tasks) for both.
         measures = (measured(run_a, fa["tasks"]), measured(run_b, fb["tasks"]))
         comparison.code = profile_changes(run_a, run_b, threshold, hosts, measures)
-        comparison.code_chart = differential_icicle(run_a, run_b, measures)
+        comparison.profiles = compared_profiles(measures)
     return comparison
 
 

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from dask_observe.analysis import verdicts
 from dask_observe.analysis.figures import HostLoad
-from dask_observe.analysis.trees import profile_table
-from dask_observe.report.icicle import CallPath, icicle
+from dask_observe.analysis.trees import CallPath, profile_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -218,11 +217,7 @@ def _with_samples(m: Measured) -> pd.DataFrame:
     return table
 
 
-# -- the differential icicle -------------------------------------------------------
-
-_SLOWER = ("#fee0d2", "#fc9272", "#ef3b2c", "#a50f15")
-_FASTER = ("#deebf7", "#9ecae1", "#4292c6", "#08519c")
-_SAME = "#e0e0e0"
+# -- each call path's change, for the differential icicle ---------------------------
 
 
 def _seconds_by_path(profile: dict[str, Any]) -> dict[CallPath, float]:
@@ -238,42 +233,40 @@ def _seconds_by_path(profile: dict[str, Any]) -> dict[CallPath, float]:
     return found
 
 
-def change_fill(
+#: The steps of a call path's change (``path_change``): log2 of the ratio
+#: below each bound is that step (1.25x, 2x, 4x, beyond).
+CHANGE_STEPS = (0.32, 1.0, 2.0)
+
+
+def path_change(
     a: dict[str, Any], b: dict[str, Any]
-) -> Callable[[dict[str, Any], CallPath], str]:
-    """Colours b's boxes by their time against the same call path in a: reds
-    for slower (darker the larger the ratio: 1.25x, 2x, 4x), blues for faster,
-    grey where the change is within sampling noise."""
+) -> Callable[[dict[str, Any], CallPath], int]:
+    """How each box of b's profile changed against the same call path in a:
+    0 within sampling noise; 1 to 4 slower (1.25x, 2x, 4x, beyond), -1 to -4
+    faster."""
     before = _seconds_by_path(a)
     interval = float(b.get("interval") or 0.01)
 
-    def fill(node: dict[str, Any], path: CallPath) -> str:
+    def change(node: dict[str, Any], path: CallPath) -> int:
         now = node["count"] * interval
         then = before.get(path, 0.0)
         spread = math.sqrt((now + then) / interval) * interval
         if abs(now - then) <= max(_SIGMAS * spread, 2 * interval):
-            return _SAME
+            return 0
         ratio = now / then if then else math.inf
-        scale = _SLOWER if ratio > 1 else _FASTER
         size = abs(math.log2(ratio)) if then else math.inf
-        return scale[0 if size < 0.32 else 1 if size < 1 else 2 if size < 2 else 3]
+        step = 1 + sum(size >= bound for bound in CHANGE_STEPS)
+        return step if ratio > 1 else -step
 
-    return fill
+    return change
 
 
-def differential_icicle(
-    run_a: RunData, run_b: RunData, measures: tuple[Measured, Measured] | None = None
-) -> str:
-    """Run b's profile as an icicle graph (a box per task prefix, its
-    functions below), each box coloured by its change against the same call
-    path in run a; "" when either has none."""
-    ma, mb = measures or (measured(run_a), measured(run_b))
-    a, b = ma.combined(), mb.combined()
+def compared_profiles(
+    measures: tuple[Measured, Measured],
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The two runs' profiles as one tree each (a box per task prefix, its
+    functions below), for the differential icicle; None when either has none."""
+    a, b = measures[0].combined(), measures[1].combined()
     if not a["root"]["children"] or not b["root"]["count"]:
-        return ""
-    return icicle(
-        b,
-        fill=change_fill(a, b),
-        legend="colour: time on that call path against run a "
-        "(red slower, blue faster, grey within sampling noise)",
-    )
+        return None
+    return a, b

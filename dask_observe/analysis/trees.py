@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+#: A call path from the root of a profile tree: (function, file, line) of
+#: each frame.
+CallPath = tuple[tuple[str, str, int], ...]
+
 if TYPE_CHECKING:
     import pandas as pd
 

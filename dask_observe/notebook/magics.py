@@ -343,9 +343,11 @@ class ObserveMagics(Magics):
 
     def _observe_compare(self, args: argparse.Namespace) -> Any:
         from dask_observe.analysis.compare import compare
+        from dask_observe.report.comparison import displayable
 
         with _reading(args) as store:
-            return compare(args.a, args.b, threshold=args.threshold, store=store)
+            compared = compare(args.a, args.b, threshold=args.threshold, store=store)
+        return displayable(compared)
 
     def _observe_history(self, args: argparse.Namespace) -> Any:
         with _reading(args) as store:

@@ -5,11 +5,13 @@ changed most. Escaped throughout: names, prefixes and code are the cluster's."""
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 from html import escape
-from typing import TYPE_CHECKING
+from typing import Any
 
 from dask_observe.analysis import verdicts
 from dask_observe.analysis.changes import code_diff
+from dask_observe.analysis.compare import Comparison
 from dask_observe.analysis.comparing import (
     CODE_ROWS,
     per_task_text,
@@ -17,11 +19,11 @@ from dask_observe.analysis.comparing import (
     shown,
     where,
 )
+from dask_observe.analysis.profiles import path_change
+from dask_observe.analysis.trees import CallPath
+from dask_observe.report.icicle import icicle
 from dask_observe.report.svg import image
 from dask_observe.units import format_seconds
-
-if TYPE_CHECKING:
-    from dask_observe.analysis.compare import Comparison
 
 _COLORS = {
     "regression": "#d62728",
@@ -112,11 +114,56 @@ def _code_html(c: Comparison) -> str:
         f"<td>{escape(per_task_text(r).lstrip('; '))}</td></tr>"
         for r in code.to_dict("records")
     )
-    chart = c.code_chart
+    chart = differential_icicle(*c.profiles) if c.profiles else ""
     return (
         "<p><b>Code that changed most</b> (time in the function itself)</p>"
         '<table class="dobs-code-changes" style="border-collapse:collapse">'
         "<tr><th>function</th><th>where</th><th>a</th><th>b</th><th>b/a</th>"
         f"<th></th><th>per task</th></tr>{rows}</table>"
         + (f'<p data-figure="profile-diff">{image(chart)}</p>' if chart else "")
+    )
+
+
+# -- the differential icicle -------------------------------------------------------
+
+_SLOWER = ("#fee0d2", "#fc9272", "#ef3b2c", "#a50f15")
+_FASTER = ("#deebf7", "#9ecae1", "#4292c6", "#08519c")
+_SAME = "#e0e0e0"
+
+
+def differential_icicle(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """Run b's profile as an icicle graph (a box per task prefix, its
+    functions below), each box coloured by its change against the same call
+    path in run a (``profiles.path_change``): reds slower, darker the larger
+    the ratio, blues faster, grey within sampling noise."""
+    change = path_change(a, b)
+
+    def fill(node: dict[str, Any], path: CallPath) -> str:
+        step = change(node, path)
+        if step == 0:
+            return _SAME
+        return (_SLOWER if step > 0 else _FASTER)[abs(step) - 1]
+
+    return icicle(
+        b,
+        fill=fill,
+        legend="colour: time on that call path against run a "
+        "(red slower, blue faster, grey within sampling noise)",
+    )
+
+
+class ShownComparison(Comparison):
+    """A comparison that Jupyter shows as its HTML (``_repr_html_``)."""
+
+    def _repr_html_(self) -> str:
+        return render_html(self)
+
+
+def displayable(comparison: Comparison) -> ShownComparison:
+    """``comparison`` as one that Jupyter shows as HTML: what ``compare``
+    gives users (the comparison itself is data, of the layer below)."""
+    if isinstance(comparison, ShownComparison):
+        return comparison
+    return ShownComparison(
+        **{f.name: getattr(comparison, f.name) for f in fields(comparison) if f.init}
     )

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from dask_observe.analysis.trees import CallPath
 from dask_observe.plaintext import short_path
 from dask_observe.report.svg import FRAME, SVG_ROOT, TEXT, WIDTH, escape
 from dask_observe.units import format_seconds
@@ -34,10 +35,6 @@ def _fill(filename: str) -> str:
         return "#c7c7c7"
     digest = hashlib.md5(filename.encode(), usedforsecurity=False).digest()
     return _WARM[digest[0] % len(_WARM)]
-
-
-#: A call path from the root: (function, file, line) of each frame.
-CallPath = tuple[tuple[str, str, int], ...]
 
 
 def _frame(node: dict[str, Any]) -> tuple[str, str, int]:

@@ -70,9 +70,10 @@ def read_archive_report(url: str, options: dict[str, Any], uid: str) -> str:
 
 def read_archive_comparison(url: str, options: dict[str, Any], a: str, b: str) -> str:
     from dask_observe.analysis.compare import compare
+    from dask_observe.report.comparison import render_html
     from dask_observe.report.style import page
 
-    body = compare(a, b, store=_archive(url, options))._repr_html_()
+    body = render_html(compare(a, b, store=_archive(url, options)))
     return page(f"Runs {escape(a)} and {escape(b)} compared", body)
 
 

@@ -128,9 +128,10 @@ def read_report(store: BaseStore, run_id: str) -> str:
 
 def read_comparison(store: BaseStore, a: str, b: str) -> str:
     from dask_observe.analysis.compare import compare
+    from dask_observe.report.comparison import render_html
     from dask_observe.report.style import page
 
-    body = compare(a, b, store=store)._repr_html_()
+    body = render_html(compare(a, b, store=store))
     return page(f"Runs {escape(a)} and {escape(b)} compared", body)
 
 
