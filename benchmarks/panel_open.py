@@ -96,10 +96,62 @@ def step(
     }
 
 
+def self_times(profile: dict[str, Any], top: int = 25) -> list[tuple[float, str]]:
+    """A CDP CPU profile's self time (ms) by function and script, largest
+    first: where a step's main-thread work went."""
+    nodes = {node["id"]: node for node in profile["nodes"]}
+    sampled: dict[int, float] = {}
+    stamps = profile.get("timeDeltas") or []
+    for node_id, delta in zip(profile.get("samples") or [], stamps, strict=False):
+        sampled[node_id] = sampled.get(node_id, 0.0) + delta / 1000
+    by_name: dict[str, float] = {}
+    for node_id, ms in sampled.items():
+        frame = nodes[node_id]["callFrame"]
+        script = frame["url"].rsplit("/", 1)[-1] or "(native)"
+        function = frame["functionName"] or "(anonymous)"
+        name = f"{function} {script}:{frame['lineNumber']}"
+        by_name[name] = by_name.get(name, 0.0) + ms
+    return sorted(((ms, name) for name, ms in by_name.items()), reverse=True)[:top]
+
+
+def timeline(trace: bytes, top: int = 12) -> list[tuple[float, str]]:
+    """Chromium's timeline of a step: the renderer main thread's time (ms) by
+    kind of work (script, style, layout, paint, parsing...), largest first.
+    Only the outermost events count, so nothing twice."""
+    import json
+
+    events = json.loads(trace)
+    events = events.get("traceEvents", events) if isinstance(events, dict) else events
+    main = {
+        (e["pid"], e["tid"])
+        for e in events
+        if e.get("name") == "thread_name"
+        and e.get("args", {}).get("name") == "CrRendererMain"
+    }
+    spans = sorted(
+        (e for e in events if (e.get("pid"), e.get("tid")) in main
+         and e.get("ph") == "X" and "dur" in e),
+        key=lambda e: (e["ts"], -e["dur"]),
+    )  # fmt: skip
+    by_kind: dict[str, float] = {}
+    outer_end = -1.0
+    for e in spans:  # the outermost events only: time inside one counts once
+        if e["ts"] >= outer_end:
+            by_kind[e["name"]] = by_kind.get(e["name"], 0.0) + e["dur"] / 1000
+            outer_end = e["ts"] + e["dur"]
+    return sorted(((ms, kind) for kind, ms in by_kind.items()), reverse=True)[:top]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--lines", type=int, default=100_000)
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="print where opening the panel spent its main-thread time "
+        "(Chromium's sampling profiler; its own cost inflates the step)",
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="dobs-panel-open-"))
     store = folder / "observe.sqlite"
@@ -137,9 +189,24 @@ def main() -> None:
             )
             return lambda: line.wait_for(timeout=60_000)
 
+        if args.profile:
+            cdp.send("Profiler.enable")
+            cdp.send("Profiler.setSamplingInterval", {"interval": 200})
+            cdp.send("Profiler.start")
+            browser.start_tracing(page=page, categories=["devtools.timeline"])
         rows = [
             step(page, cdp, "open the panel", page.locator(PANEL_TAB).click,
                  lambda: status.filter(has_text=LISTED).wait_for()),
+        ]  # fmt: skip
+        if args.profile:
+            print("opening the panel, the main thread's time by kind (ms):")
+            for ms, kind in timeline(browser.stop_tracing()):
+                print(f"  {ms:7.1f}  {kind}")
+            profiled = cdp.send("Profiler.stop")["profile"]
+            print("opening the panel, self time by function (ms):")
+            for ms, name in self_times(profiled):
+                print(f"  {ms:7.1f}  {name}")
+        rows += [
             step(page, cdp, f"replay run {newest} ({args.lines:,} lines)",
                  replay(newest), lines_shown(newest, args.lines)),
             step(page, cdp, f"switch to run {small} (1,000 lines)",
