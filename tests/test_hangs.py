@@ -26,7 +26,7 @@ import dask.config
 import nbformat
 import psutil
 import pytest
-from distributed import Client, get_client
+from distributed import Client, get_client, secede
 from nbclient import NotebookClient
 
 import dask_observe
@@ -63,6 +63,11 @@ def wait_for_release() -> None:
 
 def waits_on_its_own_task() -> int:
     return int(get_client().submit(inc, 1, pure=False).result())
+
+
+def seceded_then_waits() -> None:
+    secede()  # as worker_client() does: the worker's thread is free again
+    RELEASE.wait()
 
 
 def kinds(run: Run) -> set[str]:
@@ -205,6 +210,26 @@ def test_a_task_its_client_let_go_of_still_counts_where_the_run_stopped(
     assert "in wait_for_release" in html  # its stack, sampled as it stopped
     stacks = run.stacks()
     assert key in set(stacks["key"])
+
+
+def test_a_task_that_seceded_and_hangs_is_named_with_where_it_waits(
+    make_client: Callable[..., Client],
+) -> None:
+    # A task that left the worker's threads (secede, worker_client) runs on:
+    # its hang said "waiting in code not sampled", its stack never taken.
+    # The truth here: it waits in seceded_then_waits, on RELEASE.
+    client = make_client(n_workers=1, threads_per_worker=1, processes=False)
+    with (
+        pytest.raises(KeyboardInterrupt),
+        dask_observe.record("seceded", client=client) as run,
+    ):
+        stuck = client.submit(seceded_then_waits, pure=False)
+        stopped_when(run, lambda r: "hung-task" in kinds(r), "a live hung-task")
+    said = flag(run, "hung-task")["message"]
+    assert stuck.key in said and "seceded_then_waits at " in said, said
+    stacks = run.stacks()
+    own = stacks[stacks["key"] == stuck.key]
+    assert len(own) >= 1 and "RELEASE.wait()" in own["frames"].iloc[-1]
 
 
 def test_the_tasks_let_go_of_are_kept_to_a_bound_newest_first() -> None:

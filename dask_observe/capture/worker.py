@@ -302,6 +302,12 @@ class MemorySampler:
         self.shipper.samples.append(MemorySample(now, self.worker.address, float(rss)))
 
 
+#: A worker's states of a task whose function runs.
+_RUNNING = ("executing", "long-running")
+#: Where a transition out of "executing" leaves a task still running.
+_STILL_RUNS = ("released", "long-running")
+
+
 class ObserveWorkerPlugin(WorkerPlugin):
     """Forwards the worker's log records to the scheduler plugin.
 
@@ -454,14 +460,15 @@ class ObserveWorkerPlugin(WorkerPlugin):
         if finish == "executing":
             self.long_tasks.started(str(key))
             LogRouter.task_starting()  # its prints and warnings caught
-        elif start == "executing" or start == "cancelled":
-            # Let go of by the scheduler (a client's timeout), a task runs on
-            # in its thread, "cancelled", until its function returns: still
-            # its own output, stack and time until then.
-            if (finish == "released" or start == "cancelled") and self._runs(key):
+        elif start == "executing" or start == "long-running" or start == "cancelled":
+            # A task runs its function until it returns: seceded from the
+            # worker's threads ("long-running"), or let go of by the scheduler
+            # (a client's timeout: "cancelled"), it is still running, with
+            # its own output, stack and time.
+            if (start != "executing" or finish in _STILL_RUNS) and self._runs(key):
                 return
             name = str(key)
-            if start == "cancelled" and name not in self.long_tasks.running:
+            if start != "executing" and name not in self.long_tasks.running:
                 return
             # Its output first (its last partial line, what its pipes hold),
             # while it still counts as running: then told as its own.
@@ -475,8 +482,8 @@ class ObserveWorkerPlugin(WorkerPlugin):
         """Whether the worker's task of ``key`` still runs its function."""
         ts = self._worker.state.tasks.get(key) if self._worker else None
         state = getattr(ts, "state", None)
-        return state == "executing" or (
-            state == "cancelled" and getattr(ts, "previous", None) == "executing"
+        return state in _RUNNING or (
+            state == "cancelled" and getattr(ts, "previous", None) in _RUNNING
         )
 
     async def teardown(self, worker: Worker) -> None:
