@@ -268,20 +268,45 @@ def use(connection: Connection) -> int:
     return 1
 
 
+#: The catastrophic pattern of ``validate_lines``.
+BACKTRACKING = r"(a+)+$"
+
+
 def validate_lines(n: int, lines: int = 2) -> int:
     """A catastrophic regular expression (nested quantifiers against lines
     that almost match): ``re`` backtracks in C with the GIL held, twice as
-    long a character more (0.65 s a line of 24 characters on a quiet
-    machine here, 2.6 s of 26), and nothing else in the process runs
-    meanwhile, its event loop neither. The lines that do not match."""
+    long a character more (0.4-0.65 s a line of 24 characters here, by the
+    day), and nothing else in the process runs meanwhile, its event loop
+    neither. The lines that do not match."""
     import re
 
-    pattern = re.compile(r"(a+)+$")
+    pattern = re.compile(BACKTRACKING)
     bad = 0
     for _ in range(lines):
         if pattern.match("a" * n + "b") is None:
             bad += 1
     return bad
+
+
+def backtracking_chars(seconds: float) -> int:
+    """How long a line of ``validate_lines`` takes about ``seconds`` (within
+    a factor of 1.4) to fail on this machine now: a short line timed (best of
+    three), twice as long a character more. A test that must hold a loop
+    beyond a threshold sizes its lines so, never by a count that held on a
+    slower day (25 characters took 1.3 s a line once and 0.83 s on a quiet
+    one: under the 1 s tick of event-loop-blocked, no stall, no flag)."""
+    import math
+    import re
+
+    pattern, short = re.compile(BACKTRACKING), 18
+    taken = []
+    for _ in range(3):
+        started = time.perf_counter()
+        pattern.match("a" * short + "b")
+        taken.append(time.perf_counter() - started)
+    # Rounded: within a factor of 1.4 of ``seconds`` either way.
+    doublings = round(math.log2(seconds / max(min(taken), 1e-6)))
+    return max(short, min(30, short + doublings))
 
 
 def speak_below_python(tag: str) -> str:
