@@ -12,6 +12,8 @@ each test takes seconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import os
 import re
 import subprocess
@@ -230,6 +232,38 @@ def test_a_task_that_seceded_and_hangs_is_named_with_where_it_waits(
     stacks = run.stacks()
     own = stacks[stacks["key"] == stuck.key]
     assert len(own) >= 1 and "RELEASE.wait()" in own["frames"].iloc[-1]
+
+
+def test_a_block_that_caught_its_own_timeout_says_its_task_runs_on(
+    make_client: Callable[..., Client],
+) -> None:
+    # A block that gives up on a task (a timeout it catches) and finishes: the
+    # task runs on in its worker's thread. The truth here: the run finished,
+    # with one task, still running as it ended.
+    client = make_client(n_workers=1, threads_per_worker=1, processes=False)
+    scheduler = client.cluster.scheduler  # type: ignore[union-attr]
+    with dask_observe.record("caught", client=client) as run:
+        future = client.submit(wait_for_release, pure=False)
+        key = future.key
+        # As a user's block catches it (pytest.raises would keep it alive).
+        with contextlib.suppress(TimeoutError):
+            future.result(timeout=0.5)
+        # Once the client's loop has cancelled the wait, nothing holds it but
+        # the timeout's traceback, a reference cycle that the next garbage
+        # collection frees (seconds later, at random): collected here, its
+        # release comes before the run ends.
+        del future
+
+        def forgotten() -> bool:
+            gc.collect()
+            return key not in scheduler.tasks
+
+        wait_until(forgotten, "the scheduler forgot it")
+    summary = run.summary()
+    assert run.status == "finished"
+    assert (summary["n_tasks"], summary["n_running"]) == (1, 1), summary
+    # Nothing was stopped: no picture of where it stood.
+    assert "Where it stood when it stopped" not in run.report().html
 
 
 def test_the_tasks_let_go_of_are_kept_to_a_bound_newest_first() -> None:

@@ -9,8 +9,10 @@ demo's hung task reached the scheduler before the run's end, and the run said
 "0 tasks" and showed nothing of where it stood.
 
 The scheduler notes each task of a watched span that leaves ``processing`` for
-``released``; at a stopped run's end its workers say which of those they still
-run (their ``dask_observe_stacks`` reply).
+``released``; at the run's end its workers say which of those they still run
+(a stopped run's ``dask_observe_stacks`` reply, which also samples where they
+are; a finished run's ``dask_observe_running``, a block that caught its own
+timeout).
 """
 
 from __future__ import annotations

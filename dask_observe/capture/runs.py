@@ -20,7 +20,7 @@ from tornado.ioloop import IOLoop
 from . import host
 from .hangs import ProgressWatch, describe, work_remains
 from .letgo import LetGo, still_running
-from .wire import FLUSH_HANDLER, STACKS_HANDLER
+from .wire import FLUSH_HANDLER, RUNNING_HANDLER, STACKS_HANDLER
 
 if TYPE_CHECKING:
     from distributed import Scheduler
@@ -184,6 +184,8 @@ class RunCalls:
         running = _processing(self._scheduler, span_id)
         if stopped:
             running += await self._stopped(span_id)
+        elif self._let_go.any(span_id):
+            running += await self._let_go_running(span_id)
         counts = self.unwatch(span_id)
         if running:
             counts["running"] = running
@@ -200,6 +202,18 @@ class RunCalls:
         if cursor is not None:
             ended["pull"] = self.pull(cursor, instance)
         return ended
+
+    async def _let_go_running(self, span_id: str) -> int:
+        """A run that finished: how many tasks its client let go of (a caught
+        timeout) still run on its workers."""
+        assert self._scheduler is not None
+        replies: dict[str, Any] = {}
+        calls: list[tuple[str, dict[str, Any]]] = [
+            (address, {}) for address in self._scheduler.workers
+        ]
+        await asyncio.gather(*self._calls(RUNNING_HANDLER, calls, replies=replies))
+        still = still_running(self._scheduler, self._let_go.unwatch(span_id), replies)
+        return sum(map(len, still.values()))
 
     async def _stopped(self, span_id: str) -> int:
         """A run stopped: where it stood (a ``run-stopped`` event), the stacks

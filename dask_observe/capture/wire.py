@@ -200,3 +200,6 @@ RUN_ANNOTATION = "dask_observe"
 #: The worker handler that samples the stack of each of its running tasks, to
 #: ship with its next flush (a run that stops keeps where they were).
 STACKS_HANDLER = "dask_observe_stacks"
+#: The worker handler that says which tasks it runs (their keys), those the
+#: scheduler let go of included (see ``letgo``).
+RUNNING_HANDLER = "dask_observe_running"

@@ -21,7 +21,13 @@ from .settings import CaptureSettings
 from .shipper import CLOCK_S, LogShipper
 from .stacks import StackSampler
 from .stalls import StallWatch, spill_seconds
-from .wire import FLUSH_HANDLER, STACKS_HANDLER, MemorySample, PushedEvent
+from .wire import (
+    FLUSH_HANDLER,
+    RUNNING_HANDLER,
+    STACKS_HANDLER,
+    MemorySample,
+    PushedEvent,
+)
 
 if TYPE_CHECKING:
     from distributed import Worker
@@ -360,6 +366,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
         worker.handlers[FLUSH_HANDLER] = self.flush
         self._heartbeats = Heartbeats(worker)
         worker.handlers[STACKS_HANDLER] = self.sample_stacks
+        worker.handlers[RUNNING_HANDLER] = self.running
         # Its clock measured now, not at its next heartbeat: distributed's
         # last estimate may be one that spanned a stall (a worker stopped
         # until this setup could run), and a run may end before then.
@@ -413,12 +420,17 @@ class ObserveWorkerPlugin(WorkerPlugin):
             now, self.long_tasks.running, threads, ship, every=every, native=native
         )
 
+    def running(self) -> list[str]:
+        """The keys of the tasks running (those the scheduler let go of
+        included): their functions have not returned."""
+        return list(self.long_tasks.running)
+
     def sample_stacks(self) -> list[str]:
         """The stack of every running task, shipped with the next flush: a run
         that stops while they run keeps where each one was. Answers the keys
         of the tasks running (those the scheduler let go of included)."""
         self._sample_stacks(time.time(), every=True)
-        return list(self.long_tasks.running)
+        return self.running()
 
     async def flush(self, heartbeat: bool = False) -> None:
         """Ship the buffered records now; with ``heartbeat``, then send one if
