@@ -266,6 +266,26 @@ def test_a_block_that_caught_its_own_timeout_says_its_task_runs_on(
     assert "Where it stood when it stopped" not in run.report().html
 
 
+def test_a_worker_running_a_task_let_go_of_is_described_among_many(
+    make_client: Callable[..., Client],
+) -> None:
+    # Where a stopped run stood names 20 workers at most, the busiest first:
+    # one whose only task the client let go of (nothing processing, as the
+    # scheduler sees it) must not be left out among 22 idle ones.
+    from dask_observe.capture.hangs import MAX_WORKERS, describe
+
+    client = make_client(n_workers=MAX_WORKERS + 2, threads_per_worker=1,
+                         processes=False)  # fmt: skip
+    scheduler = client.cluster.scheduler  # type: ignore[union-attr]
+    last = sorted(scheduler.workers)[-1]
+    task = {"key": "x-1", "prefix": "x", "elapsed": None, "typical": None,
+            "let_go": True}  # fmt: skip
+    described = describe(scheduler, "span", time.time(), {last: [task]})
+    assert len(described["workers"]) == MAX_WORKERS
+    first = described["workers"][0]
+    assert (first["worker"], first["processing"]) == (last, [task])
+
+
 def test_the_tasks_let_go_of_are_kept_to_a_bound_newest_first() -> None:
     # A client that cancels a graph of a million tasks must not grow the
     # scheduler's memory: only a worker's threads' worth can still run.

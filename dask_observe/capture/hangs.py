@@ -16,6 +16,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from distributed import Scheduler
 
 #: Workers described at most (the busiest first), tasks listed per worker, and
@@ -97,11 +99,22 @@ def _task(ts: Any, elapsed: float | None = None) -> dict[str, Any]:
     }
 
 
-def describe(scheduler: Scheduler, span_id: str, since: float) -> dict[str, Any]:
-    """The cluster as the run sees it now: bounded, JSON-able."""
+def describe(
+    scheduler: Scheduler,
+    span_id: str,
+    since: float,
+    let_go: Mapping[str, list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """The cluster as the run sees it now: bounded, JSON-able. ``let_go``:
+    by worker, tasks the scheduler no longer holds that the worker still
+    runs (``letgo.still_running``), listed with its own."""
     now = time.time()
     described = []
-    busiest = sorted(scheduler.workers.values(), key=lambda ws: -len(ws.processing))
+    let_go = let_go or {}
+    busiest = sorted(
+        scheduler.workers.values(),
+        key=lambda ws: -len(ws.processing) - len(let_go.get(ws.address, ())),
+    )
     for ws in busiest[:MAX_WORKERS]:
         # The worker said how long each task had run at its last heartbeat; it
         # runs still, so add the time since. Without it a process paused
@@ -125,8 +138,9 @@ def describe(scheduler: Scheduler, span_id: str, since: float) -> dict[str, Any]
                 "n_processing": len(ws.processing),
                 "n_executing": len(executing),
                 "processing": [
-                    _task(ts, executing.get(ts)) for ts in longest[:MAX_TASKS]
-                ],
+                    *(_task(ts, executing.get(ts)) for ts in longest[:MAX_TASKS]),
+                    *let_go.get(ws.address, ()),
+                ][:MAX_TASKS],
             }
         )
     unrunnable = list(scheduler.unrunnable)

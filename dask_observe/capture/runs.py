@@ -225,7 +225,6 @@ class RunCalls:
         if not (remains or let_go):
             return 0
         since = self._progress.since(span_id) or time.time()
-        described = describe(self._scheduler, span_id, since)
         # Every worker running tasks samples their stacks, to ship with the
         # flush that follows; with tasks let go of, every worker, to say
         # which of them it still runs.
@@ -240,8 +239,7 @@ class RunCalls:
         still = still_running(self._scheduler, self._let_go.unwatch(span_id), replies)
         if not (remains or still):
             return 0
-        for worker in described["workers"]:
-            worker["processing"].extend(still.get(worker["worker"], ()))
+        described = describe(self._scheduler, span_id, since, still)
         self._event("run-stopped", None, described)
         return sum(map(len, still.values()))
 
