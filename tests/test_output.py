@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
 import uuid
 from collections.abc import Callable
@@ -95,6 +96,54 @@ def test_what_compiled_code_and_subprocesses_write_is_kept_once_with_its_task(
     assert_spoke(run, spoken, "speak")
     assert len(run.logs(contains=f"processing {spoken}")) == 1
     assert len(run.logs(contains=f"retrying {spoken}")) == 1
+
+
+#: A process whose fd reader is slow to wake as its task ends: each time it
+#: waits for its pipes it wakes 0.3 s late (as on a host too busy to run
+#: it), beyond the 0.05 s a task's end waits for it.
+SLOW_READER = """
+import json, os, select, sys, time
+from dask_observe.capture import fdout
+
+real_poll = select.poll
+
+class Late:
+    def __init__(self):
+        self.poller = real_poll()
+        self.register = self.poller.register
+        self.unregister = self.poller.unregister
+
+    def poll(self, timeout):
+        time.sleep(0.3)
+        return self.poller.poll(timeout)
+
+said, running = [], []
+fdout.select.poll = Late
+capture = fdout.FdCapture(said.append, lambda: list(running))
+capture.install({})
+for task in ("K1", "K2", "K3"):
+    running.append(task)
+    os.write(1, f"a child of {task} says hello\\n".encode())
+    capture.settle(task)  # it ends; the reader has not read its line yet
+    running.clear()
+time.sleep(1.0)
+capture.uninstall()
+print(json.dumps([[r[3], r[4]] for r in said]), file=sys.stderr)
+"""
+
+
+def test_a_line_a_task_left_unread_is_its_own_when_read_after_its_end() -> None:
+    # In a loaded suite, a child process's line was handed on after its task
+    # had ended (the reader ran later than the task's end waited for it)
+    # and named no task. A task's end now waits for a read in hand, and
+    # counts what the pipes still hold unread: the task's when read.
+    done = subprocess.run(
+        [sys.executable, "-c", SLOW_READER],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    lines = json.loads(done.stderr.strip().splitlines()[-1])
+    tasks = ["K1", "K2", "K3"]
+    assert lines == [[f"a child of {t} says hello", t] for t in tasks], lines
 
 
 def test_a_write_to_fd_1_beside_another_task_names_no_task_and_says_so(

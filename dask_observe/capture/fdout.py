@@ -73,6 +73,9 @@ SYNC_WAIT_S = 0.5
 #: How long a task's end waits for the lines its pipes hold unread (the
 #: worker's event loop waits meanwhile; only where a pipe holds some).
 SETTLE_WAIT_S = 0.05
+#: Tasks' ends whose unread bytes a pipe keeps count of at most (beyond,
+#: the reader tells their lines by what runs as it reads them).
+MAX_OWED = 1024
 
 
 class FdCapture:
@@ -106,6 +109,16 @@ class FdCapture:
         #: Set by the reader when it has handed on what a sync asked for.
         self._synced = threading.Event()
         self._sync_lock = threading.Lock()
+        #: Held by the reader while it reads and hands on, and by a task's
+        #: end while it counts what the pipes hold unread: bytes are read
+        #: either before that count (and told while their task runs) or
+        #: after (and owed to it).
+        self._reading = threading.Lock()
+        #: fd -> [task, bytes]: what a task that ran alone left unread in
+        #: the pipe as it ended, the next bytes read there, in order.
+        self._owed: dict[int, list[list[Any]]] = {}
+        #: Whether the reader holds bytes it read and has not handed on.
+        self._in_hand = False
 
     @property
     def installed(self) -> bool:
@@ -210,16 +223,35 @@ class FdCapture:
                 os.write(self._wake_w, b"s")
                 self._synced.wait(timeout)
 
-    def settle(self) -> None:
-        """At a task's end, while it still counts as running: hand on what
+    def settle(self, task: str) -> None:
+        """At ``task``'s end, while it still counts as running: hand on what
         the pipes hold unread (written as it ran). The reader may be slower
         than the worker's loop to run (a busy host, a thread holding the
-        GIL): its lines were then read after the task had ended, and named
-        no task. A look at each pipe (an ioctl) where nothing waits."""
-        if self._thread is not None and any(
-            _unread(read) for _, read in self._fds.values()
-        ):
+        GIL): what it has not read within SETTLE_WAIT_S is counted, and the
+        next that many bytes of each pipe are the task's when they are read
+        (they named no task, a child process's line in a loaded suite). A
+        look at each pipe (an ioctl) where nothing waits."""
+        if self._thread is None:
+            return
+        if any(_unread(read) for _, read in self._fds.values()):
             self.sync(SETTLE_WAIT_S)
+        elif not self._in_hand:
+            return  # the common case: nothing written, or all handed on
+        # A read in the reader's hands is handed on first, while the task
+        # still runs (uncontended, the lock costs a fraction of a microsecond).
+        if not self._reading.acquire(timeout=SETTLE_WAIT_S):
+            return
+        try:
+            if self._running() != [task]:
+                return  # not its alone: the reader tells what it can
+            for fd, (_, read) in self._fds.items():
+                owed = self._owed.setdefault(fd, [])
+                # Beyond what earlier tasks left unread there (owed first).
+                left = _unread(read) - sum(n for _, n in owed)
+                if left > 0 and len(owed) < MAX_OWED:
+                    owed.append([task, left])
+        finally:
+            self._reading.release()
 
     # -- the reading thread ----------------------------------------------------
     def _read(self) -> None:
@@ -244,15 +276,18 @@ class FdCapture:
                         self._synced.set()
                     continue
                 fd = reads[descriptor]
-                try:
-                    data = os.read(descriptor, CHUNK)
-                except OSError:
-                    data = b""
+                with self._reading:
+                    self._in_hand = True
+                    try:
+                        data = os.read(descriptor, CHUNK)
+                    except OSError:
+                        data = b""
+                    if data:
+                        self._write_on(fd, data)
+                        self._take(fd, data)
+                    self._in_hand = False
                 if not data:
                     poller.unregister(descriptor)
-                    continue
-                self._write_on(fd, data)
-                self._lines(fd, data)
             if stopping:
                 self._drain(reads)
                 self._flush_partial(0.0)
@@ -265,14 +300,17 @@ class FdCapture:
         for read, fd in reads.items():
             os.set_blocking(read, False)
             while True:
-                try:
-                    data = os.read(read, CHUNK)
-                except OSError:
-                    break
-                if not data:
-                    break
-                self._write_on(fd, data)
-                self._lines(fd, data)
+                with self._reading:
+                    try:
+                        data = os.read(read, CHUNK)
+                    except OSError:
+                        break
+                    if not data:
+                        break
+                    self._in_hand = True
+                    self._write_on(fd, data)
+                    self._take(fd, data)
+                    self._in_hand = False
 
     def _write_on(self, fd: int, data: bytes) -> None:
         """Everything goes where it went before: never swallowed."""
@@ -287,14 +325,34 @@ class FdCapture:
                 return  # the original went away: the lines are still kept
             view = view[written:]
 
-    def _lines(self, fd: int, data: bytes) -> None:
+    def _take(self, fd: int, data: bytes) -> None:
+        """Bytes read from ``fd``: those a task that ended left unread are its
+        lines (its last one whole, newline or not), the rest as they come."""
+        owed = self._owed.get(fd)
+        while owed and data:
+            task, left = owed[0]
+            part, data = data[:left], data[left:]
+            self._lines(fd, part, task)
+            if len(part) < left:
+                owed[0][1] = left - len(part)
+                return
+            owed.pop(0)
+            rest, _ = self._partial.pop(fd, (b"", 0.0))
+            if rest:
+                self._line(fd, rest, task)
+        if data:
+            self._lines(fd, data)
+
+    def _lines(self, fd: int, data: bytes, task: str | None = None) -> None:
+        """``data`` read from ``fd``, in lines; ``task``: whose they are (else
+        the task running alone as they are read)."""
         before, since = self._partial.pop(fd, (b"", time.time()))
         data = before + data
         *whole, rest = data.split(b"\n")
         for line in whole:
-            self._line(fd, line)
+            self._line(fd, line, task)
         while len(rest) >= MAX_LINE_BYTES:
-            self._line(fd, rest[:MAX_LINE_BYTES])
+            self._line(fd, rest[:MAX_LINE_BYTES], task)
             rest = rest[MAX_LINE_BYTES:]
         if rest:
             self._partial[fd] = (rest, since if not whole else time.time())
@@ -306,7 +364,7 @@ class FdCapture:
                 del self._partial[fd]
                 self._line(fd, rest)
 
-    def _line(self, fd: int, data: bytes) -> None:
+    def _line(self, fd: int, data: bytes, owner: str | None = None) -> None:
         if b"\r" in data:  # a terminal shows what follows the last one
             data = data.rstrip(b"\r").rpartition(b"\r")[2]
         text = data.decode("utf-8", "surrogateescape")
@@ -316,7 +374,7 @@ class FdCapture:
             running = self._running()
         except Exception:  # the worker's state, read from another thread
             running = []
-        task = running[0] if len(running) == 1 else None
+        task = owner or (running[0] if len(running) == 1 else None)
         fields: dict[str, Any] = {"fd": fd}
         if task is None and running:
             fields["running"] = len(running)
@@ -336,16 +394,16 @@ class FdCapture:
         return said <= TASK_LINES
 
 
-def _unread(descriptor: int) -> bool:
-    """Whether a pipe holds bytes not read yet (a task's end asks: two
+def _unread(descriptor: int) -> int:
+    """How many bytes a pipe holds not read yet (a task's end asks: two
     system calls, ~1 us each)."""
     if _FIONREAD is None:  # no such call here: the reader alone tells
-        return False
+        return 0
     try:
         said = fcntl.ioctl(descriptor, _FIONREAD, b"\0\0\0\0")
     except OSError:
-        return False
-    return int.from_bytes(said, sys.byteorder) > 0
+        return 0
+    return int.from_bytes(said, sys.byteorder)
 
 
 def _stream_handlers() -> list[logging.StreamHandler[Any]]:

@@ -118,7 +118,7 @@ class LogRouter:
         if router is None:
             return
         if router.fds is not None:
-            router.fds.settle()
+            router.fds.settle(str(key))
         if router.output is not None:
             router.output.lines.ended(key)
 
