@@ -89,6 +89,20 @@ def stopped_when(run: Run, condition: Callable[[Run], bool], what: str) -> None:
     raise KeyboardInterrupt
 
 
+def stuck_until(
+    client: Client, name: str, function: Callable[[], Any], kind: str
+) -> tuple[Run, Any]:
+    """Record ``function``, submitted alone, until the live run raises
+    ``kind``; then stop it as the stop button does. The run, the future."""
+    with (
+        pytest.raises(KeyboardInterrupt),
+        dask_observe.record(name, client=client) as run,
+    ):
+        stuck = client.submit(function, pure=False)
+        stopped_when(run, lambda r: kind in kinds(r), f"a live {kind}")
+    return run, stuck
+
+
 def flag(run: Run, kind: str) -> dict[str, Any]:
     flags = run.flags()
     found = flags[flags["kind"] == kind]
@@ -221,12 +235,7 @@ def test_a_task_that_seceded_and_hangs_is_named_with_where_it_waits(
     # its hang said "waiting in code not sampled", its stack never taken.
     # The truth here: it waits in seceded_then_waits, on RELEASE.
     client = make_client(n_workers=1, threads_per_worker=1, processes=False)
-    with (
-        pytest.raises(KeyboardInterrupt),
-        dask_observe.record("seceded", client=client) as run,
-    ):
-        stuck = client.submit(seceded_then_waits, pure=False)
-        stopped_when(run, lambda r: "hung-task" in kinds(r), "a live hung-task")
+    run, stuck = stuck_until(client, "seceded", seceded_then_waits, "hung-task")
     said = flag(run, "hung-task")["message"]
     assert stuck.key in said and "seceded_then_waits at " in said, said
     stacks = run.stacks()
@@ -353,12 +362,7 @@ def test_a_task_waiting_on_a_task_it_submitted_from_the_only_thread_is_told_to_s
     make_client: Callable[..., Client], store_path: Any
 ) -> None:
     client = make_client(n_workers=1, threads_per_worker=1, processes=False)
-    with (
-        pytest.raises(KeyboardInterrupt),
-        dask_observe.record("deadlock", client=client) as run,
-    ):
-        outer = client.submit(waits_on_its_own_task, pure=False)
-        stopped_when(run, lambda r: "no-progress" in kinds(r), "a live no-progress")
+    run, outer = stuck_until(client, "deadlock", waits_on_its_own_task, "no-progress")
     found = flag(run, "no-progress")
     assert f"task {outer.key}" in found["message"]
     assert "waits for tasks it submitted" in found["message"]
