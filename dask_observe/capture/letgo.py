@@ -57,12 +57,14 @@ def still_running(
     scheduler: Any, let_go: dict[str, tuple[str, Any]], replies: dict[str, Any]
 ) -> dict[str, list[dict[str, Any]]]:
     """Of the tasks ``let_go`` (see ``LetGo``), those a worker says it still
-    runs (``replies``: worker -> the keys it runs), by worker. A key the
-    scheduler has processing again (resubmitted, or rescheduled elsewhere) is
-    counted there, not twice."""
+    runs (``replies``: worker -> the keys it runs and for how long, or the
+    keys alone), by worker, timed by it. A key the scheduler has processing
+    again (resubmitted, or rescheduled elsewhere) is counted there, not
+    twice."""
     found: dict[str, list[dict[str, Any]]] = {}
     for worker, keys in replies.items():
-        for name in keys if isinstance(keys, list) else ():
+        ran = keys if isinstance(keys, dict) else {}
+        for name in keys if isinstance(keys, (dict, list)) else ():
             known = let_go.get(name)
             if known is None:
                 continue
@@ -70,8 +72,9 @@ def still_running(
             ts = scheduler.tasks.get(key)
             if ts is not None and ts.state == "processing":
                 continue
+            elapsed = ran.get(name)
             found.setdefault(worker, []).append(
-                {"key": name, "prefix": prefix, "elapsed": None, "typical": None,
-                 "let_go": True}
+                {"key": str(name), "prefix": prefix, "typical": None, "let_go": True,
+                 "elapsed": float(elapsed) if elapsed is not None else None}
             )  # fmt: skip
     return found

@@ -420,15 +420,20 @@ class ObserveWorkerPlugin(WorkerPlugin):
             now, self.long_tasks.running, threads, ship, every=every, native=native
         )
 
-    def running(self) -> list[str]:
-        """The keys of the tasks running (those the scheduler let go of
-        included): their functions have not returned."""
-        return list(self.long_tasks.running)
+    def running(self) -> dict[str, float]:
+        """The tasks running (those the scheduler let go of included: their
+        functions have not returned), and for how long (seconds, on this
+        worker's own clock)."""
+        now = time.time()
+        return {
+            key: round(now - since, 3)
+            for key, since in list(self.long_tasks.running.items())
+        }
 
-    def sample_stacks(self) -> list[str]:
+    def sample_stacks(self) -> dict[str, float]:
         """The stack of every running task, shipped with the next flush: a run
-        that stops while they run keeps where each one was. Answers the keys
-        of the tasks running (those the scheduler let go of included)."""
+        that stops while they run keeps where each one was. Answers the tasks
+        running, as ``running`` does."""
         self._sample_stacks(time.time(), every=True)
         return self.running()
 
