@@ -233,8 +233,8 @@ def _seconds_by_path(profile: dict[str, Any]) -> dict[CallPath, float]:
     return found
 
 
-#: The steps of a call path's change (``path_change``): log2 of the ratio
-#: below each bound is that step (1.25x, 2x, 4x, beyond).
+#: Where a call path's change (``path_change``) takes a step more: |log2|
+#: of its ratio past 0.32 (1.25x), 1 (2x) and 2 (4x), steps 1 to 4.
 CHANGE_STEPS = (0.32, 1.0, 2.0)
 
 
