@@ -223,7 +223,7 @@ def test_a_task_its_client_let_go_of_still_counts_where_the_run_stopped(
     html = run.report().html
     assert "Where it stood when it stopped" in html
     # Timed by its worker: the scheduler no longer knows it.
-    assert re.search(rf"{re.escape(key)} \(its client let go; [\d.]+ m?s\)", html)
+    assert re.search(rf"{re.escape(str(key))} \(its client let go; [\d.]+ m?s\)", html)
     assert "in wait_for_release" in html  # its stack, sampled as it stopped
     stacks = run.stacks()
     assert key in set(stacks["key"])
