@@ -208,15 +208,20 @@ def test_a_task_its_client_let_go_of_still_counts_where_the_run_stopped(
         pytest.raises(TimeoutError),
         dask_observe.record("let go", client=client) as run,
     ):
+        submitted = time.monotonic()
         future = client.submit(wait_for_release, pure=False)
         key = future.key
-        wait_until(
+        wait_until(  # (the scheduler learns it from a heartbeat: late)
             lambda: any(ws.executing for ws in scheduler.workers.values()),
             "the task executing",
         )
+        seen = time.monotonic()
+        time.sleep(0.5)
         del future  # as the timeout's unwinding drops it
         wait_until(lambda: key not in scheduler.tasks, "the scheduler forgot it")
+        ran_at_least = time.monotonic() - seen
         raise TimeoutError
+    took = time.monotonic() - submitted
     summary = run.summary()
     assert (summary["n_tasks"], summary["n_running"]) == (1, 1), summary
     assert run.status == "failed"
@@ -224,6 +229,14 @@ def test_a_task_its_client_let_go_of_still_counts_where_the_run_stopped(
     assert "Where it stood when it stopped" in html
     # Timed by its worker: the scheduler no longer knows it.
     assert re.search(rf"{re.escape(str(key))} \(its client let go; [\d.]+ m?s\)", html)
+    # Its time, as its worker told it, against the test's own clock: it ran
+    # from before it was seen executing, and after it was submitted, until
+    # the run was stopped.
+    (stopped,) = run.events("run-stopped")["data"]
+    (told,) = [t for w in stopped["workers"] for t in w["processing"]]
+    assert (told["key"], told["let_go"]) == (str(key), True)
+    # (Told to the ms, on the wall clock: a few ms either way.)
+    assert ran_at_least - 0.01 <= told["elapsed"] <= took + 0.01, (told, took)
     assert "in wait_for_release" in html  # its stack, sampled as it stopped
     stacks = run.stacks()
     assert key in set(stacks["key"])

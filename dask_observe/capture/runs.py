@@ -203,15 +203,19 @@ class RunCalls:
             ended["pull"] = self.pull(cursor, instance)
         return ended
 
+    async def _answers(self, name: str, addresses: list[str]) -> dict[str, Any]:
+        """The handler ``name`` of each worker at ``addresses``, called
+        together: their answers by address (none from one that failed)."""
+        replies: dict[str, Any] = {}
+        calls: list[tuple[str, dict[str, Any]]] = [(a, {}) for a in addresses]
+        await asyncio.gather(*self._calls(name, calls, replies=replies))
+        return replies
+
     async def _let_go_running(self, span_id: str) -> int:
         """A run that finished: how many tasks its client let go of (a caught
         timeout) still run on its workers."""
         assert self._scheduler is not None
-        replies: dict[str, Any] = {}
-        calls: list[tuple[str, dict[str, Any]]] = [
-            (address, {}) for address in self._scheduler.workers
-        ]
-        await asyncio.gather(*self._calls(RUNNING_HANDLER, calls, replies=replies))
+        replies = await self._answers(RUNNING_HANDLER, list(self._scheduler.workers))
         still = still_running(self._scheduler, self._let_go.unwatch(span_id), replies)
         return sum(map(len, still.values()))
 
@@ -228,14 +232,12 @@ class RunCalls:
         # Every worker running tasks samples their stacks, to ship with the
         # flush that follows; with tasks let go of, every worker, to say
         # which of them it still runs.
-        replies: dict[str, Any] = {}
         asked = [
             ws.address
             for ws in self._scheduler.workers.values()
             if ws.processing or let_go
         ]
-        calls: list[tuple[str, dict[str, Any]]] = [(address, {}) for address in asked]
-        await asyncio.gather(*self._calls(STACKS_HANDLER, calls, replies=replies))
+        replies = await self._answers(STACKS_HANDLER, asked)
         still = still_running(self._scheduler, self._let_go.unwatch(span_id), replies)
         if not (remains or still):
             return 0
