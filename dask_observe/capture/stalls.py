@@ -9,10 +9,10 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .stacks import is_library, shipped, where
+from .stacks import current_frames, is_library, shipped, where
 
 #: A tick this much later than due is an event-loop stall worth an event:
 #: below the flag's threshold (1 s by default), so that a lower one finds them.
@@ -224,12 +224,11 @@ class LoopWatchdog:
         base = next((c for t, c in reversed(readings) if t <= began), None)
         if base is None:
             return None
-        frames = sys._current_frames()
-        ran = {
-            ident: _thread_cpu(ident) - base.get(ident, 0.0)
-            for ident in frames
-            if ident not in (self._loop, self._thread.ident)
-        }
+        frames = current_frames()
+        cpu = threads_cpu(
+            i for i in frames if i not in (self._loop, self._thread.ident)
+        )
+        ran = {ident: seconds - base.get(ident, 0.0) for ident, seconds in cpu.items()}
         busiest = max(ran, key=ran.__getitem__, default=None)
         if busiest is None or ran[busiest] < max(HELD_SHARE * used, HELD_CPU_S):
             return None
@@ -284,7 +283,7 @@ class LoopWatchdog:
         # The threads' frames are let go at once, before anything else: a
         # frame held here keeps its locals alive, and a task that returned
         # meanwhile kept its memory (a worker then spilled its result).
-        frames = sys._current_frames()
+        frames = current_frames()
         now = {
             ident: (key, where(frames[ident], HELD_FRAMES))
             for ident, key in tasks.items()
@@ -296,7 +295,7 @@ class LoopWatchdog:
         if loop is None:  # its loop's thread ended
             self.stop()
             return None
-        cpu = {ident: _thread_cpu(ident) for ident in idents}
+        cpu = threads_cpu(idents)
         self._readings.append((time.monotonic(), cpu))
         before, earlier, stuck = self._before, self._cpu, self._loop_where
         self._before, self._cpu, self._loop_where = now, cpu, loop
@@ -340,11 +339,35 @@ class LoopWatchdog:
         return {"thread": "loop", "frames": shipped(loop, read=True)}
 
 
-def _thread_cpu(ident: int) -> float:
-    """A thread's CPU seconds (Linux, macOS); 0 where it cannot be read."""
+#: A thread's CPU clock as Linux numbers it from the thread's id
+#: (CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED), as glibc's own
+#: pthread_getcpuclockid makes it.
+_THREAD_CLOCK = 6
+
+
+def threads_cpu(idents: Iterable[int]) -> dict[int, float]:
+    """Each thread's CPU seconds, by its ``threading`` ident; 0 where it
+    cannot be read (a thread that ended, or not Linux).
+
+    Read through the kernel's thread id (``native_id``), never through the
+    pthread handle the ident is: that handle points into the thread's own
+    stack, and a thread may end between the frames that named it and this
+    read; glibc then may have unmapped that stack, and
+    ``pthread_getcpuclockid`` reads it and kills the process (a worker's
+    executor threads end as it closes; seen as a segfault of a test process
+    in this watchdog). A thread id that ended is an error from the kernel;
+    it is not taken by a new thread within a look (Linux hands ids out in
+    turn)."""
+    native = {t.ident: t.native_id for t in threading.enumerate()}
+    return {ident: _tid_cpu(native.get(ident)) for ident in idents}
+
+
+def _tid_cpu(tid: int | None) -> float:
+    if tid is None or not sys.platform.startswith("linux"):
+        return 0.0
     try:
-        return time.clock_gettime(time.pthread_getcpuclockid(ident))
-    except (AttributeError, OSError, OverflowError):
+        return time.clock_gettime(((~tid) << 3) | _THREAD_CLOCK)
+    except (OSError, OverflowError):
         return 0.0
 
 
