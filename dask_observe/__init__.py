@@ -55,6 +55,8 @@ def record(
     name: str = "run",
     client: Client | None = None,
     store: Store | str | os.PathLike[str] | None = None,
+    *,
+    native: bool | None = None,
 ) -> AbstractContextManager[Run]:
     """Record a block as one run: ``with dask_observe.record("etl") as run: ...``.
 
@@ -62,7 +64,7 @@ def record(
     """
     from dask_observe.recording.block import record as _record
 
-    return _record(name, client=client, store=store)
+    return _record(name, client=client, store=store, native=native)
 
 
 def compare(

@@ -220,11 +220,49 @@ class Run(store.RunData):
 
     fine_rows.__doc__ = store.RunData.fine_rows.__doc__
 
-    def profile_trees(self) -> dict[str, Any]:
+    def profile_trees(self, native: bool = True) -> dict[str, Any]:
+        """distributed's profile of the run as trees, by prefix ("" for the
+        whole run): ``interval`` (seconds a sample) and ``root``, whose nodes
+        have name, filename, line, count (samples) and children. A run
+        recorded with ``native=True`` has the compiled frames py-spy saw
+        beneath Python's grafted in (nodes with ``native`` True; see
+        :meth:`native`), unless ``native`` is False: Python's frames alone,
+        as every run has them (comparisons read those)."""
         self._settle()
-        return super().profile_trees()
+        trees = super().profile_trees()
+        native_profile = self.native_profile() if native else None
+        if not native_profile:
+            return trees
+        from dask_observe.analysis.native import graft
 
-    profile_trees.__doc__ = store.RunData.profile_trees.__doc__
+        found = native_profile.get("prefixes") or {}
+        return {p: graft(tree, found.get(p) or {}) for p, tree in trees.items()}
+
+    def native_profile(self) -> dict[str, Any] | None:
+        """What py-spy recorded of a run recorded with ``native=True``, as
+        stored: ``rate`` (samples a second), ``prefixes`` (by task prefix,
+        "" for all: ``sampled_s``, ``compiled_s``, ``libraries`` and the
+        heaviest ``paths``), ``unavailable`` (why not, by reason: the
+        workers); None for a run recorded without."""
+        from dask_observe.analysis.native import stored
+
+        return stored(self)
+
+    def native(self) -> pd.DataFrame:
+        """How much of each task prefix's time ("" for the whole run) was in
+        compiled code, from a run recorded with ``native=True``: prefix,
+        sampled_s (task time py-spy sampled), compiled_s (working in compiled
+        code: its stacks ending in a compiled frame that does not wait),
+        compiled_share (of sampled_s), waiting_s (waiting in compiled code:
+        for a lock, the GIL, a sleep, I/O), libraries (where it worked, by
+        the innermost frame's library: "numpy 61%, libc 12%"). Empty
+        without one."""
+        import pandas as pd
+
+        from dask_observe.analysis.native import NATIVE_COLUMNS, native_rows
+
+        rows = native_rows(self.native_profile())
+        return pd.DataFrame(rows, columns=list(NATIVE_COLUMNS))
 
     def summary(self) -> dict[str, Any]:
         self._settle()
@@ -273,7 +311,9 @@ class Run(store.RunData):
         distributed's statistical profile of the run's time window (read when
         it ends; a run with under half a second of compute has none): prefix
         ("" for the whole run), function, filename, lineno (the line the
-        function starts on), self_s, total_s."""
+        function starts on), self_s, total_s, native (a compiled function:
+        a run recorded with ``native=True`` has them, beneath the Python
+        functions that called them)."""
         from dask_observe.analysis.trees import profile_table
 
         return profile_table(self.profile_trees())

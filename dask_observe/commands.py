@@ -8,7 +8,7 @@ queries behind them. Each front end adds what is its own (the CLI's
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,8 @@ HELP = {
     "logs": "log lines of a run, oldest first",
     "flags": "what went wrong in a run, and why",
     "stacks": "where tasks that ran far beyond their peers waited",
+    "profile": "where a run's tasks spent their time, by function (and in "
+    "compiled code, for a run recorded with --native)",
     "report": "a run's report, as one offline HTML page",
     "compare": "two runs side by side: b against a, with ratios",
     "history": "the runs of one name, each judged against the ones before",
@@ -123,8 +125,11 @@ def add_reading(
     parsers = {
         name: commands.add_parser(name, help=text) for name, text in HELP.items()
     }
-    for name in ("logs", "flags", "stacks", "report"):
+    for name in ("logs", "flags", "stacks", "profile", "report"):
         add_run(parsers[name], optional=run_optional)
+    parsers["profile"].add_argument(
+        "--prefix", default="", help="one task prefix's profile (default: all)"
+    )
     add_log_filters(parsers["logs"])
     parsers["stacks"].add_argument(
         "--full", action="store_true",
@@ -152,3 +157,16 @@ def flags(run: Run) -> list[dict[str, Any]]:
     from dask_observe.diagnose.lead import lead
 
     return [asdict(flag) for flag in lead(run.flag_list())]
+
+
+def profile(run: Run, prefix: str = "") -> Iterator[str]:
+    """The lines ``profile`` shows of ``run`` (``plaintext.profile_lines``)."""
+    from dask_observe.plaintext import profile_lines
+
+    native = run.native_profile() or {}
+    return profile_lines(
+        run.profile(),
+        run.native(),
+        prefix=prefix,
+        unavailable=native.get("unavailable"),
+    )

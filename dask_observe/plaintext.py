@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -197,3 +198,82 @@ def short_path(filename: str) -> str:
     if filename == DYNAMIC_CODE:
         return "(your code)"
     return _STDLIB.sub("", filename, count=1)
+
+
+def profile_lines(
+    profile: pd.DataFrame,
+    native: pd.DataFrame,
+    *,
+    prefix: str = "",
+    limit: int = 15,
+    unavailable: Mapping[str, Sequence[str]] | None = None,
+) -> Iterator[str]:
+    """A run's profile as text (``Run.profile``, of ``prefix``: "" for all its
+    tasks): the functions with the most self time, compiled ones marked with
+    their library; then, of a run recorded with ``native=True``
+    (``Run.native``), how much of each prefix's task time was in compiled
+    code, and where, and why a worker could not be profiled so
+    (``unavailable``: reason -> workers)."""
+    from dask_observe.units import format_seconds
+
+    rows = profile[profile["prefix"] == prefix]
+    whose = f"prefix {prefix!r}" if prefix else "all tasks"
+    if rows.empty:
+        yield f"No profile of {whose} (a run under half a second of compute has none)."
+    else:
+        sampled = float(rows["self_s"].sum())
+        yield f"Profile of {whose}: {format_seconds(sampled)} sampled"
+        top = rows.sort_values("self_s", ascending=False).head(limit)
+        yield from table(
+            ["self", "with callees", "function", "where"],
+            [
+                (
+                    format_seconds(float(r["self_s"])),
+                    format_seconds(float(r["total_s"])),
+                    visible(str(r["function"]), newlines=False)[:60],
+                    (
+                        f"compiled: {library(str(r['filename']))}"
+                        if r["native"]
+                        else f"{short_path(str(r['filename']))}:{int(r['lineno'])}"
+                    ),
+                )
+                for r in top.to_dict("records")
+            ],
+        )
+    for reason, workers in (unavailable or {}).items():
+        many = "s" if len(workers) != 1 else ""
+        yield f"Native profile unavailable on {len(workers)} worker{many}: {reason}"
+    if native.empty:
+        return
+    yield ""
+    yield "In compiled code (py-spy):"
+    yield from table(
+        ["prefix", "task time sampled", "compiled", "waiting", "libraries"],
+        [
+            (
+                visible(str(r["prefix"]), newlines=False) or "(all tasks)",
+                format_seconds(float(r["sampled_s"])),
+                f"{float(r['compiled_share']):.0%}",
+                f"{float(r['waiting_s']) / max(float(r['sampled_s']), 1e-9):.0%}",
+                str(r["libraries"]) or "-",
+            )
+            for r in native.to_dict("records")
+        ],
+    )
+
+
+#: A shared library's version and platform tags: libc.so.6, the
+#: cpython-311-x86_64-linux-gnu of an extension module, a wheel's hash.
+_SO_VERSION = re.compile(r"(\.cpython-[^.]*|\.so.*|-[0-9a-f]{8}.*)$")
+
+
+def library(filename: str) -> str:
+    """The library a compiled frame is in: the package it was installed with
+    (numpy, pandas, pyarrow...), else the shared library's own name (libc,
+    libpython3.11)."""
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in filename:
+            package = filename.split(marker, 1)[1].split("/", 1)[0]
+            return package.removesuffix(".libs")
+    name = os.path.basename(filename)
+    return _SO_VERSION.sub("", name) or "unknown"

@@ -190,6 +190,32 @@ def test_no_report_suppresses_the_summary(
     assert dask_observe.open_store().run("last").name == "quiet"
 
 
+def test_native_records_compiled_code_and_profile_shows_it(
+    ip: InteractiveShell,
+    client: Client,
+    store_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ip.user_ns["client"] = client
+    run(
+        ip,
+        "%%dask_record sorted --native --no-report\n"
+        "import numpy as np\n"
+        "def sort_some(n):\n"
+        "    for _ in range(n):\n"
+        "        np.sort(np.random.random(1_000_000))\n"
+        "client.submit(sort_some, 80).result()\n",
+    )
+    capsys.readouterr()
+    run(ip, "%dask_observe profile")
+    out = capsys.readouterr().out
+    assert "In compiled code (py-spy):" in out
+    assert re.search(
+        r"sort_some +[\d.]+ m?s +[5-9]\d%|sort_some +[\d.]+ m?s +100%", out
+    ), out
+    assert "numpy" in out
+
+
 def test_store_option_records_into_that_file(
     ip: InteractiveShell, client: Client, store_path: Path, tmp_path: Path
 ) -> None:

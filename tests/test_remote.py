@@ -331,21 +331,31 @@ def test_a_cluster_without_py_spy_says_once_why_no_native_frames(
     tmp_path: Path, store_path: Path
 ) -> None:
     # The cluster's environment has no py-spy: a task stuck in C keeps its
-    # Python stack, and one line says why there is nothing beneath it.
+    # Python stack, and one line says why there is nothing beneath it; a
+    # native profile asked of it is none, and its run says why.
     with (
         dask.config.set({"observe.flags.hung-task.after": "1s"}),
         process_cluster(tmp_path / "cluster", workers=1) as cluster,
         Client(cluster.address, timeout="30s") as client,
     ):
         client.wait_for_workers(1, timeout=60)
+        (worker,) = client.scheduler_info()["workers"]
         with dask_observe.record("in C", client=client) as run:
             client.submit(lambda: sleep_in_c(3), key="in-c").result()
-    (said,) = set(run.stacks()["native"])
-    assert said == (
-        "native stacks unavailable: py-spy is not installed on this worker "
+        with dask_observe.record("native", client=client, native=True) as native:
+            client.submit(lambda: 1 + 1).result()
+    missing = (
+        "py-spy is not installed on this worker "
         "(pip install 'dask-observe[native]', or py-spy)"
     )
+    (said,) = set(run.stacks()["native"])
+    assert said == f"native stacks unavailable: {missing}"
     assert len(run.events("task-native")) == 1  # once for the worker
+    found = native.native_profile()
+    assert found is not None and found["unavailable"] == {missing: [worker]}
+    assert native.native().empty  # nothing sampled, no row of zeros
+    html = native.report().html
+    assert "Native profile unavailable on 1 worker: py-spy is not installed" in html
 
 
 def test_a_cluster_quieted_to_warning_prints_no_more_while_recorded(

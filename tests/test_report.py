@@ -350,8 +350,9 @@ def test_the_profile_names_each_cpu_bound_task_function(
     ran = on_stack.groupby("prefix")["value"].sum()
     profile = run.profile()
     assert list(profile.columns) == [
-        "prefix", "function", "filename", "lineno", "self_s", "total_s",
+        "prefix", "function", "filename", "lineno", "self_s", "total_s", "native",
     ]  # fmt: skip
+    assert not profile["native"].any()  # recorded without native=True
     assert (profile["self_s"] <= profile["total_s"] + 1e-9).all()
     whole = profile[profile["prefix"] == ""]
     for name in ("crunch", "churn"):

@@ -100,7 +100,9 @@ def measured(run: RunData, tasks: pd.DataFrame | None = None) -> Measured:
     function read 0.57 s in one run and 1.16 s in the next, while its share
     of its prefix's samples stayed the same. ``tasks``: the run's tasks where
     read already (their prefix and compute_s)."""
-    trees = run.profile_trees()
+    # Python's frames alone: a run recorded with native=True has compiled
+    # ones too, which a run without would seem to lack.
+    trees = run.profile_trees(native=False)
     if not trees:  # no profile (under half a second of compute): no task read
         return Measured({}, {}, {})
     if any(trees):  # per-prefix trees: the whole run's adds nothing to them

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 #: Profile nodes with fewer samples than this share of the whole are dropped.
 PROFILE_PRUNE = 0.005
 
-PROFILE_COLUMNS = ("prefix", "function", "filename", "lineno", "self_s", "total_s")
+PROFILE_COLUMNS = (
+    "prefix", "function", "filename", "lineno", "self_s", "total_s", "native",
+)  # fmt: skip
 
 
 def subtract_profile(
@@ -137,15 +139,20 @@ def _function_counts(root: dict[str, Any]) -> tuple[Counts, Counts]:
 def profile_table(trees: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """One row a function (name, file, line) of each profile (prefix "" for
     the whole run): seconds sampled in it (self_s) and in it or what it called
-    (total_s); most total time first."""
+    (total_s), and whether it is compiled code (native); most total time
+    first."""
     import pandas as pd
+
+    from dask_observe.analysis.native import is_native
 
     rows = []
     for prefix, profile in trees.items():
         interval = float(profile.get("interval") or 0.01)
         own, total = _function_counts(profile["root"])
+        # A compiled function's node (a native profile's, grafted) has a
+        # shared library for its file; distributed's are all Python's.
         rows += [
-            (prefix, *key, own[key] * interval, n * interval)
+            (prefix, *key, own[key] * interval, n * interval, is_native(key[1]))
             for key, n in total.items()
         ]
     table = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))

@@ -62,7 +62,14 @@ def native_part(frames: list[dict[str, Any]]) -> list[str]:
     return below[::-1]
 
 
-def _reason(done: subprocess.CompletedProcess[str]) -> str:
+def not_installed() -> str:
+    return (
+        "py-spy is not installed on this worker "
+        "(pip install 'dask-observe[native]', or py-spy)"
+    )
+
+
+def reason_of(done: subprocess.CompletedProcess[str]) -> str:
     said = (done.stderr or done.stdout or "").strip().splitlines()
     text = said[-1] if said else f"py-spy exited with {done.returncode}"
     text = text[:MAX_REASON_CHARS]
@@ -104,10 +111,7 @@ def dump(pid: int) -> tuple[dict[int, list[str]], str | None]:
     (by thread ident, as ``threading`` names threads), or why not."""
     program = py_spy()
     if program is None:
-        return {}, (
-            "py-spy is not installed on this worker "
-            "(pip install 'dask-observe[native]', or py-spy)"
-        )
+        return {}, not_installed()
     limit = f"{DUMP_TIMEOUT_S:g}"
     command = ["sh", "-c", _GUARD, "guard", str(pid), limit]
     command += [program, "dump", "--native", "--json", "--pid", str(pid)]
@@ -131,7 +135,7 @@ def dump(pid: int) -> tuple[dict[int, list[str]], str | None]:
     if done.returncode in _TIMED_OUT:
         return {}, f"py-spy did not end within {limit} s"
     if done.returncode != 0:
-        return {}, _reason(done)
+        return {}, reason_of(done)
     try:
         threads = json.loads(done.stdout)
     except ValueError:

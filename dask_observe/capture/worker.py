@@ -14,6 +14,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from .clock import CLOCK_HANDLER, reads_same_clock
 from .host import workers_host_pressure
 from .native import NativeStacks
+from .nativeprofile import NativeProfiles
 from .output import PARTIAL_AFTER_S
 from .pacer import Pacer, process_rss
 from .router import LogRouter
@@ -436,6 +437,16 @@ class ObserveWorkerPlugin(WorkerPlugin):
         running, as ``running`` does."""
         self._sample_stacks(time.time(), every=True)
         return self.running()
+
+    def native_profile_start(self, token: str, rate: int) -> dict[str, Any]:
+        """Record this process with py-spy for run ``token`` (see
+        ``nativeprofile``): whether it started, or why not."""
+        return NativeProfiles.start(token, rate)
+
+    def native_profile_stop(self, token: str) -> dict[str, Any]:
+        """What the native profile of run ``token`` recorded, on the
+        scheduler's clock, if this process holds it."""
+        return NativeProfiles.stop(token, self.clock_offset())
 
     async def flush(self, heartbeat: bool = False) -> None:
         """Ship the buffered records now; with ``heartbeat``, then send one if

@@ -12,6 +12,7 @@ from dask_observe.cli.reading import (
     cmd_flags,
     cmd_history,
     cmd_logs,
+    cmd_profile,
     cmd_report,
     cmd_runs,
     cmd_stacks,
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.set_defaults(func=cmd_logs)
     reading["flags"].set_defaults(func=cmd_flags)
     reading["stacks"].set_defaults(func=cmd_stacks)
+    reading["profile"].set_defaults(func=cmd_profile)
     report = reading["report"]
     report.add_argument("--force", action="store_true", help=FORCE_HELP)
     report.add_argument(

@@ -179,6 +179,11 @@ def cmd_stacks(args: argparse.Namespace) -> int:
         return _printed(stack_lines(store.run(args.run).stacks(), full=args.full))
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    with source_of(args) as store:
+        return _printed(commands.profile(store.run(args.run), args.prefix))
+
+
 def _printed(lines: Iterable[str]) -> int:
     for line in lines:
         print(line)

@@ -91,6 +91,11 @@ def _record_parser() -> _Parser:
     parser.add_argument("--no-widget", action="store_true", help="no live display")
     parser.add_argument("--no-report", action="store_true", help="no summary at end")
     parser.add_argument("--store", default=None, help="store path")
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="also profile compiled code (py-spy on each worker)",
+    )
     return parser
 
 
@@ -108,6 +113,11 @@ def _observe_parser() -> _Parser:
     start = subcommands.add_parser("start", help="start recording a run")
     start.add_argument("name", nargs="?", default="run", help="the run's name")
     start.add_argument("--store", default=None, help="store path")
+    start.add_argument(
+        "--native",
+        action="store_true",
+        help="also profile compiled code (py-spy on each worker)",
+    )
     stop = subcommands.add_parser(
         "stop", help="stop the run that start began, and show its report"
     )
@@ -163,7 +173,13 @@ class ObserveMagics(Magics):
             return self._run_cell(line, cell)
 
         try:
-            recording = begin(name, client, args.store, code={"cell": cell})
+            recording = begin(
+                name,
+                client,
+                args.store,
+                code={"cell": cell},
+                native=True if args.native else None,
+            )
         except STORE_ERRORS as e:  # never stops the cell; said once, as is
             why = NotRecorded(name, str(e)).why_line()
             print(f"dask-observe: {why}", file=sys.stderr)
@@ -236,6 +252,7 @@ class ObserveMagics(Magics):
                [--source S]             a run's log lines
           flags [RUN]                   what went wrong in a run, and why
           stacks [RUN] [--full]         where its long-running tasks waited
+          profile [RUN] [--prefix P]    where its tasks spent their time
           report [RUN] [-o FILE]        a run's report, inline or to a file
           compare A B [--threshold T]   run B against run A, with ratios
           history NAME                  every run of that name, judged
@@ -258,7 +275,9 @@ class ObserveMagics(Magics):
         except NoClientError as e:
             raise UsageError(str(e)) from None
         store = _open_store(args.store)
-        recording = Recording(args.name, client, store)
+        recording = Recording(
+            args.name, client, store, native=True if args.native else None
+        )
         try:
             run = recording.start()
         except BaseException:
@@ -326,6 +345,12 @@ class ObserveMagics(Magics):
         with _reading(args) as store:
             stacks = store.run(args.run).stacks()
         for line in stack_lines(stacks, full=args.full):
+            print(line)
+
+    def _observe_profile(self, args: argparse.Namespace) -> None:
+        with _reading(args) as store:
+            lines = list(commands.profile(store.run(args.run), args.prefix))
+        for line in lines:
             print(line)
 
     def _observe_report(self, args: argparse.Namespace) -> Any:

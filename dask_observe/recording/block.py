@@ -26,6 +26,8 @@ def record(
     name: str = "run",
     client: Client | None = None,
     store: Store | str | os.PathLike[str] | None = None,
+    *,
+    native: bool | None = None,
 ) -> Iterator[Run]:
     """Record the block as one run; the same as ``%%dask_record`` in a notebook.
 
@@ -37,6 +39,14 @@ def record(
         The Dask client whose cluster to record; default: the current client.
     store
         A :class:`Store`, a path, or None for the configured default store.
+    native
+        Also profile compiled code: py-spy samples each worker process while
+        the run lasts (``observe.profile.native-rate`` a second, 10 by
+        default; each sample pauses the process), and the run's profile
+        descends into the native frames beneath Python's. None: as
+        ``observe.profile.native`` says (off by default). Needs py-spy on
+        the workers (``pip install 'dask-observe[native]'``) and the right
+        to trace their processes; where they lack it, one line says why.
 
     Yields
     ------
@@ -58,7 +68,7 @@ def record(
     the_client = resolve_client(client)
     unrecorded: NotRecorded | None
     try:
-        recording = begin(name, the_client, store)
+        recording = begin(name, the_client, store, native=native)
     except STORE_ERRORS as e:
         unrecorded = NotRecorded(name, str(e))
         logger.warning("dask-observe: %s", unrecorded.why_line())

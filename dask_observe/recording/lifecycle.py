@@ -37,6 +37,7 @@ from dask_observe.recording.ending import (
 from dask_observe.recording.measures import FineMeter, fine_map, profiles
 from dask_observe.recording.recorder import Recorder
 from dask_observe.recording.span import hide_span_annotation_warning, run_span
+from dask_observe.store import RunData
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
     from dask_observe.export.live import LiveExport
     from dask_observe.recording.fallback import StreamMark
+    from dask_observe.recording.nativerun import NativeRun
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +73,13 @@ class Recording:
         *,
         whole_cluster: bool = False,
         code: dict[str, Any] | None = None,
+        native: bool | None = None,
     ) -> None:
         self.whole_cluster = whole_cluster
+        #: Whether py-spy records each worker process for a profile that sees
+        #: compiled code (None: as ``observe.profile.native`` says).
+        self.native = native
+        self._native: NativeRun | None = None
         #: Where the run came from (``{"cell": source}`` for a notebook cell);
         #: None: the script that runs, if any (``environment.script_code``).
         self.code = code
@@ -197,11 +204,29 @@ class Recording:
                 self.store.end_run(run_id, "failed")
             raise
         self.run = self.store.run(run_id)
+        self._begin_native()
         self._begin_environment(run_id)
         self._export = self._recorder.export_as_configured()
         if self._export is not None:
             self._export.begin_run(run_id, self.name, self._span_id, self.run.started)
         return self.run
+
+    def _begin_native(self) -> None:
+        """Start py-spy on every worker where the run asked for a native
+        profile; a failure is a warning, never the run's."""
+        import dask.config
+
+        wanted = self.native
+        if wanted is None:  # (the module below only where a run asks for it)
+            wanted = bool(dask.config.get("observe.profile.native", False))
+        if not wanted or self._recorder is None or self._recorder.partial is not None:
+            return
+        from dask_observe.recording import nativerun
+
+        try:
+            self._native = nativerun.NativeRun(self.client, nativerun.configured_rate())
+        except Exception as e:
+            logger.warning("dask-observe: cannot start the native profile: %s", e)
 
     def _begin_environment(self, run_id: int) -> None:
         """Store the environment the run starts in, so that a process killed
@@ -418,6 +443,17 @@ class Recording:
             )
         except Exception as e:
             logger.warning("dask-observe: cannot read the run's fine metrics: %s", e)
+        # Not of a cluster that closed as the run ended: every call would
+        # wait out distributed's connect timeout (its workers are gone too).
+        if self._native is not None and not self._recorder.closed:
+            try:  # after the last pull: the run's tasks are stored
+                # Read through the store this end writes with: the run's
+                # own may be closed by now (a recorded cell's).
+                run = RunData(store, store.run_record(self.run.id))
+                native = self._native.end(self.client, run, self.redact, ended)
+                store.append(self._recorder.cluster, [native])
+            except Exception as e:
+                logger.warning("dask-observe: cannot read the native profile: %s", e)
         try:
             # Profiles hold source lines: a secret assigned in a task's code.
             if self._recorder.reachable(closing=True):

@@ -456,6 +456,42 @@ def profiles(client: Client, start: float, prefixes: list[str]) -> dict[str, Any
     }
 
 
+async def native_profile_on(
+    name: str, token: str, rate: int | None, dask_worker: Any
+) -> dict[str, Any]:
+    """Run on a worker (``Client.run``): start (``rate`` samples a second) or,
+    with ``rate`` None, stop and answer the native profile of run ``token``
+    (see the capture's ``nativeprofile``). Off the event loop: py-spy takes
+    a moment to start and to write what it recorded."""
+    plugin = dask_worker.plugins.get(name)
+    if rate is None:
+        stop = getattr(plugin, "native_profile_stop", None)
+        return await asyncio.to_thread(stop, token) if stop is not None else {}
+    start = getattr(plugin, "native_profile_start", None)
+    if start is None:
+        return {"reason": "this worker's dask-observe capture cannot record one"}
+    return dict(await asyncio.to_thread(start, token, rate))
+
+
+def native_profile(
+    client: Client, token: str, rate: int | None
+) -> dict[str, dict[str, Any]]:
+    """Each worker's answer to :func:`native_profile_on` (a worker that failed
+    is left out)."""
+    from dask_observe.recording.link import answer_timeout
+
+    _pickle_this_module_by_value()
+    answers = client.run(
+        native_profile_on,
+        WORKER_PLUGIN,
+        token,
+        rate,
+        on_error="return",
+        callback_timeout=answer_timeout(),
+    )
+    return {w: a for w, a in answers.items() if isinstance(a, dict)}
+
+
 def flush(
     client: Client,
     workers: list[str] | None = None,

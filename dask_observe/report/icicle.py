@@ -54,8 +54,12 @@ def _skip_chain(root: dict[str, Any]) -> tuple[dict[str, Any], CallPath]:
     return node, path
 
 
+#: Compiled code (a native profile's frames, grafted beneath Python's).
+_NATIVE = "#6baed6"
+
+
 def _by_file(node: dict[str, Any], path: CallPath) -> str:
-    return _fill(str(node["filename"]))
+    return _NATIVE if node.get("native") else _fill(str(node["filename"]))
 
 
 def icicle(

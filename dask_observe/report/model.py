@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.analysis import few, figures
+from dask_observe.analysis.native import stored
 from dask_observe.analysis.series import last_by
 from dask_observe.analysis.trees import profile_table
 from dask_observe.report import standing, tasks
@@ -123,6 +124,9 @@ class ReportData:
     shuffle_written: float = 0.0
     #: Where the run stood when it was stopped with tasks running (``standing``).
     stopped: dict[str, Any] | None = None
+    #: What py-spy recorded of a run recorded with ``native=True`` (see
+    #: ``Run.native_profile``), else None.
+    native: dict[str, Any] | None = None
 
     @property
     def duration(self) -> float:
@@ -266,4 +270,5 @@ def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
         dropped=int(record.get("dropped", 0)),
         shuffle_written=figures.shuffle_disk(run)["written"],
         stopped=standing.stopped_state(run),
+        native=stored(run),
     )

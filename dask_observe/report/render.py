@@ -231,7 +231,8 @@ def _profile(data: ReportData, limits: Limits) -> str:
     with the most self time, and per prefix its hottest function."""
     table = data.profile[data.profile["prefix"] == ""]
     if table.empty:
-        return ""
+        native = _native(data)
+        return f"<h4{_s('h4')}>Profile</h4>" + native if native else ""
     sampled = float(table["self_s"].sum())
     top = table.sort_values("self_s", ascending=False).head(limits.functions)
     rows = [
@@ -245,11 +246,57 @@ def _profile(data: ReportData, limits: Limits) -> str:
         for r in top.to_dict("records")
     ]
     tree = data.profile_trees.get("")
+    legend = "width: time on the stack" + (
+        "; blue: compiled code (py-spy)" if data.native else ""
+    )
     return (
         f"<h4{_s('h4')}>Profile ({format_seconds(sampled)} sampled)</h4>"
-        + (_chart(icicle(tree), limits) if tree else "")
+        + (_chart(icicle(tree, legend=legend), limits) if tree else "")
         + _table(["function", "where", "self", "share", "with callees"], rows)
         + _prefix_profiles(data)
+        + _native(data)
+    )
+
+
+def _native(data: ReportData) -> str:
+    """Of a run recorded with ``native=True``: how much of each prefix's
+    sampled task time was in compiled code, and in which libraries; and why
+    a worker could not be profiled, if one could not."""
+    from dask_observe.analysis.native import native_rows
+
+    if not data.native:
+        return ""
+    rate = data.native.get("rate")
+    rows = [
+        [
+            escape(prefix) if prefix else "(all tasks)",
+            format_seconds(sampled),
+            f"{share:.0%}",
+            escape(libraries) or "-",
+            f"{waiting / sampled:.0%}" if sampled else "-",
+        ]
+        for prefix, sampled, _, share, waiting, libraries in native_rows(data.native)
+    ]
+    said = "".join(
+        f"<p{_s('p')}>Native profile unavailable on {len(workers)} "
+        f"worker{'s' if len(workers) != 1 else ''}: {escape(reason)}</p>"
+        for reason, workers in (data.native.get("unavailable") or {}).items()
+    )
+    if not rows:
+        return said
+    return (
+        f"<p{_s('label')}>In compiled code (py-spy, {rate} samples a second)</p>"
+        + _table(
+            [
+                "prefix",
+                "task time sampled",
+                "in compiled code",
+                "libraries",
+                "waiting (locks, GIL, sleep, I/O)",
+            ],
+            rows,
+        )
+        + said
     )
 
 

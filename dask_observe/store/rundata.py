@@ -561,10 +561,11 @@ class RunData:
                 found[worker, data.get("key")] = "\n".join(map(str, data["native"]))
         return found
 
-    def profile_trees(self) -> dict[str, Any]:
+    def profile_trees(self, native: bool = True) -> dict[str, Any]:
         """distributed's profile of the run as trees, by prefix ("" for the whole
         run): ``interval`` (seconds a sample) and ``root``, whose nodes have
-        name, filename, line, count (samples) and children."""
+        name, filename, line, count (samples) and children. (``native``: see
+        ``dask_observe.Run.profile_trees``, which grafts compiled frames in.)"""
         return self.store.profiles(self.id)
 
     def fine_metrics(self) -> pd.DataFrame:

@@ -1,0 +1,97 @@
+"""A run recorded with ``native=True``: py-spy records each worker process,
+and the run's profile descends into compiled code (issue 71, item 3).
+
+The truth, stated before the run: ``numpy_sort`` spends its time sorting
+and filling arrays inside NumPy's compiled library; ``python_loop`` runs
+Python bytecode, arithmetic on small ints, and calls nothing compiled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from distributed import Client
+
+import dask_observe
+
+from .conftest import dask_observe_cli
+
+
+def numpy_sort(seed: int) -> int:
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        np.sort(rng.random(1_000_000))
+    return seed
+
+
+def python_loop(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
+
+
+def nodes(
+    node: dict[str, Any], above: bool = False
+) -> Iterator[tuple[dict[str, Any], bool]]:
+    """Every node of a profile tree, with whether a Python node is above it."""
+    for child in node["children"]:
+        yield child, above
+        yield from nodes(child, above or not child.get("native"))
+
+
+def test_a_numpy_run_recorded_native_has_numpy_frames_and_its_compiled_share(
+    make_client: Callable[..., Client], store_path: Path
+) -> None:
+    client = make_client(n_workers=2, threads_per_worker=1, processes=True)
+    with dask_observe.record("native", client=client, native=True) as run:
+        client.gather(
+            client.map(numpy_sort, range(6), key=[f"numpy_sort-{i}" for i in range(6)])
+        )
+        client.gather(
+            client.map(
+                python_loop,
+                [12_000_000] * 4,
+                key=[f"python_loop-{i}" for i in range(4)],
+            )
+        )
+    native = {str(r["prefix"]): r for r in run.native().to_dict("records")}
+    # Each prefix's task time, sampled (10 a second), and how much of it
+    # worked in compiled code. (The loop's thread waits for the GIL now and
+    # then, in libc's pthread_cond_timedwait: waiting, not working.)
+    sort, loop = native["numpy_sort"], native["python_loop"]
+    assert sort["compiled_share"] >= 0.8, native
+    assert str(sort["libraries"]).startswith("numpy "), native
+    assert loop["compiled_share"] <= 0.05, native
+    # Sampled from the tasks' start (py-spy attached as the run began): most
+    # of the tasks' time, never more.
+    tasks = run.tasks()
+    for prefix, found in (("numpy_sort", sort), ("python_loop", loop)):
+        ran = float(tasks[tasks["prefix"] == prefix]["duration_s"].sum())
+        assert 0.6 * ran <= found["sampled_s"] <= ran, (prefix, ran, native)
+    # The whole run is the sum of its prefixes.
+    assert native[""]["sampled_s"] == pytest.approx(
+        sort["sampled_s"] + loop["sampled_s"], abs=1e-3
+    )
+    # distributed's profile descends into NumPy's compiled frames, beneath
+    # the Python frame of the task that called them: a sort among them.
+    profile = run.profile()
+    compiled = profile[profile["native"] & (profile["prefix"] == "numpy_sort")]
+    sorting = compiled[compiled["function"].str.contains("sort")]
+    assert len(sorting) and sorting["filename"].str.contains("numpy").all(), compiled
+    tree = run.profile_trees()["numpy_sort"]["root"]
+    grafted = [(n, above) for n, above in nodes(tree) if n.get("native")]
+    assert grafted and all(above for _, above in grafted)
+    # A comparison reads Python's frames alone, as a run recorded without has.
+    plain = run.profile_trees(native=False)["numpy_sort"]["root"]
+    assert not any(n.get("native") for n, _ in nodes(plain))
+    # Shown: the report's icicle colours them, its table says where.
+    html = run.report().html
+    assert "In compiled code (py-spy, 10 samples a second)" in html
+    assert "blue: compiled code (py-spy)" in html
+    said = dask_observe_cli(store_path, "profile", "last").stdout
+    assert "In compiled code (py-spy):" in said
+    assert "compiled: numpy" in said
