@@ -426,6 +426,20 @@ def test_a_loop_held_by_a_task_in_c_names_the_function_that_held_it(
         assert "in task 'validate-1', holding the GIL" in message, message
         texts = [e["text"] for e in blocked.iloc[0]["evidence"]]
         assert texts[0].startswith("validate_lines at "), texts
+        # Seen while it held the loop, its thread was read with py-spy (in
+        # the test extra) then: below the line, the regular expression's C
+        # (once; none where the task had ended by the time py-spy read it).
+        during = any(
+            (d.get("held") or {}).get("during")
+            for d in run.events("event-loop-stall")["data"]
+        )
+        natives = [d["native"] for d in run.events("task-native")["data"]]
+        assert len(natives) <= during, (told, natives)
+        if natives:
+            native = natives[0]
+            assert any("sre" in frame for frame in native), native
+            assert f"holding the GIL in compiled code at {native[-1]}" in message
+            assert f"in compiled code: {native[-1]}" in texts, texts
     else:
         assert "task 'validate-1' held it, holding the GIL" in message, (message, told)
 

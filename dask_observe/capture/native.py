@@ -109,29 +109,46 @@ _TIMED_OUT = (124, 137)
 def dump(pid: int) -> tuple[dict[int, list[str]], str | None]:
     """The native frames beneath Python's of each thread of process ``pid``
     (by thread ident, as ``threading`` names threads), or why not."""
+    started = start_dump(pid)
+    if isinstance(started, str):
+        return {}, started
+    return finish_dump(started)
+
+
+def start_dump(pid: int) -> subprocess.Popen[str] | str:
+    """py-spy started on process ``pid`` (it reads it on its own, whatever
+    holds the GIL here meanwhile), or why it cannot be."""
     program = py_spy()
     if program is None:
-        return {}, not_installed()
+        return not_installed()
     limit = f"{DUMP_TIMEOUT_S:g}"
     command = ["sh", "-c", _GUARD, "guard", str(pid), limit]
     command += [program, "dump", "--native", "--json", "--pid", str(pid)]
     try:
-        with subprocess.Popen(
+        return subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,  # a signal to this process is not py-spy's
-        ) as process:
-            try:
-                out, err = process.communicate(timeout=DUMP_TIMEOUT_S + 10)
-            except subprocess.TimeoutExpired:  # the guard itself is stuck
-                os.killpg(process.pid, signal.SIGKILL)
-                process.communicate()
-                return {}, f"py-spy did not end within {limit} s"
+        )
     except OSError as e:
-        return {}, f"py-spy could not run: {e}"[:MAX_REASON_CHARS]
-    done = subprocess.CompletedProcess(command, process.returncode, out, err)
+        return f"py-spy could not run: {e}"[:MAX_REASON_CHARS]
+
+
+def finish_dump(
+    process: subprocess.Popen[str],
+) -> tuple[dict[int, list[str]], str | None]:
+    """What a dump ``start_dump`` began found, once it ended, or why not."""
+    limit = f"{DUMP_TIMEOUT_S:g}"
+    with process:
+        try:
+            out, err = process.communicate(timeout=DUMP_TIMEOUT_S + 10)
+        except subprocess.TimeoutExpired:  # the guard itself is stuck
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            return {}, f"py-spy did not end within {limit} s"
+    done = subprocess.CompletedProcess(process.args, process.returncode, out, err)
     if done.returncode in _TIMED_OUT:
         return {}, f"py-spy did not end within {limit} s"
     if done.returncode != 0:
@@ -140,11 +157,25 @@ def dump(pid: int) -> tuple[dict[int, list[str]], str | None]:
         threads = json.loads(done.stdout)
     except ValueError:
         return {}, "py-spy answered what is not JSON"
+    # Only a thread still in a task: read a moment after it was asked for,
+    # a thread may have finished its task (its native frames then were the
+    # executor's queue waiting for the next, told as the task's).
     return {
         int(thread["thread_id"]): native_part(thread.get("frames") or [])
         for thread in threads
-        if isinstance(thread, dict) and "thread_id" in thread
+        if isinstance(thread, dict)
+        and "thread_id" in thread
+        and _in_task(thread.get("frames") or [])
     }, None
+
+
+def _in_task(frames: list[dict[str, Any]]) -> bool:
+    """Whether py-spy's frames of a thread run a task (distributed's worker
+    called them)."""
+    return any(
+        str(frame.get("filename") or "").endswith("distributed/worker.py")
+        for frame in frames
+    )
 
 
 class NativeStacks:
@@ -153,30 +184,52 @@ class NativeStacks:
     def __init__(self) -> None:
         self._running = False
         self._lock = threading.Lock()
+        #: Set while no dump is under way.
+        self._idle = threading.Event()
+        self._idle.set()
         #: Whether this process said already why it cannot be read.
         self._said = False
 
     def request(
-        self, tasks: dict[int, str], ship: Callable[[dict[str, Any]], None]
+        self,
+        tasks: dict[int, str],
+        ship: Callable[[dict[str, Any]], None],
+        *,
+        at_once: bool = False,
     ) -> None:
         """Read the native frames of these tasks' threads (thread ident ->
-        key) and ``ship`` one event a task; nothing if a dump is under way."""
+        key) and ``ship`` one event a task; nothing if a dump is under way.
+        ``at_once``: py-spy is started from the calling thread, not from the
+        dump's own: one that holds the GIL only a moment (the loop's
+        watchdog, between two long C calls of a task that holds it) starts
+        py-spy, which reads the process whoever holds the GIL next; a new
+        thread would first wait for the GIL, until the task let it go."""
         with self._lock:
             if self._running or not tasks or self._said:
                 return
             self._running = True
+            self._idle.clear()
+        started = start_dump(os.getpid()) if at_once else None
         threading.Thread(
             target=self._dump,
-            args=(dict(tasks), ship),
+            args=(dict(tasks), ship, started),
             name="dask-observe-native-stacks",
             daemon=True,
         ).start()
 
     def _dump(
-        self, tasks: dict[int, str], ship: Callable[[dict[str, Any]], None]
+        self,
+        tasks: dict[int, str],
+        ship: Callable[[dict[str, Any]], None],
+        started: subprocess.Popen[str] | str | None,
     ) -> None:
         try:
-            found, reason = dump(os.getpid())
+            if started is None:
+                started = start_dump(os.getpid())
+            found: dict[int, list[str]] = {}
+            reason: str | None = started if isinstance(started, str) else None
+            if not isinstance(started, str):
+                found, reason = finish_dump(started)
             if reason is not None:
                 self._said = True
                 key = next(iter(tasks.values()))
@@ -192,3 +245,13 @@ class NativeStacks:
         finally:
             with self._lock:
                 self._running = False
+                self._idle.set()
+
+    def busy(self) -> bool:
+        """Whether a dump is under way."""
+        return not self._idle.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until no dump is under way (its events shipped), up to
+        ``timeout`` seconds: whether none is."""
+        return self._idle.wait(timeout)

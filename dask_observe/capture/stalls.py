@@ -3,6 +3,7 @@ what held it, seen from a watchdog thread beside it while it was held."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import threading
@@ -70,8 +71,12 @@ class StallWatch:
         interval_s: float,
         spilling: Callable[[], float] | None = None,
         tasks: Callable[[], Mapping[int, Any]] | None = None,
+        held_by_task: Callable[[int, str], None] | None = None,
     ) -> None:
         self.interval_s = interval_s
+        #: Told (thread ident, task key) where the watchdog sees a task's
+        #: thread hold the loop, as it does (native frames read then).
+        self.held_by_task = held_by_task
         self.last = time.monotonic()
         self.cpu = time.process_time()
         # The CPU time of the loop's own thread at the last tick. A watch is
@@ -273,6 +278,18 @@ class LoopWatchdog:
                 continue
             if sample is not None:
                 self._samples.append((time.time(), sample))
+                self._tell(sample)
+
+    def _tell(self, sample: dict[str, Any]) -> None:
+        """Tell the watch's ``held_by_task`` of a task that holds the loop,
+        from this thread, now: it holds the GIL only until the task takes
+        it back."""
+        watch = self._watch()
+        told = watch.held_by_task if watch is not None else None
+        if told is not None and sample.get("thread") == "task" and sample.get("key"):
+            # Extra evidence: never the watchdog's end.
+            with contextlib.suppress(Exception):
+                told(int(sample["ident"]), str(sample["key"]))
 
     def _look(self, starved: bool, stalled: bool = True) -> dict[str, Any] | None:
         """Read the task threads (and keep them for the next look); while
@@ -328,6 +345,8 @@ class LoopWatchdog:
                 "ident": busiest,
                 "key": None if key is None else str(key),
                 "cpu": round(most, 3),
+                # Seen while the stall lasted (its native frames read then).
+                "during": True,
                 # This thread's, not the loop's: the lines are read now.
                 "frames": shipped(stack, read=True),
             }

@@ -310,6 +310,11 @@ class MemorySampler:
 
 
 #: A worker's states of a task whose function runs.
+#: How long a flush waits for a native dump under way (py-spy reads in a
+#: tenth of a second; its answer is read once the GIL is free).
+NATIVE_FLUSH_WAIT_S = 5.0
+#: Tasks remembered as read once for holding the loop (see _native_of_holder).
+MAX_STALL_DUMPS = 256
 _RUNNING = ("executing", "long-running")
 #: Where a transition out of "executing" leaves a task still running.
 _STILL_RUNS = ("released", "long-running")
@@ -335,6 +340,8 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self.long_tasks = LongTasks()
         #: Native frames of hung tasks' threads (py-spy, where installed).
         self._native = NativeStacks()
+        #: Tasks whose threads held the loop and were read for it (each once).
+        self._stall_dumps: set[str] = set()
         self._stacks = StackSampler(settings.hung_task_after_s)
         self._heartbeats: Heartbeats | None = None
 
@@ -359,6 +366,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
             spill_seconds(worker.data),
             # Which thread runs which task: what held the loop, if one did.
             tasks=lambda: getattr(worker, "active_threads", {}),
+            held_by_task=self._native_of_holder,
         )
         self._leave_pacer = Pacer.join(self.settings.memory_interval_ms, self._tick)
         # The scheduler's end of a run asks every worker for this at once
@@ -421,6 +429,24 @@ class ObserveWorkerPlugin(WorkerPlugin):
             now, self.long_tasks.running, threads, ship, every=every, native=native
         )
 
+    def _native_of_holder(self, thread: int, key: str) -> None:
+        """A task's thread holds the loop (the watchdog saw it, as it
+        happens): read the native frames beneath its Python ones, where
+        py-spy is, once a task (a regular expression holding the GIL in C
+        shows its frames in the C library, not just the Python line)."""
+        worker, shipper = self._worker, self.shipper
+        if worker is None or shipper is None or key in self._stall_dumps:
+            return
+        if len(self._stall_dumps) >= MAX_STALL_DUMPS:
+            self._stall_dumps.pop()
+        self._stall_dumps.add(key)
+
+        def ship(data: dict[str, Any]) -> None:
+            at = time.time()
+            shipper.events.append(PushedEvent(at, "task-native", worker.address, data))
+
+        self._native.request({thread: key}, ship, at_once=True)
+
     def running(self) -> dict[str, float]:
         """The tasks running (those the scheduler let go of included: their
         functions have not returned), and for how long (seconds, on this
@@ -456,6 +482,8 @@ class ObserveWorkerPlugin(WorkerPlugin):
         (at 200 workers, their heartbeats were most of a run's end); a
         heartbeat in flight, which took the metrics, is waited for."""
         if self.shipper is not None:
+            if self._native.busy():  # its frames belong to the run ending
+                await asyncio.to_thread(self._native.wait, NATIVE_FLUSH_WAIT_S)
             if self._transfers is not None:
                 self._transfers.report(self.shipper, force=True)
             LogRouter.flush_output()  # a line a task wrote without its newline

@@ -106,7 +106,7 @@ def _stacks(ctx: Context) -> dict[str, list[list[Any]]]:
     }
 
 
-def _natives(ctx: Context) -> dict[str, list[str]]:
+def natives(ctx: Context) -> dict[str, list[str]]:
     """Each task's native frames beneath its Python ones (key -> frames)."""
     return {
         str(d.get("key")): [str(f) for f in d["native"]]
@@ -118,7 +118,7 @@ def _natives(ctx: Context) -> dict[str, list[str]]:
 def running(ctx: Context, found: Standing) -> list[Running]:
     """The tasks processing when the picture was taken, longest first."""
     stacks = _stacks(ctx)
-    natives = _natives(ctx)
+    found_native = natives(ctx)
     tasks = []
     for worker in found.state.get("workers", ()):
         for task in worker.get("processing", ()):
@@ -133,7 +133,7 @@ def running(ctx: Context, found: Standing) -> list[Running]:
                     float(elapsed),
                     task.get("typical"),
                     stacks.get(str(task["key"]), []),
-                    natives.get(str(task["key"]), []),
+                    found_native.get(str(task["key"]), []),
                 )
             )
     return sorted(tasks, key=lambda r: -r.elapsed)

@@ -14,6 +14,7 @@ from dask_observe.diagnose.base import (
     rule,
     workers,
 )
+from dask_observe.diagnose.hangs import natives
 from dask_observe.diagnose.host import HOST_ADVICE, host_load
 from dask_observe.plaintext import short_path
 from dask_observe.units import format_seconds
@@ -94,7 +95,7 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
     held = ""
     seen: list[dict[str, Any]] = []
     if cause in ("host", "code", "waited"):
-        holder = _holder(_with_keys(ctx, holdups.held(ctx, stalls)))
+        holder = _holder(_with_keys(ctx, holdups.held(ctx, stalls)), natives(ctx))
         if holder is not None:
             where, how, frames = holder
             held = f"{where} held it{how}"
@@ -203,11 +204,16 @@ def _with_keys(ctx: Context, held: list[dict[str, Any]]) -> list[dict[str, Any]]
     return named
 
 
-def _holder(held: list[dict[str, Any]]) -> tuple[str, str, list[str]] | None:
+def _holder(
+    held: list[dict[str, Any]], native: dict[str, list[str]] | None = None
+) -> tuple[str, str, list[str]] | None:
     """The code that held the loop most often, from the watchdog's samples:
     where (the innermost frame of the user's code, else the innermost), how
-    (in a task's thread, holding the GIL; or on the loop's own thread), and
-    that stack from there inwards (at most five frames), as evidence."""
+    (in a task's thread, holding the GIL, in compiled code where py-spy read
+    its thread as the watchdog saw it hold the loop: ``native``, by task
+    key; or on the loop's own thread), and that stack from there inwards (at
+    most five frames, then the innermost compiled ones), as evidence."""
+    native = native or {}
     seen: Counter[tuple[str, str, str]] = Counter()
     stacks: dict[tuple[str, str, str], list[str]] = {}
     for sample in held:
@@ -230,8 +236,10 @@ def _holder(held: list[dict[str, Any]]) -> tuple[str, str, list[str]] | None:
         at = own[-1] if own else len(frames) - 1
         file, line, function = frames[at][0], frames[at][1], frames[at][2]
         where = f"{function} ({short_path(str(file))}:{line})"
+        compiled = native.get(key, []) if thread == "task" else []
         how = (
             f", in task {key!r}, holding the GIL"
+            + (f" in compiled code at {compiled[-1]}" if compiled else "")
             if thread == "task"
             else ", on the event loop's own thread"
         )
@@ -242,7 +250,8 @@ def _holder(held: list[dict[str, Any]]) -> tuple[str, str, list[str]] | None:
                 f"{f[2]} at {short_path(str(f[0]))}:{f[1]}"
                 + (f": {f[3]}" if f[3] else "")
                 for f in frames[at:][:5]
-            ],
+            ]
+            + [f"in compiled code: {c}" for c in compiled[-3:]],
         )
     if not seen:
         return None
