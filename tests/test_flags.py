@@ -6,11 +6,14 @@ clusters already kill their workers.)
 
 from __future__ import annotations
 
+import ast
 import base64
 import gc
 import inspect
 import os
 import re
+import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
@@ -442,6 +445,53 @@ def test_a_loop_held_by_a_task_in_c_names_the_function_that_held_it(
             assert f"in compiled code: {native[-1]}" in texts, texts
     else:
         assert "task 'validate-1' held it, holding the GIL" in message, (message, told)
+
+
+#: A script (a plain ``python`` process, as a user's: its workers spawn with
+#: nothing of pytest's imported) recording a fresh worker's first task, which
+#: waits 2.5 s in C with the GIL held (``PyDLL`` calls a C function without
+#: releasing it): prints the event-loop-blocked flag's message.
+FIRST_TASK_HOLDS_THE_GIL = """
+import ctypes, sys
+from distributed import Client, LocalCluster
+import dask_observe
+
+def wait_in_c(seconds):
+    ctypes.PyDLL(None).usleep(int(seconds * 1_000_000))
+    return seconds
+
+if __name__ == "__main__":
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0")
+    with cluster, Client(cluster) as client:
+        with dask_observe.record("waiting", client=client, store=sys.argv[1]) as run:
+            client.submit(wait_in_c, 2.5).result()
+        flags = run.flags()
+        print(list(flags[flags["kind"] == "event-loop-blocked"]["message"]))
+"""
+
+
+@pytest.mark.timing  # a stall of the worker's loop, judged against its host
+def test_a_fresh_workers_first_task_waiting_with_the_gil_is_no_import(
+    tmp_path: Path,
+) -> None:
+    """The watchdog thread beside a fresh worker's loop imports sysconfig as
+    it first runs, which it could only once the first task let the GIL go:
+    the stall was told as "each while it imported modules
+    (_sysconfigdata...)". The truth: a wait in the task, nothing imported on
+    the loop (the task is the script's own, shipped by value)."""
+    script = tmp_path / "first_task.py"
+    script.write_text(FIRST_TASK_HOLDS_THE_GIL)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "observe.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (message,) = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert "imported" not in message, message
+    assert "while its process hardly ran" in message, message
 
 
 @pytest.fixture

@@ -259,8 +259,16 @@ class LoopWatchdog:
 
     def _run(self) -> None:
         # Where the libraries live, read here (sysconfig: 1-2 ms to import),
-        # not on the loop's thread in the middle of a stall.
+        # not on the loop's thread in the middle of a stall. Not counted as
+        # the loop's imports: a fresh worker's first task holding the GIL
+        # made this thread import them as the stall ended, and the stall was
+        # told as "while it imported modules (_sysconfigdata...)".
+        before = len(sys.modules)
         is_library("")
+        watch = self._watch()
+        if watch is not None:
+            watch.modules += len(sys.modules) - before
+        del watch
         while True:
             began = time.monotonic()
             if self._stopped.wait(WATCH_S):
