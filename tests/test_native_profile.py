@@ -7,6 +7,10 @@ Python bytecode, arithmetic on small ints, and calls nothing compiled."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,9 @@ import pytest
 from distributed import Client
 
 import dask_observe
+from dask_observe.capture import nativeprofile
+from dask_observe.capture.native import py_spy
+from dask_observe.capture.nativeprofile import parse_trace
 
 from .conftest import dask_observe_cli
 
@@ -95,3 +102,56 @@ def test_a_numpy_run_recorded_native_has_numpy_frames_and_its_compiled_share(
     said = dask_observe_cli(store_path, "profile", "last").stdout
     assert "In compiled code (py-spy):" in said
     assert "compiled: numpy" in said
+
+
+def test_a_py_spy_trace_reads_as_each_threads_stacks_and_counts_what_it_drops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """py-spy's Chrome trace of a real process (two threads of a script, one
+    sorting, one sleeping) as the worker reads it: each thread's stacks as
+    intervals that follow each other, by the thread's ident; past the bound,
+    intervals are counted, not kept."""
+    script = tmp_path / "two_threads.py"
+    script.write_text(
+        "import threading, time\n"
+        "import numpy as np\n"
+        "def sorting():\n"
+        "    end = time.time() + 3\n"
+        "    while time.time() < end:\n"
+        "        np.sort(np.random.random(200_000))\n"
+        "t = threading.Thread(target=sorting)\n"
+        "t.start()\n"
+        "print(t.ident, flush=True)\n"
+        "t.join()\n"
+    )
+    target = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True
+    )
+    assert target.stdout is not None
+    ident = int(target.stdout.readline())
+    trace = tmp_path / "trace.json"
+    program = py_spy()  # (the test extra installs it)
+    assert program is not None
+    subprocess.run(
+        [program, "record", "--native", "--idle", "--threads", "--function",
+         "--rate", "50", "--duration", "1", "--format", "chrometrace",
+         "--output", str(trace), "--pid", str(target.pid)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    target.wait(timeout=60)
+    events = json.loads(trace.read_text())
+    read = parse_trace(events, origin=1000.0)
+    # Read in another process than the one traced (its threads unknown
+    # here): each thread is named by py-spy's ident, its threading.ident.
+    assert str(ident) in read["threads"], read["threads"].keys()
+    spans = read["threads"][str(ident)]
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+    assert spans[0][0] >= 1000.0 and spans[-1][1] <= 1000.0 + 5
+    named = {read["frames"][i][0] for s in spans for i in read["stacks"][s[2]]}
+    assert "sorting" in named and any("sort" in n for n in named - {"sorting"})
+    assert read["dropped"] == 0
+    monkeypatch.setattr(nativeprofile, "MAX_INTERVALS", 3)
+    bounded = parse_trace(events, origin=1000.0)
+    kept = sum(len(s) for s in bounded["threads"].values())
+    assert kept == 3
+    assert bounded["dropped"] == sum(len(s) for s in read["threads"].values()) - 3

@@ -282,6 +282,12 @@ def _native(data: ReportData) -> str:
         f"worker{'s' if len(workers) != 1 else ''}: {escape(reason)}</p>"
         for reason, workers in (data.native.get("unavailable") or {}).items()
     )
+    dropped = int(data.native.get("dropped") or 0)
+    if dropped:  # past the stack changes a process answers (MAX_INTERVALS)
+        said += (
+            f"<p{_s('p')}>{dropped:,} later stack changes py-spy recorded were "
+            "not kept: the table is of the run's earlier part.</p>"
+        )
     if not rows:
         return said
     return (
