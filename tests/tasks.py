@@ -352,3 +352,17 @@ def sleep_in_c(seconds: int) -> int:
 
     ctypes.CDLL(None).sleep(seconds)
     return seconds
+
+
+def validate_with_pauses(n: int, lines: int) -> int:
+    """``validate_lines`` with a pause after each line (``time.sleep``
+    releases the GIL): a loop held in C, let go between its lines."""
+    import re
+
+    pattern = re.compile(BACKTRACKING)
+    bad = 0
+    for _ in range(lines):
+        if pattern.match("a" * n + "b") is None:
+            bad += 1
+        time.sleep(0.05)
+    return bad

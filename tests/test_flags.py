@@ -44,6 +44,7 @@ from .tasks import (
     hold_memory,
     short_nap,
     validate_lines,
+    validate_with_pauses,
 )
 
 # Verdicts judged on worker processes: GIL contention, a busy host, memory
@@ -441,10 +442,36 @@ def test_a_loop_held_by_a_task_in_c_names_the_function_that_held_it(
         if natives:
             native = natives[0]
             assert any("sre" in frame for frame in native), native
-            assert f"holding the GIL in compiled code at {native[-1]}" in message
+            said = f"(read a moment later in compiled code at {native[-1]})"
+            assert said in message, message
             assert f"in compiled code: {native[-1]}" in texts, texts
     else:
         assert "task 'validate-1' held it, holding the GIL" in message, (message, told)
+
+
+@pytest.mark.timing  # a stall of the worker's loop, judged against its host
+def test_a_holder_read_while_it_waits_is_not_said_to_hold_the_gil_there(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    """A task holds the GIL in a regular expression, then sleeps 50 ms (the
+    GIL let go), twice: the watchdog looks in the pause and py-spy,
+    started then, read the thread in the sleep (1 run in 3). The flag said
+    "holding the GIL in compiled code at clock_nanosleep (libc.so.6)": a
+    sleep holds no GIL. The truth: the regular expression held it."""
+    client = make_client(n_workers=1, threads_per_worker=1, processes=True)
+    with dask_observe.record("pauses", client=client) as run:
+        chars = backtracking_chars(2.0)  # twice the flag's 1 s tick a line
+        client.submit(validate_with_pauses, chars, 2, key="pauses-1").result()
+    flags = run.flags()
+    blocked = flags[flags["kind"] == "event-loop-blocked"]
+    natives = [d["native"] for d in run.events("task-native")["data"]]
+    assert len(blocked) == 1, flags[["kind", "message"]]
+    message = blocked.iloc[0]["message"]
+    assert "validate_with_pauses (" in message, message
+    assert "sleep" not in message, (message, natives)
+    said = re.search(r"read a moment later in compiled code at (\S+)", message)
+    if said:  # py-spy read it in the regular expression's C
+        assert "sre" in said.group(1), (message, natives)
 
 
 #: A script (a plain ``python`` process, as a user's: its workers spawn with

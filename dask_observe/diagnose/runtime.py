@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.analysis.native import WAITS
 from dask_observe.diagnose import holdups
 from dask_observe.diagnose.base import (
     MAX_EVIDENCE,
@@ -237,9 +238,19 @@ def _holder(
         file, line, function = frames[at][0], frames[at][1], frames[at][2]
         where = f"{function} ({short_path(str(file))}:{line})"
         compiled = native.get(key, []) if thread == "task" else []
+        # Read a moment after the watchdog saw it hold the loop: a thread
+        # then waiting (a sleep between two C calls releases the GIL) held
+        # nothing there, and is not said to ("holding the GIL in compiled
+        # code at clock_nanosleep" was).
+        if any(frame.split(" (", 1)[0] in WAITS for frame in compiled):
+            compiled = []
         how = (
             f", in task {key!r}, holding the GIL"
-            + (f" in compiled code at {compiled[-1]}" if compiled else "")
+            + (
+                f" (read a moment later in compiled code at {compiled[-1]})"
+                if compiled
+                else ""
+            )
             if thread == "task"
             else ", on the event loop's own thread"
         )
