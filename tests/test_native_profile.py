@@ -155,3 +155,19 @@ def test_a_py_spy_trace_reads_as_each_threads_stacks_and_counts_what_it_drops(
     kept = sum(len(s) for s in bounded["threads"].values())
     assert kept == 3
     assert bounded["dropped"] == sum(len(s) for s in read["threads"].values()) - 3
+
+
+def test_a_second_run_recording_a_process_natively_says_why_it_has_none() -> None:
+    """py-spy traces a process once: a run that starts while another's native
+    profile records this process gets a reason, not an empty profile."""
+    first = nativeprofile.NativeProfiles.start("first", 10)
+    try:
+        assert first.get("started"), first
+        second = nativeprofile.NativeProfiles.start("second", 10)
+        assert second.get("reason") == nativeprofile.BUSY, second
+        # A worker of the same process asking for the same run shares it.
+        assert nativeprofile.NativeProfiles.start("first", 10).get("shared")
+    finally:
+        stopped = nativeprofile.NativeProfiles.stop("first")
+    assert "threads" in stopped, stopped
+    assert nativeprofile.NativeProfiles.stop("second") == {}

@@ -48,6 +48,8 @@ MAX_RATE = 200
 #: The largest trace read (py-spy writes an event each time a stack changes:
 #: a busy thread's every sample; an hour at 10 a second is ~100 MB).
 MAX_TRACE_BYTES = 256 * 2**20
+#: Why a run has no native profile of a process another run records.
+BUSY = "another run's native profile is recording this worker's process"
 #: How long a run's start waits for py-spy to attach and sample.
 ATTACH_TIMEOUT_S = 3.0
 
@@ -247,7 +249,12 @@ class NativeProfiles:
         with cls._lock:
             current = cls._recording
             if current is not None:
-                return {**where, "shared": current.token == token, "busy": True}
+                if current.token == token:  # another worker of this process
+                    return {**where, "shared": True}
+                # A run recording while another does (nested, or another
+                # client's): py-spy can trace a process once; the later run
+                # says why it has none, not an empty table.
+                return {**where, "reason": BUSY}
             if py_spy() is None:  # said each run: its report says why not
                 return {**where, "reason": not_installed()}
             try:
