@@ -216,6 +216,53 @@ def test_a_run_whose_recording_process_died_is_interrupted(tmp_path: Path) -> No
         assert store.run("last").status == "interrupted"
 
 
+#: A process that ends while its daemon thread is inside a statement on the
+#: store (as a recorder's thread marks its cluster closed while the notebook's
+#: process exits). The statement naps in a SQL function so that the exit
+#: always meets it.
+EXIT_DURING_A_WRITE = """
+import sys, threading, time
+from dask_observe.store import BaseStore
+
+store = BaseStore(sys.argv[1])
+inside = threading.Event()
+
+def nap():
+    inside.set()
+    time.sleep(0.3)
+    return 1
+
+store._conn.create_function("nap", 0, nap)
+
+def write():
+    with store._transaction() as conn:
+        conn.execute("UPDATE sequence SET value = value + 41 + nap()")
+
+threading.Thread(target=write, daemon=True).start()
+inside.wait()
+"""
+
+
+def test_a_process_that_exits_during_another_threads_write_ends_cleanly(
+    tmp_path: Path,
+) -> None:
+    """The store's connection is closed at exit between statements: closed
+    under a daemon thread's statement, the process died of SIGSEGV (seen in
+    the suite at a recorded cluster's close; here every time before the fix)."""
+    path = tmp_path / "s.sqlite"
+    with BaseStore(path) as store:
+        before = store.last_seq()
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_DURING_A_WRITE, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    with BaseStore(path) as store:  # the write under way when it exited is kept
+        assert store.last_seq() == before + 42
+
+
 def test_a_running_run_of_a_live_process_stays_running(tmp_path: Path) -> None:
     with BaseStore(tmp_path / "s.sqlite") as store:
         store.create_run("alive")
