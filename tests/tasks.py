@@ -366,3 +366,45 @@ def validate_with_pauses(n: int, lines: int) -> int:
             bad += 1
         time.sleep(0.05)
     return bad
+
+
+def validate_until_read(n: int, wait_s: float = 30.0) -> int:
+    """A line of ``validate_lines`` (the loop held in C), then a wait (the
+    GIL let go between its steps: the loop and its watchdog run) until this
+    process starts a py-spy dump of itself, then more lines until the dump
+    ended. The truth by construction: py-spy, which takes milliseconds to
+    start and attach, reads this thread in the regular expression's C, in
+    this function (the wait is inline: a helper's frame would be where the
+    watchdog saw the thread; a look between two lines takes ~0.1 ms of a
+    line's seconds). 0 where no dump started within ``wait_s``."""
+    import glob
+    import os
+    import re
+
+    pattern = re.compile(BACKTRACKING)
+    pattern.match("a" * n + "b")
+    pid, until = str(os.getpid()).encode(), time.monotonic() + wait_s
+    seen = False
+    while time.monotonic() < until:
+        # The guard shell around py-spy is a child of the thread that
+        # started it (the loop's watchdog): the children of each thread.
+        dumping = False
+        for listing in glob.glob("/proc/self/task/*/children"):
+            try:
+                with open(listing) as f:
+                    children = f.read().split()
+            except OSError:  # a thread that ended as we read
+                continue
+            for child in children:
+                try:
+                    with open(f"/proc/{child}/cmdline", "rb") as f:
+                        words = f.read().split(b"\0")
+                except OSError:  # ended as we read
+                    continue
+                dumping = dumping or (b"dump" in words and pid in words)
+        if dumping:  # held until the dump ended, however slow its start
+            seen = True
+            pattern.match("a" * n + "b")
+        elif seen:
+            return 1
+    return 0

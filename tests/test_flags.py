@@ -44,6 +44,7 @@ from .tasks import (
     hold_memory,
     short_nap,
     validate_lines,
+    validate_until_read,
     validate_with_pauses,
 )
 
@@ -472,6 +473,39 @@ def test_a_holder_read_while_it_waits_is_not_said_to_hold_the_gil_there(
     said = re.search(r"read a moment later in compiled code at (\S+)", message)
     if said:  # py-spy read it in the regular expression's C
         assert "sre" in said.group(1), (message, natives)
+
+
+@pytest.mark.timing  # a stall of the worker's loop, judged against its host
+def test_a_loop_held_in_c_is_read_below_python_while_it_holds(
+    store_path: Path, make_client: Callable[..., Client]
+) -> None:
+    """A task holds the GIL in a regular expression's C, lets it go (the
+    watchdog looks and starts py-spy at the task's thread), and holds it
+    again until py-spy's read is done. The truth by construction: py-spy
+    reads the thread in the regular expression's C, and the flag names the
+    function below the task's Python line."""
+    client = make_client(n_workers=1, threads_per_worker=1, processes=True)
+    with dask_observe.record("read", client=client) as run:
+        chars = backtracking_chars(2.0)  # twice the flag's 1 s tick a line
+        read = client.submit(validate_until_read, chars, key="read-1").result()
+    natives = [d["native"] for d in run.events("task-native")["data"]]
+    # What the run held, should it fail.
+    held = {
+        "events": run.events(epoch=True)[["time", "kind", "data"]].to_dict("records"),
+        "logs": list(run.logs()["message"]),
+    }
+    assert read == 1, held  # py-spy (the test extra) started in the pause
+    assert len(natives) == 1, held  # once a task
+    native = natives[0]
+    assert any("sre" in frame for frame in native), native
+    flags = run.flags()
+    blocked = flags[flags["kind"] == "event-loop-blocked"]
+    assert len(blocked) == 1, flags[["kind", "message"]]
+    message = blocked.iloc[0]["message"]
+    assert "validate_until_read (" in message, message
+    assert f"(read a moment later in compiled code at {native[-1]})" in message
+    texts = [e["text"] for e in blocked.iloc[0]["evidence"]]
+    assert f"in compiled code: {native[-1]}" in texts, texts
 
 
 #: A script (a plain ``python`` process, as a user's: its workers spawn with
