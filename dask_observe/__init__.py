@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from distributed import Client
     from IPython.core.interactiveshell import InteractiveShell
 
-    from dask_observe.archive import Archive
+    from dask_observe.api.archive import Archive
     from dask_observe.report.comparison import ShownComparison
 
 __all__ = [
@@ -46,7 +46,7 @@ def open_archive(
     ``observe.archive``), from any machine: ``runs()`` (with host and user),
     ``run(id)``, ``history(name)``; ``compare(a, b, store=archive)``.
     See :mod:`dask_observe.archive`."""
-    from dask_observe.archive import open_archive as _open_archive
+    from dask_observe.api.archive import open_archive as _open_archive
 
     return _open_archive(url, storage_options=storage_options)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dask_observe.api import Run, Store
-    from dask_observe.archive import Archive
+    from dask_observe.api.archive import Archive
 
 #: Helps of the reading subcommands, by name.
 HELP = {
@@ -107,7 +107,7 @@ def open_reading(
     """What a reading subcommand reads: the archive of ``--archive``, else
     the local store that ``local`` opens."""
     if getattr(args, "archive", None):
-        from dask_observe.archive import open_archive
+        from dask_observe.api.archive import open_archive
 
         return open_archive(args.archive)
     return local()

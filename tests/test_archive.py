@@ -20,7 +20,8 @@ import pandas as pd
 import pytest
 
 import dask_observe
-from dask_observe.archive import Archive, listing
+from dask_observe.api.archive import Archive
+from dask_observe.archive import listing
 from dask_observe.archive.location import MANIFESTS, RUNS
 
 from .conftest import DASK_OBSERVE, NO_GIL_MONITOR, wait_until

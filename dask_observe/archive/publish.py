@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-    from dask_observe.api import Run, Store
+    from dask_observe.store import BaseStore, RunData
 
 logger = logging.getLogger("dask_observe.archive")
 
@@ -77,10 +77,10 @@ def _user() -> str | None:
         return None
 
 
-def publish_run(run: Run, location: Location) -> tuple[str, int]:
+def publish_run(run: RunData, location: Location) -> tuple[str, int]:
     """Write ``run`` (ended) to ``location``; its archive id and the bytes
     written."""
-    from dask_observe import config, redact
+    from dask_observe import config, diagnose, redact
     from dask_observe.analysis.history import per_task
     from dask_observe.diagnose import Flag, flags_frame
     from dask_observe.export.parquet import _json_column
@@ -92,7 +92,7 @@ def publish_run(run: Run, location: Location) -> tuple[str, int]:
     # Claimed first: a try that fails from here on is retried, into this folder.
     uid = store.claim_uid(run.id, location.url, new_uid(run.started))
     record, tables = slices.take(store, run.id)
-    flags = run.flag_list()
+    flags = diagnose.verdict(run)
     stored = store.verdict(run.id)
     version = stored[0] if stored is not None else config.version()
     tables.pop("verdict", None)
@@ -146,7 +146,7 @@ def publish_run(run: Run, location: Location) -> tuple[str, int]:
 
 
 def publish(
-    store: Store,
+    store: BaseStore,
     run_ids: list[int],
     location: Location,
     *,
@@ -254,14 +254,14 @@ def publish_at_end(
     """A run's end (``observe.archive`` set, as read when the block ended):
     publish it, and the runs whose publishing failed before (a retry).
     Failures are one warning."""
-    from dask_observe.api import Store
+    from dask_observe.store import BaseStore
 
     try:
         location = Location(url, options)
     except ArchiveError as e:
         logger.warning("dask-observe: cannot publish run %s: %s", run_id, e)
         return
-    with _publishing, Store(store_path) as store:
+    with _publishing, BaseStore(store_path) as store:
         pending = [r for r in store.unpublished(location.url) if r != run_id]
         done = publish(store, [*pending, run_id], location)
     if done.failed:

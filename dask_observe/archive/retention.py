@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from dask_observe.archive.location import RUNS
 
 if TYPE_CHECKING:
-    from dask_observe.archive.reader import Archive
+    from dask_observe.archive.listing import Listing
     from dask_observe.store.retention import Policy
 
 #: A run folder without a manifest is a publisher's that died once its run
@@ -30,11 +30,11 @@ class PrunedArchive:
     dry_run: bool = False
 
 
-def prune(archive: Archive, policy: Policy, *, dry_run: bool = False) -> PrunedArchive:
+def prune(listing: Listing, policy: Policy, *, dry_run: bool = False) -> PrunedArchive:
     """Remove the published runs ``policy`` lets go: beyond the newest
     ``keep_last``, ended before ``max_age_s``, and the oldest while the
     archive is larger than ``max_bytes`` (the sizes its manifests give)."""
-    records = archive.run_records()  # newest first
+    records = listing.manifests()  # newest first
     now = time.time()
     doomed: dict[str, dict[str, Any]] = {}
     if policy.keep_last is not None:
@@ -52,7 +52,7 @@ def prune(archive: Archive, policy: Policy, *, dry_run: bool = False) -> PrunedA
             if r["uid"] not in doomed:
                 doomed[r["uid"]] = r
                 left -= _size(r)
-    location = archive.location
+    location = listing.location
     listed = {r["uid"] for r in records}
     orphans = [
         uid

@@ -26,7 +26,7 @@ from dask_observe.store.outcome import outcome
 from dask_observe.store.rundata import RUN_COLUMNS
 
 if TYPE_CHECKING:
-    from dask_observe.archive import Archive
+    from dask_observe.api.archive import Archive
 
 FORCE_HELP = "overwrite files that exist (a symbolic link is never followed)"
 
@@ -95,7 +95,7 @@ def _listed_columns(args: argparse.Namespace) -> tuple[str, ...]:
     """The columns ``runs`` lists: a store's, or an archive's (with who
     recorded each run)."""
     if getattr(args, "archive", None):
-        from dask_observe.archive.reader import ARCHIVE_COLUMNS
+        from dask_observe.api.archive import ARCHIVE_COLUMNS
 
         return ARCHIVE_COLUMNS
     return RUN_COLUMNS

@@ -263,7 +263,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def _prune_archive(args: argparse.Namespace, policy: Any) -> int:
-    from dask_observe.archive import open_archive
+    from dask_observe.api.archive import open_archive
     from dask_observe.units import format_bytes
 
     with open_archive(args.archive) as archive:

@@ -14,8 +14,9 @@ registered under the kind it raises (``base.rule``).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from dask_observe import config
 from dask_observe.diagnose import (  # noqa: F401 (registers)
     hangs,
     memory,
@@ -28,7 +29,7 @@ from dask_observe.diagnose.base import RULES, SEVERITIES, Context, Flag, workers
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dask_observe.store import RunData
+    from dask_observe.store import BaseStore, RunData
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +51,30 @@ __all__ = [
     "Flag",
     "flag_list",
     "flags_frame",
+    "stored_verdict",
+    "verdict",
     "workers_lost",
 ]
+
+
+def stored_verdict(source: BaseStore, run_id: int) -> list[dict[str, Any]] | None:
+    """The flags a run raised as judged at its end (dicts of ``Flag``'s
+    fields), if this version judged them (another's rules may differ). Reads
+    JSON only: no pandas, no judging."""
+    stored = source.verdict(run_id)
+    if stored is None or stored[0] != config.version():
+        return None
+    return stored[1]
+
+
+def verdict(run: RunData) -> list[Flag]:
+    """The flags of an ended run: those judged at its end, if this version
+    judged them, else judged now (a run whose process died before it was
+    judged, or one judged by another version)."""
+    stored = stored_verdict(run.store, run.id)
+    if stored is None:
+        return flag_list(run)
+    return [Flag(**flag) for flag in stored]
 
 
 def flag_list(run: RunData, tasks: pd.DataFrame | None = None) -> list[Flag]:

@@ -36,7 +36,7 @@ from dask_observe.store import StoreError
 from dask_observe.store.outcome import status_line, tasks_text
 
 if TYPE_CHECKING:
-    from dask_observe.archive import Archive
+    from dask_observe.api.archive import Archive
 
 logger = logging.getLogger(__name__)
 

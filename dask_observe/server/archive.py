@@ -24,7 +24,7 @@ from dask_observe.server.routes import StoreReader, whole_argument
 from dask_observe.store import RunNotFound, StoreError
 
 if TYPE_CHECKING:
-    from dask_observe.archive import Archive
+    from dask_observe.api.archive import Archive
 
 T = TypeVar("T")
 
@@ -45,7 +45,7 @@ def configured() -> tuple[str, dict[str, Any]] | None:
 
 
 def _archive(url: str, options: dict[str, Any]) -> Archive:
-    from dask_observe.archive import Archive
+    from dask_observe.api.archive import Archive
 
     key = (url, json.dumps(options, sort_keys=True, default=str))
     if key not in _archives:

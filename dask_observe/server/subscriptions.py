@@ -354,7 +354,7 @@ def final_flags(store: BaseStore, run_id: int) -> tuple[bool, list[FlagPayload] 
     """Whether a run's flags can no longer change, and its verdict if this
     version stored one: JSON read as it is, no judging (and no pandas), so
     that a finished run's flags are read once, not judged again every poll."""
-    from dask_observe.api import stored_verdict
+    from dask_observe.diagnose import stored_verdict
 
     record = store.run_record(run_id)
     if record["status"] == "running":

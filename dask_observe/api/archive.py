@@ -1,4 +1,5 @@
-"""An archive read from any machine with the read API of a store.
+"""An archive (:mod:`dask_observe.archive`) read from any machine with the
+read API of a store: its runs are :class:`~dask_observe.api.Run` s.
 
 A run is read from the archive when asked for, into a store of the reader's
 own (a temporary SQLite file): each run's rows get a slice of that store
@@ -19,13 +20,16 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.api import Store
 from dask_observe.archive import location as location_module
 from dask_observe.archive.listing import Listing
 from dask_observe.archive.location import (
+    NO_ARCHIVE,
     RUN_JSON_BYTES,
     RUN_TABLE_BYTES,
     ArchiveError,
     Location,
+    configured,
 )
 from dask_observe.store import RunNotFound
 from dask_observe.store.slices import BY_RUN, TELEMETRY
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-    from dask_observe.api import Run, Store
+    from dask_observe.api import Run
     from dask_observe.archive.retention import PrunedArchive
     from dask_observe.store import RunData
     from dask_observe.store.retention import Policy
@@ -45,6 +49,17 @@ ARCHIVE_COLUMNS = (
     "id", "name", "status", "started", "ended", "duration_s", "n_tasks",
     "n_failed", "n_flags", "cluster", "partial", "host", "user",
 )  # fmt: skip
+
+
+def open_archive(
+    url: str | None = None, *, storage_options: dict[str, object] | None = None
+) -> Archive:
+    """The archive at ``url`` (default ``observe.archive``), with fsspec's
+    ``storage_options`` (default ``observe.archive-options``)."""
+    url, options = configured(url, storage_options)
+    if url is None:
+        raise ArchiveError(NO_ARCHIVE)
+    return Archive(url, options)
 
 
 class _Budget:
@@ -193,8 +208,6 @@ class Archive:
         return found
 
     def _store(self) -> Store:
-        from dask_observe.api import Store
-
         if self._cache is None:
             self._folder = tempfile.mkdtemp(prefix="dask-observe-archive-")
             self._cache = Store(Path(self._folder) / "runs.sqlite")
@@ -249,7 +262,7 @@ class Archive:
         :mod:`dask_observe.archive.retention`); ``dry_run`` changes nothing."""
         from dask_observe.archive.retention import prune
 
-        return prune(self, policy, dry_run=dry_run)
+        return prune(self.listing, policy, dry_run=dry_run)
 
     # -- the end -------------------------------------------------------------------
     def close(self) -> None:

@@ -3,7 +3,8 @@ it, with what is made of it (its flags and its report).
 
 The store only stores; diagnosis and reports read from it. This layer puts them
 together for users, the notebook, the CLI and the server, so that nothing in
-the store imports what sits above it.
+the store imports what sits above it. :mod:`.archive` reads a team's archive
+as such a store.
 """
 
 from __future__ import annotations
@@ -25,16 +26,6 @@ if TYPE_CHECKING:
     from dask_observe.report import Report
     from dask_observe.store.queries import Window
     from dask_observe.store.rundata import TimeLike
-
-
-def stored_verdict(source: store.BaseStore, run_id: int) -> list[dict[str, Any]] | None:
-    """The flags a run raised as judged at its end (dicts of ``Flag``'s
-    fields), if this version judged them (another's rules may differ). Reads
-    JSON only: no pandas, no judging."""
-    stored = source.verdict(run_id)
-    if stored is None or stored[0] != config.version():
-        return None
-    return stored[1]
 
 
 class Ending:
@@ -322,25 +313,15 @@ class Run(store.RunData):
         """The flags the run raises, in time order. A finished run is judged
         once, when it ends, and that verdict is stored: its report, its
         listing and ``flags()`` share it, in every process."""
-        from dask_observe.diagnose import flag_list
+        from dask_observe.diagnose import flag_list, verdict
 
         self._settle()
         if self._flags is not None:
             return self._flags
         if self.status == "running":
             return flag_list(self)
-        self._flags = self._verdict()
-        if self._flags is None:  # ended without one (its process died)
-            self._flags = flag_list(self)
+        self._flags = verdict(self)
         return self._flags
-
-    def _verdict(self) -> list[Flag] | None:
-        """The flags judged when the run ended, if this version judged them
-        (another's rules may differ)."""
-        from dask_observe.diagnose import Flag
-
-        stored = stored_verdict(self.store, self.id)
-        return None if stored is None else [Flag(**flag) for flag in stored]
 
     def keep_verdict(self, flags: list[Flag]) -> None:
         """Store the flags the run raised as its verdict, judged at its end."""
@@ -390,7 +371,7 @@ class Run(store.RunData):
         location = configured_location(url)
         if location is None:
             raise ArchiveError(NO_ARCHIVE)
-        done = publish(self.store, [self.id], location)  # type: ignore[arg-type]
+        done = publish(self.store, [self.id], location)
         if self.id in done.failed:
             raise ArchiveError(
                 f"cannot publish run {self.id} to {location.url}: "
