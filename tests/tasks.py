@@ -272,14 +272,18 @@ def use(connection: Connection) -> int:
 BACKTRACKING = r"(a+)+$"
 
 
-def validate_lines(n: int, lines: int = 2) -> int:
+def validate_lines(seconds: float, lines: int = 2) -> int:
     """A catastrophic regular expression (nested quantifiers against lines
     that almost match): ``re`` backtracks in C with the GIL held, twice as
     long a character more (0.4-0.65 s a line of 24 characters here, by the
     day), and nothing else in the process runs meanwhile, its event loop
-    neither. The lines that do not match."""
+    neither. Lines of about ``seconds`` each (sized here, on the worker,
+    as it runs: sized by the client, a test's lines took 0.9 s where 2 were
+    asked, the client slowed by the suite's other tests as it measured, and
+    no stall reached the flag's 1 s tick). The lines that do not match."""
     import re
 
+    n = backtracking_chars(seconds)
     pattern = re.compile(BACKTRACKING)
     bad = 0
     for _ in range(lines):
@@ -354,11 +358,12 @@ def sleep_in_c(seconds: int) -> int:
     return seconds
 
 
-def validate_with_pauses(n: int, lines: int) -> int:
+def validate_with_pauses(seconds: float, lines: int) -> int:
     """``validate_lines`` with a pause after each line (``time.sleep``
     releases the GIL): a loop held in C, let go between its lines."""
     import re
 
+    n = backtracking_chars(seconds)
     pattern = re.compile(BACKTRACKING)
     bad = 0
     for _ in range(lines):
@@ -368,7 +373,7 @@ def validate_with_pauses(n: int, lines: int) -> int:
     return bad
 
 
-def validate_until_read(n: int, wait_s: float = 30.0) -> int:
+def validate_until_read(seconds: float, wait_s: float = 30.0) -> int:
     """A line of ``validate_lines`` (the loop held in C), then a wait (the
     GIL let go between its steps: the loop and its watchdog run) until this
     process starts a py-spy dump of itself, then more lines until the dump
@@ -381,6 +386,7 @@ def validate_until_read(n: int, wait_s: float = 30.0) -> int:
     import os
     import re
 
+    n = backtracking_chars(seconds)
     pattern = re.compile(BACKTRACKING)
     pattern.match("a" * n + "b")
     pid, until = str(os.getpid()).encode(), time.monotonic() + wait_s

@@ -38,7 +38,6 @@ from .conftest import wait_until
 from .load import burners, spin
 from .tasks import (
     array_of,
-    backtracking_chars,
     collect_slowly,
     hog_the_gil,
     hold_memory,
@@ -399,14 +398,12 @@ def test_a_loop_held_by_a_task_in_c_names_the_function_that_held_it(
         # on this machine as it is now. (Between them the GIL changes hands:
         # a task that held it from its start to its end is named by its key
         # alone.)
-        chars = backtracking_chars(2.0)
-        future = client.submit(validate_lines, chars, 2, key="validate-1")
+        future = client.submit(validate_lines, 2.0, 2, key="validate-1")
         assert future.result() == 2
     flags = run.flags()
     blocked = flags[flags["kind"] == "event-loop-blocked"]
     # What the run held, should it fail.
     held = {
-        "chars": chars,
         "flags": flags[["kind", "message"]].to_dict("records"),
         "window": [run.started, run.window_end()],
         "task": run.tasks(epoch=True)[["start", "stop"]].to_dict("records"),
@@ -461,8 +458,8 @@ def test_a_holder_read_while_it_waits_is_not_said_to_hold_the_gil_there(
     sleep holds no GIL. The truth: the regular expression held it."""
     client = make_client(n_workers=1, threads_per_worker=1, processes=True)
     with dask_observe.record("pauses", client=client) as run:
-        chars = backtracking_chars(2.0)  # twice the flag's 1 s tick a line
-        client.submit(validate_with_pauses, chars, 2, key="pauses-1").result()
+        # Lines of ~2 s: twice the flag's 1 s tick.
+        client.submit(validate_with_pauses, 2.0, 2, key="pauses-1").result()
     flags = run.flags()
     blocked = flags[flags["kind"] == "event-loop-blocked"]
     natives = [d["native"] for d in run.events("task-native")["data"]]
@@ -486,8 +483,8 @@ def test_a_loop_held_in_c_is_read_below_python_while_it_holds(
     function below the task's Python line."""
     client = make_client(n_workers=1, threads_per_worker=1, processes=True)
     with dask_observe.record("read", client=client) as run:
-        chars = backtracking_chars(2.0)  # twice the flag's 1 s tick a line
-        read = client.submit(validate_until_read, chars, key="read-1").result()
+        # Lines of ~2 s: twice the flag's 1 s tick.
+        read = client.submit(validate_until_read, 2.0, key="read-1").result()
     natives = [d["native"] for d in run.events("task-native")["data"]]
     # What the run held, should it fail.
     held = {
