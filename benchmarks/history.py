@@ -1,7 +1,7 @@
 """A named job's history in a store that recorded it for a year: 400 runs
 named ``nightly`` among 800, against listing the store, side by side.
 
-    .venv/bin/python benchmarks/history.py [--runs 400] [--repeat 3]
+    .venv/bin/python benchmarks/history.py [--runs 400] [--repeat 9]
 
 One real run of 20 tasks is recorded on a LocalCluster (2 workers); the store
 then gets copies of it (``store.slices``: its tasks, metrics, events and
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -72,7 +73,7 @@ def cli(path: Path, *args: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=9)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         os.chmod(folder, 0o700)
@@ -108,12 +109,20 @@ def main() -> None:
                 taken = seconds(partial(cli, path, *command))
                 timings.setdefault(what, []).append(taken)
         for what, found in timings.items():
-            print(f"  {what}: {min(found):.2f}-{max(found):.2f} s")
-        pairs = zip(
-            timings['store.history("nightly")'], timings["store.runs()"], strict=True
-        )
-        ratio = [h / r for h, r in pairs]
-        print(f"  history / runs, in this process: {min(ratio):.1f}-{max(ratio):.1f}x")
+            print(
+                f"  {what}: {1000 * statistics.median(found):.0f} ms "
+                f"({1000 * min(found):.0f}-{1000 * max(found):.0f})"
+            )
+        for label, history, runs in [
+            ("in this process", 'store.history("nightly")', "store.runs()"),
+            ("as processes", "dask-observe history nightly", "dask-observe runs"),
+        ]:
+            pairs = zip(timings[history], timings[runs], strict=True)
+            ratio = [h / r for h, r in pairs]
+            print(
+                f"  history / runs, {label}: {statistics.median(ratio):.1f}x "
+                f"({min(ratio):.1f}-{max(ratio):.1f})"
+            )
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@ def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
         assert runs["demo: hang"].status == "failed"  # stopped by its timeout
         # Its one task still ran as it ended: counted, not "0 tasks".
         hang = runs["demo: hang"].summary()
-        assert (hang["n_tasks"], hang["n_running"]) == (1, 1)
+        held = runs["demo: hang"].tasks(epoch=True).to_dict("records")
+        assert (hang["n_tasks"], hang["n_running"]) == (1, 1), held
         # Its thread was held, not idle: the 4 s its task ran are that
         # task's in where the time went (distributed counts them idle).
         split = time_split(runs["demo: hang"])
