@@ -244,6 +244,55 @@ def test_a_task_its_client_let_go_of_still_counts_where_the_run_stopped(
     assert key in set(stacks["key"])
 
 
+def test_a_task_let_go_of_while_its_run_ends_is_counted_once(
+    make_client: Callable[..., Client],
+) -> None:
+    """The run's end counts the tasks processing, then asks the workers which
+    of those let go of they still run; a release that reached the scheduler
+    in between (the demo's hung task, once in the suite) was counted both
+    ways: "2 tasks, 2 still running". Here the release reaches it exactly
+    then: the scheduler is told it (as the client's message tells it) as the
+    end asks the workers. The truth: one task, still running."""
+    from dask_observe.recording.link import SCHEDULER_PLUGIN
+
+    client = make_client(n_workers=1, threads_per_worker=1, processes=False)
+    scheduler = client.cluster.scheduler  # type: ignore[union-attr]
+    released: list[str] = []
+
+    async def release_then_ask(name: str, addresses: list[str]) -> dict[str, Any]:
+        if not released:
+            released.append(name)
+            scheduler.client_releases_keys(
+                keys=[key], client=client.id, stimulus_id="test-release"
+            )
+        answers: dict[str, Any] = await asked(name, addresses)
+        return answers
+
+    with (
+        pytest.raises(TimeoutError),
+        dask_observe.record("released as it ends", client=client) as run,
+    ):
+        future = client.submit(wait_for_release, pure=False)
+        key = future.key
+        wait_until(
+            lambda: any(ws.executing for ws in scheduler.workers.values()),
+            "the task executing",
+        )
+        # (Installed as the run began.)
+        plugin = scheduler.plugins[SCHEDULER_PLUGIN]
+        asked = plugin._answers
+        plugin._answers = release_then_ask
+        raise TimeoutError
+    summary = run.summary()
+    assert released, "the end did not ask the workers"
+    assert key not in scheduler.tasks or scheduler.tasks[key].state != "processing"
+    assert (summary["n_tasks"], summary["n_running"]) == (1, 1), summary
+    (stopped,) = run.events("run-stopped")["data"]
+    told = [t["key"] for w in stopped["workers"] for t in w["processing"]]
+    assert told == [str(key)], stopped
+    del future
+
+
 def test_a_task_that_seceded_and_hangs_is_named_with_where_it_waits(
     make_client: Callable[..., Client],
 ) -> None:

@@ -52,6 +52,10 @@ class LetGo:
     def any(self, span_id: str) -> bool:
         return bool(self._spans.get(span_id))
 
+    def keys(self, span_id: str) -> set[str]:
+        """The keys (as text) let go of so far in the span."""
+        return set(self._spans.get(span_id, ()))
+
 
 def still_running(
     scheduler: Any, let_go: dict[str, tuple[str, Any]], replies: dict[str, Any]

@@ -181,11 +181,17 @@ class RunCalls:
         began = self._host_marks.pop(span_id, None)
         if began is not None:  # the scheduler's host over the run's window
             self._event("host-load", None, {**host.since_mark(began), "run": True})
+        # Counted together with the tasks let go of so far: one whose release
+        # reaches the scheduler while the workers are asked below is in this
+        # count already (the demo's hung task read "2 tasks, 2 still running").
         running = _processing(self._scheduler, span_id)
+        counted_apart = self._let_go.keys(span_id)
+        still: set[str] = set()
         if stopped:
-            running += await self._stopped(span_id)
+            still = await self._stopped(span_id)
         elif self._let_go.any(span_id):
-            running += await self._let_go_running(span_id)
+            still = await self._let_go_running(span_id)
+        running += len(still & counted_apart)
         counts = self.unwatch(span_id)
         if running:
             counts["running"] = running
@@ -211,23 +217,23 @@ class RunCalls:
         await asyncio.gather(*self._calls(name, calls, replies=replies))
         return replies
 
-    async def _let_go_running(self, span_id: str) -> int:
-        """A run that finished: how many tasks its client let go of (a caught
-        timeout) still run on its workers."""
+    async def _let_go_running(self, span_id: str) -> set[str]:
+        """A run that finished: the tasks its client let go of (a caught
+        timeout) that still run on its workers."""
         assert self._scheduler is not None
         replies = await self._answers(RUNNING_HANDLER, list(self._scheduler.workers))
         still = still_running(self._scheduler, self._let_go.unwatch(span_id), replies)
-        return sum(map(len, still.values()))
+        return _keys(still)
 
-    async def _stopped(self, span_id: str) -> int:
+    async def _stopped(self, span_id: str) -> set[str]:
         """A run stopped: where it stood (a ``run-stopped`` event), the stacks
-        of its running tasks, and how many ran that the scheduler no longer
+        of its running tasks, and those that ran that the scheduler no longer
         holds (its client let go of them: ``letgo``)."""
         assert self._scheduler is not None
         let_go = self._let_go.any(span_id)
         remains = work_remains(self._scheduler)
         if not (remains or let_go):
-            return 0
+            return set()
         since = self._progress.since(span_id) or time.time()
         # Every worker running tasks samples their stacks, to ship with the
         # flush that follows; with tasks let go of, every worker, to say
@@ -240,10 +246,10 @@ class RunCalls:
         replies = await self._answers(STACKS_HANDLER, asked)
         still = still_running(self._scheduler, self._let_go.unwatch(span_id), replies)
         if not (remains or still):
-            return 0
+            return set()
         described = describe(self._scheduler, span_id, since, still)
         self._event("run-stopped", None, described)
-        return sum(map(len, still.values()))
+        return _keys(still)
 
     def _flushes(self, heartbeat: bool = True) -> list[Awaitable[Any]]:
         """A flush of every worker (with a heartbeat, which carries its fine
@@ -412,6 +418,11 @@ class RunCalls:
             "workers": workers,
             "activities": busy_seconds(span),
         }
+
+
+def _keys(still: dict[str, list[dict[str, Any]]]) -> set[str]:
+    """The keys of ``letgo.still_running``'s tasks, of every worker."""
+    return {task["key"] for tasks in still.values() for task in tasks}
 
 
 def _processing(scheduler: Scheduler, span_id: str) -> int:
