@@ -337,6 +337,35 @@ def test_a_stall_names_what_its_watchdog_saw_hold_the_loop(run: SyntheticRun) ->
     ) in said, said
 
 
+def test_a_holders_compiled_code_is_named_by_a_function_not_an_address(
+    run: SyntheticRun,
+) -> None:
+    """py-spy read the holder in libc beneath the regular expression's C, at
+    a frame it could not symbolize (seen in the suite): the flag said "in
+    compiled code at 0x7f08ef78b874 (libc.so.6)". The innermost frame with a
+    name is said; the evidence keeps the frames as read."""
+    user = ("/home/me/etl.py", 12, "validate_lines", "pattern.match(line)", False)
+    native = [
+        "sre_ucs1_match (libpython3.12.so.1.0)",
+        "0x7f08ef78b874 (libc.so.6)",
+    ]
+    run.task(0.5, 3.0, "validate", key="validate-6")  # on thread 1 of A
+    run.event(4.0, "event-loop-stall", A, seconds=2.5, since=run.start + 1.5,
+              cpu=2.5, loop_cpu=0.0, held={
+                  "thread": "task", "key": "validate-6", "ident": 1, "cpu": 2.4,
+                  "frames": [user],
+              })  # fmt: skip
+    run.event(2.0, "task-native", A, key="validate-6", thread=1, native=native)
+    frame = run.end(5.0).flags()
+    (flag,) = frame[frame["kind"] == "event-loop-blocked"].to_dict("records")
+    assert (
+        "holding the GIL (read a moment later in compiled code at "
+        "sre_ucs1_match (libpython3.12.so.1.0))"
+    ) in flag["message"], flag["message"]
+    texts = [e["text"] for e in flag["evidence"]]
+    assert "in compiled code: 0x7f08ef78b874 (libc.so.6)" in texts, texts
+
+
 def test_a_stall_a_busy_host_stretched_names_what_held_it_and_blames_the_host(
     run: SyntheticRun,
 ) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from dask_observe.plaintext import library
@@ -217,6 +217,18 @@ WAITS = frozenset({
     "pthread_cond_signal", "pthread_cond_broadcast", "pthread_mutex_lock",
     "pthread_mutex_unlock", "drop_gil", "sem_post", "__lll_lock_wake",
 })  # fmt: skip
+
+
+def innermost_named(frames: Sequence[str]) -> str | None:
+    """Of py-spy's compiled frames as shipped ("function (library)",
+    outermost first), the innermost that names its function. A frame py-spy
+    could not symbolize is an address ("0x7f08ef78b874 (libc.so.6)"), which
+    tells a reader nothing: a regular expression's C, in libc beneath
+    sre_ucs1_match, read "in compiled code at 0x7f08ef78b874 (libc.so.6)".
+    None for no frames; the innermost address where none is named."""
+    named = [f for f in frames if not f.startswith("0x")]
+    found = named or list(frames)
+    return found[-1] if found else None
 
 
 def is_waiting(native: NativePath) -> bool:

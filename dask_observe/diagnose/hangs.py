@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from dask_observe.analysis.native import innermost_named
 from dask_observe.diagnose.base import MAX_EVIDENCE, Context, Flag, evidence, rule
 from dask_observe.units import format_bytes, format_seconds
 
@@ -72,8 +73,9 @@ class Running:
         """Where it waits: its Python frame, then the compiled code's frame
         beneath it where that was read (py-spy on its worker)."""
         where = self.where_text()
-        if where and self.native:
-            return f"{where}, in compiled code at {self.native[-1]}"
+        named = innermost_named(self.native)
+        if where and named:
+            return f"{where}, in compiled code at {named}"
         return where
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.analysis.native import WAITS
+from dask_observe.analysis.native import WAITS, innermost_named
 from dask_observe.diagnose import holdups
 from dask_observe.diagnose.base import (
     MAX_EVIDENCE,
@@ -244,13 +244,10 @@ def _holder(
         # code at clock_nanosleep" was).
         if any(frame.split(" (", 1)[0] in WAITS for frame in compiled):
             compiled = []
+        named = innermost_named(compiled)
         how = (
             f", in task {key!r}, holding the GIL"
-            + (
-                f" (read a moment later in compiled code at {compiled[-1]})"
-                if compiled
-                else ""
-            )
+            + (f" (read a moment later in compiled code at {named})" if named else "")
             if thread == "task"
             else ", on the event loop's own thread"
         )
