@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from dask_observe.diagnose import Flag
     from dask_observe.export.otlp import Sent
     from dask_observe.report import Report
-    from dask_observe.store.queries import Window
-    from dask_observe.store.rundata import TimeLike
 
 
 class Ending:
@@ -143,6 +141,8 @@ class Run(store.RunData):
     """
 
     _flags: list[Flag] | None = None
+    #: The end of this run this process still writes (None: none).
+    _ending: Ending | None = None
     #: The run's id in the archive it was read from, and that archive's URL
     #: (None: a run of a local store).
     archive_uid: str | None = None
@@ -156,7 +156,9 @@ class Run(store.RunData):
     def _settle(self) -> None:
         """Wait for the end of this run still being written here, if any, then
         read the run again (its settings, environment, flag count) and take its
-        flags."""
+        flags. What a run's end writes after its block returned (its status
+        and window, its fine metrics and profile) is read through this hook
+        (``RunData._settle``): those readers wait for it."""
         ending = self._ending
         if ending is None or not ending.wait():
             return
@@ -164,52 +166,6 @@ class Run(store.RunData):
         super().refresh()
         if ending.flags is not None:
             self._flags = ending.flags
-
-    def settings(self) -> dict[str, Any]:
-        self._settle()
-        return super().settings()
-
-    settings.__doc__ = store.RunData.settings.__doc__
-
-    def environment(self) -> dict[str, Any]:
-        self._settle()
-        return super().environment()
-
-    environment.__doc__ = store.RunData.environment.__doc__
-
-    # What a run's end writes after its block returned: its status and
-    # window, its fine metrics and profile. Read here, they wait for it.
-    @property
-    def status(self) -> str:
-        self._settle()
-        return super().status
-
-    status.__doc__ = store.RunData.status.__doc__
-
-    @property
-    def partial(self) -> str | None:
-        self._settle()
-        return super().partial
-
-    partial.__doc__ = store.RunData.partial.__doc__
-
-    def window_end(self) -> float:
-        self._settle()
-        return super().window_end()
-
-    window_end.__doc__ = store.RunData.window_end.__doc__
-
-    def _window(
-        self, since: TimeLike | None = None, until: TimeLike | None = None
-    ) -> Window:
-        self._settle()
-        return super()._window(since, until)
-
-    def fine_rows(self) -> list[tuple[str, str, str, str, float]]:
-        self._settle()
-        return super().fine_rows()
-
-    fine_rows.__doc__ = store.RunData.fine_rows.__doc__
 
     def profile_trees(self, native: bool = True) -> dict[str, Any]:
         """distributed's profile of the run as trees, by prefix ("" for the
@@ -219,7 +175,6 @@ class Run(store.RunData):
         beneath Python's grafted in (nodes with ``native`` True; see
         :meth:`native`), unless ``native`` is False: Python's frames alone,
         as every run has them (comparisons read those)."""
-        self._settle()
         trees = super().profile_trees()
         native_profile = self.native_profile() if native else None
         if not native_profile:
@@ -256,7 +211,6 @@ class Run(store.RunData):
         return pd.DataFrame(rows, columns=list(NATIVE_COLUMNS))
 
     def summary(self) -> dict[str, Any]:
-        self._settle()
         summary = super().summary()
         if self.archive_uid is not None:  # named as its archive names it
             summary.update(id=self.archive_uid, archive=self.archive_url)

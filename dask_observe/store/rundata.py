@@ -148,6 +148,13 @@ class RunData:
         self.store = store
         self._record = record
 
+    def _settle(self) -> None:
+        """Wait for a run's end still being written, where one is, before
+        reading what it writes (status, window, settings, environment, fine
+        metrics, profile, summary). The one hook each of those readers calls:
+        nothing to wait for here; ``dask_observe.Run`` waits for an end this
+        process writes in the background."""
+
     @property
     def id(self) -> int:
         return int(self._record["id"])
@@ -159,6 +166,7 @@ class RunData:
     @property
     def status(self) -> str:
         """One of ``running``, ``finished``, ``failed``, ``interrupted``."""
+        self._settle()
         return str(self._record["status"])
 
     @property
@@ -176,6 +184,7 @@ class RunData:
     def partial(self) -> str | None:
         """Why the run was recorded only partially (its cluster did not take
         the capture plugins), or None for a run recorded fully."""
+        self._settle()
         why = self._record.get("partial")
         return None if why is None else str(why)
 
@@ -186,6 +195,7 @@ class RunData:
         where workers differ), ``flags`` (the recorder's ``observe.flags``) and
         ``source`` (``workers`` or ``client``). Empty for a run recorded
         before dask-observe kept them, or still running."""
+        self._settle()
         found = self._record.get("settings")
         return found if isinstance(found, dict) else {}
 
@@ -197,6 +207,7 @@ class RunData:
         from dask's defaults, on the client), ``code`` (``cell``, or
         ``script`` with ``git_commit``). Empty for a run recorded before
         dask-observe kept it, or still running."""
+        self._settle()
         found = self._record.get("environment")
         return found if isinstance(found, dict) else {}
 
@@ -207,6 +218,7 @@ class RunData:
 
     def window_end(self) -> float:
         """When the run ended, or now while it runs (seconds since the epoch)."""
+        self._settle()
         end = self._record["ended"]
         return time.time() if end is None else float(end)
 
@@ -222,6 +234,7 @@ class RunData:
     def _window(
         self, since: TimeLike | None = None, until: TimeLike | None = None
     ) -> queries.Window:
+        self._settle()
         start = self.started
         # A finished run holds what was recorded while it ran: its slice of the
         # store ends at seq_end, and also holds lines stamped just after its end
@@ -566,6 +579,7 @@ class RunData:
         run): ``interval`` (seconds a sample) and ``root``, whose nodes have
         name, filename, line, count (samples) and children. (``native``: see
         ``dask_observe.Run.profile_trees``, which grafts compiled frames in.)"""
+        self._settle()
         return self.store.profiles(self.id)
 
     def fine_metrics(self) -> pd.DataFrame:
@@ -589,6 +603,7 @@ class RunData:
         """The rows of :meth:`fine_metrics` as tuples: for readers that sum
         a few of them (a row per prefix, activity and unit: hundreds even for
         large runs), without a DataFrame's fixed cost."""
+        self._settle()
         return self.store.plain_rows(
             "SELECT context, prefix, activity, unit, value FROM fine_metrics"
             " WHERE run_id = ? ORDER BY context, prefix, activity, unit",
@@ -603,6 +618,7 @@ class RunData:
 
     def summary(self) -> dict[str, Any]:
         """The headline figures of the run."""
+        self._settle()
         summary = {key: self._record[key] for key in RUN_COLUMNS}
         summary["dropped"] = self.dropped()
         return summary
