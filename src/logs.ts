@@ -18,6 +18,14 @@ const NOTHING_FOLLOWED =
   'No logs yet: a cluster’s lines show once one is listed above.';
 
 /**
+ * While a replay's batches arrive (the stream says more follow), lines are
+ * drawn at most this often (milliseconds): each frame drawn was a layout
+ * and a paint. The last batch, and what the user does (scrolling,
+ * filtering), is drawn at the next frame.
+ */
+const ARRIVALS_DRAW_MS = 100;
+
+/**
  * Live log lines of every process of the cluster, interleaved in store order.
  *
  * Filters by text (or a regular expression) and lowest level; follows the
@@ -86,7 +94,12 @@ export class LogsView extends Widget {
           this._toolbar.addWorker(line.worker);
         }
       }
-      this._buffer.append(lines);
+      this._replaying = this._stream.more;
+      try {
+        this._buffer.append(lines);
+      } finally {
+        this._replaying = false;
+      }
     }, this);
     this._stream.reset.connect(() => {
       this._toolbar.clearWorkers();
@@ -157,6 +170,7 @@ export class LogsView extends Widget {
     if (this._frame !== 0) {
       cancelAnimationFrame(this._frame);
     }
+    window.clearTimeout(this._later);
     super.dispose();
   }
 
@@ -229,12 +243,30 @@ export class LogsView extends Widget {
   }
 
   private _schedule(): void {
-    if (this._frame === 0 && !this.isDisposed) {
-      this._frame = requestAnimationFrame(() => {
-        this._frame = 0;
-        this._draw();
-      });
+    if (this._frame !== 0 || this.isDisposed) {
+      return;
     }
+    if (this._replaying) {
+      const wait = this._drawn + ARRIVALS_DRAW_MS - performance.now();
+      if (wait > 0) {
+        if (this._later === 0) {
+          this._later = window.setTimeout(() => {
+            this._later = 0;
+            this._schedule();
+          }, wait);
+        }
+        return;
+      }
+    }
+    if (this._later !== 0) {
+      window.clearTimeout(this._later); // drawn now, with what it waited for
+      this._later = 0;
+    }
+    this._frame = requestAnimationFrame(() => {
+      this._frame = 0;
+      this._drawn = performance.now();
+      this._draw();
+    });
   }
 
   private _draw(): void {
@@ -268,6 +300,9 @@ export class LogsView extends Widget {
   private _openInTab: boolean;
   private _tail: HTMLDivElement;
   private _frame = 0;
+  private _replaying = false;
+  private _drawn = -Infinity;
+  private _later = 0;
   private _gone: ReadonlySet<string> = new Set();
   private _list: LogList;
   private _state: HTMLSpanElement;

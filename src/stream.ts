@@ -23,6 +23,10 @@ export interface IGap {
  */
 interface IRows {
   last: number;
+  /**
+   * More rows follow at once (a replay under way).
+   */
+  more?: boolean;
   logs?: ILogLine[];
   metrics?: IMetric[];
   events?: IEvent[];
@@ -173,6 +177,14 @@ export class StoreStream implements IChannel {
   }
 
   /**
+   * Whether the rows being delivered said more follow at once (a replay
+   * under way): a view may wait for them before it draws.
+   */
+  get more(): boolean {
+    return this._more;
+  }
+
+  /**
    * Stop following, close the connection and let go of every listener.
    */
   dispose(): void {
@@ -309,6 +321,7 @@ export class StoreStream implements IChannel {
   }
 
   private _deliver(rows: IRows): void {
+    this._more = rows.more === true;
     if (rows.logs?.length) {
       this._lines.emit(rows.logs);
     }
@@ -327,6 +340,7 @@ export class StoreStream implements IChannel {
     }
   }
 
+  private _more = false;
   private _events = new Signal<this, IEvent[]>(this);
   private _failed = new Signal<this, string>(this);
   private _flags = new Signal<this, IFlag[]>(this);

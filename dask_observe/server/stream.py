@@ -9,6 +9,9 @@ The server answers ``{"type": "subscribed", ...}`` and then, as rows are
 committed, ``{"type": "batch", "last": SEQ, "logs": [...], ...}``: every row
 numbered up to ``last`` that matches is in that batch or an earlier one, so a
 client that reconnects with ``after = last`` misses nothing and gets nothing twice.
+A batch with ``"more": true`` filled its size: the next is read at once (a
+replay under way; it may be empty, then not sent), and a client may wait for
+it before it draws.
 
 A client that does not keep up is not buffered without bound: once more than
 ``observe.server.stream-max-pending`` bytes of its messages are unsent, the
@@ -220,7 +223,8 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
                     await asyncio.sleep(IDLE_POLL_S)
                     continue
                 if batch:
-                    send({"type": "batch", "last": last, **batch})
+                    more = {"more": True} if backlog else {}
+                    send({"type": "batch", "last": last, **batch, **more})
                 sub.cursor = last
                 now = loop.time()
                 if sub.flags_due(now):

@@ -114,3 +114,42 @@ describe('LogsView, its section title’s action', () => {
     stream.dispose();
   });
 });
+
+describe('LogsView, a replay in many batches', () => {
+  it('draws at once, holds back while more follow, draws the last at once', async () => {
+    FakeSocket.made = [];
+    const stream = new StoreStream();
+    const view = new LogsView({ stream });
+    stream.follow({ run: 9 });
+    const socket = FakeSocket.made[0];
+    socket.open();
+    socket.say({ type: 'subscribed', after: 0 });
+    const line = (seq: number) => ({
+      seq,
+      time: seq,
+      level: 'INFO',
+      source: 'worker',
+      worker: 'tcp://127.0.0.1:1',
+      logger: 'distributed.worker',
+      message: `line ${seq}`,
+      task: null,
+      fields: null
+    });
+    const count = () => text(view, '.jp-DaskObserve-logs-count');
+    // The first batch after a quiet spell is drawn at the next frame...
+    socket.say({ type: 'batch', last: 1, logs: [line(1)], more: true });
+    await drawn();
+    expect(count()).toBe('1 of 1 lines');
+    // ...the next ones, while the server says more follow at once, wait
+    // (each frame drawn was a layout and a paint)...
+    socket.say({ type: 'batch', last: 2, logs: [line(2)], more: true });
+    await drawn();
+    expect(count()).toBe('1 of 1 lines');
+    // ...and the last is drawn at the next frame, with all before it.
+    socket.say({ type: 'batch', last: 3, logs: [line(3)] });
+    await drawn();
+    expect(count()).toBe('3 of 3 lines');
+    view.dispose();
+    stream.dispose();
+  });
+});
