@@ -317,6 +317,25 @@ def test_event_loop_stalls_count_from_their_threshold(
     assert flags(stalls(run, worker, *seconds).end(15.0)) == expected
 
 
+def held_by_task(
+    run: SyntheticRun,
+    key: str,
+    frames: list[tuple[str, int, str, str, bool]],
+    *,
+    at: float = 4.0,
+    seconds: float = 2.5,
+    cpu: float = 2.5,
+    loop_cpu: float = 0.0,
+    held_cpu: float = 2.4,
+) -> None:
+    """A stall of A's loop, ending at ``at``, that its watchdog saw a task's
+    thread (thread 1, running ``key``) hold, at ``frames``."""
+    run.event(at, "event-loop-stall", A, seconds=seconds,
+              since=run.start + at - seconds, cpu=cpu, loop_cpu=loop_cpu,
+              held={"thread": "task", "key": key, "ident": 1, "cpu": held_cpu,
+                    "frames": frames})  # fmt: skip
+
+
 def test_a_stall_names_what_its_watchdog_saw_hold_the_loop(run: SyntheticRun) -> None:
     """The watchdog beside the loop tells what held it: a task's thread with
     its frames (the user's innermost frame named, its stack as evidence), a
@@ -325,11 +344,7 @@ def test_a_stall_names_what_its_watchdog_saw_hold_the_loop(run: SyntheticRun) ->
     user = ("/home/me/etl.py", 12, "validate_lines", "pattern.match(line)", False)
     lib = ("/usr/lib/python3.12/re/__init__.py", 166, "match", "return ...", True)
     run.task(0.5, 3.0, "validate", key="validate-3")  # on thread 1 of A
-    run.event(4.0, "event-loop-stall", A, seconds=2.5, since=run.start + 1.5,
-              cpu=2.5, loop_cpu=0.0, held={
-                  "thread": "task", "key": "validate-3", "ident": 1, "cpu": 2.4,
-                  "frames": [lib, user, lib],
-              })  # fmt: skip
+    held_by_task(run, "validate-3", [lib, user, lib])
     said = message(run.end(5.0), "event-loop-blocked")
     assert (
         "validate_lines (/home/me/etl.py:12) held it, in task 'validate-3', "
@@ -350,11 +365,7 @@ def test_a_holders_compiled_code_is_named_by_a_function_not_an_address(
         "0x7f08ef78b874 (libc.so.6)",
     ]
     run.task(0.5, 3.0, "validate", key="validate-6")  # on thread 1 of A
-    run.event(4.0, "event-loop-stall", A, seconds=2.5, since=run.start + 1.5,
-              cpu=2.5, loop_cpu=0.0, held={
-                  "thread": "task", "key": "validate-6", "ident": 1, "cpu": 2.4,
-                  "frames": [user],
-              })  # fmt: skip
+    held_by_task(run, "validate-6", [user])
     run.event(2.0, "task-native", A, key="validate-6", thread=1, native=native)
     frame = run.end(5.0).flags()
     (flag,) = frame[frame["kind"] == "event-loop-blocked"].to_dict("records")
@@ -376,11 +387,8 @@ def test_a_stall_a_busy_host_stretched_names_what_held_it_and_blames_the_host(
     user = ("/home/me/etl.py", 12, "validate_lines", "pattern.match(line)", False)
     busy_host(run, 4.0)
     run.task(0.5, 3.0, "validate", key="validate-5")  # on thread 1 of A
-    run.event(3.5, "event-loop-stall", A, seconds=1.63, since=run.start + 1.87,
-              cpu=0.97, loop_cpu=0.02, held={
-                  "thread": "task", "key": "validate-5", "ident": 1, "cpu": 0.94,
-                  "frames": [user],
-              })  # fmt: skip
+    held_by_task(run, "validate-5", [user], at=3.5, seconds=1.63, cpu=0.97,
+                 loop_cpu=0.02, held_cpu=0.94)  # fmt: skip
     frame = run.end(5.0).flags()
     (flag,) = frame[frame["kind"] == "event-loop-blocked"].to_dict("records")
     said = flag["message"]
