@@ -277,10 +277,9 @@ def validate_lines(seconds: float, lines: int = 2) -> int:
     that almost match): ``re`` backtracks in C with the GIL held, twice as
     long a character more (0.4-0.65 s a line of 24 characters here, by the
     day), and nothing else in the process runs meanwhile, its event loop
-    neither. Lines of about ``seconds`` each (sized here, on the worker,
-    as it runs: sized by the client, a test's lines took 0.9 s where 2 were
-    asked, the client slowed by the suite's other tests as it measured, and
-    no stall reached the flag's 1 s tick). The lines that do not match."""
+    neither. Lines of about ``seconds`` each, sized here, on the worker, as
+    it runs (a client slowed by other work as it measured sized them too
+    short). The lines that do not match."""
     import re
 
     n = backtracking_chars(seconds)

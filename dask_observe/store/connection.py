@@ -72,12 +72,10 @@ CLOSE_WAIT_S = 5.0
 
 
 def _close_between(lock: threading.RLock, conn: sqlite3.Connection) -> None:
-    """Close ``conn`` between statements, never under one. The finalizer runs
-    at the interpreter's exit on the main thread while a daemon thread (a
-    recorder saying its cluster closed) may be inside a statement on the same
-    connection; closed under it, sqlite3 freed what the statement used and the
-    process died of SIGSEGV at exit (3 exits of 40 with four writing threads;
-    every time with a statement that naps)."""
+    """Close ``conn`` between statements, never under one: the finalizer runs
+    at the interpreter's exit, on the main thread, while a daemon thread (a
+    recorder marking its cluster closed) may be inside a statement on it, and
+    a connection closed under a statement crashes the process."""
     if not lock.acquire(timeout=CLOSE_WAIT_S):
         return
     try:
