@@ -231,6 +231,13 @@ def innermost_named(frames: Sequence[str]) -> str | None:
     return found[-1] if found else None
 
 
+def shipped_waits(frames: Sequence[str]) -> bool:
+    """Whether py-spy's compiled frames as shipped ("function (library)")
+    wait rather than work (``WAITS``), as :func:`is_waiting` tells of
+    parsed ones."""
+    return any(frame.split(" (", 1)[0] in WAITS for frame in frames)
+
+
 def is_waiting(native: NativePath) -> bool:
     """Whether compiled frames beneath Python's wait rather than work."""
     return any(name in WAITS for name, _, _ in native)

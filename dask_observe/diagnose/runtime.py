@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.analysis.native import WAITS, innermost_named
+from dask_observe.analysis.native import innermost_named, shipped_waits
 from dask_observe.diagnose import holdups
 from dask_observe.diagnose.base import (
     MAX_EVIDENCE,
@@ -242,7 +242,7 @@ def _holder(
         # then waiting (a sleep between two C calls releases the GIL) held
         # nothing there, and is not said to ("holding the GIL in compiled
         # code at clock_nanosleep" was).
-        if any(frame.split(" (", 1)[0] in WAITS for frame in compiled):
+        if shipped_waits(compiled):
             compiled = []
         named = innermost_named(compiled)
         how = (
