@@ -292,9 +292,52 @@ def stalls(run: SyntheticRun, worker: str | None, *seconds: float) -> SyntheticR
 
 def test_four_2s_stalls_of_a_worker_raise_event_loop_blocked(run: SyntheticRun) -> None:
     recorded = stalls(run, A, 2.0, 2.0, 2.0, 2.0).end(13.0)
+    print(recorded.flags()[["kind", "severity", "message"]].to_string())
     assert flags(recorded) == [("event-loop-blocked", "warning")]
     text = message(recorded, "event-loop-blocked")
     assert "stalled 4 time(s), up to 2.00 s (8.00 s in all)" in text
+
+
+#: Every kind of event whose data the rules and the report read, and fields
+#: of each as another version's capture might send them: of other types.
+READ_KINDS = (
+    "event-loop-stall", "host-load", "task-stack", "task-native", "task-running",
+    "clock-offset", "transfer", "worker-added", "worker-removed",
+    "worker-restart-memory", "worker-status-change",
+)  # fmt: skip
+GARBLED: dict[str, Any] = {
+    "seconds": "2", "since": None, "cpu": "x", "loop_cpu": [], "gc": {}, "spilled": "a",
+    "held": {"frames": "none", "thread": 3}, "imported": 3.5, "packages": "pandas",
+    "rss": "big", "pid": "1", "stimulus_id": None, "memory_limit": "2GB", "key": None,
+    "native": "frames", "frames": 3, "bytes": "many", "action": 5, "status": None,
+    "workers": "all", "waiting": "high", "runnable": [], "cores": None, "run": "no",
+    "of": 7,
+}  # fmt: skip
+
+
+def test_events_with_fields_missing_or_of_another_type_are_read_as_unknown(
+    run: SyntheticRun,
+) -> None:
+    """A capture of another version may ship an event's data without a field,
+    or with one of another type: the rules and the report read the field as
+    unknown, and judge the rest of the run as they would without it."""
+    for kind in READ_KINDS:
+        run.event(1.0, kind, A, **GARBLED)
+        run.event(1.5, kind, A)
+    recorded = stalls(run, A, 2.0, 2.0, 2.0, 2.0).end(13.0)
+    # Each worker-restart-memory event is a restart, its RSS unknown.
+    assert flags(recorded) == [
+        ("memory-restart", "error"),
+        ("memory-restart", "error"),
+        ("event-loop-blocked", "warning"),
+    ]
+    assert message(recorded, "memory-restart").endswith(
+        "exceeding 95% of its memory limit. Its tasks were lost and rescheduled."
+    )
+    assert "stalled 4 time(s), up to 2.00 s (8.00 s in all)" in message(
+        recorded, "event-loop-blocked"
+    )
+    assert "event loop of" in recorded.report().html
 
 
 @pytest.mark.parametrize(
@@ -751,6 +794,7 @@ def test_a_stall_while_the_host_was_busy_and_the_process_starved_is_the_hosts(
     # host its loop would not have stalled past the tick.
     run.event(3.0, "event-loop-stall", A, seconds=1.4, since=run.start + 1.6, cpu=0.3)
     recorded = run.end(5.0)
+    print(recorded.flags()[["kind", "severity", "message"]].to_string())
     assert flags(recorded) == [("event-loop-blocked", "warning")]
     flag = recorded.flags().iloc[0]
     assert "while its host was oversubscribed" in flag["message"]
@@ -795,6 +839,7 @@ def test_stalls_of_both_causes_blame_the_code_and_count_the_hosts_apart(
     run.event(3.0, "event-loop-stall", A, seconds=1.4, since=run.start + 1.6, cpu=0.2)
     run.event(9.0, "event-loop-stall", A, seconds=1.5, since=run.start + 7.5, cpu=1.5)
     recorded = run.end(10.0)
+    print(recorded.flags()[["kind", "severity", "message"]].to_string())
     assert flags(recorded) == [("event-loop-blocked", "warning")]
     text = message(recorded, "event-loop-blocked")
     assert "stalled 1 time(s), up to 1.50 s" in text
@@ -880,6 +925,7 @@ def test_a_stall_while_modules_were_imported_names_them_and_the_remedy(
         loop_cpu=1.5, imported=312, packages=["pandas", "pyarrow"],
     )  # fmt: skip
     recorded = run.end(3.0)
+    print(recorded.flags()[["kind", "severity", "message"]].to_string())
     assert flags(recorded) == [("event-loop-blocked", "warning")]
     flag = recorded.flags().iloc[0]
     assert "while it imported modules (312 in all: pandas, pyarrow)" in flag["message"]

@@ -12,6 +12,12 @@ from dask_observe.analysis import few
 from dask_observe.analysis.few import DISK_COLUMNS as DISK_COLUMNS
 from dask_observe.analysis.few import PHASE_COLUMNS as PHASE_COLUMNS
 from dask_observe.analysis.series import held, stacked
+from dask_observe.capture.events import (
+    ClockOffset,
+    HostSample,
+    MemoryRestart,
+    TaskRunning,
+)
 from dask_observe.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
@@ -32,7 +38,10 @@ def fast_memory(run: RunData) -> pd.DataFrame:
     if len(samples) <= few.FEW_ROWS:
         rows = few.fast_memory(
             ((t, w, v) for t, w, _, v in samples),
-            ((t, w, float((d or {}).get("rss") or 0)) for t, _, w, d in restarts),
+            (
+                (t, w, float(MemoryRestart.from_data(d).rss or 0))
+                for t, _, w, d in restarts
+            ),
         )
         return few.frame(
             {
@@ -50,7 +59,9 @@ def fast_memory(run: RunData) -> pd.DataFrame:
                 {
                     "time": [t for t, _, _, _ in restarts],
                     "worker": [w for _, _, w, _ in restarts],
-                    "rss": [float((d or {}).get("rss") or 0) for *_, d in restarts],
+                    "rss": [
+                        float(MemoryRestart.from_data(d).rss or 0) for *_, d in restarts
+                    ],
                 }
             )
         )
@@ -62,9 +73,9 @@ def long_tasks(run: RunData) -> dict[str, tuple[float, str]]:
     """Tasks a worker said were running for a second or more (``task-running``):
     key -> (when it started, epoch seconds; the worker)."""
     return {
-        str(data["key"]): (float(data["since"]), str(worker))
+        said.key: (said.since, str(worker))
         for _, _, worker, data in run.event_rows("task-running")
-        if isinstance(data, dict) and "key" in data and "since" in data
+        if (said := TaskRunning.from_data(data)) is not None
     }
 
 
@@ -75,9 +86,9 @@ def clock_offsets(run: RunData) -> dict[str, float]:
     5 ms). The run keeps them in its environment (``clocks``)."""
     found: dict[str, float] = {}
     for _, _, worker, data in run.event_rows("clock-offset"):
-        seconds = data.get("seconds") if isinstance(data, dict) else None
-        if worker and isinstance(seconds, int | float):
-            found[str(worker)] = float(seconds)  # the latest said wins
+        said = ClockOffset.from_data(data)
+        if worker and said is not None:
+            found[str(worker)] = said.seconds  # the latest said wins
     return found
 
 
@@ -86,11 +97,9 @@ def client_clock_offset(run: RunData) -> float | None:
     moved to be on the scheduler's clock (negative: its clock ran ahead), as
     it measured when it began recording the cluster; None within 5 ms."""
     for _, _, worker, data in run.event_rows("clock-offset"):
-        if worker or not isinstance(data, dict) or data.get("of") != "client":
-            continue
-        seconds = data.get("seconds")
-        if isinstance(seconds, int | float):
-            return float(seconds)
+        said = ClockOffset.from_data(data)
+        if not worker and said is not None and said.of == "client":
+            return said.seconds
     return None
 
 
@@ -415,36 +424,6 @@ class HostLoad:
     cpu_share: float | None = None
 
 
-@dataclass(frozen=True)
-class HostSample:
-    """One ``host-load`` event as the capture ships it (``capture.host``):
-    over ``seconds``, the share of time a runnable thread of the host waited
-    for a core (None where the kernel does not say), the threads runnable at
-    the sample (None unknown) and the host's cores."""
-
-    seconds: float
-    waiting: float | None
-    runnable: int | None
-    cores: int
-
-
-def host_sample(data: object) -> HostSample | None:
-    """A ``host-load`` event's data read tolerantly; None if it is none."""
-    if not isinstance(data, dict):
-        return None
-
-    def number(value: object) -> float | None:
-        return float(value) if isinstance(value, int | float) else None
-
-    runnable = number(data.get("runnable"))
-    return HostSample(
-        number(data.get("seconds")) or 1.0,
-        number(data.get("waiting")),
-        None if runnable is None else int(runnable),
-        max(1, int(number(data.get("cores")) or 1)),
-    )
-
-
 def host_load(run: RunData, duration: float | None) -> HostLoad:
     """The run's :class:`HostLoad`, of the process whose samples say its host
     waited longest (each process samples the host it runs on)."""
@@ -463,10 +442,10 @@ def host_load(run: RunData, duration: float | None) -> HostLoad:
     # A process that measured the run's whole window (the scheduler's, from
     # its start to its end) is read by that alone: its seconds' samples
     # would count the same time twice.
-    whole = {s for _, _, s, d in rows if isinstance(d, dict) and d.get("run")}
-    for _, _, sampler, data in rows:
-        sample = host_sample(data)
-        if sample is None or (sampler in whole and not data.get("run")):
+    samples = [(s, sample) for *_, s, d in rows if (sample := HostSample.from_data(d))]
+    whole = {s for s, sample in samples if sample.run}
+    for sampler, sample in samples:
+        if sampler in whole and not sample.run:
             continue
         over = 0.0
         if sample.runnable is not None:

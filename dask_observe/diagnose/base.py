@@ -7,16 +7,14 @@ registered with :func:`rule` under its kind; the kinds are the registry's.
 
 from __future__ import annotations
 
-import re
-import signal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from dask_observe import config
 from dask_observe.analysis.figures import fast_memory
-from dask_observe.units import format_bytes, parse_bytes, parse_seconds, text_or_none
+from dask_observe.units import parse_bytes, parse_seconds, text_or_none
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -100,6 +98,22 @@ def _lookup(tree: Any, name: str) -> Any:
     return tree
 
 
+class Facts:
+    """What rules find in a run's telemetry and share, a kind of facts a
+    class of cached properties: ``Kind.of(ctx)`` finds them once a run."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @classmethod
+    def of(cls, ctx: Context) -> Self:
+        found = ctx._facts.get(cls)
+        if found is None:
+            found = ctx._facts[cls] = cls(ctx)
+        assert isinstance(found, cls)
+        return found
+
+
 class Context:
     """A run's telemetry as the rules read it (times in seconds since the
     epoch, each kind read once), and the settings it is judged under."""
@@ -107,8 +121,7 @@ class Context:
     def __init__(self, run: RunData, tasks: pd.DataFrame | None = None) -> None:
         self.run = run
         self.settings = run.settings()
-        #: What a rule derived that another reads too, by name (read once).
-        self.derived: dict[str, Any] = {}
+        self._facts: dict[type[Facts], Facts] = {}
         self._metrics: dict[str, list[tuple[float, str, str, float]]] = {}
         if tasks is not None:  # read by the caller (a run's end): not again
             self.__dict__["tasks"] = tasks
@@ -220,162 +233,5 @@ class Context:
         return fast_memory(self.run)
 
     @cached_property
-    def limits(self) -> dict[str, float]:
-        """Each worker's memory limit: its last sample, else what the scheduler
-        said as it joined (a worker that joined and died between two samples,
-        a second apart, had none: seen on CI, a task eating memory at once)."""
-        found = {
-            str(w): float(d["memory_limit"])
-            for _, _, w, d in self.events("worker-added")
-            if isinstance(d, dict) and isinstance(d.get("memory_limit"), int | float)
-        }
-        found.update((w, float(v)) for _, w, _, v in self.metric_rows("memory_limit"))
-        return found
-
-    @cached_property
-    def removals(self) -> list[tuple[float, str, str]]:
-        """(time, worker, stimulus id) of the workers the scheduler removed."""
-        return [
-            (t, w, str(d.get("stimulus_id", "")))
-            for t, _, worker, d in self.events("worker-removed")
-            if (w := text_or_none(worker))
-        ]
-
-    @cached_property
-    def restarts(self) -> list[tuple[float, float, frozenset[str] | None]]:
-        """(from, until, workers) of each restart the recording saw: the whole
-        cluster's (``client.restart()``: workers None) from the scheduler's
-        ``cluster-restart``, and of some workers (``restart_workers``) from
-        distributed's ``restart-workers`` event, logged once they restarted."""
-        window = self.seconds("worker-lost.restart-window")
-        found: list[tuple[float, float, frozenset[str] | None]] = []
-        for t, kind, _, data in self.events():
-            if kind == "cluster-restart":
-                found.append((t, t + window, None))
-            elif isinstance(data, dict) and data.get("action") == "restart-workers":
-                named = frozenset(str(w) for w in data.get("workers") or ())
-                found.append((t - window, t, named))
-        return found
-
-    def restarted(self, t: float, worker: str) -> bool:
-        """Whether a worker removed at ``t`` left in a restart."""
-        return any(
-            begin <= t <= end and (named is None or worker in named)
-            for begin, end, named in self.restarts
-        )
-
-    @cached_property
-    def status_changes(self) -> list[tuple[float, str, str]]:
-        """(time, worker, status) of each change of a worker's status that
-        the scheduler logged (the event's kind is the worker)."""
-        return [
-            (t, kind, str(d.get("status")))
-            for t, kind, _, d in self.events()
-            if isinstance(d, dict) and d.get("action") == "worker-status-change"
-        ]
-
-    @cached_property
-    def pauses(self) -> list[tuple[float, str]]:
-        """(time, worker) of each change of a worker's status to paused."""
-        return [(t, w) for t, w, status in self.status_changes if status == "paused"]
-
-    @cached_property
-    def paused_spans(self) -> dict[str, list[tuple[float, float]]]:
-        """Each worker's spans of time paused for memory, (from, until): from
-        its "Pausing worker" line or its status change to paused (which the
-        scheduler logs a moment later, and keeps when the line died with its
-        worker), until its "Resuming worker" line or its status change back
-        to running (``inf``: paused to the end of what was recorded)."""
-        changes: dict[str, list[tuple[float, bool]]] = {}
-        for said, paused in (("Pausing worker", True), ("Resuming worker", False)):
-            for t, worker, _ in self.logs(said):
-                if worker:
-                    changes.setdefault(worker, []).append((t, paused))
-        for t, worker, status in self.status_changes:
-            if status in ("paused", "running"):
-                changes.setdefault(worker, []).append((t, status == "paused"))
-        spans: dict[str, list[tuple[float, float]]] = {}
-        for worker, seen in changes.items():
-            began: float | None = None
-            for t, paused in sorted(seen):
-                if paused and began is None:
-                    began = t
-                elif not paused and began is not None:
-                    spans.setdefault(worker, []).append((began, t))
-                    began = None
-            if began is not None:
-                spans.setdefault(worker, []).append((began, float("inf")))
-        return spans
-
-    @cached_property
-    def memory_restarts(self) -> list[tuple[float, str, dict[str, Any]]]:
-        """(time, worker, event) of each nanny memory restart: pid and rss."""
-        return [
-            (t, str(d.get("worker") or text_or_none(w)), d)
-            for t, _, w, d in self.events("worker-restart-memory")
-        ]
-
-    @cached_property
-    def deaths(self) -> dict[str, tuple[float, str, str]]:
-        """Why each dead worker died: worker -> (time, cause, evidence line).
-
-        The first that applies: its nanny restarted it for memory, the nanny saw
-        it killed by a signal or exit with a code, the scheduler stopped hearing
-        its heartbeat, or its connection dropped. A worker that left when asked
-        to (closed, retired, restarted) did not die.
-        """
-        causes: dict[str, tuple[float, str, str]] = {}
-        for t, worker, event in self.memory_restarts:
-            rss = event.get("rss")
-            limit = self.limits.get(worker)
-            against = (
-                f" (RSS {format_bytes(rss)} of a {format_bytes(limit)} limit)"
-                if isinstance(rss, int | float) and limit
-                else ""
-            )
-            causes[worker] = (
-                t,
-                f"its nanny restarted it for exceeding "
-                f"{self.fraction('terminate', worker):.0%} of its memory "
-                f"limit{against}",
-                f"worker-restart-memory {worker} rss={rss}",
-            )
-        for t, named, message in self.logs("Worker process "):
-            if not named or named in causes or self.restarted(t, named):
-                continue
-            killed = re.search(r"was killed by signal (\d+)", message)
-            exited = re.search(r"exited with status (\d+)", message)
-            if killed:
-                causes[named] = (t, f"it was killed by {_signal(killed[1])}", message)
-            elif exited:
-                causes[named] = (
-                    t,
-                    f"its process exited with code {exited[1]}",
-                    message,
-                )
-        for t, worker, stimulus in self.removals:
-            if worker in causes or _planned(stimulus) or self.restarted(t, worker):
-                continue
-            if stimulus.startswith("check-worker-ttl"):
-                cause = "the scheduler stopped receiving its heartbeat"
-            else:
-                cause = "its connection to the scheduler was lost"
-            causes[worker] = (t, cause, f"worker-removed {worker} ({stimulus})")
-        return causes
-
-    @cached_property
     def duration(self) -> float:
         return float(self.run.window_end() - self.run.started)
-
-
-def _signal(number: str) -> str:
-    try:
-        return f"signal {number} ({signal.Signals(int(number)).name})"
-    except ValueError:
-        return f"signal {number}"
-
-
-def _planned(stimulus: str) -> bool:
-    """A removal the cluster asked for: a worker closed or retired (scale
-    down, adaptive), or restarted by a stimulus that says so."""
-    return any(word in stimulus for word in ("close", "retire", "restart"))

@@ -14,10 +14,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from dask_observe.analysis.native import innermost_named
-from dask_observe.diagnose.base import MAX_EVIDENCE, Context, Flag, evidence, rule
+from dask_observe.capture.events import Frame, TaskNative, TaskStack
+from dask_observe.diagnose.base import (
+    MAX_EVIDENCE,
+    Context,
+    Facts,
+    Flag,
+    evidence,
+    rule,
+)
 from dask_observe.units import format_bytes, format_seconds
 
 #: A frame in this file means the task waits on other tasks through
@@ -79,48 +88,54 @@ class Running:
         return where
 
 
-def standing(ctx: Context) -> Standing | None:
-    """The run's last picture that still holds: the stop, or a stall after
-    which none of its tasks ended."""
-    if "standing" in ctx.derived:
-        return ctx.derived["standing"]  # type: ignore[no-any-return]
-    span = ctx.run.span_id
-    found = None
-    for t, kind, _, data in ctx.events():
-        if kind not in ("stall", "run-stopped") or not isinstance(data, dict):
-            continue
-        if span is None or data.get("span") == span:
-            found = Standing(t, kind, data)
-    if found is not None and not found.stopped:
-        ended = ctx.tasks["ended"]
-        if len(ended) and float(ended.max()) > found.time:
-            found = None  # it moved again: a long task, not a hang
-    ctx.derived["standing"] = found
-    return found
+class TaskPictures(Facts):
+    """What the capture saw of a run's running tasks: where the run last stood
+    (a picture the scheduler took), the stacks sampled of long tasks, and
+    the compiled frames beneath them."""
 
+    @cached_property
+    def standing(self) -> Standing | None:
+        """The run's last picture that still holds: the stop, or a stall
+        after which none of its tasks ended."""
+        ctx = self.ctx
+        span = ctx.run.span_id
+        found = None
+        for t, kind, _, data in ctx.events():
+            if kind not in ("stall", "run-stopped") or not isinstance(data, dict):
+                continue
+            if span is None or data.get("span") == span:
+                found = Standing(t, kind, data)
+        if found is not None and not found.stopped:
+            ended = ctx.tasks["ended"]
+            if len(ended) and float(ended.max()) > found.time:
+                found = None  # it moved again: a long task, not a hang
+        return found
 
-def _stacks(ctx: Context) -> dict[str, list[list[Any]]]:
-    """Each task's last sampled stack (key -> frames)."""
-    return {
-        str(d.get("key")): list(d.get("frames") or ())
-        for _, _, _, d in ctx.events("task-stack")
-        if isinstance(d, dict)
-    }
+    @cached_property
+    def stacks(self) -> dict[str, list[Frame]]:
+        """Each task's last sampled stack (key -> frames)."""
+        return {
+            said.key: said.frames
+            for _, _, _, d in self.ctx.events("task-stack")
+            if (said := TaskStack.from_data(d)) is not None
+        }
 
-
-def natives(ctx: Context) -> dict[str, list[str]]:
-    """Each task's native frames beneath its Python ones (key -> frames)."""
-    return {
-        str(d.get("key")): [str(f) for f in d["native"]]
-        for _, _, _, d in ctx.events("task-native")
-        if isinstance(d, dict) and d.get("native")
-    }
+    @cached_property
+    def natives(self) -> dict[str, list[str]]:
+        """Each task's native frames beneath its Python ones (key -> frames)."""
+        return {
+            said.key: said.native
+            for _, _, _, d in self.ctx.events("task-native")
+            if (said := TaskNative.from_data(d)) is not None
+            and said.key is not None
+            and said.native
+        }
 
 
 def running(ctx: Context, found: Standing) -> list[Running]:
     """The tasks processing when the picture was taken, longest first."""
-    stacks = _stacks(ctx)
-    found_native = natives(ctx)
+    pictures = TaskPictures.of(ctx)
+    stacks, found_native = pictures.stacks, pictures.natives
     tasks = []
     for worker in found.state.get("workers", ()):
         for task in worker.get("processing", ()):
@@ -188,7 +203,7 @@ HUNG_ADVICE = (
 def hung_task(ctx: Context) -> list[Flag]:
     """A task running far beyond its peers when the run stopped moving or was
     stopped: its function, worker, how long, and where it waits."""
-    found = standing(ctx)
+    found = TaskPictures.of(ctx).standing
     if found is None:
         return []
     flags = []
@@ -394,7 +409,7 @@ def _paused(
 def no_progress(ctx: Context) -> list[Flag]:
     """Nothing of the run finished for ``no-progress.after`` with work
     remaining (from ``hung-task.after`` when it was stopped), with the cause."""
-    found = standing(ctx)
+    found = TaskPictures.of(ctx).standing
     if found is None:
         return []
     state = found.state

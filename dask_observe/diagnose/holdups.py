@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from functools import cached_property
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
-from dask_observe.diagnose.base import Context
-from dask_observe.diagnose.host import Busy, host_load
+from dask_observe.capture.events import Held, LoopStall
+from dask_observe.diagnose.base import Context, Facts
+from dask_observe.diagnose.host import Busy, BusyHosts
+from dask_observe.diagnose.lifecycle import Lifecycle
 from dask_observe.units import format_seconds
 
 if TYPE_CHECKING:
@@ -18,8 +21,17 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-Stall = tuple[float, "str | None", float, str]
 T = TypeVar("T")
+
+
+class Stall(NamedTuple):
+    """A stall of a process's event loop, as a flag tells it."""
+
+    time: float
+    #: None: the scheduler's.
+    worker: str | None
+    seconds: float
+    text: str
 
 
 class Stalls(NamedTuple):
@@ -97,15 +109,54 @@ class Imported(NamedTuple):
     packages: list[str]
 
 
-def stalls(ctx: Context) -> Stalls:
-    """(time, worker or None for the scheduler, seconds, text) of each stall
-    over its threshold: from the ticker the capture runs on each event loop,
-    and from distributed's own "Event loop was unresponsive" lines (its tick
-    limit, 3 s by default) for processes without one (a partial run). A line
-    about a stall the ticker saw too is kept as evidence of it."""
-    if "stalls" in ctx.derived:
-        kept: Stalls = ctx.derived["stalls"]
-        return kept
+class Holdups(Facts):
+    """A run's event-loop stalls and GIL contention, each told apart by cause
+    once for every rule that reads them."""
+
+    @cached_property
+    def _stalls(self) -> tuple[Stalls, dict[tuple[float, str | None], Held]]:
+        return _filed(self.ctx)
+
+    @property
+    def stalls(self) -> Stalls:
+        """Each stall over its threshold, by what caused it: from the ticker
+        the capture runs on each event loop, and from distributed's own "Event
+        loop was unresponsive" lines (its tick limit, 3 s by default) for
+        processes without one (a partial run). A line about a stall the
+        ticker saw too is kept as evidence of it."""
+        return self._stalls[0]
+
+    def held(self, among: list[Stall]) -> list[Held]:
+        """What held the loop in each stall of ``among`` where its watchdog
+        saw it."""
+        found = self._stalls[1]
+        return [h for t, w, _, _ in among if (h := found.get((t, w))) is not None]
+
+    @cached_property
+    def _contention(self) -> tuple[pd.DataFrame, tuple[pd.DataFrame, list[Busy]]]:
+        return _contended(self.ctx)
+
+    @property
+    def contended(self) -> pd.DataFrame:
+        """The high GIL contention samples (time, worker, value) of the
+        workers gil-contention flags for them (see :func:`_contended`)."""
+        return self._contention[0]
+
+    @property
+    def contended_at_host(self) -> tuple[pd.DataFrame, list[Busy]]:
+        """The high GIL contention samples taken while their host was
+        oversubscribed, with its busy second each."""
+        return self._contention[1]
+
+    @cached_property
+    def contention(self) -> dict[str, list[float]]:
+        """Times of :attr:`contended`'s samples, by worker."""
+        return by_worker(self.contended)
+
+
+def _filed(ctx: Context) -> tuple[Stalls, dict[tuple[float, str | None], Held]]:
+    """Each stall over its threshold filed by cause (:attr:`Holdups.stalls`),
+    and what the watchdog saw hold each, by (time, worker)."""
     tick = ctx.seconds("event-loop-blocked.tick")
     scheduler_tick = ctx.seconds("event-loop-blocked.scheduler-tick")
     split = Stalls([], [], [], [], [], [], [], [])
@@ -114,25 +165,24 @@ def stalls(ctx: Context) -> Stalls:
     if not events and not unresponsive:
         # Most runs: what would tell stalls apart (GIL contention, the host's
         # load) is not read.
-        ctx.derived["stalls"] = split
-        return split
-    contended = contention(ctx)
-    contended_at_host = by_worker(contention_at_host(ctx)[0])
-    hosts = host_load(ctx)
+        return split, {}
+    holdups = Holdups.of(ctx)
+    contended = holdups.contention
+    contended_at_host = by_worker(holdups.contended_at_host[0])
+    hosts = BusyHosts.of(ctx)
 
     def file(
-        stall: Stall,
-        since: float,
-        cpu: float | None = None,
-        imported: Imported | None = None,
-        spilled: float = 0.0,
-        collected: float = 0.0,
-        loop_cpu: float | None = None,
-        importing: bool = False,
+        stall: Stall, since: float, read: LoopStall | None = None
     ) -> Callable[[Stall], None]:
-        """File ``stall`` by its cause; return how to file another record of
-        the same stall with it."""
-        t, worker = stall[0], stall[1]
+        """File ``stall`` by its cause (``read``: what the capture measured
+        meanwhile, if it saw it); return how to file another record of the
+        same stall with it."""
+        t, worker = stall.time, stall.worker
+        cpu = read.cpu if read else None
+        spilled, collected = (read.spilled, read.gc) if read else (0.0, 0.0)
+        imported = (
+            Imported(read.imported, read.packages) if read and read.imported else None
+        )
         busy = hosts.during(worker, since, t)
         # A process that had as much CPU meanwhile as a stall takes to count
         # would have stalled on a quiet host too: its own work held it.
@@ -146,27 +196,31 @@ def stalls(ctx: Context) -> Stalls:
         add: Callable[[Stall], None]
         if turns:
             add = split.contended.append
-        elif worker and spilled > 0 and spilled >= HELD_SHARE * stall[2]:
+        elif worker and spilled > 0 and spilled >= HELD_SHARE * stall.seconds:
             # Before the host: a busy host slows the writes, but the worker
             # would not have stalled without them.
             add = _paired(split.spilled, spilled)
-        elif collected > 0 and collected >= HELD_SHARE * stall[2]:
+        elif collected > 0 and collected >= HELD_SHARE * stall.seconds:
             # Before the host too: a busy host stretches a collection, but
             # the loop waited for the collector, not for a core.
             in_pause = worker is not None and paused_during(
-                ctx.paused_spans.get(worker), since, t
+                Lifecycle.of(ctx).paused_spans.get(worker), since, t
             )
             add = _paired(split.paused if in_pause else split.collected, collected)
-        elif imported is not None and importing:
+        elif imported is not None and read and read.held and read.held.importing:
             # Seen inside the import machinery, on the loop's own thread: an
             # import held it, however busy the host (one waiting on I/O or a
             # lock takes no CPU, and read as the host's starving it).
             add = _paired(split.imports, imported)
         elif busy is not None and starved:
             add = _paired(split.host, busy)
-        elif imported is not None and not held_elsewhere(stall[2], cpu, loop_cpu):
+        elif imported is not None and not held_elsewhere(
+            stall.seconds, cpu, read.loop_cpu if read else None
+        ):
             add = _paired(split.imports, imported)
-        elif cpu is not None and stall[2] > 0 and cpu < WAITED_SHARE * stall[2]:
+        elif (
+            cpu is not None and stall.seconds > 0 and cpu < WAITED_SHARE * stall.seconds
+        ):
             add = _paired(split.waited, cpu)
         else:
             add = split.code.append
@@ -176,29 +230,17 @@ def stalls(ctx: Context) -> Stalls:
     # Each ticker stall's filing, by (worker, second): distributed's line
     # about the same stall goes with it.
     filed: dict[tuple[str | None, int], Callable[[Stall], None]] = {}
-    held_by: dict[tuple[float, str | None], dict[str, Any]] = {}
+    held_by: dict[tuple[float, str | None], Held] = {}
     for t, _, worker, data in events:
-        seconds = float((data or {}).get("seconds") or 0.0)
+        read = LoopStall.from_data(data, float(t))
         named = worker if isinstance(worker, str) and worker else None
-        since = float((data or {}).get("since") or t)
-        held = (data or {}).get("held")
-        if isinstance(held, dict) and isinstance(held.get("frames"), list):
-            held_by[(float(t), named)] = {**held, "since": since, "until": float(t)}
-        if seconds >= (tick if named else scheduler_tick):
+        if read.held is not None:
+            held_by[(float(t), named)] = read.held
+        if read.seconds >= (tick if named else scheduler_tick):
             who = named or "the scheduler"
-            text = f"event loop of {who} stalled for {format_seconds(seconds)}"
-            cpu = (data or {}).get("cpu")
-            cpu = float(cpu) if isinstance(cpu, int | float) else None
-            spilled, collected = (
-                _seconds((data or {}).get(key)) for key in ("spilled", "gc")
-            )
-            loop_cpu = (data or {}).get("loop_cpu")
-            loop_cpu = float(loop_cpu) if isinstance(loop_cpu, int | float) else None
-            stall = (float(t), named, seconds, text)
-            filed[(named, round(t))] = file(
-                stall, since, cpu, imported(data), spilled, collected, loop_cpu,
-                importing=_in_import(held),
-            )  # fmt: skip
+            text = f"event loop of {who} stalled for {format_seconds(read.seconds)}"
+            stall = Stall(float(t), named, read.seconds, text)
+            filed[(named, round(t))] = file(stall, read.since, read)
     for t, worker, message in unresponsive:
         took = re.search(r"for ([0-9.]+)s", message)
         seconds = float(took[1]) if took else 0.0
@@ -210,9 +252,9 @@ def stalls(ctx: Context) -> Stalls:
             # Evidence of a stall the ticker saw, filed with it: on its own
             # (no CPU reading) a busy host would take it, and the flag said
             # the same stall "came while the host was oversubscribed" too.
-            near((t, worker, 0.0, message))
+            near(Stall(t, worker, 0.0, message))
         else:
-            file((t, worker, seconds, message), t - seconds)
+            file(Stall(t, worker, seconds, message), t - seconds)
     split.code.sort()
     split.contended.sort()
     split.host.sort(key=lambda pair: pair[0])
@@ -221,36 +263,13 @@ def stalls(ctx: Context) -> Stalls:
     split.collected.sort(key=lambda pair: pair[0])
     split.paused.sort(key=lambda pair: pair[0])
     split.waited.sort(key=lambda pair: pair[0])
-    ctx.derived["stalls"] = split
-    ctx.derived["held"] = held_by
-    return split
-
-
-def _in_import(held: object) -> bool:
-    """Whether the watchdog saw the loop's own thread inside Python's import
-    machinery while it was held."""
-    if not isinstance(held, dict) or held.get("thread") != "loop":
-        return False
-    frames = held.get("frames")
-    return isinstance(frames, list) and any(
-        isinstance(f, list | tuple) and f and str(f[0]).startswith("<frozen importlib")
-        for f in frames
-    )
-
-
-def held(ctx: Context, among: list[Stall]) -> list[dict[str, Any]]:
-    """What held the loop in each stall of ``among`` where its watchdog saw
-    it (the capture's ``held``: the thread, ``task`` or ``loop``, the task's
-    key, its frames)."""
-    stalls(ctx)
-    found: dict[tuple[float, str | None], dict[str, Any]] = ctx.derived.get("held", {})
-    return [h for t, w, _, _ in among if (h := found.get((t, w))) is not None]
+    return split, held_by
 
 
 def paused_during(
     spans: list[tuple[float, float]] | None, since: float, until: float
 ) -> bool:
-    """Whether a worker paused for memory (``spans``: ``Context.paused_spans``)
+    """Whether a worker paused for memory (``spans``: ``Lifecycle.paused_spans``)
     at some time of a stall from ``since`` to ``until``, or as it ended."""
     return any(
         began <= until + PAUSE_SLACK_S and ended >= since
@@ -273,22 +292,7 @@ def _paired(into: list[tuple[Stall, T]], found: T) -> Callable[[Stall], None]:
     return lambda stall: into.append((stall, found))
 
 
-def _seconds(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) else 0.0
-
-
-def imported(data: Any) -> Imported | None:
-    """The modules a stall's process imported meanwhile, if any (a capture
-    older than this says nothing: None)."""
-    count = (data or {}).get("imported") if isinstance(data, dict) else None
-    if not isinstance(count, int) or count <= 0:
-        return None
-    packages = data.get("packages")
-    names = [str(p) for p in packages] if isinstance(packages, list) else []
-    return Imported(count, names)
-
-
-def contended(ctx: Context) -> pd.DataFrame:
+def _contended(ctx: Context) -> tuple[pd.DataFrame, tuple[pd.DataFrame, list[Busy]]]:
     """The high GIL contention samples (time, worker, value) taken while two
     or more of the worker's task threads were computing on a quiet host, of
     the workers gil-contention flags for them (most of that time, min-time at
@@ -301,17 +305,12 @@ def contended(ctx: Context) -> pd.DataFrame:
     """
     import numpy as np
 
-    if "contended" in ctx.derived:  # event-loop-blocked and gil-contention
-        found: pd.DataFrame = ctx.derived["contended"]
-        return found
     share = ctx.number("gil-contention.share")
     min_time = ctx.seconds("gil-contention.min-time")
     values = ctx.metric("gil_contention")
     if not (values["value"] > share).any():  # most runs: nothing to split
         none = values.iloc[:0]
-        ctx.derived["contended-host"] = (none, [])
-        ctx.derived["contended"] = none
-        return none
+        return none, (none, [])
     values = values.sort_values("time", kind="stable")
     # The seconds a sample speaks for: since the worker's sample before (at
     # least one, a heartbeat's interval). A loop starved by the threads it
@@ -334,7 +333,7 @@ def contended(ctx: Context) -> pd.DataFrame:
     computing = values[busy]
     # A thread holding the GIL that the host does not run holds the others up
     # too: samples taken while the host was oversubscribed are the host's.
-    hosts = host_load(ctx)
+    hosts = BusyHosts.of(ctx)
     at_host = hosts.overlapping(
         computing["worker"].to_numpy(),
         (computing["time"] - computing["covers"]).to_numpy(dtype=float),
@@ -347,9 +346,7 @@ def contended(ctx: Context) -> pd.DataFrame:
         hosts.during(str(w), t - c, t)
         for t, w, c in zip(high["time"], high["worker"], high["covers"], strict=True)
     ]
-    ctx.derived["contended-host"] = two_seconds(
-        high, [b for b in seconds if b is not None]
-    )
+    at_busy_host = two_seconds(high, [b for b in seconds if b is not None])
     # The code's: threads that fight read high nearly all along, for as long
     # as they compute; pandas on four threads reads 0.3-0.98 from second to
     # second, and at the lowest versions claimed three seconds of three above
@@ -366,18 +363,7 @@ def contended(ctx: Context) -> pd.DataFrame:
     quiet_s = quiet.groupby("worker")["covers"].sum().reindex(own_s.index)
     most = ctx.number("gil-contention.most-of-the-time")
     steady = own_s[(own_s >= most * quiet_s) & (own_s >= min_time)].index
-    found = own[own["worker"].isin(steady)].drop(columns="covers")
-    ctx.derived["contended"] = found
-    return found
-
-
-def contention_at_host(ctx: Context) -> tuple[pd.DataFrame, list[Busy]]:
-    """The high GIL contention samples taken while their host was
-    oversubscribed, with its busy second each (see contended, which splits
-    them off)."""
-    contended(ctx)
-    found: tuple[pd.DataFrame, list[Busy]] = ctx.derived["contended-host"]
-    return found
+    return own[own["worker"].isin(steady)].drop(columns="covers"), at_busy_host
 
 
 def two_seconds(
@@ -429,12 +415,6 @@ def busy_threads(
     x = np.asarray(times, dtype=float) - origin
     busy: np.ndarray = (computed_until(x) - computed_until(x - window)) / window
     return busy
-
-
-def contention(ctx: Context) -> dict[str, list[float]]:
-    """Times of the high GIL contention samples of the workers gil-contention
-    flags, by worker."""
-    return by_worker(contended(ctx))
 
 
 def by_worker(high: pd.DataFrame) -> dict[str, list[float]]:

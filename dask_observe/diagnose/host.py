@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.analysis.figures import host_sample
-from dask_observe.diagnose.base import evidence
+from dask_observe.capture.events import HostSample
+from dask_observe.diagnose.base import Facts, evidence
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,7 +61,7 @@ class Busy:
         return f"{host} oversubscribed: " + "; ".join(parts)
 
 
-class BusyHosts:
+class BusyHosts(Facts):
     """The run's seconds of busy hosts, by host, read once for every flag.
 
     The scheduler's samples are filed under its address's host: a worker on
@@ -70,7 +70,7 @@ class BusyHosts:
     a sample (it begins with the recording; a stall there went unexplained)."""
 
     def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
+        super().__init__(ctx)
         cluster = ctx.run.cluster
         self.scheduler = address_host(cluster) if cluster else SCHEDULER
 
@@ -84,8 +84,8 @@ class BusyHosts:
         per_core = self.ctx.number("host-load.runnable-per-core")
         found: dict[str, list[Busy]] = {}
         for t, _, worker, data in self.ctx.events("host-load"):
-            sample = host_sample(data)
-            if sample is None or (isinstance(data, dict) and data.get("run")):
+            sample = HostSample.from_data(data)
+            if sample is None or sample.run:
                 # (a run's whole window, for comparisons: a stall is judged
                 # against the second it happened in, not the run's average)
                 continue
@@ -149,18 +149,6 @@ class BusyHosts:
             ):
                 busiest[b.host] = b
         return [evidence(b.end, b.worker, b.describe()) for b in busiest.values()]
-
-
-def host_load(ctx: Context) -> BusyHosts:
-    """The run's host load, shared by the rules that read it."""
-    if "host-load" not in ctx.derived:
-        ctx.derived["host-load"] = BusyHosts(ctx)
-    found: BusyHosts = ctx.derived["host-load"]
-    return found
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) else None
 
 
 #: What a flag caused by a busy host advises (about the host, not the code).

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from dask_observe.diagnose import holdups
 from dask_observe.diagnose.base import (
     MAX_EVIDENCE,
     Context,
@@ -14,6 +13,8 @@ from dask_observe.diagnose.base import (
     rule,
     workers,
 )
+from dask_observe.diagnose.holdups import Holdups, Stall
+from dask_observe.diagnose.lifecycle import Lifecycle
 from dask_observe.units import format_bytes, format_seconds
 
 #: distributed's fine-metrics context of P2P shuffles: their disk is where
@@ -26,17 +27,17 @@ def memory_pressure(ctx: Context) -> list[Flag]:
     """Workers paused for memory: their "Pausing worker" lines, and the status
     changes the scheduler logged (which survive a worker that dies right after).
     With the stalls of their event loops in the collections a worker runs as
-    it pauses and while paused (``holdups.Stalls.paused``): the pause's, not
+    it pauses and while paused (``Stalls.paused``): the pause's, not
     event-loop-blocked's."""
     seen: dict[str, list[dict[str, Any]]] = {}
     for t, worker, message in ctx.logs("Pausing worker"):
         seen.setdefault(worker or "?", []).append(evidence(t, worker, message))
-    for t, worker in ctx.pauses:
+    for t, worker in Lifecycle.of(ctx).pauses:
         if worker not in seen:  # the line was lost with its worker
             seen[worker] = [evidence(t, worker, "status changed to paused")]
-    stalled: dict[str, list[holdups.Stall]] = {}
-    for stall, _ in holdups.stalls(ctx).paused if seen else []:
-        stalled.setdefault(str(stall[1]), []).append(stall)
+    stalled: dict[str, list[Stall]] = {}
+    for stall, _ in Holdups.of(ctx).stalls.paused if seen else []:
+        stalled.setdefault(str(stall.worker), []).append(stall)
     flags = []
     for worker, found in seen.items():
         stalls = stalled.get(worker, [])
@@ -69,8 +70,9 @@ def memory_pressure(ctx: Context) -> list[Flag]:
 @rule("memory-restart")
 def memory_restart(ctx: Context) -> list[Flag]:
     flags = []
-    for t, worker, event in ctx.memory_restarts:
-        _, cause, _ = ctx.deaths.get(worker, (t, "restarted for memory", ""))
+    lives = Lifecycle.of(ctx)
+    for t, worker, event in lives.memory_restarts:
+        _, cause, _ = lives.deaths.get(worker, (t, "restarted for memory", ""))
         lines = [
             evidence(lt, lw, m)
             for lt, lw, m in ctx.logs("memory budget")
@@ -86,8 +88,7 @@ def memory_restart(ctx: Context) -> list[Flag]:
                 "rescheduled.",
                 "Find the task that grew (the report's memory timeline), give workers "
                 "more memory, or split the work into smaller chunks.",
-                lines[:MAX_EVIDENCE]
-                or [evidence(t, worker, f"rss={event.get('rss')}")],
+                lines[:MAX_EVIDENCE] or [evidence(t, worker, f"rss={event.rss}")],
             )
         )
     return flags
@@ -110,7 +111,7 @@ def spilling(ctx: Context) -> list[Flag]:
     # rise above where its gauge stood before the run.
     disk = ctx.fine_totals(("disk-write", "disk-read"), exclude=(SHUFFLE_CONTEXT,))
     written = disk.get(("disk-write", "bytes"), 0.0)
-    stalls = [stall for stall, _ in holdups.stalls(ctx).spilled]
+    stalls = [stall for stall, _ in Holdups.of(ctx).stalls.spilled]
     ever = any(value > 0 for *_, value in ctx.metric_rows("memory_spilled"))
     if not ever and not written and not stalls:
         return []  # most runs: nothing on disk at all, no rise to read
@@ -185,10 +186,11 @@ def unmanaged_memory(ctx: Context) -> list[Flag]:
     stayed above the spill threshold, where spilling cannot help. Sampled for
     ``min-time`` at least; a worker restarted for memory is memory-restart's."""
     min_time = ctx.seconds("unmanaged-memory.min-time")
-    restarted = {w for _, w, _ in ctx.memory_restarts}
+    lives = Lifecycle.of(ctx)
+    restarted = {w for _, w, _ in lives.memory_restarts}
     highest = ctx.highest_by_worker("memory_unmanaged")
     if not any(
-        (limit := ctx.limits.get(worker))
+        (limit := lives.limits.get(worker))
         and value > ctx.fraction("spill", worker) * limit
         for worker, value in highest.items()
     ):  # most runs: no worker ever above the line
@@ -200,7 +202,7 @@ def unmanaged_memory(ctx: Context) -> list[Flag]:
         warnings.setdefault(w or "?", []).append(evidence(t, w, message))
     flags = []
     for worker, samples in frame.groupby("worker", sort=True):
-        limit = ctx.limits.get(str(worker))
+        limit = lives.limits.get(str(worker))
         if not limit or worker in restarted:
             continue
         # The longest stretch of consecutive samples above the line: two brief

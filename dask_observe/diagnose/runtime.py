@@ -6,6 +6,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.analysis.native import innermost_named, shipped_waits
+from dask_observe.capture.events import Held
 from dask_observe.diagnose import holdups
 from dask_observe.diagnose.base import (
     MAX_EVIDENCE,
@@ -15,8 +16,9 @@ from dask_observe.diagnose.base import (
     rule,
     workers,
 )
-from dask_observe.diagnose.hangs import natives
-from dask_observe.diagnose.host import HOST_ADVICE, host_load
+from dask_observe.diagnose.hangs import TaskPictures
+from dask_observe.diagnose.holdups import Holdups
+from dask_observe.diagnose.host import HOST_ADVICE, BusyHosts
 from dask_observe.plaintext import short_path
 from dask_observe.units import format_seconds
 
@@ -70,7 +72,7 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
     host's; told as such, with advice about the host). The others are said as
     counted apart; so are stalls while a worker spilled, which the spilling
     flag tells."""
-    split = holdups.stalls(ctx)
+    split = Holdups.of(ctx).stalls
     causes = (
         ("code", split.code),
         ("waited", [stall for stall, _ in split.waited]),
@@ -96,14 +98,15 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
     held = ""
     seen: list[dict[str, Any]] = []
     if cause in ("host", "code", "waited"):
-        holder = _holder(_with_keys(ctx, holdups.held(ctx, stalls)), natives(ctx))
+        held_by = Holdups.of(ctx).held(stalls)
+        holder = _holder(_with_keys(ctx, held_by), TaskPictures.of(ctx).natives)
         if holder is not None:
             where, how, frames = holder
             held = f"{where} held it{how}"
-            seen = [evidence(stalls[0][0], stalls[0][1], f) for f in frames]
+            seen = [evidence(stalls[0].time, stalls[0].worker, f) for f in frames]
     if cause == "host":
         busy = [b for _, b in split.host]
-        found = seen + host_load(ctx).evidence(busy) + found
+        found = seen + BusyHosts.of(ctx).evidence(busy) + found
         oversubscribed = (
             f"{stalled}, each while its host was oversubscribed "
             f"({holdups.busiest(busy)})"
@@ -119,7 +122,7 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
             # than a stall takes to count: what held the loop is still said
             # (a task's regular expression held the GIL 0.94 s of a 1.63 s
             # stall, and the flag said "not the tasks' code").
-            counts = "tick" if stalls[0][1] else "scheduler-tick"
+            counts = "tick" if stalls[0].worker else "scheduler-tick"
             tick = format_seconds(ctx.seconds(f"event-loop-blocked.{counts}"))
             message = (
                 f"{oversubscribed}: {held}, for less CPU time than a stall "
@@ -183,30 +186,30 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
     return [_loop_flag(stalls, level, message, CODE_ADVICE, found)]
 
 
-def _with_keys(ctx: Context, held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _with_keys(ctx: Context, held: list[Held]) -> list[Held]:
     """The watchdog's samples, each task thread's task named where only its
     thread was seen (a task that began and ended between two of its looks):
     the run's task that ran on that worker's thread through the stall."""
-    if all(h.get("key") or h.get("thread") != "task" for h in held):
+    if all(h.key or h.thread != "task" for h in held):
         return held
     tasks = ctx.tasks
     named = []
     for sample in held:
-        if sample.get("key") or sample.get("thread") != "task":
+        if sample.key or sample.thread != "task":
             named.append(sample)
             continue
         ran = tasks[
-            (tasks["thread"] == sample.get("ident"))
-            & (tasks["start"] <= sample["until"])
-            & (tasks["stop"] >= sample["since"])
+            (tasks["thread"] == sample.ident)
+            & (tasks["start"] <= sample.until)
+            & (tasks["stop"] >= sample.since)
         ]
         key = str(ran["key"].iloc[0]) if len(ran) else None
-        named.append({**sample, "key": key, "thread": "task" if key else "other"})
+        named.append(sample._replace(key=key, thread="task" if key else "other"))
     return named
 
 
 def _holder(
-    held: list[dict[str, Any]], native: dict[str, list[str]] | None = None
+    held: list[Held], native: dict[str, list[str]] | None = None
 ) -> tuple[str, str, list[str]] | None:
     """The code that held the loop most often, from the watchdog's samples:
     where (the innermost frame of the user's code, else the innermost), how
@@ -218,9 +221,9 @@ def _holder(
     seen: Counter[tuple[str, str, str]] = Counter()
     stacks: dict[tuple[str, str, str], list[str]] = {}
     for sample in held:
-        frames = [f for f in sample.get("frames") or () if len(f) >= 5]
-        key = str(sample.get("key") or "")
-        thread = sample.get("thread")
+        frames = [f for f in sample.frames if len(f) >= 5]
+        key = sample.key or ""
+        thread = sample.thread
         if not frames:
             # Its thread ran through the stall, and was gone from it before
             # it could be looked at: named by its task, or as a thread.
@@ -277,8 +280,8 @@ def _loop_flag(
     return Flag(
         "event-loop-blocked",
         severity,
-        stalls[0][0],
-        workers(w for _, w, _, _ in stalls),
+        stalls[0].time,
+        workers(s.worker for s in stalls),
         message,
         advice,
         found[:MAX_EVIDENCE],
@@ -294,13 +297,13 @@ def gil_contention(ctx: Context) -> list[Flag]:
     holding the GIL shows as contention too, but the remedy (and the flag) is
     event-loop-blocked's. High samples on a quiet host count when they are
     most of the worker's computing time there and add up to min-time (one late
-    sample may speak for several seconds: see holdups.contended). Samples
+    sample may speak for several seconds: see Holdups.contended). Samples
     taken while the worker's host was oversubscribed are the host's (two
     seconds of them make the flag): told as such, with advice about the host,
     when no others make it.
     """
     share = ctx.number("gil-contention.share")
-    high = holdups.contended(ctx)
+    high = Holdups.of(ctx).contended
     if high.empty:
         return _gil_at_busy_host(ctx, share)
     longest, held, held_up = _held(ctx)
@@ -327,7 +330,7 @@ def gil_contention(ctx: Context) -> list[Flag]:
 def _held(ctx: Context) -> tuple[float, str, list[dict[str, Any]]]:
     """The event-loop stalls gil-contention's samples explain: the longest,
     a sentence saying it, and their evidence (at most half the flag's)."""
-    stalls = holdups.stalls(ctx).contended
+    stalls = Holdups.of(ctx).stalls.contended
     longest = max((seconds for _, _, seconds, _ in stalls), default=0.0)
     held = (
         f" Their worker's event loop stalled for up to {format_seconds(longest)} "
@@ -348,11 +351,11 @@ def _samples(high: pd.DataFrame) -> list[dict[str, Any]]:
 
 def _gil_at_busy_host(ctx: Context, share: float) -> list[Flag]:
     """gil-contention's flag when all its samples came from busy hosts."""
-    high, busy = holdups.contention_at_host(ctx)
+    high, busy = Holdups.of(ctx).contended_at_host
     if high.empty:
         return []
     _, held, held_up = _held(ctx)
-    found = host_load(ctx).evidence(busy) + held_up + _samples(high)
+    found = BusyHosts.of(ctx).evidence(busy) + held_up + _samples(high)
     return [
         Flag(
             "gil-contention",

@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING
 
 from dask_observe.analysis.series import held
+from dask_observe.capture.events import Transfer
 from dask_observe.diagnose.base import (
     MAX_EVIDENCE,
     Context,
@@ -15,6 +16,7 @@ from dask_observe.diagnose.base import (
     rule,
     workers,
 )
+from dask_observe.diagnose.lifecycle import Lifecycle
 from dask_observe.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
@@ -225,7 +227,7 @@ def load_imbalance(ctx: Context) -> list[Flag]:
     processing = ctx.metric("tasks_processing")
     nthreads = ctx.metric("nthreads").groupby("worker")["value"].max()
     # A worker's count is sampled when it changes: held until the next.
-    samples = held(processing, ((t, w) for t, w, _ in ctx.removals))
+    samples = held(processing, ((t, w) for t, w, _ in Lifecycle.of(ctx).removals))
     busy = samples.gt(nthreads.reindex(samples.columns).fillna(1.0), axis=1)
     idle = samples.eq(0)
     active = samples.gt(0).any(axis=1)
@@ -283,7 +285,7 @@ def high_transfer(ctx: Context) -> list[Flag]:
         return []
     logged = ctx.events("transfer")
     moved = sum(
-        float(d.get("bytes") or 0) for _, _, _, d in logged if isinstance(d, dict)
+        said.bytes for *_, d in logged if (said := Transfer.from_data(d)) is not None
     )
     if logged and moved < ctx.nbytes("high-transfer.min-bytes"):
         return []

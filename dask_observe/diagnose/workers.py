@@ -19,6 +19,7 @@ from dask_observe.diagnose.base import (
     rule,
     workers,
 )
+from dask_observe.diagnose.lifecycle import Lifecycle
 from dask_observe.units import format_seconds
 
 
@@ -40,9 +41,10 @@ def killed_worker(ctx: Context) -> list[Flag]:
         last = found[1] if found else None
         # The worker that ran it last is the one whose death ended it; failing
         # that, any worker that died in the run (they all ran it once).
-        died = ctx.deaths.get(last) if last else None
-        if died is None and ctx.deaths:
-            last, died = next(iter(ctx.deaths.items()))
+        deaths = Lifecycle.of(ctx).deaths
+        died = deaths.get(last) if last else None
+        if died is None and deaths:
+            last, died = next(iter(deaths.items()))
         when = float(row["ended"])
         if died is not None:
             _, cause, line = died
@@ -94,9 +96,10 @@ def killed_advice(cause: str) -> str:
 def worker_lost(ctx: Context) -> list[Flag]:
     """A worker that left without being asked: not closed, retired (scale
     down, adaptive) or restarted (``client.restart()``, ``restart_workers``)."""
-    restarted = {w for _, w, _ in ctx.memory_restarts}
+    lives = Lifecycle.of(ctx)
+    restarted = {w for _, w, _ in lives.memory_restarts}
     flags = []
-    for worker, (t, cause, line) in ctx.deaths.items():
+    for worker, (t, cause, line) in lives.deaths.items():
         if worker in restarted:  # memory-restart says it already
             continue
         flags.append(

@@ -13,6 +13,7 @@ from dask_observe.analysis import few, figures
 from dask_observe.analysis.native import stored
 from dask_observe.analysis.series import last_by
 from dask_observe.analysis.trees import profile_table
+from dask_observe.capture.events import WorkerRemoved
 from dask_observe.report import standing, tasks
 from dask_observe.report.stream import StreamBins
 from dask_observe.units import text_or_none
@@ -205,7 +206,7 @@ def _failures(
 
 def _removed_workers(run: RunData) -> dict[str, str]:
     return {
-        worker: str(data.get("stimulus_id", ""))
+        worker: WorkerRemoved.from_data(data).stimulus_id
         for _, _, worker, data in run.event_rows("worker-removed")
         if worker
     }

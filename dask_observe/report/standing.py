@@ -11,6 +11,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.analysis.figures import long_tasks, ran_for
+from dask_observe.capture.events import TaskStack
 from dask_observe.plaintext import fold_frames, fold_text, frame_text, is_fold
 from dask_observe.store.rundata import format_frames
 from dask_observe.units import format_bytes, format_seconds
@@ -43,9 +44,9 @@ def stopped_state(run: RunData) -> dict[str, Any] | None:
         for task in worker.get("processing") or ():
             task["elapsed"] = ran_for(task, found["time"], began)
     found["stacks"] = {
-        str(d.get("key")): d.get("frames") or []
+        said.key: said.frames
         for _, _, _, d in run.event_rows("task-stack")
-        if isinstance(d, dict)
+        if (said := TaskStack.from_data(d)) is not None
     }
     native = run.native_stacks()
     found["native"] = {str(key): text for (_, key), text in native.items() if key}

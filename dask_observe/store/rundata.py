@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self
 
+from dask_observe.capture.events import TaskNative, TaskStack, Transfer
 from dask_observe.plaintext import folded_stack, frame_text
 from dask_observe.store import queries
 from dask_observe.units import parse_seconds, text_or_none
@@ -500,10 +501,10 @@ class RunData:
         import pandas as pd
 
         rows = [
-            (t, w, d.get("from"), d.get("type"), d.get("bytes", 0),
-             d.get("seconds", 0.0), d.get("count", 0), d.get("keys", 0))
+            (t, w, *said)
             for t, _, w, d in self.event_rows("transfer")
-        ]  # fmt: skip
+            if (said := Transfer.from_data(d)) is not None
+        ]
         columns = list(zip(*rows, strict=True)) or [()] * 8
         # Typed columns made at once: a frame made then cast cost ~3 ms more
         # (most runs have no transfer; a report reads them).
@@ -544,17 +545,19 @@ class RunData:
         for t, w, d in zip(
             events["time"], events["worker"], events["data"], strict=True
         ):
-            shipped = d.get("frames") or ()
-            frames = format_frames(shipped)
-            row = seen.get((w, d.get("key"), frames))
+            said = TaskStack.from_data(d)
+            if said is None:
+                continue
+            frames = format_frames(said.frames)
+            row = seen.get((w, said.key, frames))
             if row is None:
-                seen[w, d.get("key"), frames] = [
-                    t, w, d.get("key"), d.get("prefix"), d.get("thread"),
-                    d.get("count", 1), frames, folded_stack(shipped),
-                    native.get((w, d.get("key")), native.get((w, None), "")),
+                seen[w, said.key, frames] = [
+                    t, w, said.key, said.prefix, said.thread, said.times, frames,
+                    folded_stack(said.frames),
+                    native.get((w, said.key), native.get((w, None), "")),
                 ]  # fmt: skip
             else:
-                row[5] = max(row[5], d.get("count", 1))
+                row[5] = max(row[5], said.times)
         frame = pd.DataFrame(list(seen.values()), columns=list(STACK_COLUMNS))
         frame = frame.astype({"time": float, "count": "int64"})
         return _to_datetimes(frame, "time", epoch=epoch)
@@ -565,13 +568,13 @@ class RunData:
         could not be read on that worker ("native stacks unavailable: ...")."""
         found: dict[tuple[str | None, str | None], str] = {}
         for _, _, worker, data in self.event_rows("task-native"):
-            if not isinstance(data, dict):
+            said = TaskNative.from_data(data)
+            if said is None:
                 continue
-            reason = data.get("reason")
-            if reason:
-                found[worker, None] = f"native stacks unavailable: {reason}"
-            elif data.get("native"):
-                found[worker, data.get("key")] = "\n".join(map(str, data["native"]))
+            if said.reason:
+                found[worker, None] = f"native stacks unavailable: {said.reason}"
+            elif said.native:
+                found[worker, said.key] = "\n".join(said.native)
         return found
 
     def profile_trees(self, native: bool = True) -> dict[str, Any]:
