@@ -181,7 +181,7 @@ def _no_build_check(lab: Lab) -> None:
     """No "build recommended?" check as each page loads (JupyterLab's
     ``page_config.json`` settings, as a site that builds nothing sets them):
     the server answered it by running yarn under node, 0.56 CPU-second of a
-    load's 3.60 (benchmarks/README.md, "The suite's page loads"). The panel
+    load's 3.60 (benchmarks/README.md, "The panel"). The panel
     is a prebuilt extension: no build is ever recommended for it."""
     folder = lab.home / "config" / "labconfig"
     folder.mkdir(parents=True, exist_ok=True)

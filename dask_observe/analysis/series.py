@@ -49,7 +49,7 @@ def last_by(frame: pd.DataFrame, index: list[str], columns: str) -> pd.DataFrame
     table of ``index`` (sorted) by ``columns`` (sorted): what
     ``pivot_table(aggfunc="last")`` makes of values that are never NaN, in a
     third of its time (~4 ms a call of fixed cost, twice in a one-task run's
-    report; ``benchmarks/README.md``, "A small run's report")."""
+    report; ``benchmarks/README.md``, "What a recorded cell costs")."""
     return frame.groupby([*index, columns], sort=True)["value"].last().unstack(columns)
 
 

@@ -31,8 +31,8 @@ class DropCountingBuffer:
     point where Python code can run inside it: a garbage collection there runs
     finalizers, and one that logs (distributed's "Closing dangling stream") appends
     to this buffer on the same thread. With a plain lock that append waited for
-    itself, and the scheduler's event loop with it, for good (Python 3.12 on,
-    which collects after calls into C too; a CI run hung so, 2026-11-29).
+    itself, and the scheduler's event loop with it, for good (Python 3.12 on
+    collects after calls into C too).
     """
 
     def __init__(self, maxlen: int) -> None:
