@@ -43,7 +43,7 @@ def write_run(store: BaseStore, name: str, n: int, pace: float) -> int:
              WORKERS[i % 8], 1, begin, begin + seconds, "memory", 8, seconds,
              0.0, 0.0, 0.0, 0.0, None, None)
         )  # fmt: skip
-    store.append(CLUSTER, records)
+    store.telemetry.append(CLUSTER, records)
     # A profile per prefix, as a run of this size has: a function a prefix,
     # sampled every 10 ms of its compute.
     total = n / len(PREFIXES) * pace * 1.3

@@ -67,7 +67,8 @@ def round_(watched: bool, store: str) -> float:
             address = client.scheduler.address
             with BaseStore(store) as opened:
                 while not any(
-                    c["address"] == address and c["alive"] for c in opened.clusters()
+                    c["address"] == address and c["alive"]
+                    for c in opened.telemetry.clusters()
                 ):
                     time.sleep(0.05)
         took = work(client)

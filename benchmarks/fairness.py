@@ -42,7 +42,7 @@ def fill(path: Path) -> None:
         store.create_run("followed", cluster=CLUSTER)
         now = time.time()
         lines = [f"line {i}" for i in range(300_000)] + ["a" * 28 + "b"] * 200
-        store.append(
+        store.telemetry.append(
             CLUSTER,
             [("log", now + i * 1e-6, 30, "worker", "w", "u", line)
              for i, line in enumerate(lines)],

@@ -103,7 +103,7 @@ def run_edges(
         between()
         run_id = store.create_run(f"edge {i}", cluster="sim")
         started = time.perf_counter()
-        plugin.begin(f"span-{i}")
+        plugin.runs.begin(f"span-{i}")
         sample.append(time.perf_counter() - started)
         written, seconds = pull()
         rows.append(written)
@@ -113,7 +113,7 @@ def run_edges(
         end.append(time.perf_counter() - started)
         limits = store.run(run_id).metrics("memory_limit")
         assert limits["worker"].nunique() == n, f"{limits['worker'].nunique()} of {n}"
-        plugin.unwatch(f"span-{i}")
+        plugin.runs.unwatch(f"span-{i}")
 
     def ms(times: list[float]) -> float:
         return 1000 * statistics.median(times)
@@ -195,7 +195,7 @@ def simulate(n: int, seconds: int, load: str, edges: int = 0) -> dict[str, Any]:
             values += written
             wire += len(msgpack.packb([list(r) for _, r in batch], default=str))
             started = time.perf_counter()
-            writing.append("sim", [r for _, r in batch])
+            writing.telemetry.append("sim", [r for _, r in batch])
             took = time.perf_counter() - started
             write_s += took
             return written, took

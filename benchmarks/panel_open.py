@@ -45,14 +45,14 @@ def fill(path: Path, runs: int, lines: int) -> tuple[int, int]:
     """The store: ``runs`` finished runs, the newest with ``lines`` lines and
     the one before with 1,000. Their ids (newest, the 1,000-line one)."""
     with BaseStore(path) as store:
-        store.register_cluster(CLUSTER, None)
+        store.telemetry.register_cluster(CLUSTER, None)
         ids = []
         for i in range(runs):
             run_id = store.create_run(JOBS[i % len(JOBS)], cluster=CLUSTER)
             n = lines if i == runs - 1 else 1_000 if i == runs - 2 else 0
             now = time.time()
             for start in range(0, n, 50_000):
-                store.append(
+                store.telemetry.append(
                     CLUSTER,
                     [
                         ("log", now + j * 1e-6, 20, "worker", WORKERS[j % 4],

@@ -51,7 +51,7 @@ def build(path: Path, n: int) -> None:
     with Store(path) as store:
         store.create_run("big", cluster=CLUSTER, span_id=SPAN)
         for first in range(0, n, 50_000):
-            store.append(CLUSTER, tasks(first, min(50_000, n - first)))
+            store.telemetry.append(CLUSTER, tasks(first, min(50_000, n - first)))
 
 
 def one(path: Path, n: int) -> dict[str, float]:
@@ -69,7 +69,7 @@ def one(path: Path, n: int) -> dict[str, float]:
     later = []
     with Store(path) as writer:
         for pull in range(5):
-            writer.append(CLUSTER, tasks(n + pull * 1000, 1000))
+            writer.telemetry.append(CLUSTER, tasks(n + pull * 1000, 1000))
             took, counted = listed()
             assert counted == n + (pull + 1) * 1000, counted
             later.append(took)

@@ -48,18 +48,26 @@ def log_records(n: int) -> Iterator[tuple[Any, ...]]:
 def ingest(store: dask_observe.Store, records: Iterator[Any], n: int) -> float:
     """Seconds to write ``n`` records in recorder-sized batches."""
     started = time.perf_counter()
-    instance, cursor = store.cursor(CLUSTER)
+    instance, cursor = store.telemetry.cursor(CLUSTER)
     batch: list[tuple[int, Any]] = []
+
+    def write() -> None:
+        store.telemetry.ingest(
+            CLUSTER,
+            batch,
+            read_at=(instance, cursor - len(batch)),
+            instance="bench",
+            last=cursor,
+        )
+
     for record in records:
         cursor += 1
         batch.append((cursor, record))
         if len(batch) == BATCH:
-            store.ingest(CLUSTER, batch, read_at=(instance, cursor - len(batch)),
-                         instance="bench", last=cursor)  # fmt: skip
+            write()
             instance, batch = "bench", []
     if batch:
-        store.ingest(CLUSTER, batch, read_at=(instance, cursor - len(batch)),
-                     instance="bench", last=cursor)  # fmt: skip
+        write()
     return time.perf_counter() - started
 
 

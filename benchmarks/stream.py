@@ -64,7 +64,7 @@ def write(store_path: Path, rate: int, seconds: float, stop: threading.Event) ->
     """Commit ``rate`` lines a second in 50 ms batches, each stamped at commit."""
     written = 0
     with BaseStore(store_path) as store:
-        instance, cursor = store.cursor(CLUSTER)
+        instance, cursor = store.telemetry.cursor(CLUSTER)
         instance = instance or "bench"
         end = time.monotonic() + seconds
         while time.monotonic() < end and not stop.is_set():
@@ -74,7 +74,7 @@ def write(store_path: Path, rate: int, seconds: float, stop: threading.Event) ->
                 (cursor + i + 1, ("log", now, 30, "worker", "w", "bench", f"line {i}"))
                 for i in range(n)
             ]
-            store.ingest(
+            store.telemetry.ingest(
                 CLUSTER, records, read_at=(None if cursor == 0 else instance, cursor),
                 instance=instance, last=cursor + n, dropped={},
             )  # fmt: skip
@@ -91,7 +91,7 @@ async def follow(
         HTTPRequest(url, headers={"Authorization": f"token {token}"})
     )
     with BaseStore(STORE) as store:
-        cluster_id = store.register_cluster(CLUSTER, None)
+        cluster_id = store.telemetry.register_cluster(CLUSTER, None)
         after = store.last_seq()
     ws.write_message(json.dumps({"type": "subscribe", "cluster": cluster_id,
                                  "kinds": ["logs"], "after": after}))  # fmt: skip
@@ -172,7 +172,7 @@ def main() -> None:
     parser.add_argument("--subscribers", type=int, default=20)
     args = parser.parse_args()
     with BaseStore(STORE) as store:
-        store.register_cluster(CLUSTER, None)
+        store.telemetry.register_cluster(CLUSTER, None)
     port, token = free_port(), secrets.token_hex(16)
     server = start_server(STORE, port, token)
     url = f"ws://127.0.0.1:{port}/dask-observe/api/stream"

@@ -120,7 +120,7 @@ class SyntheticRun:
         """Store everything, close the run ``duration`` seconds after its start
         with these settings and environment (none: a run recorded before
         dask-observe kept them)."""
-        self.store.append(CLUSTER, self.records)
+        self.store.telemetry.append(CLUSTER, self.records)
         self.store.set_fine_metrics(self.id, self.fine)
         if settings is not None or environment is not None:
             self.store.set_settings(self.id, settings or {}, environment or {})

@@ -381,7 +381,7 @@ def test_terminal_escapes_in_names_and_lines_are_printed_visibly(
         run_id = store.create_run(
             "\x1b]0;pwned\x07nightly\nfake row", cluster="tcp://x:1"
         )
-        store.append(
+        store.telemetry.append(
             "tcp://x:1",
             [
                 (
@@ -421,7 +421,7 @@ def test_runs_logs_and_flags_answer_without_importing_pandas_or_dask(
 
     with BaseStore(store_path) as store:
         run_id = store.create_run("nightly", cluster="tcp://x:1")
-        store.append(
+        store.telemetry.append(
             "tcp://x:1",
             [("log", time.time(), 30, "worker", None, "etl", "rows skipped: 3")],
         )
@@ -434,7 +434,7 @@ def test_runs_logs_and_flags_answer_without_importing_pandas_or_dask(
             message="Tasks are tiny.",
             advice="Bigger.",
         )
-        store.set_verdict(run_id, [asdict(flag)], version())
+        store.kept.set_verdict(run_id, [asdict(flag)], version())
     said = {
         ("runs",): "nightly",
         ("logs", "last"): "etl: rows skipped: 3",

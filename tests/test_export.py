@@ -463,7 +463,7 @@ def test_a_collector_that_redirects_or_drips_takes_nothing_and_holds_nothing(
     (which held the export for 100 s) is given up at the timeout (2 s here)."""
     with BaseStore(store_path) as store:
         run_id = store.create_run("sent", cluster="tcp://x:1")
-        store.append("tcp://x:1", [
+        store.telemetry.append("tcp://x:1", [
             ("log", time.time(), 30, "worker", "w", "u", "a line to send"),
         ])  # fmt: skip
         store.end_run(run_id, "finished")

@@ -280,8 +280,8 @@ def test_a_task_let_go_of_while_its_run_ends_is_counted_once(
         )
         # (Installed as the run began.)
         plugin = scheduler.plugins[SCHEDULER_PLUGIN]
-        asked = plugin._answers
-        plugin._answers = release_then_ask
+        asked = plugin.runs._answers
+        plugin.runs._answers = release_then_ask
         raise TimeoutError
     summary = run.summary()
     assert released, "the end did not ask the workers"

@@ -528,7 +528,9 @@ def test_a_client_made_in_a_cell_is_listed_live_until_it_closes(
 
     def cluster_of(address: str) -> dict[str, object] | None:
         with dask_observe.open_store(store_path) as store:
-            return next((c for c in store.clusters() if c["address"] == address), None)
+            return next(
+                (c for c in store.telemetry.clusters() if c["address"] == address), None
+            )
 
     run(
         ip,

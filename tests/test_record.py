@@ -679,7 +679,7 @@ def test_a_finished_run_is_judged_once_and_every_reader_shows_that_verdict(
     assert [kind for kind, _ in shown()] == kinds
     # What readers show is the verdict stored at the run's end, not a new
     # judgement of its telemetry (a million tasks took 8 s to judge again).
-    stored = dask_observe.open_store().verdict(run.id)
+    stored = dask_observe.open_store().kept.verdict(run.id)
     assert stored is not None and stored[0] == __version__
     assert [f["kind"] for f in stored[1]] == kinds
     with sqlite3.connect(store_path) as conn:
@@ -734,7 +734,7 @@ def test_a_lingering_recorder_leaves_after_its_linger_and_stops_with_its_client(
 
     def last_seen() -> float:
         with dask_observe.Store(store_path) as store:
-            (seen,) = [c["last_seen"] for c in store.clusters()]
+            (seen,) = [c["last_seen"] for c in store.telemetry.clusters()]
             return float(seen)
 
     with dask.config.set({"observe.recorder.linger": "300ms"}), Client(cluster) as c:

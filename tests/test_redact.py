@@ -292,7 +292,7 @@ def test_redact_applies_the_rules_to_runs_stored_before(tmp_path: Path) -> None:
     secret = SECRETS["password="]
     with BaseStore(path) as store:
         run_id = store.create_run("old", cluster="tcp://s:1")
-        store.append("tcp://s:1", [
+        store.telemetry.append("tcp://s:1", [
             LogRecord("log", 1.0, 30, "worker", "w", "user", f"password={secret} x"),
             LogRecord("log", 1.0, 30, "worker", "w", "user", CLEAN),
             EventRecord("event", 1.0, "custom", None, {"token": secret}),
@@ -301,7 +301,7 @@ def test_redact_applies_the_rules_to_runs_stored_before(tmp_path: Path) -> None:
         store.end_run(run_id, "finished")
         # What its report shows of its tasks, a failure's exception included.
         failed = {"exception": [f"ConnectionError: password={secret}"]}
-        store.set_task_figures(run_id, "0.1", json.dumps({"failed": failed}))
+        store.kept.set_task_figures(run_id, "0.1", json.dumps({"failed": failed}))
     assert store_bytes(path) == ["password="]
     dry = dask_observe_cli(path, "redact", "--dry-run")
     assert dry.returncode == 0, dry.stderr

@@ -849,7 +849,7 @@ def cluster_row(store: BaseStore, address: str) -> dict[str, Any]:
     """The live cluster at ``address`` as the store says for the panel
     (``/api/clusters``): ``silent_since``, when its scheduler last answered
     once it stopped, and ``last_seen``, when a recorder last marked it live."""
-    (found,) = [c for c in store.clusters() if c["address"] == address]
+    (found,) = [c for c in store.telemetry.clusters() if c["address"] == address]
     assert found["alive"], found  # watched all along: not taken for gone
     return found
 

@@ -160,7 +160,7 @@ def test_10000_tiny_tasks_with_profile_and_transfers_report_in_under_300_kb(
 
     assert report_now() == report.html
     with dask_observe.open_store(store_path) as store:
-        stored = store.task_figures(run.id)
+        stored = store.kept.task_figures(run.id)
         assert stored is not None
         version, kept = stored
         # Drawn from the rows, the report is the same, byte for byte.
@@ -168,7 +168,7 @@ def test_10000_tiny_tasks_with_profile_and_transfers_report_in_under_300_kb(
             conn.execute("DELETE FROM task_figures WHERE run_id = ?", (run.id,))
     assert report_now() == report.html
     with dask_observe.open_store(store_path) as store:
-        store.set_task_figures(run.id, version, json.dumps(kept))
+        store.kept.set_task_figures(run.id, version, json.dumps(kept))
         with store._transaction() as conn:
             conn.execute(
                 "DELETE FROM tasks WHERE seq > (SELECT seq_start FROM runs"
@@ -181,7 +181,7 @@ def test_10000_tiny_tasks_with_profile_and_transfers_report_in_under_300_kb(
     # Stored by another version (whose figures may differ), they are made
     # again from the rows, here none.
     with dask_observe.open_store(store_path) as store:
-        store.set_task_figures(run.id, "0.0.1", json.dumps(kept))
+        store.kept.set_task_figures(run.id, "0.0.1", json.dumps(kept))
     assert "No task ran in this run." in report_now()
 
 

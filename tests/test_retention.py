@@ -151,7 +151,7 @@ def run_of_lines(store: BaseStore, name: str, cluster: str) -> int:
     """A run that holds 2,000 lines of 200 characters, ended."""
     run_id = store.create_run(name, cluster=cluster)
     now = time.time()
-    store.append(cluster, [
+    store.telemetry.append(cluster, [
         ("log", now, 30, "worker", "w", "u", f"{name} {i} {'x' * 200}")
         for i in range(2000)
     ])  # fmt: skip
@@ -206,13 +206,13 @@ def test_pruning_forgets_the_comparisons_kept_of_runs(store_path: Path) -> None:
         older, newer, newest = (
             run_of_lines(store, "nightly", "tcp://x:1") for _ in range(3)
         )
-        store.keep_comparisons(
+        store.kept.keep_comparisons(
             {(older, newer, 0.1): "", (newer, newest, 0.1): "x"}, "v"
         )
-        assert len(store.kept_comparisons("v")) == 2
-        assert store.kept_comparisons("another version") == {}
+        assert len(store.kept.kept_comparisons("v")) == 2
+        assert store.kept.kept_comparisons("another version") == {}
         store.prune(Policy(keep_last=2))
-        assert store.kept_comparisons("v") == {}
+        assert store.kept.kept_comparisons("v") == {}
 
 
 def _free_pages(path: Path) -> int:

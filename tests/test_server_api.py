@@ -223,7 +223,9 @@ async def test_a_tab_of_a_pruned_run_or_a_gone_cluster_says_so_on_a_page(
         store.end_run(kept, "finished")
         assert [r["id"] for r in store.prune(Policy(keep_last=1)).runs] == [pruned]
         # A cluster whose dashboard is not proxied: gone for an hour.
-        gone = store.register_cluster("tcp://127.0.0.1:1", "http://127.0.0.1:1/")
+        gone = store.telemetry.register_cluster(
+            "tcp://127.0.0.1:1", "http://127.0.0.1:1/"
+        )
         store.rows(
             "UPDATE clusters SET last_seen = last_seen - 3600 WHERE id = ?", (gone,)
         )
@@ -352,12 +354,12 @@ async def test_a_runs_stream_from_near_its_end_says_it_left_the_rest(
     100,000-line run drew every line), not the store's: a run older than
     the newest gets its own tail, and the subscription says rows were left."""
     with BaseStore(store_path) as store:
-        store.register_cluster(CLUSTER, None)
+        store.telemetry.register_cluster(CLUSTER, None)
         ids = []
         for name in ("older", "newer"):
             run_id = store.create_run(name, cluster=CLUSTER)
             now = time.time()
-            store.append(CLUSTER, [
+            store.telemetry.append(CLUSTER, [
                 ("log", now + i * 1e-6, 30, "worker", "tcp://w:1", "user",
                  f"{name} {i}") for i in range(1_000)
             ])  # fmt: skip
@@ -577,12 +579,11 @@ async def test_a_client_that_stops_reading_gets_a_gap_it_can_fill_over_rest(
     n = 200_000
     with BaseStore(store_path) as store:
         run_id = store.create_run("flood", cluster="tcp://flood:1")
-        records = [
-            (i + 1, ("log", time.time(), 30, "worker", "w", "flood", f"line {i:06d}"))
+        lines = [
+            ("log", time.time(), 30, "worker", "w", "flood", f"line {i:06d}")
             for i in range(n)
         ]
-        store.ingest("tcp://flood:1", records, read_at=(None, 0), instance="i",
-                     last=n, dropped={})  # fmt: skip
+        store.telemetry.append("tcp://flood:1", lines)
         store.end_run(run_id, "finished")
 
     # A raw socket with a tiny receive window, so that unread data backs up.
@@ -773,14 +774,14 @@ async def test_one_socket_carries_several_subscriptions_each_by_its_id(
 def commit_lines(path: Path, cluster: str, batches: int, per_batch: int) -> None:
     """As a recorder does: batches of log lines committed one after another."""
     with BaseStore(path) as store:
-        instance, cursor = store.cursor(cluster)
+        instance, cursor = store.telemetry.cursor(cluster)
         for b in range(batches):
             lines = [
                 (cursor + i + 1,
                  ("log", time.time(), 30, "worker", "w", "x", f"line {b}.{i}"))
                 for i in range(per_batch)
             ]  # fmt: skip
-            store.ingest(
+            store.telemetry.ingest(
                 cluster, lines, read_at=(instance, cursor), instance="one",
                 last=cursor + per_batch, dropped={},
             )  # fmt: skip
@@ -796,7 +797,7 @@ async def test_panels_following_one_cluster_each_get_every_line_once(
     still gets every line once, in order, under its own id."""
     cluster = "tcp://followed:8786"
     with BaseStore(store_path) as store:
-        cluster_id = store.register_cluster(cluster, None)
+        cluster_id = store.telemetry.register_cluster(cluster, None)
     sockets = [await jp_ws_fetch("dask-observe", "api", "stream") for _ in range(3)]
     for ws in sockets:
         for ident in ("a", "b"):

@@ -37,7 +37,7 @@ async def test_every_route_asks_the_authorizer(
 ) -> None:  # fmt: skip
     with BaseStore(store_path) as store:
         store.create_run("secret-run-name", cluster="tcp://10.0.0.1:8786")
-        store.register_cluster("tcp://10.0.0.1:8786", "http://127.0.0.1:9")
+        store.telemetry.register_cluster("tcp://10.0.0.1:8786", "http://127.0.0.1:9")
     response = await http_server_client.fetch(
         jp_base_url + route, headers=jp_auth_header, raise_error=False
     )

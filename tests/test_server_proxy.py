@@ -25,7 +25,7 @@ from .gateway import GatewayServer, gateway_server
 def cluster_id(client: Client, store_path: Path) -> str:
     with dask_observe.record("registers the cluster", client=client):
         client.submit(abs, -1).result()
-    (cluster,) = dask_observe.open_store().clusters()
+    (cluster,) = dask_observe.open_store().telemetry.clusters()
     return str(cluster["id"])
 
 
@@ -103,7 +103,7 @@ async def test_a_threads_only_clusters_dashboard_answers_through_the_proxy(
     ):
         with dask_observe.record("threads only", client=client):
             client.submit(abs, -1).result()
-        (cluster,) = dask_observe.open_store().clusters()
+        (cluster,) = dask_observe.open_store().telemetry.clusters()
         assert cluster["address"].startswith("inproc://")
         page = await get(f"dask-observe/dashboard/{cluster['id']}/status")
         assert page.code == 200
@@ -198,7 +198,7 @@ def upstream(store_path: Path, jp_asyncio_loop: Any) -> Any:
     server = jp_asyncio_loop.run_until_complete(serve())
     port = sockets[0].getsockname()[1]
     with dask_observe.open_store() as store:
-        fake.id = store.register_cluster(  # type: ignore[attr-defined]
+        fake.id = store.telemetry.register_cluster(  # type: ignore[attr-defined]
             "tcp://10.1.1.1:8786", f"http://127.0.0.1:{port}"
         )
     yield fake
@@ -358,7 +358,9 @@ async def test_a_capability_opens_its_own_cluster_only_and_says_nothing_else(
     capability = re.search(r"/(~[^/]+)/status$", first.headers["Location"])
     assert capability
     with dask_observe.open_store() as store:
-        other = store.register_cluster("tcp://10.1.1.2:8786", "http://127.0.0.1:9")
+        other = store.telemetry.register_cluster(
+            "tcp://10.1.1.2:8786", "http://127.0.0.1:9"
+        )
     forged = "~7fffffff." + "A" * 32
     expired = "~1." + capability[1].split(".")[1]
     for cluster, cap in ((other, capability[1]), (upstream.id, forged),
@@ -447,7 +449,7 @@ async def test_a_dask_gateway_clusters_dashboard_opens_by_the_gateway_s_route(
             with dask_observe.record("behind a gateway", client=client) as run:
                 assert client.submit(abs, -1).result() == 1
         assert run.status == "finished"
-        (registered,) = dask_observe.open_store().clusters()
+        (registered,) = dask_observe.open_store().telemetry.clusters()
         assert registered["address"].startswith("gateway://")
         assert registered["dashboard"] == f"{gateway.url}/clusters/{cluster.name}"
         return str(registered["id"])

@@ -26,7 +26,7 @@ def store_lines(path: Path, lines: list[str]) -> int:
     with BaseStore(path) as store:
         run_id = store.create_run("hostile", cluster=CLUSTER)
         now = time.time()
-        store.append(
+        store.telemetry.append(
             CLUSTER,
             [
                 ("log", now + i * 1e-6, 30, "worker", "tcp://w:1", "user", line)
@@ -289,7 +289,7 @@ async def test_closing_a_stream_during_a_slow_read_stalls_nobody(
 ) -> None:
     with BaseStore(store_path) as store:  # a run still recording
         store.create_run("followed", cluster=CLUSTER)
-        store.append(
+        store.telemetry.append(
             CLUSTER,
             [("log", time.time(), 30, "worker", None, "u", f"line {i}")
              for i in range(300_000)],
@@ -322,7 +322,7 @@ async def test_closing_a_stream_during_a_slow_read_stalls_nobody(
         # handed the read cancelled with the socket that closed.
         again = await subscribe(filters)
         with BaseStore(store_path) as store:
-            store.append(
+            store.telemetry.append(
                 CLUSTER, [("log", time.time(), 30, "worker", None, "u", f"nowhere {n}")]
             )
         # (The line written for the filters before, then this one.)
@@ -343,7 +343,7 @@ async def test_the_stream_follows_a_store_whose_writers_come_and_go(
     assert json.loads(await ws.read_message())["type"] == "subscribed"
     for n in range(3):
         with BaseStore(store_path) as store:  # a recorder that starts and stops
-            store.append(
+            store.telemetry.append(
                 CLUSTER, [("log", time.time(), 30, "worker", None, "u", f"writer {n}")]
             )
         batch = json.loads(await asyncio.wait_for(ws.read_message(), 5))

@@ -377,21 +377,21 @@ def test_a_cluster_two_notebooks_use_is_listed_by_both_and_live_until_both_close
     with BaseStore(tmp_path / "observe.sqlite") as store:
 
         def listed() -> tuple[bool, list[str]]:
-            (found,) = store.clusters()
+            (found,) = store.telemetry.clusters()
             return bool(found["alive"]), found["notebooks"]
 
-        store.register_cluster(address, None, client=etl)
-        store.register_cluster(address, None, client=plots)
+        store.telemetry.register_cluster(address, None, client=etl)
+        store.telemetry.register_cluster(address, None, client=plots)
         assert listed() == (True, ["plots.ipynb", "work/etl.ipynb"])
-        store.close_cluster(address, client=etl, scheduler=False)
+        store.telemetry.close_cluster(address, client=etl, scheduler=False)
         assert listed() == (True, ["plots.ipynb"])
-        store.touch_cluster(address, client=plots)
-        store.close_cluster(address, client=plots, scheduler=False)
+        store.telemetry.touch_cluster(address, client=plots)
+        store.telemetry.close_cluster(address, client=plots, scheduler=False)
         assert listed() == (False, ["plots.ipynb", "work/etl.ipynb"])
         # A scheduler that closed closes the cluster for everyone.
-        store.register_cluster(address, None, client=etl)
-        store.register_cluster(address, None, client=plots)
-        store.close_cluster(address, client=etl, scheduler=True)
+        store.telemetry.register_cluster(address, None, client=etl)
+        store.telemetry.register_cluster(address, None, client=plots)
+        store.telemetry.close_cluster(address, client=etl, scheduler=True)
         assert listed()[0] is False
         # A week on, a process that stopped watching is forgotten as the next
         # one registers: a row a kernel, not a year of kernels.
@@ -400,7 +400,9 @@ def test_a_cluster_two_notebooks_use_is_listed_by_both_and_live_until_both_close
             " WHERE pid = ?",
             (etl.pid,),
         )
-        store.register_cluster(address, None, client=ClientOf("login-2", 7, "x.py"))
+        store.telemetry.register_cluster(
+            address, None, client=ClientOf("login-2", 7, "x.py")
+        )
         made = [
             r["made_in"] for r in store.rows("SELECT made_in FROM cluster_clients", ())
         ]
@@ -415,17 +417,17 @@ def test_a_cluster_seen_closing_is_not_live_until_watched_again(tmp_path: Path) 
     with BaseStore(tmp_path / "observe.sqlite") as store:
 
         def alive() -> bool:
-            (found,) = store.clusters()
+            (found,) = store.telemetry.clusters()
             return bool(found["alive"])
 
-        store.register_cluster(address, None)
+        store.telemetry.register_cluster(address, None)
         assert alive()
-        store.close_cluster(address)
+        store.telemetry.close_cluster(address)
         assert not alive()
-        store.touch_cluster(address)  # another kernel's recorder watches it
+        store.telemetry.touch_cluster(address)  # another kernel's recorder watches it
         assert alive()
-        store.close_cluster(address)
-        store.register_cluster(address, "http://127.0.0.1:8787/status")
+        store.telemetry.close_cluster(address)
+        store.telemetry.register_cluster(address, "http://127.0.0.1:8787/status")
         assert alive()
 
 

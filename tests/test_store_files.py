@@ -113,7 +113,7 @@ def test_a_slow_read_stops_at_its_deadline(tmp_path: Path) -> None:
     with BaseStore(path) as store:
         run_id = store.create_run("many lines", cluster="tcp://x:1")
         now = time.time()
-        store.append(
+        store.telemetry.append(
             "tcp://x:1",
             [
                 ("log", now, 30, "worker", None, "l", f"line {i}")
@@ -334,7 +334,7 @@ def test_a_store_holding_code_is_refused_before_it_runs(
     path = tmp_path / "observe.sqlite"
     with BaseStore(path) as store:
         store.create_run("dead recorder")
-        store.append("tcp://s:1", [
+        store.telemetry.append("tcp://s:1", [
             LogRecord("log", 1.0, 30, "worker", "w", "user", "kept line"),
         ])  # fmt: skip
     raw = sqlite3.connect(path)
@@ -372,7 +372,7 @@ def test_a_read_past_the_command_lines_deadline_stops_with_a_message(
     with BaseStore(path) as store:
         run = store.create_run("many lines", cluster="tcp://s:1")
         now = time.time()
-        store.append("tcp://s:1", [
+        store.telemetry.append("tcp://s:1", [
             LogRecord("log", now + i * 1e-6, 30, "worker", "w", "user", f"line {i}")
             for i in range(200_000)
         ])  # fmt: skip

@@ -81,15 +81,15 @@ from dask_observe.store import BaseStore
 
 cluster = "tcp://busy:8786"
 with BaseStore(sys.argv[1]) as store:
-    store.register_cluster(cluster, None)
-    instance, cursor = store.cursor(cluster)
+    store.telemetry.register_cluster(cluster, None)
+    instance, cursor = store.telemetry.cursor(cluster)
     end = time.monotonic() + float(sys.argv[2])
     while time.monotonic() < end:  # ~20,000 lines a second, 50 ms batches
         lines = [
             (cursor + i + 1, ("log", time.time(), 30, "worker", "w", "x", "line " * 9))
             for i in range(1000)
         ]
-        store.ingest(
+        store.telemetry.ingest(
             cluster, lines, read_at=(instance, cursor), instance="busy",
             last=cursor + 1000, dropped={},
         )

@@ -203,7 +203,7 @@ def test_the_store_bounds_texts_whatever_wrote_them(tmp_path: Path) -> None:
     from dask_observe.store import BaseStore
 
     with BaseStore(tmp_path / "s.sqlite") as store:
-        store.append("tcp://x:1", [
+        store.telemetry.append("tcp://x:1", [
             LogRecord("log", 1.0, 30, "worker", "w", "u", "☃" * 1_000_000),
             LogRecord("log", 1.0, 30, "worker", "w", "u", "small"),
         ])  # fmt: skip

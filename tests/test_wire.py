@@ -66,10 +66,12 @@ def test_a_batch_with_a_record_this_version_cannot_read_stores_none_of_it(
     # Records are read by name one at a time as they are stored: one that
     # cannot be read, after others that were, leaves the store as it was.
     with BaseStore(tmp_path / "observe.sqlite") as store:
-        store.append("tcp://x:1", [("log", 1.0, 30, "worker", "w", "u", "kept")])
+        store.telemetry.append(
+            "tcp://x:1", [("log", 1.0, 30, "worker", "w", "u", "kept")]
+        )
         good = ("log", 2.0, 30, "worker", "w", "u", "not kept")
         with pytest.raises(ValueError, match="a log record of 3 fields"):
-            store.append("tcp://x:1", [good, ("log", 1.0, 30)])
+            store.telemetry.append("tcp://x:1", [good, ("log", 1.0, 30)])
         messages = [r["message"] for r in store.rows("SELECT message FROM logs", [])]
         assert messages == ["kept"]
         (last,) = store.rows("SELECT value FROM sequence", [])

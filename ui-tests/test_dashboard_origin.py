@@ -79,7 +79,7 @@ def test_a_hostile_dashboard_page_cannot_act_as_the_user(
     lab: Lab, page: Page, hostile: str, store_path: Path
 ) -> None:
     with BaseStore(store_path) as store:
-        cluster_id = store.register_cluster("tcp://127.0.0.1:1", hostile)
+        cluster_id = store.telemetry.register_cluster("tcp://127.0.0.1:1", hostile)
 
     # Opened by its address in the browser, as a bookmark or a link would.
     page.goto(lab.page_url("lab"))
@@ -111,7 +111,7 @@ def test_a_dead_clusters_dashboard_is_not_proxied(
     """On a shared login node, another user may bind a dead cluster's old
     dashboard port: a cluster no recorder reported lately is not proxied."""
     with BaseStore(store_path) as store:
-        cluster_id = store.register_cluster("tcp://127.0.0.1:1", hostile)
+        cluster_id = store.telemetry.register_cluster("tcp://127.0.0.1:1", hostile)
         store.rows(
             "UPDATE clusters SET last_seen = last_seen - 3600 WHERE id = ?",
             (cluster_id,),

@@ -83,7 +83,7 @@ def test_a_dask_record_cell_shows_progress_then_its_report(
     ended = time.time()
     deadline = time.monotonic() + 3 * TOUCH_INTERVAL_S
     with dask_observe.open_store() as store:
-        while store.clusters()[0]["last_seen"] <= ended + 1:
+        while store.telemetry.clusters()[0]["last_seen"] <= ended + 1:
             assert time.monotonic() < deadline, "the kernel stopped telling the store"
             time.sleep(0.2)
     page.locator(PANEL_TAB).click()
@@ -228,7 +228,7 @@ def test_a_dask_gateway_cluster_made_in_a_notebook_is_listed_and_its_dashboard_o
         expect(cluster.locator(".jp-DaskObserve-cluster-by")).to_have_text(
             "in gateway.ipynb"
         )
-        (registered,) = dask_observe.open_store().clusters()
+        (registered,) = dask_observe.open_store().telemetry.clusters()
         assert registered["address"].startswith(gateway.proxy_address + "/")
         assert registered["dashboard"].startswith(gateway.url + "/clusters/")
         cluster.locator('.jp-DaskObserve-dashboard-button[data-page="status"]').click()

@@ -438,12 +438,11 @@ def test_a_view_that_falls_behind_still_shows_every_line(
     with BaseStore(store_path) as store:
         run_id = store.create_run("flood", cluster="tcp://flood:1")
         now = time.time()
-        records = [
-            (i + 1, ("log", now, 30, "worker", "w", "flood", f"line {i:06d} {padding}"))
+        lines = [
+            ("log", now, 30, "worker", "w", "flood", f"line {i:06d} {padding}")
             for i in range(n)
         ]
-        store.ingest("tcp://flood:1", records, read_at=(None, 0), instance="i",
-                     last=n, dropped={})  # fmt: skip
+        store.telemetry.append("tcp://flood:1", lines)
         store.end_run(run_id, "finished")
 
     gaps: list[str] = []
@@ -493,9 +492,15 @@ def test_with_no_live_cluster_the_logs_show_the_newest_run(
         for number, name in enumerate(("older", "newest"), start=1):
             run_id = store.create_run(name, cluster="tcp://gone:1")
             line = ("log", time.time(), 30, "worker", "w", "user", f"said in {name}")
-            read_at = store.cursor("tcp://gone:1")
-            store.ingest("tcp://gone:1", [(number, line)], read_at=read_at,
-                         instance="i", last=number, dropped={})  # fmt: skip
+            read_at = store.telemetry.cursor("tcp://gone:1")
+            store.telemetry.ingest(
+                "tcp://gone:1",
+                [(number, line)],
+                read_at=read_at,
+                instance="i",
+                last=number,
+                dropped={},
+            )
             store.end_run(run_id, "finished")
 
     page.goto(lab.page_url())

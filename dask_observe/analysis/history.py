@@ -139,7 +139,7 @@ def history_records(
     stored for the next history (where the store can be written)."""
     records = [r for r in reversed(store.run_records()) if r["name"] == name]
     entries = [StoredEntry(store, record) for record in records]
-    comparisons = Comparisons(store.kept_comparisons(config.version()))
+    comparisons = Comparisons(store.kept.kept_comparisons(config.version()))
     judged = judge_records(
         entries, threshold=threshold, last=last, comparisons=comparisons
     )
@@ -153,9 +153,9 @@ def history_records(
         # process holds, a full disk): a history reads, it never fails for that.
         with contextlib.suppress(StoreError, sqlite3.Error):
             if worked_out:
-                store.set_history_figures(worked_out)
+                store.kept.set_history_figures(worked_out)
             if comparisons.made:
-                store.keep_comparisons(comparisons.made, config.version())
+                store.kept.keep_comparisons(comparisons.made, config.version())
     return judged
 
 

@@ -281,7 +281,7 @@ class Run(store.RunData):
         """Store the flags the run raised as its verdict, judged at its end."""
         from dask_observe.diagnose import workers_lost
 
-        self.store.set_verdict(
+        self.store.kept.set_verdict(
             self.id,
             [asdict(f) for f in flags],
             config.version(),

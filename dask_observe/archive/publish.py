@@ -90,10 +90,10 @@ def publish_run(run: RunData, location: Location) -> tuple[str, int]:
     if run.status == "running":
         raise ArchiveError(f"run {run.id} is still running: publish it when it ends")
     # Claimed first: a try that fails from here on is retried, into this folder.
-    uid = store.claim_uid(run.id, location.url, new_uid(run.started))
+    uid = store.archive_marks.claim_uid(run.id, location.url, new_uid(run.started))
     record, tables = slices.take(store, run.id)
     flags = diagnose.verdict(run)
-    stored = store.verdict(run.id)
+    stored = store.kept.verdict(run.id)
     version = stored[0] if stored is not None else config.version()
     tables.pop("verdict", None)
     redactor = redact.configured()
@@ -141,7 +141,7 @@ def publish_run(run: RunData, location: Location) -> tuple[str, int]:
     }
     data = _json(manifest)
     location.write(location.manifest_path(uid), data)
-    store.set_published(run.id, location.url)
+    store.archive_marks.set_published(run.id, location.url)
     return uid, sum(len(d) for d in files.values()) + len(data)
 
 
@@ -262,7 +262,9 @@ def publish_at_end(
         logger.warning("dask-observe: cannot publish run %s: %s", run_id, e)
         return
     with _publishing, BaseStore(store_path) as store:
-        pending = [r for r in store.unpublished(location.url) if r != run_id]
+        pending = [
+            r for r in store.archive_marks.unpublished(location.url) if r != run_id
+        ]
         done = publish(store, [*pending, run_id], location)
     if done.failed:
         ids = ", ".join(str(r) for r in done.failed)

@@ -1,8 +1,9 @@
 """The calls a recorder makes around a run, on the scheduler: watch a run's
 span and count its tasks (``dask_observe_begin``), end it (flush every worker
 and nanny, keep where a stopped run stood: ``dask_observe_end``), its progress
-and fine performance metrics. Methods of the scheduler plugin (a mixin: they
-share its state, made in its ``start``)."""
+and fine performance metrics. :class:`RunWatch` is the scheduler plugin's part
+that answers them: it registers its own handlers and holds the state of the
+runs it watches; the plugin's hooks tell it what the scheduler does."""
 
 from __future__ import annotations
 
@@ -13,17 +14,19 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tornado.ioloop import IOLoop
 
 from . import host
-from .hangs import ProgressWatch, describe, work_remains
+from .hangs import ProgressWatch, describe, pace, work_remains
 from .letgo import LetGo, still_running
 from .wire import FLUSH_HANDLER, RUNNING_HANDLER, STACKS_HANDLER
 
 if TYPE_CHECKING:
     from distributed import Scheduler
+
+    from .settings import CaptureSettings
 
 logger = logging.getLogger(__name__)
 
@@ -87,67 +90,112 @@ def _handlers_on_this_loop(name: str) -> dict[str, Callable[..., Any]]:
     return found
 
 
-class RunCalls:
-    """The run calls of ``ObserveSchedulerPlugin`` (see the module)."""
+class Capture(Protocol):
+    """What a :class:`RunWatch` asks of the plugin it is part of."""
 
-    _scheduler: Scheduler | None
-    #: Per watched span: tasks that ended, by (prefix, memory|erred).
-    _watched: dict[str, Counter[tuple[str, str]]]
-    #: Per watched span: tasks of its run filed under an older span, by prefix.
-    _adopted: dict[str, Counter[str]]
-    #: Per watched span: its tasks let go of while processing.
-    _let_go: LetGo
-    _progress: ProgressWatch
-    _reader_seen_at: float
-    #: Watched spans whose block has returned, their end on its way (a pull
-    #: says so): a closing scheduler waits longer for them.
-    _ending: set[str]
-    #: The nanny of each worker (``add_worker``), and which worker of each
-    #: nanny left and when (``remove_worker``; monotonic): see GONE_NANNY_S.
-    _nanny_of: dict[str, str]
-    _gone_nannies: dict[str, tuple[str, float]]
-    #: Per worker a call of ``_calls`` waits on: a future its removal sets.
-    _leaving: dict[str, asyncio.Future[None]]
-    #: Per watched span: where the host's pressure window of its run began.
-    _host_marks: dict[str, host.Mark]
+    #: When a recorder last called (monotonic).
+    reader_seen_at: float
 
-    def sample(self, every: bool = False) -> None:  # the plugin's
-        raise NotImplementedError
+    def sample(self, every: bool = False) -> None: ...
 
-    def _event(self, kind: str, worker: str | None, data: Any) -> None:  # the plugin's
-        raise NotImplementedError
+    def event(self, kind: str, worker: str | None, data: Any) -> None: ...
 
-    def pull(  # the plugin's
-        self,
-        cursor: int = 0,
-        instance: str | None = None,
-        ending: Sequence[str] = (),
-    ) -> dict[str, Any]:
-        raise NotImplementedError
+    def pull(
+        self, cursor: int = 0, instance: str | None = None, ending: Sequence[str] = ()
+    ) -> dict[str, Any]: ...
 
+
+class RunWatch:
+    """The runs the scheduler watches, and the calls that begin, follow and
+    end them (see the module)."""
+
+    def __init__(
+        self, scheduler: Scheduler, settings: CaptureSettings, capture: Capture
+    ) -> None:
+        self._scheduler = scheduler
+        self._capture = capture
+        #: Per watched span: tasks that ended, by (prefix, memory|erred).
+        self.watched: dict[str, Counter[tuple[str, str]]] = {}
+        #: Per watched span: tasks submitted in its run that distributed filed
+        #: under an older span (their task group had one), by prefix.
+        self.adopted: dict[str, Counter[str]] = {}
+        #: Per watched span: its tasks let go of while processing.
+        self.let_go = LetGo()
+        #: Watched spans whose block has returned, their end on its way (a pull
+        #: says so): a closing scheduler waits longer for them.
+        self.ending: set[str] = set()
+        #: When each watched span last finished a task: a run that stops
+        #: moving is described (``stall`` events).
+        self._progress = ProgressWatch(
+            settings.no_progress_after_s, settings.no_progress_factor
+        )
+        #: The nanny of each worker (``joined``), and which worker of each
+        #: nanny left and when (``worker_left``; monotonic): see GONE_NANNY_S.
+        self._nanny_of = {
+            address: ws.nanny for address, ws in scheduler.workers.items() if ws.nanny
+        }
+        self._gone_nannies: dict[str, tuple[str, float]] = {}
+        #: Per worker a call of ``_calls`` waits on: a future its removal sets.
+        self._leaving: dict[str, asyncio.Future[None]] = {}
+        #: Per watched span: where the host's pressure window of its run began.
+        self._host_marks: dict[str, host.Mark] = {}
+        handlers = scheduler.handlers
+        handlers["dask_observe_watch"] = self.watch
+        handlers["dask_observe_unwatch"] = self.unwatch
+        handlers["dask_observe_progress"] = self.progress
+        handlers["dask_observe_fine_metrics"] = self.fine_metrics
+        handlers["dask_observe_begin"] = self.begin
+        handlers["dask_observe_end"] = self.end
+
+    # -- what the plugin's hooks tell it ----------------------------------------
+    def joined(self, worker: str, nanny: str | None) -> None:
+        if nanny:
+            self._nanny_of[worker] = nanny
+
+    def ending_soon(self, spans: Sequence[str]) -> None:
+        """A recorder says these runs' blocks returned, their ends on the way."""
+        self.ending.update(s for s in spans if s in self.watched)
+
+    def check_progress(self, now: float) -> None:
+        """A watched run that stopped moving with work remaining is described
+        (``capture.hangs``): O(watched runs) while runs move."""
+        if not self.watched:
+            return
+        idle = not work_remains(self._scheduler)
+        for span_id, ended in self.watched.items():
+            done = sum(ended.values())
+            stalled = self._progress.stalled_for(span_id, done, now, idle)
+            # pace() walks the tasks processing: only past the plain bar.
+            if stalled < self._progress.after_s:
+                continue
+            if self._progress.due(span_id, now, pace(self._scheduler)):
+                described = describe(self._scheduler, span_id, now - stalled)
+                self._capture.event("stall", None, described)
+
+    # -- the calls ---------------------------------------------------------------
     def watch(self, span_id: str) -> None:
         """Count the span's tasks from now on. A metrics sample marks the run's
         start, so that even a run shorter than the sampling interval has one."""
-        self._reader_seen_at = time.monotonic()
-        self._watched.setdefault(span_id, Counter())
-        self._adopted.setdefault(span_id, Counter())
-        self._let_go.watch(span_id)
+        self._capture.reader_seen_at = time.monotonic()
+        self.watched.setdefault(span_id, Counter())
+        self.adopted.setdefault(span_id, Counter())
+        self.let_go.watch(span_id)
         self._progress.watch(span_id)
         self._host_marks[span_id] = host.mark()
-        self.sample(every=True)
+        self._capture.sample(every=True)
 
     def unwatch(self, span_id: str) -> dict[str, int]:
         """Stop counting the span's tasks; its totals by ``memory`` / ``erred``.
         A last metrics sample marks the run's end: of the workers with news
         (every worker's whole row at the end too was 3,800 rows of a 200
         worker run's last write; a value holds until the next sample)."""
-        self.sample()
-        self._ending.discard(span_id)
-        self._adopted.pop(span_id, None)
-        self._let_go.unwatch(span_id)
+        self._capture.sample()
+        self.ending.discard(span_id)
+        self.adopted.pop(span_id, None)
+        self.let_go.unwatch(span_id)
         self._progress.unwatch(span_id)
         totals: Counter[str] = Counter()
-        for (_, finish), n in self._watched.pop(span_id, Counter()).items():
+        for (_, finish), n in self.watched.pop(span_id, Counter()).items():
             totals[finish] += n
         return dict(totals)
 
@@ -176,26 +224,26 @@ class RunCalls:
         With a ``cursor``, the reply also holds ``pull``: :meth:`pull`'s reply
         after the flush, so that the run's last records come in the same round
         trip (at 200 workers, a second one waited its turn on the loop)."""
-        assert self._scheduler is not None
-        adopted = bool(self._adopted.get(span_id))
+        adopted = bool(self.adopted.get(span_id))
         began = self._host_marks.pop(span_id, None)
         if began is not None:  # the scheduler's host over the run's window
-            self._event("host-load", None, {**host.since_mark(began), "run": True})
+            window = {**host.since_mark(began), "run": True}
+            self._capture.event("host-load", None, window)
         # Counted together with the tasks let go of so far: one whose release
         # reaches the scheduler while the workers are asked below is in this
         # count already (the demo's hung task read "2 tasks, 2 still running").
         running = _processing(self._scheduler, span_id)
-        counted_apart = self._let_go.keys(span_id)
+        counted_apart = self.let_go.keys(span_id)
         still: set[str] = set()
         if stopped:
             still = await self._stopped(span_id)
-        elif self._let_go.any(span_id):
+        elif self.let_go.any(span_id):
             still = await self._let_go_running(span_id)
         running += len(still & counted_apart)
         counts = self.unwatch(span_id)
         if running:
             counts["running"] = running
-        await asyncio.gather(*self._flushes())
+        await asyncio.gather(*self.flushes())
         ended = {
             "adopted": adopted,
             "counts": counts,
@@ -206,7 +254,7 @@ class RunCalls:
             "closing": self._scheduler.status.name in ("closing", "closed"),
         }
         if cursor is not None:
-            ended["pull"] = self.pull(cursor, instance)
+            ended["pull"] = self._capture.pull(cursor, instance)
         return ended
 
     async def _answers(self, name: str, addresses: list[str]) -> dict[str, Any]:
@@ -220,17 +268,15 @@ class RunCalls:
     async def _let_go_running(self, span_id: str) -> set[str]:
         """A run that finished: the tasks its client let go of (a caught
         timeout) that still run on its workers."""
-        assert self._scheduler is not None
         replies = await self._answers(RUNNING_HANDLER, list(self._scheduler.workers))
-        still = still_running(self._scheduler, self._let_go.unwatch(span_id), replies)
+        still = still_running(self._scheduler, self.let_go.unwatch(span_id), replies)
         return _keys(still)
 
     async def _stopped(self, span_id: str) -> set[str]:
         """A run stopped: where it stood (a ``run-stopped`` event), the stacks
         of its running tasks, and those that ran that the scheduler no longer
         holds (its client let go of them: ``letgo``)."""
-        assert self._scheduler is not None
-        let_go = self._let_go.any(span_id)
+        let_go = self.let_go.any(span_id)
         remains = work_remains(self._scheduler)
         if not (remains or let_go):
             return set()
@@ -244,18 +290,17 @@ class RunCalls:
             if ws.processing or let_go
         ]
         replies = await self._answers(STACKS_HANDLER, asked)
-        still = still_running(self._scheduler, self._let_go.unwatch(span_id), replies)
+        still = still_running(self._scheduler, self.let_go.unwatch(span_id), replies)
         if not (remains or still):
             return set()
         described = describe(self._scheduler, span_id, since, still)
-        self._event("run-stopped", None, described)
+        self._capture.event("run-stopped", None, described)
         return _keys(still)
 
-    def _flushes(self, heartbeat: bool = True) -> list[Awaitable[Any]]:
+    def flushes(self, heartbeat: bool = True) -> list[Awaitable[Any]]:
         """A flush of every worker (with a heartbeat, which carries its fine
         performance metrics) and nanny, to await together; and of the nannies
         whose worker left in the last GONE_NANNY_S, within GONE_NANNY_WAIT_S."""
-        assert self._scheduler is not None
         calls: list[tuple[str, dict[str, Any]]] = []
         nannies = set()
         for worker in self._scheduler.workers.values():
@@ -311,12 +356,10 @@ class RunCalls:
         (``_unless_it_leaves``). With ``replies``, each answer is kept there
         by address."""
         here = _handlers_on_this_loop(name) if calls else {}
-        assert self._scheduler is not None
         present = self._scheduler.workers
         workers = {address for address, _ in calls if address in present}
 
         async def call(address: str, arguments: dict[str, Any]) -> None:
-            assert self._scheduler is not None
             try:
                 handler = here.get(address)
                 if handler is None:
@@ -345,7 +388,6 @@ class RunCalls:
         that its run's end flushes (a run's end failed so beside one in CI,
         once: the cause is not proven). What a worker that left had not
         shipped is lost with it."""
-        assert self._scheduler is not None
         if address not in self._scheduler.workers:  # left before the call
             with contextlib.suppress(Exception):
                 done.close()  # type: ignore[attr-defined]
@@ -370,14 +412,12 @@ class RunCalls:
         """The span's fine performance metrics (see ``fine_rows``); without a
         span, the whole cluster's since the scheduler started."""
         if span_id is None:
-            assert self._scheduler is not None
             return fine_rows(self._scheduler.cumulative_worker_metrics)
         span = self._span(span_id)
         return fine_rows(span.cumulative_worker_metrics if span else None)
 
     def _span(self, span_id: str) -> Any:
         """The scheduler's span of that id, or None."""
-        assert self._scheduler is not None
         spans = self._scheduler.extensions.get("spans")
         return getattr(spans, "spans", {}).get(span_id)
 
@@ -390,16 +430,15 @@ class RunCalls:
         counted since ``watch``. O(groups + workers), never O(tasks), so it is
         cheap at any graph size.
         """
-        assert self._scheduler is not None
         prefixes: dict[str, list[int]] = {}
         span = self._span(span_id)
         if span is not None:
             for group in span.traverse_groups():
                 row = prefixes.setdefault(group.prefix.name, [0, 0, 0])
                 row[0] += len(group)
-        for prefix, n in self._adopted.get(span_id, Counter()).items():
+        for prefix, n in self.adopted.get(span_id, Counter()).items():
             prefixes.setdefault(prefix, [0, 0, 0])[0] += n
-        for (prefix, finish), n in self._watched.get(span_id, Counter()).items():
+        for (prefix, finish), n in self.watched.get(span_id, Counter()).items():
             row = prefixes.setdefault(prefix, [0, 0, 0])
             row[1 if finish == "memory" else 2] += n
         workers = {

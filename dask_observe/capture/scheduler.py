@@ -14,7 +14,6 @@ import logging
 import pickle
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,13 +22,11 @@ from tornado.ioloop import PeriodicCallback
 
 from .buffer import DropCountingBuffer, SequencedBuffer
 from .clock import CLOCK_HANDLER, clock_reading
-from .hangs import ProgressWatch, describe, pace, work_remains
-from .host import HostSampler, Mark
-from .letgo import LetGo
+from .host import HostSampler
 from .logs import replay
 from .metrics import WorkerSamples, cluster_metrics
 from .router import LogRouter, Sink
-from .runs import RunCalls
+from .runs import RunWatch
 from .settings import CaptureSettings
 from .shipper import pushed
 from .stalls import StallWatch
@@ -114,7 +111,7 @@ def _scheduler_exception(kwargs: dict[str, Any]) -> str | None:
     return f"{type(error).__name__}: {error}"
 
 
-class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
+class ObserveSchedulerPlugin(SchedulerPlugin):
     """Collects the cluster's telemetry for recorders to pull.
 
     It also counts the tasks that finish in each span a run watches: exact counts
@@ -144,24 +141,6 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
             lambda record, worker: self._own_logs.append(pushed(record, worker)),
             levels=self.settings.levels,
         )
-        #: Per watched span: tasks that ended, by (prefix, memory|erred).
-        self._watched: dict[str, Counter[tuple[str, str]]] = {}
-        self._let_go = LetGo()
-        self._host_marks: dict[str, Mark] = {}
-        self._ending: set[str] = set()
-        self._nanny_of = {
-            address: ws.nanny for address, ws in scheduler.workers.items() if ws.nanny
-        }
-        self._gone_nannies: dict[str, tuple[str, float]] = {}
-        self._leaving: dict[str, asyncio.Future[None]] = {}
-        #: Per watched span: tasks submitted in its run that distributed filed
-        #: under an older span (their task group had one), by prefix.
-        self._adopted: dict[str, Counter[str]] = {}
-        #: When each watched span last finished a task: a run that stops
-        #: moving is described (``stall`` events).
-        self._progress = ProgressWatch(
-            self.settings.no_progress_after_s, self.settings.no_progress_factor
-        )
         self._scheduler: Scheduler | None = scheduler
         #: The scheduler's event loop: a recorder in this same process calls
         #: pull() on it directly rather than over RPC.
@@ -171,20 +150,16 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         self.dropped_upstream = 0
         scheduler.handlers["dask_observe_pull"] = self.pull
         scheduler.handlers["dask_observe_push"] = self.push
-        scheduler.handlers["dask_observe_watch"] = self.watch
-        scheduler.handlers["dask_observe_unwatch"] = self.unwatch
-        scheduler.handlers["dask_observe_progress"] = self.progress
-        scheduler.handlers["dask_observe_fine_metrics"] = self.fine_metrics
         scheduler.handlers["dask_observe_hello"] = self.hello
         # A recorder asks for a sample to mark a run's start: of every worker.
         scheduler.handlers["dask_observe_sample"] = lambda: self.sample(every=True)
-        scheduler.handlers["dask_observe_begin"] = self.begin
-        scheduler.handlers["dask_observe_end"] = self.end
         # A worker asks it once: one that reads this clock moves no time.
         scheduler.handlers[CLOCK_HANDLER] = clock_reading
         #: When a recorder last called (monotonic): a closing scheduler waits
         #: for a recorder that is reading, not for one that left.
-        self._reader_seen_at = -float("inf")
+        self.reader_seen_at = -float("inf")
+        #: The runs it watches, and the calls around them (their handlers).
+        self.runs = RunWatch(scheduler, self.settings, self)
         LogRouter.attach(self._sink)
         deque = getattr(getattr(scheduler, "_deque_handler", None), "deque", ())
         earlier = replay(deque, self.settings.levels, self.settings.since, time.time())
@@ -204,7 +179,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         ``cluster.close()``): give a recorder that is reading the chance to
         take the last records, the scheduler's "Closing scheduler" lines
         among them, and to end the runs it watches. Bounded."""
-        if time.monotonic() - self._reader_seen_at > CLOSE_WAIT_S:
+        if time.monotonic() - self.reader_seen_at > CLOSE_WAIT_S:
             return
         # A recorder reads through a client: with none connected (the user
         # closed theirs, then the cluster), nobody will come. Waiting anyway
@@ -220,15 +195,16 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         # task's last line is not lost with its scheduler. Within the bound.
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(
-                asyncio.gather(*self._flushes(heartbeat=False)), CLOSE_WAIT_S
+                asyncio.gather(*self.runs.flushes(heartbeat=False)), CLOSE_WAIT_S
             )
         # A run's end comes after its block returned (the recorder's end
         # thread): a script that closes its cluster at once, its client still
         # connected, had its run end "failed", the scheduler gone before it.
         # A run still in its block (the block closing the cluster) is not
         # waited for past the first bound: its end comes after this close.
-        while self._watched or self.buffer.read_upto < self.buffer.last:
-            ending = self._ending & self._watched.keys()
+        watched = self.runs.watched
+        while watched or self.buffer.read_upto < self.buffer.last:
+            ending = self.runs.ending & watched.keys()
             bound = started + RUN_END_WAIT_S if ending else deadline
             if time.monotonic() >= bound:
                 if ending:
@@ -258,7 +234,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         assert self._scheduler is not None
         ts = self._scheduler.tasks.get(key)
         if ts is not None:
-            self._let_go.released(_span_ids(ts), key, ts.prefix.name)
+            self.runs.let_go.released(_span_ids(ts), key, ts.prefix.name)
 
     def transition(
         self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any
@@ -267,7 +243,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         if start != "processing":
             return
         if finish != "memory" and finish != "erred":
-            if finish == "released" and self._watched:  # its client let go
+            if finish == "released" and self.runs.watched:  # its client let go
                 self._released(key)
             return
         assert self._scheduler is not None
@@ -275,9 +251,10 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         if ts is None:
             return
         span_ids = _span_ids(ts)
-        if self._watched:
+        watched = self.runs.watched
+        if watched:
             for span_id in span_ids:
-                counter = self._watched.get(span_id)
+                counter = watched.get(span_id)
                 if counter is not None:
                     counter[ts.prefix.name, finish] += 1
         phases, begin, end = phase_seconds(kwargs.get("startstops", ()))
@@ -320,7 +297,8 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         **kwargs: Any,
     ) -> None:
         # Only tasks a watched run submitted carry the annotation.
-        runs_by_key = (annotations or {}).get(RUN_ANNOTATION) if self._adopted else None
+        adopting = self.runs.adopted
+        runs_by_key = (annotations or {}).get(RUN_ANNOTATION) if adopting else None
         if not runs_by_key:
             return
         for key, runs in runs_by_key.items():
@@ -329,35 +307,35 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
                 continue
             ids = ((ts.annotations or {}).get("span") or {}).get("ids", ())
             for run in runs:
-                adopted = self._adopted.get(run)
+                adopted = adopting.get(run)
                 if adopted is not None and run not in ids:
                     adopted[ts.prefix.name] += 1
 
     def add_worker(self, scheduler: Scheduler, worker: str) -> None:
         ws = scheduler.workers.get(worker)
         data = {"nthreads": ws.nthreads, "memory_limit": ws.memory_limit} if ws else {}
-        if ws is not None and ws.nanny:
-            self._nanny_of[worker] = ws.nanny
-        self._event("worker-added", worker, data)
+        if ws is not None:
+            self.runs.joined(worker, ws.nanny)
+        self.event("worker-added", worker, data)
 
     def remove_worker(
         self, scheduler: Scheduler, worker: str, *, stimulus_id: str, **kwargs: Any
     ) -> None:
         # The stimulus says why: heartbeat missing, worker closed, comm lost, ...
         self._samples.forget(worker)
-        self.worker_left(worker)
-        self._event("worker-removed", worker, {"stimulus_id": stimulus_id})
+        self.runs.worker_left(worker)
+        self.event("worker-removed", worker, {"stimulus_id": stimulus_id})
 
     def restart(self, scheduler: Scheduler) -> None:
-        self._event("cluster-restart", None, {})
+        self.event("cluster-restart", None, {})
 
     def log_event(self, topic: str, msg: Any) -> None:
         if topic in _SKIPPED_TOPICS:
             return
         worker = msg.get("worker") if isinstance(msg, dict) else None
-        self._event(topic, worker if isinstance(worker, str) else None, msg)
+        self.event(topic, worker if isinstance(worker, str) else None, msg)
 
-    def _event(self, kind: str, worker: str | None, data: Any) -> None:
+    def event(self, kind: str, worker: str | None, data: Any) -> None:
         self.buffer.append(EventRecord("event", time.time(), kind, worker, data))
 
     # -- periodic ----------------------------------------------------------------
@@ -365,10 +343,10 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         now = time.time()
         stall = self._stalls.tick(now)
         if stall is not None:
-            self._event("event-loop-stall", None, stall)
+            self.event("event-loop-stall", None, stall)
         host = self._host.pressured()
         if host is not None:
-            self._event("host-load", None, host)
+            self.event("host-load", None, host)
 
     def sample(self, every: bool = False) -> None:
         """Metrics of the workers with news (``WorkerSamples``; ``every``: of
@@ -382,24 +360,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
             MetricsRecord("metrics", now, None, cluster_metrics(self._scheduler))
         )
         self._move_own_logs()
-        self._check_progress(now)
-
-    def _check_progress(self, now: float) -> None:
-        """A watched run that stopped moving with work remaining is described
-        (``capture.hangs``): O(watched runs) while runs move."""
-        assert self._scheduler is not None
-        if not self._watched:
-            return
-        idle = not work_remains(self._scheduler)
-        for span_id, ended in self._watched.items():
-            done = sum(ended.values())
-            stalled = self._progress.stalled_for(span_id, done, now, idle)
-            # pace() walks the tasks processing: only past the plain bar.
-            if stalled < self._progress.after_s:
-                continue
-            if self._progress.due(span_id, now, pace(self._scheduler)):
-                since = now - stalled
-                self._event("stall", None, describe(self._scheduler, span_id, since))
+        self.runs.check_progress(now)
 
     def _move_own_logs(self) -> None:
         records, dropped = self._own_logs.drain(len(self._own_logs) + 1)
@@ -444,8 +405,8 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         unread: here, or (log lines) in a worker, nanny or the scheduler's own log
         buffer before it got here.
         """
-        self._reader_seen_at = time.monotonic()
-        self._ending.update(s for s in ending if s in self._watched)
+        self.reader_seen_at = time.monotonic()
+        self.runs.ending_soon(ending)
         self._move_own_logs()
         if instance != self.instance:
             cursor = 0
@@ -475,7 +436,7 @@ class ObserveSchedulerPlugin(RunCalls, SchedulerPlugin):
         store that never read this cluster starts (``recent``: the cursor
         before its last ``backlog_s`` seconds of records)."""
         assert self._scheduler is not None
-        self._reader_seen_at = time.monotonic()  # a recorder about to read
+        self.reader_seen_at = time.monotonic()  # a recorder about to read
         dashboard = None
         server = self._scheduler.services.get("dashboard")
         port = getattr(server, "port", None)

@@ -61,7 +61,7 @@ def stored_verdict(source: BaseStore, run_id: int) -> list[dict[str, Any]] | Non
     """The flags a run raised as judged at its end (dicts of ``Flag``'s
     fields), if this version judged them (another's rules may differ). Reads
     JSON only: no pandas, no judging."""
-    stored = source.verdict(run_id)
+    stored = source.kept.verdict(run_id)
     if stored is None or stored[0] != config.version():
         return None
     return stored[1]

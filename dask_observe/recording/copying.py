@@ -85,9 +85,9 @@ class Copier:
         store's."""
         if not hello or "recent" not in hello:  # a capture that cannot say
             return
-        if self.store.cursor(self.cluster) != (None, 0):
+        if self.store.telemetry.cursor(self.cluster) != (None, 0):
             return
-        self.store.ingest(
+        self.store.telemetry.ingest(
             self.cluster,
             [],
             read_at=(None, 0),
@@ -124,7 +124,9 @@ class Copier:
             # before the end's round trip made a 200-worker run's end 309 ms
             # where it was 120 (measured). What such a pull stores meanwhile,
             # ``pull`` leaves out.
-            asked["instance"], asked["cursor"] = self.store.cursor(self.cluster)
+            asked["instance"], asked["cursor"] = self.store.telemetry.cursor(
+                self.cluster
+            )
         return dict(self.call("dask_observe_end", **asked))
 
     def _read(self, pulled: dict[str, Any] | None) -> tuple[str | None, int, Any]:
@@ -132,7 +134,7 @@ class Copier:
         ``pulled`` (a pull's reply that came with a run's end), less what a
         pull stored since, when it was read from the instance the store reads
         now; else asked for."""
-        instance, cursor = self.store.cursor(self.cluster)
+        instance, cursor = self.store.telemetry.cursor(self.cluster)
         if pulled is not None and pulled.get("instance") == instance:
             records = [(n, r) for n, r in pulled["records"] if n > cursor]
             return instance, cursor, {**pulled, "records": records}
@@ -179,7 +181,7 @@ class Copier:
                 # A new scheduler instance numbers from 1 again.
                 start = cursor if reply["instance"] == instance else 0
                 last = records[-1][0] if records else start
-                stored = self.store.ingest(
+                stored = self.store.telemetry.ingest(
                     self.cluster,
                     records,
                     read_at=(instance, cursor),

@@ -380,7 +380,7 @@ def keep_history_figures(run: Run, pace: dict[str, float]) -> None:
 
     try:
         peak = peak_memory(run, kept=False)
-        run.store.set_history_figures([(run.id, pace, peak)])
+        run.store.kept.set_history_figures([(run.id, pace, peak)])
     except Exception as e:
         logger.warning("dask-observe: cannot keep the run's history figures: %s", e)
 

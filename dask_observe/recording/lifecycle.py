@@ -451,7 +451,7 @@ class Recording:
                 # own may be closed by now (a recorded cell's).
                 run = RunData(store, store.run_record(self.run.id))
                 native = self._native.end(self.client, run, self.redact, ended)
-                store.append(self._recorder.cluster, [native])
+                store.telemetry.append(self._recorder.cluster, [native])
             except Exception as e:
                 logger.warning("dask-observe: cannot read the native profile: %s", e)
         try:
@@ -481,7 +481,7 @@ class Recording:
         event = EventRecord(
             "event", self._now(), "scheduler-lost", None, {"reason": why}
         )
-        store.append(self._recorder.cluster, [event])
+        store.telemetry.append(self._recorder.cluster, [event])
         self._recorder.release(self.redact)
         counts = stored_counts(store, self.run.id)
         return self._end(store, "failed", counts, ended, closing)
@@ -501,7 +501,7 @@ class Recording:
             )
             silent = collected.silent
             redacted = self.redact.records(enumerate(collected.records))
-            store.append(self._recorder.cluster, [r for _, r in redacted])
+            store.telemetry.append(self._recorder.cluster, [r for _, r in redacted])
         except Exception as e:  # the cluster may be gone; the run still ends
             logger.warning("dask-observe: cannot read what the cluster holds: %s", e)
         if silent is not None:  # as a whole recording's scheduler that froze
@@ -559,7 +559,7 @@ class Recording:
             for t, size, line in self._graphs_said
         ]  # fmt: skip
         if events:
-            store.append(self._recorder.cluster, events)
+            store.telemetry.append(self._recorder.cluster, events)
 
     def _client_clock(self, store: Store) -> None:
         """Keep in the run how far this process's clock was moved onto the
@@ -570,7 +570,7 @@ class Recording:
         if abs(offset) >= CLOCK_S:
             data = {"seconds": round(offset, 3), "of": "client"}
             event = EventRecord("event", self._now(), "clock-offset", None, data)
-            store.append(self._recorder.cluster, [event])
+            store.telemetry.append(self._recorder.cluster, [event])
 
     def _export_drops(self, store: Store) -> None:
         """Keep in the run (before its slice of the store closes) what the live
@@ -580,7 +580,7 @@ class Recording:
         if export is not None and export.dropped:
             data = {"count": export.dropped, "endpoint": export.endpoint}
             event = EventRecord("event", self._now(), "export-dropped", None, data)
-            store.append(self._recorder.cluster, [event])
+            store.telemetry.append(self._recorder.cluster, [event])
 
     def finish_export(self, timeout: float) -> None:
         """Wait up to ``timeout`` for the live OpenTelemetry export to send the

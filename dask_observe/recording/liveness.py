@@ -135,7 +135,7 @@ class Liveness:
         if told and time.monotonic() - self._touched <= TOUCH_INTERVAL_S:
             return
         try:
-            self.store.touch_cluster(
+            self.store.telemetry.touch_cluster(
                 self.cluster, self.silent_since, client=this_process()
             )
         except Exception as e:  # a busy store: next time

@@ -298,7 +298,9 @@ class Recorder(Copier):
         if hello is not None and "asked_at" in hello:
             self.clock_offset = clock_offset(self.client, hello)
         dashboard = None if self.silent else dashboard_address(self.client, hello)
-        self.store.register_cluster(self.cluster, dashboard, client=this_process())
+        self.store.telemetry.register_cluster(
+            self.cluster, dashboard, client=this_process()
+        )
         if self.partial is not None:
             self.workers.enabled = False
             return
@@ -365,7 +367,7 @@ class Recorder(Copier):
         self._closed_said = True
         try:
             # The client alone: another process may still watch the cluster.
-            self.store.close_cluster(
+            self.store.telemetry.close_cluster(
                 self.cluster, client=this_process(), scheduler=scheduler_closed
             )
         except Exception as e:  # a closed or busy store: it ages out instead

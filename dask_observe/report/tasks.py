@@ -132,7 +132,7 @@ def _few_figures(run: RunData, start: float, rows: list[dict[str, Any]]) -> Task
 def read(run: RunData, start: float, duration: float) -> TaskFigures:
     """The figures of ``run``'s tasks: as its end stored them, if they were
     made for this version and this duration, else computed."""
-    stored = run.store.task_figures(run.id)
+    stored = run.store.kept.task_figures(run.id)
     if stored is not None:
         version, data = stored
         if version == config.version() and math.isclose(
@@ -153,7 +153,7 @@ def keep(run: RunData, tasks: pd.DataFrame) -> None:
         return
     start, duration = run.started, report_duration(run)
     made = compute(run, start, duration, tasks)
-    run.store.set_task_figures(
+    run.store.kept.set_task_figures(
         run.id,
         config.version(),
         json.dumps({"duration": duration, "figures": made.to_json()}),

@@ -134,7 +134,7 @@ def redirect_target(location: str, prefix: str, base_path: str = "") -> str | No
 
 def _lookup(store: BaseStore, cluster_id: str) -> str | None:
     """The dashboard of a cluster a recorder reported lately, or None."""
-    cluster = store.cluster(cluster_id)
+    cluster = store.telemetry.cluster(cluster_id)
     if cluster is None or time.time() - cluster["last_seen"] >= CLUSTER_ALIVE_S:
         return None
     dashboard: str | None = cluster["dashboard"]

@@ -61,7 +61,7 @@ def read_runs_page(store: BaseStore, limit: int | None) -> dict[str, Any]:
 
 
 def read_clusters(store: BaseStore) -> list[ClusterPayload]:
-    return [cluster_payload(record) for record in store.clusters()]
+    return [cluster_payload(record) for record in store.telemetry.clusters()]
 
 
 def read_run(store: BaseStore, run_id: str) -> dict[str, Any]:

@@ -196,7 +196,7 @@ class Subscription:
         elif cluster is not None:
             if not isinstance(cluster, str) or len(cluster) > MAX_NAME:
                 raise SubscriptionError("'cluster' must be a cluster id")
-            found = store.cluster(cluster)
+            found = store.telemetry.cluster(cluster)
             if found is None:
                 raise SubscriptionError("no such cluster")
             self.window = queries.Window(found["address"])

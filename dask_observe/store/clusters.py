@@ -1,6 +1,5 @@
 """The store's clusters (which recorders watch, which are live) and the
-telemetry pulled from them: ingested in batches with their cursor, read back
-as DataFrames."""
+telemetry pulled from them, ingested in batches with their cursor."""
 
 from __future__ import annotations
 
@@ -8,14 +7,10 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from dask_observe.store import queries
 from dask_observe.store.connection import StoreConnection
-
-if TYPE_CHECKING:
-    import pandas as pd
-
 
 #: How recently a recorder must have reported a cluster for it to count as alive
 #: (recorders report every few seconds while they run).
@@ -39,8 +34,12 @@ def cluster_id_of(address: str) -> str:
     return hashlib.sha256(address.encode()).hexdigest()[:12]
 
 
-class Telemetry(StoreConnection):
-    """The clusters and telemetry of a store (see :class:`BaseStore`)."""
+class Telemetry:
+    """A store's clusters and the telemetry pulled from them
+    (``BaseStore.telemetry``)."""
+
+    def __init__(self, db: StoreConnection) -> None:
+        self._db = db
 
     # -- clusters ----------------------------------------------------------------
     def register_cluster(
@@ -51,7 +50,7 @@ class Telemetry(StoreConnection):
         process; return the cluster's id."""
         cluster_id = cluster_id_of(address)
         now = time.time()
-        with self._transaction() as conn:
+        with self._db._transaction() as conn:
             conn.execute(
                 "INSERT INTO clusters (id, address, dashboard, first_seen, last_seen)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (address) DO UPDATE"
@@ -84,7 +83,7 @@ class Telemetry(StoreConnection):
         its scheduler has not answered since ``silent_since`` (its last
         answer, epoch seconds), or answers."""
         now = time.time()
-        with self._transaction() as conn:
+        with self._db._transaction() as conn:
             conn.execute(
                 "UPDATE clusters SET last_seen = ?, silent_since = ?, closed_at = NULL"
                 " WHERE address = ?",
@@ -105,7 +104,7 @@ class Telemetry(StoreConnection):
         cluster is not live from now on (until a recorder watches it again),
         unless another process's client still watches it."""
         now = time.time()
-        with self._transaction() as conn:
+        with self._db._transaction() as conn:
             if client is not None:
                 conn.execute(
                     "UPDATE cluster_clients SET last_seen = ?, closed_at = ?"
@@ -135,7 +134,7 @@ class Telemetry(StoreConnection):
         did."""
         now = time.time()
         made_in: dict[str, list[tuple[bool, float, str]]] = {}
-        for row in self._query(
+        for row in self._db._query(
             "SELECT address, made_in, last_seen, closed_at FROM cluster_clients"
             " ORDER BY last_seen DESC"
         ):
@@ -146,7 +145,7 @@ class Telemetry(StoreConnection):
                 (open_, float(row["last_seen"]), str(row["made_in"]))
             )
         found = []
-        for row in self._query("SELECT * FROM clusters ORDER BY last_seen DESC"):
+        for row in self._db._query("SELECT * FROM clusters ORDER BY last_seen DESC"):
             alive = (
                 row["closed_at"] is None and now - row["last_seen"] < CLUSTER_ALIVE_S
             )
@@ -166,13 +165,13 @@ class Telemetry(StoreConnection):
 
     def cluster(self, cluster_id: str) -> dict[str, Any] | None:
         """One cluster by its id, or None."""
-        rows = self._query("SELECT * FROM clusters WHERE id = ?", (cluster_id,))
+        rows = self._db._query("SELECT * FROM clusters WHERE id = ?", (cluster_id,))
         return dict(rows[0]) if rows else None
 
     # -- telemetry ---------------------------------------------------------------
     def cursor(self, cluster: str) -> tuple[str | None, int]:
         """The scheduler plugin instance and record number the store holds up to."""
-        rows = self._query(
+        rows = self._db._query(
             "SELECT instance, seq FROM cursors WHERE cluster = ?", (cluster,)
         )
         return (rows[0]["instance"], rows[0]["seq"]) if rows else (None, 0)
@@ -196,7 +195,7 @@ class Telemetry(StoreConnection):
         kind; the store records what is new since the last batch.
         """
         dropped = dropped or {}
-        with self._transaction() as conn:
+        with self._db._transaction() as conn:
             row = conn.execute(
                 "SELECT instance, seq, dropped FROM cursors WHERE cluster = ?",
                 (cluster,),
@@ -224,22 +223,5 @@ class Telemetry(StoreConnection):
         """Write records that came by another way than a pull (what a partial
         run read from distributed at its end), numbered after everything
         stored; the cursor of the cluster's pulls is left alone."""
-        with self._transaction() as conn:
+        with self._db._transaction() as conn:
             return queries.ingest(conn, cluster, list(enumerate(records)), {})
-
-    def plain_rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """The rows of a query as plain tuples: sqlite3.Row objects cost a
-        third more to fetch and convert (a million tasks: 4.4 s against 3.2 s,
-        and 0.6 s more)."""
-        with self.reading() as conn:
-            cursor = conn.cursor()
-            cursor.row_factory = None
-            return cursor.execute(sql, tuple(params)).fetchall()
-
-    def frame(
-        self, sql: str, params: Sequence[Any], columns: Sequence[str]
-    ) -> pd.DataFrame:
-        """The rows of a query as a DataFrame with these column names."""
-        import pandas as pd
-
-        return pd.DataFrame(self.plain_rows(sql, params), columns=list(columns))

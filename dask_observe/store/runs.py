@@ -8,7 +8,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.store import queries, redaction, retention
@@ -39,12 +39,6 @@ _counted: dict[tuple[str, str, int], tuple[int, int, int]] = {}
 _counted_lock = threading.Lock()  # the server reads from a pool of threads
 #: Runs whose counts are kept (a few run at once; the oldest entry goes).
 COUNTED_RUNS = 64
-
-
-def _json_scalar(value: Any) -> Any:
-    """JSON for numpy's scalars (a flag's evidence may hold them); text for
-    anything else JSON cannot say (a verdict is kept, whatever a rule put in)."""
-    return value.item() if hasattr(value, "item") else str(value)
 
 
 #: A run's columns that a listing never reads: JSON of its settings, its
@@ -151,37 +145,6 @@ class Runs(StoreConnection):
         )
         return [float(row[0]) for row in rows]
 
-    def set_history_figures(
-        self, figures: Sequence[tuple[int, dict[str, float], float | None]]
-    ) -> None:
-        """What a history reads of runs, worked out once: (run id, each
-        prefix's mean compute seconds a task, peak memory or None) each."""
-        with self._transaction() as conn:
-            conn.executemany(
-                "UPDATE runs SET pace = ?, peak_memory = ? WHERE id = ?",
-                [(json.dumps(pace), peak, run_id) for run_id, pace, peak in figures],
-            )
-
-    def kept_comparisons(self, version: str) -> dict[tuple[int, int, float], str]:
-        """The wall-time verdicts of runs compared, as that version made them:
-        ``(earlier id, later id, threshold): verdict`` (see
-        ``analysis.history.Comparisons``)."""
-        rows = self._query(
-            "SELECT earlier, later, threshold, wall FROM comparisons WHERE version = ?",
-            (version,),
-        )
-        return {(r["earlier"], r["later"], r["threshold"]): r["wall"] for r in rows}
-
-    def keep_comparisons(
-        self, made: Mapping[tuple[int, int, float], str], version: str
-    ) -> None:
-        """Keep comparisons' verdicts made by ``version`` (see above)."""
-        with self._transaction() as conn:
-            conn.executemany(
-                "INSERT OR REPLACE INTO comparisons VALUES (?, ?, ?, ?, ?)",
-                [(a, b, floor, version, wall) for (a, b, floor), wall in made.items()],
-            )
-
     def set_environment(self, run_id: int, environment: dict[str, Any]) -> None:
         """The environment a run started in, kept until its end completes it
         (``set_settings``)."""
@@ -189,54 +152,6 @@ class Runs(StoreConnection):
             "UPDATE runs SET environment = ? WHERE id = ?",
             (json.dumps(environment), run_id),
         )
-
-    def set_verdict(
-        self,
-        run_id: int,
-        flags: Sequence[dict[str, Any]],
-        version: str,
-        *,
-        lost: int = 0,
-    ) -> None:
-        """The flags a finished run raised (JSON-able dicts), judged by that
-        version of dask-observe; their count, and the workers the run ``lost``
-        by them, go in the run's row, for listings."""
-        with self._transaction() as conn:
-            conn.execute(
-                "UPDATE runs SET n_flags = ?, n_lost = ? WHERE id = ?",
-                (len(flags), lost, run_id),
-            )
-            conn.execute(
-                "INSERT OR REPLACE INTO verdicts (run_id, version, flags)"
-                " VALUES (?, ?, ?)",
-                (run_id, version, json.dumps(list(flags), default=_json_scalar)),
-            )
-
-    def verdict(self, run_id: int) -> tuple[str, list[dict[str, Any]]] | None:
-        """The version that judged a run and the flags it raised (see
-        :meth:`set_verdict`); None for a run never judged at its end."""
-        rows = self._query(
-            "SELECT version, flags FROM verdicts WHERE run_id = ?", (run_id,)
-        )
-        return (rows[0]["version"], json.loads(rows[0]["flags"])) if rows else None
-
-    def set_task_figures(self, run_id: int, version: str, figures: str) -> None:
-        """What a report shows of a finished run's tasks (JSON, see
-        ``report.tasks``), computed by that version of dask-observe."""
-        with self._transaction() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO task_figures (run_id, version, figures)"
-                " VALUES (?, ?, ?)",
-                (run_id, version, figures),
-            )
-
-    def task_figures(self, run_id: int) -> tuple[str, dict[str, Any]] | None:
-        """The version that computed a run's task figures and the figures (see
-        :meth:`set_task_figures`); None for a run without them."""
-        rows = self._query(
-            "SELECT version, figures FROM task_figures WHERE run_id = ?", (run_id,)
-        )
-        return (rows[0]["version"], json.loads(rows[0]["figures"])) if rows else None
 
     def set_fine_metrics(
         self, run_id: int, rows: Sequence[tuple[str, str, str, str, float]]
@@ -276,41 +191,6 @@ class Runs(StoreConnection):
             (run_id,),
         )
         return {row["prefix"]: json.loads(row["tree"]) for row in rows}
-
-    # -- runs: published to an archive -----------------------------------------
-    def claim_uid(self, run_id: int, archive: str, candidate: str) -> str:
-        """The run's id in ``archive``: the one chosen at its first try, else
-        ``candidate`` (kept from now on, so that a retry writes where the
-        first try began)."""
-        with self._transaction() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO published (run_id, archive, uid)"
-                " VALUES (?, ?, ?)",
-                (run_id, archive, candidate),
-            )
-            (uid,) = conn.execute(
-                "SELECT uid FROM published WHERE run_id = ? AND archive = ?",
-                (run_id, archive),
-            ).fetchone()
-        return str(uid)
-
-    def set_published(self, run_id: int, archive: str) -> None:
-        """``run_id`` is in ``archive`` whole (its manifest written)."""
-        with self._transaction() as conn:
-            conn.execute(
-                "UPDATE published SET published = ? WHERE run_id = ? AND archive = ?",
-                (time.time(), run_id, archive),
-            )
-
-    def unpublished(self, archive: str) -> list[int]:
-        """Runs whose publishing to ``archive`` was begun and not done, oldest
-        first (a failed try, a process that exited meanwhile)."""
-        rows = self._query(
-            "SELECT run_id FROM published WHERE archive = ? AND published IS NULL"
-            " ORDER BY run_id",
-            (archive,),
-        )
-        return [int(row["run_id"]) for row in rows]
 
     def prune(
         self,
