@@ -42,7 +42,7 @@ from distributed import Client, LocalCluster
 
 import dask_observe
 from dask_observe.archive import Location, publish
-from dask_observe.server.archive import read_archive_runs
+from dask_observe.server.archive_routes import read_archive_runs
 from dask_observe.server.routes import read_runs_page
 from dask_observe.store import BaseStore, slices
 from dask_observe.store.retention import Policy, file_bytes

@@ -23,7 +23,7 @@ from typing import Any
 
 from distributed import Client, LocalCluster
 
-from dask_observe.capture.hangs import describe, pace, work_remains
+from dask_observe.capture.progress import describe, pace, work_remains
 from dask_observe.capture.stacks import StackSampler
 
 

@@ -1,5 +1,5 @@
 """How long a native dump of a worker's process takes (py-spy, as the capture
-runs it for a hung task: ``dask_observe/capture/native.py``).
+runs it for a hung task: ``dask_observe/capture/pyspy.py``).
 
     .venv/bin/python benchmarks/native_dump.py --rounds 5
 
@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import time
 
-from dask_observe.capture.native import py_spy
+from dask_observe.capture.pyspy import py_spy
 
 
 def main() -> None:

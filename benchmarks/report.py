@@ -25,7 +25,7 @@ import dask.config
 from distributed import Client, LocalCluster, performance_report
 
 import dask_observe
-from dask_observe.notebook.live import LiveProgress
+from dask_observe.notebook.polling import LiveProgress
 from dask_observe.notebook.progress import Snapshot, widget_values
 from dask_observe.recording.lifecycle import Recording
 

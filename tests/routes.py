@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dask_observe.server import route_table
-from dask_observe.server.archive import UID
+from dask_observe.server.archive_routes import UID
 from dask_observe.server.manager import StoreManager
 from dask_observe.server.proxy import Capabilities
 

@@ -346,7 +346,7 @@ def test_a_worker_running_a_task_let_go_of_is_described_among_many(
     # Where a stopped run stood names 20 workers at most, the busiest first:
     # one whose only task the client let go of (nothing processing, as the
     # scheduler sees it) must not be left out among 22 idle ones.
-    from dask_observe.capture.hangs import MAX_WORKERS, describe
+    from dask_observe.capture.progress import MAX_WORKERS, describe
 
     client = make_client(n_workers=MAX_WORKERS + 2, threads_per_worker=1,
                          processes=False)  # fmt: skip
@@ -751,10 +751,10 @@ def test_a_native_dump_that_hangs_holding_the_process_lets_it_go(
     fake.chmod(0o755)
     code = (
         "import os, time\n"
-        "from dask_observe.capture import native\n"
-        "native.DUMP_TIMEOUT_S = 1.0\n"
+        "from dask_observe.capture import pyspy\n"
+        "pyspy.DUMP_TIMEOUT_S = 1.0\n"
         "start = time.monotonic()\n"
-        "print(native.dump(os.getpid())[1])\n"
+        "print(pyspy.dump(os.getpid())[1])\n"
         "print(time.monotonic() - start)\n"
     )
     env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}

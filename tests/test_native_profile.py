@@ -21,8 +21,8 @@ from distributed import Client
 
 import dask_observe
 from dask_observe.capture import nativeprofile
-from dask_observe.capture.native import py_spy
 from dask_observe.capture.nativeprofile import parse_trace
+from dask_observe.capture.pyspy import py_spy
 
 from .conftest import dask_observe_cli
 

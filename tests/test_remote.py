@@ -776,7 +776,7 @@ def test_a_cells_live_display_and_the_panel_say_when_its_scheduler_stops_answeri
     cluster is kept live meanwhile, not left to look gone."""
     import dask.config
 
-    from dask_observe.notebook.live import LiveProgress
+    from dask_observe.notebook.polling import LiveProgress
     from dask_observe.notebook.progress import TextView, header_html
     from dask_observe.recording.lifecycle import Recording
 

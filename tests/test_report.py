@@ -18,7 +18,7 @@ from distributed import Client, wait
 
 import dask_observe
 from dask_observe.analysis import figures as run_figures
-from dask_observe.report import stream as stream_chart
+from dask_observe.report import taskstream as stream_chart
 
 from .conftest import wait_until
 from .tasks import spin

@@ -176,7 +176,7 @@ def test_the_server_side_reads_the_store_without_dask(tmp_path: Path) -> None:
         "from dask_observe.server.routes import read_run, read_report\n"
         "from dask_observe.server.subscriptions import Subscription, judge_flags\n"
         "import dask_observe.server.proxy, dask_observe.server.stream\n"
-        "import dask_observe.server.archive, dask_observe.archive\n"
+        "import dask_observe.server.archive_routes, dask_observe.archive\n"
         "from dask_observe.store import BaseStore\n"
         "with BaseStore(Path(sys.argv[1]), readonly=True) as store:\n"
         "    print(store.run_records()[0]['name'])\n"

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from dask_observe.store import RunData
 
 #: Task rows up to which a run's task figures are worked out here: the task
-#: stream's own limit for drawing each task (``report.stream.EXACT_LIMIT``).
+#: stream's own limit for drawing each task (``report.taskstream.EXACT_LIMIT``).
 FEW_TASKS = 500
 
 #: Metric samples up to which a run's memory figures are worked out here

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from dask_observe.api import Run
-    from dask_observe.archive.retention import PrunedArchive
+    from dask_observe.archive.prune import PrunedArchive
     from dask_observe.store import RunData
     from dask_observe.store.retention import Policy
 
@@ -259,8 +259,8 @@ class Archive:
 
     def prune(self, policy: Policy, *, dry_run: bool = False) -> PrunedArchive:
         """Remove the published runs ``policy`` lets go (see
-        :mod:`dask_observe.archive.retention`); ``dry_run`` changes nothing."""
-        from dask_observe.archive.retention import prune
+        :mod:`dask_observe.archive.prune`); ``dry_run`` changes nothing."""
+        from dask_observe.archive.prune import prune
 
         return prune(self.listing, policy, dry_run=dry_run)
 

@@ -37,7 +37,7 @@ def _frames(value: object) -> list[Frame]:
 
 
 class HostSample(NamedTuple):
-    """``host-load`` (``capture.host``): how oversubscribed a process's host
+    """``host-load`` (``capture.hostload``): how oversubscribed a process's host
     was over ``seconds`` (one, or the run's whole window where ``run``)."""
 
     seconds: float = 1.0
@@ -159,7 +159,7 @@ class TaskStack(NamedTuple):
 
 
 class TaskNative(NamedTuple):
-    """``task-native`` (``capture.native``): the compiled frames beneath a
+    """``task-native`` (``capture.pyspy``): the compiled frames beneath a
     task's Python ones (innermost last), or why none could be read."""
 
     key: str | None

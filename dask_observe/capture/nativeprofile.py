@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Any
 
-from .native import MAX_REASON_CHARS, not_installed, py_spy, reason_of
+from .pyspy import MAX_REASON_CHARS, not_installed, py_spy, reason_of
 
 #: The most seconds a native profile records before it stops by itself (a
 #: client that never ended its run: py-spy must not pause a worker forever).

@@ -22,11 +22,11 @@ from tornado.ioloop import PeriodicCallback
 
 from .buffer import DropCountingBuffer, SequencedBuffer
 from .clock import CLOCK_HANDLER, clock_reading
-from .host import HostSampler
+from .hostload import HostSampler
 from .logs import replay
 from .metrics import WorkerSamples, cluster_metrics
 from .router import LogRouter, Sink
-from .runs import RunWatch
+from .runwatch import RunWatch
 from .settings import CaptureSettings
 from .shipper import pushed
 from .stalls import StallWatch

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from .clock import CLOCK_HANDLER, reads_same_clock
-from .host import workers_host_pressure
-from .native import NativeStacks
+from .hostload import workers_host_pressure
 from .nativeprofile import NativeProfiles
 from .output import PARTIAL_AFTER_S
 from .pacer import Pacer, process_rss
+from .pyspy import NativeStacks
 from .router import LogRouter
 from .settings import CaptureSettings
 from .shipper import CLOCK_S, LogShipper

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 from dask_observe.capture.events import Held, LoopStall
 from dask_observe.diagnose.base import Context, Facts
 from dask_observe.diagnose.host import Busy, BusyHosts
-from dask_observe.diagnose.lifecycle import Lifecycle
+from dask_observe.diagnose.lives import WorkerLives
 from dask_observe.units import format_seconds
 
 if TYPE_CHECKING:
@@ -204,7 +204,7 @@ def _filed(ctx: Context) -> tuple[Stalls, dict[tuple[float, str | None], Held]]:
             # Before the host too: a busy host stretches a collection, but
             # the loop waited for the collector, not for a core.
             in_pause = worker is not None and paused_during(
-                Lifecycle.of(ctx).paused_spans.get(worker), since, t
+                WorkerLives.of(ctx).paused_spans.get(worker), since, t
             )
             add = _paired(split.paused if in_pause else split.collected, collected)
         elif imported is not None and read and read.held and read.held.importing:
@@ -269,7 +269,7 @@ def _filed(ctx: Context) -> tuple[Stalls, dict[tuple[float, str | None], Held]]:
 def paused_during(
     spans: list[tuple[float, float]] | None, since: float, until: float
 ) -> bool:
-    """Whether a worker paused for memory (``spans``: ``Lifecycle.paused_spans``)
+    """Whether a worker paused for memory (``spans``: ``WorkerLives.paused_spans``)
     at some time of a stall from ``since`` to ``until``, or as it ended."""
     return any(
         began <= until + PAUSE_SLACK_S and ended >= since

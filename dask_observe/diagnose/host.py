@@ -2,7 +2,7 @@
 flags name instead of the user's code when it was.
 
 The capture ships a ``host-load`` event a second per process whose host is
-under CPU pressure (``capture.host``): the share of the second during which
+under CPU pressure (``capture.hostload``): the share of the second during which
 some runnable thread of the host waited for a core, the threads runnable, the
 cores. A stall of a worker's event loop, or GIL contention measured in it,
 while its host was oversubscribed says more about the host (other processes,

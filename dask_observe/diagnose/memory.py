@@ -14,7 +14,7 @@ from dask_observe.diagnose.base import (
     workers,
 )
 from dask_observe.diagnose.holdups import Holdups, Stall
-from dask_observe.diagnose.lifecycle import Lifecycle
+from dask_observe.diagnose.lives import WorkerLives
 from dask_observe.units import format_bytes, format_seconds
 
 #: distributed's fine-metrics context of P2P shuffles: their disk is where
@@ -32,7 +32,7 @@ def memory_pressure(ctx: Context) -> list[Flag]:
     seen: dict[str, list[dict[str, Any]]] = {}
     for t, worker, message in ctx.logs("Pausing worker"):
         seen.setdefault(worker or "?", []).append(evidence(t, worker, message))
-    for t, worker in Lifecycle.of(ctx).pauses:
+    for t, worker in WorkerLives.of(ctx).pauses:
         if worker not in seen:  # the line was lost with its worker
             seen[worker] = [evidence(t, worker, "status changed to paused")]
     stalled: dict[str, list[Stall]] = {}
@@ -70,7 +70,7 @@ def memory_pressure(ctx: Context) -> list[Flag]:
 @rule("memory-restart")
 def memory_restart(ctx: Context) -> list[Flag]:
     flags = []
-    lives = Lifecycle.of(ctx)
+    lives = WorkerLives.of(ctx)
     for t, worker, event in lives.memory_restarts:
         _, cause, _ = lives.deaths.get(worker, (t, "restarted for memory", ""))
         lines = [
@@ -186,7 +186,7 @@ def unmanaged_memory(ctx: Context) -> list[Flag]:
     stayed above the spill threshold, where spilling cannot help. Sampled for
     ``min-time`` at least; a worker restarted for memory is memory-restart's."""
     min_time = ctx.seconds("unmanaged-memory.min-time")
-    lives = Lifecycle.of(ctx)
+    lives = WorkerLives.of(ctx)
     restarted = {w for _, w, _ in lives.memory_restarts}
     highest = ctx.highest_by_worker("memory_unmanaged")
     if not any(

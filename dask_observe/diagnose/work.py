@@ -16,7 +16,7 @@ from dask_observe.diagnose.base import (
     rule,
     workers,
 )
-from dask_observe.diagnose.lifecycle import Lifecycle
+from dask_observe.diagnose.lives import WorkerLives
 from dask_observe.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def load_imbalance(ctx: Context) -> list[Flag]:
     processing = ctx.metric("tasks_processing")
     nthreads = ctx.metric("nthreads").groupby("worker")["value"].max()
     # A worker's count is sampled when it changes: held until the next.
-    samples = held(processing, ((t, w) for t, w, _ in Lifecycle.of(ctx).removals))
+    samples = held(processing, ((t, w) for t, w, _ in WorkerLives.of(ctx).removals))
     busy = samples.gt(nthreads.reindex(samples.columns).fillna(1.0), axis=1)
     idle = samples.eq(0)
     active = samples.gt(0).any(axis=1)

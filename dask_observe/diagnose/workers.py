@@ -19,7 +19,7 @@ from dask_observe.diagnose.base import (
     rule,
     workers,
 )
-from dask_observe.diagnose.lifecycle import Lifecycle
+from dask_observe.diagnose.lives import WorkerLives
 from dask_observe.units import format_seconds
 
 
@@ -41,7 +41,7 @@ def killed_worker(ctx: Context) -> list[Flag]:
         last = found[1] if found else None
         # The worker that ran it last is the one whose death ended it; failing
         # that, any worker that died in the run (they all ran it once).
-        deaths = Lifecycle.of(ctx).deaths
+        deaths = WorkerLives.of(ctx).deaths
         died = deaths.get(last) if last else None
         if died is None and deaths:
             last, died = next(iter(deaths.items()))
@@ -96,7 +96,7 @@ def killed_advice(cause: str) -> str:
 def worker_lost(ctx: Context) -> list[Flag]:
     """A worker that left without being asked: not closed, retired (scale
     down, adaptive) or restarted (``client.restart()``, ``restart_workers``)."""
-    lives = Lifecycle.of(ctx)
+    lives = WorkerLives.of(ctx)
     restarted = {w for _, w, _ in lives.memory_restarts}
     flags = []
     for worker, (t, cause, line) in lives.deaths.items():

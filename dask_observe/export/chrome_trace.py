@@ -248,7 +248,7 @@ def write_chrome_trace(
     """Write the run's trace to ``path`` (a .json file); return the path.
     Never through a symbolic link; over an existing file only with
     ``overwrite``."""
-    from dask_observe.export.files import open_to_write
+    from dask_observe.export.safefiles import open_to_write
 
     target = Path(path).expanduser()
     with open_to_write(target, overwrite=overwrite) as f:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.export.files import directory_to_write, open_to_write
+from dask_observe.export.safefiles import directory_to_write, open_to_write
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -26,7 +26,7 @@ from dask_observe import commands
 from dask_observe.api import Run, Store
 from dask_observe.commands import add_reading
 from dask_observe.notebook.discovery import Discovery
-from dask_observe.notebook.live import LiveProgress
+from dask_observe.notebook.polling import LiveProgress
 from dask_observe.notebook.progress import TextView, WidgetView, has_widget_frontend
 from dask_observe.plaintext import flag_lines, log_lines, stack_lines
 from dask_observe.recording.block import STORE_ERRORS, NotRecorded, begin, end

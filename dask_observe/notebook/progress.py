@@ -1,6 +1,6 @@
 """Live progress under a ``%%dask_record`` cell: what it shows (a
 :class:`Snapshot`) and how (:class:`WidgetView`, :class:`TextView`); the
-polling that fills it is :mod:`.live`.
+polling that fills it is :mod:`.polling`.
 
 What the browser gets is aggregated: a few HTML widgets, each sent only when
 its text changed, never a message per task. Without a widget frontend (plain

@@ -53,7 +53,7 @@ class Report:
         """Write the full report to ``path`` (a directory gets ``run-ID.html``);
         never through a symbolic link, over an existing file only with
         ``overwrite``."""
-        from dask_observe.export.files import open_to_write
+        from dask_observe.export.safefiles import open_to_write
 
         target = Path(path).expanduser()
         if target.is_dir() and not target.is_symlink():

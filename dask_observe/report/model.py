@@ -15,7 +15,7 @@ from dask_observe.analysis.series import last_by
 from dask_observe.analysis.trees import profile_table
 from dask_observe.capture.events import WorkerRemoved
 from dask_observe.report import standing, tasks
-from dask_observe.report.stream import StreamBins
+from dask_observe.report.taskstream import StreamBins
 from dask_observe.units import text_or_none
 
 if TYPE_CHECKING:

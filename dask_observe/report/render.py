@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from dask_observe.diagnose.lead import lead
 from dask_observe.plaintext import short_path
-from dask_observe.report import memory, standing, stream, svg
+from dask_observe.report import memorycharts, standing, svg, taskstream
 from dask_observe.report.icicle import icicle
 from dask_observe.report.matrix import transfer_matrix
 from dask_observe.report.style import Limits, page
@@ -135,7 +135,7 @@ def _task_stream(data: ReportData, limits: Limits) -> str:
     colors = svg.prefix_colors(prefixes)
     return (
         f"<h4{_s('h4')}>Task stream</h4>"
-        + _chart(stream.task_stream(data.stream, data.duration, colors), limits)
+        + _chart(taskstream.task_stream(data.stream, data.duration, colors), limits)
         + "<br>"
         + _chart(svg.legend(prefixes, limits.legend, colors), limits)
     )
@@ -179,19 +179,20 @@ def _memory(data: ReportData, limits: Limits) -> str:
         # The cluster's line is the headline's peak memory, second by second.
         process = data.process.get("")
         charts.append(
-            (memory.memory_caption(cluster, "cluster", process=process), cluster,
+            (memorycharts.memory_caption(cluster, "cluster", process=process), cluster,
              "cluster", process)
         )  # fmt: skip
     # Every worker with a reading, and every worker that left: one killed
     # before its first heartbeat has only its own samples and its nanny's
     # reading, or nothing; it is the worker a reader looks for.
     by_worker = {
-        w: data.memory.get(w, memory.no_heartbeat())
+        w: data.memory.get(w, memorycharts.no_heartbeat())
         for w in {*data.memory, *data.process, *data.workers_removed}
         if w
     }
     peaks = {
-        w: memory.process_peak(by_worker[w], data.process.get(w)) for w in by_worker
+        w: memorycharts.process_peak(by_worker[w], data.process.get(w))
+        for w in by_worker
     }
     # The highest first; a worker with no reading (a NaN peak) last.
     workers = sorted(by_worker, key=lambda w: (-peaks[w] if peaks[w] >= 0 else 1, w))
@@ -201,13 +202,15 @@ def _memory(data: ReportData, limits: Limits) -> str:
         note = "(left the cluster)" if left else ""
         process = data.process.get(worker)
         charts.append(
-            (memory.memory_caption(by_worker[worker], title, note, process),
+            (memorycharts.memory_caption(by_worker[worker], title, note, process),
              by_worker[worker], title, process)
         )  # fmt: skip
     cells = [
         f"<td{_s('figure')}><span{_s('label')}>{caption}</span><br>"
         + _chart(
-            memory.memory_chart(series, data.duration, title=title, process=process),
+            memorycharts.memory_chart(
+                series, data.duration, title=title, process=process
+            ),
             limits,
         )
         + "</td>"
@@ -220,7 +223,7 @@ def _memory(data: ReportData, limits: Limits) -> str:
     extra = f"<p>+{more} more workers in the full report.</p>" if more > 0 else ""
     return (
         heading
-        + _chart(memory.memory_legend(), limits)
+        + _chart(memorycharts.memory_legend(), limits)
         + f'<table class="dobs-mems">{rows}</table>'
         + extra
     )

@@ -1,5 +1,5 @@
-"""SVG charts: legends and bars (the task stream: :mod:`.stream`; memory
-timelines: :mod:`.memory`).
+"""SVG charts: legends and bars (the task stream: :mod:`.taskstream`; memory
+timelines: :mod:`.memorycharts`).
 
 No JavaScript and no stylesheet: every chart is a standalone SVG document (its
 colours and fonts in attributes), so that :func:`image` can put it in an

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from dask_observe import config
 from dask_observe.analysis import few, figures
-from dask_observe.report.stream import EXACT_LIMIT, StreamBins, bins
+from dask_observe.report.taskstream import EXACT_LIMIT, StreamBins, bins
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from jupyter_server.utils import url_path_join
 
 from dask_observe.config import default_store_path
-from dask_observe.server.archive import archive_routes
+from dask_observe.server.archive_routes import archive_routes
 from dask_observe.server.manager import StoreManager
 from dask_observe.server.proxy import (
     Capabilities,

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tornado.ioloop import IOLoop
 
-from . import host
-from .hangs import ProgressWatch, describe, pace, work_remains
+from . import hostload
 from .letgo import LetGo, still_running
+from .progress import ProgressWatch, describe, pace, work_remains
 from .wire import FLUSH_HANDLER, RUNNING_HANDLER, STACKS_HANDLER
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class RunWatch:
         #: Per worker a call of ``_calls`` waits on: a future its removal sets.
         self._leaving: dict[str, asyncio.Future[None]] = {}
         #: Per watched span: where the host's pressure window of its run began.
-        self._host_marks: dict[str, host.Mark] = {}
+        self._host_marks: dict[str, hostload.Mark] = {}
         handlers = scheduler.handlers
         handlers["dask_observe_watch"] = self.watch
         handlers["dask_observe_unwatch"] = self.unwatch
@@ -158,7 +158,7 @@ class RunWatch:
 
     def check_progress(self, now: float) -> None:
         """A watched run that stopped moving with work remaining is described
-        (``capture.hangs``): O(watched runs) while runs move."""
+        (``capture.progress``): O(watched runs) while runs move."""
         if not self.watched:
             return
         idle = not work_remains(self._scheduler)
@@ -181,7 +181,7 @@ class RunWatch:
         self.adopted.setdefault(span_id, Counter())
         self.let_go.watch(span_id)
         self._progress.watch(span_id)
-        self._host_marks[span_id] = host.mark()
+        self._host_marks[span_id] = hostload.mark()
         self._capture.sample(every=True)
 
     def unwatch(self, span_id: str) -> dict[str, int]:
@@ -227,7 +227,7 @@ class RunWatch:
         adopted = bool(self.adopted.get(span_id))
         began = self._host_marks.pop(span_id, None)
         if began is not None:  # the scheduler's host over the run's window
-            window = {**host.since_mark(began), "run": True}
+            window = {**hostload.since_mark(began), "run": True}
             self._capture.event("host-load", None, window)
         # Counted together with the tasks let go of so far: one whose release
         # reaches the scheduler while the workers are asked below is in this

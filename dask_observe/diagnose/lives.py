@@ -18,7 +18,7 @@ from dask_observe.diagnose.base import Facts
 from dask_observe.units import format_bytes, text_or_none
 
 
-class Lifecycle(Facts):
+class WorkerLives(Facts):
     """Each worker's life in the run, found once for every rule."""
 
     @cached_property
