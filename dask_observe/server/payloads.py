@@ -1,7 +1,9 @@
 """What the server's routes and stream send, one type per record kind, and
-the one function that makes each from what the store holds. ``src/api.ts``
-mirrors these types field for field (``tests/test_server_api.py`` holds them
-to it). Times are seconds since the epoch.
+the one function that makes each from what the store holds. The panel's
+types are generated from these (``src/payloads.ts``, by
+``scripts/payload_types.py``; ``tests/test_server_api.py`` fails where it is
+not up to date): ``XPayload`` is ``IX`` there, each ``#:`` comment its field's
+doc. Times are seconds since the epoch.
 """
 
 from __future__ import annotations
@@ -9,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
+RunStatus = Literal["running", "finished", "failed", "interrupted"]
+
 
 class RunPayload(TypedDict):
-    """A run, as ``runs`` lists it (``IRun``)."""
+    """A run as the server's `dask-observe/api/runs` route returns it."""
 
     id: int
     name: str
-    status: Literal["running", "finished", "failed", "interrupted"]
+    status: RunStatus
     started: float
     ended: float | None
     duration_s: float | None
@@ -23,18 +27,21 @@ class RunPayload(TypedDict):
     n_failed: int
     n_flags: int
     cluster: str | None
+    #: Why the run was recorded only partially; null when recorded fully.
     partial: str | None
+    #: Workers the run lost (died), from its verdict.
     n_lost: int
+    #: Its tasks still running when it ended (counted in n_tasks).
     n_running: int
 
 
 class ArchiveRunPayload(TypedDict):
-    """A run of the team's archive, as ``archive/runs`` lists it
-    (``IArchiveRun``): its id is the archive's, and it says where it ran."""
+    """A run of the team's archive (`observe.archive`), as
+    `dask-observe/api/archive/runs` lists it: its id is the archive's."""
 
     id: str
     name: str
-    status: Literal["running", "finished", "failed", "interrupted"]
+    status: RunStatus
     started: float
     ended: float | None
     duration_s: float | None
@@ -45,12 +52,13 @@ class ArchiveRunPayload(TypedDict):
     partial: str | None
     n_lost: int
     n_running: int
+    #: The machine that recorded it, and who.
     host: str | None
     user: str | None
 
 
 class ClusterPayload(TypedDict):
-    """A cluster a recorder watched (``ICluster``)."""
+    """A cluster a recorder watched, as `dask-observe/api/clusters` returns it."""
 
     id: str
     address: str
@@ -59,7 +67,7 @@ class ClusterPayload(TypedDict):
     last_seen: float
     alive: bool
     #: When its scheduler last answered, once it stopped answering while its
-    #: connection held (a frozen scheduler); None while it answers.
+    #: connection held (a frozen scheduler); null while it answers.
     silent_since: float | None
     #: Where the clients that watch it were made: each process's notebook
     #: (its path in Jupyter), or its program; those open while it is live,
@@ -68,20 +76,26 @@ class ClusterPayload(TypedDict):
 
 
 class HistoryRunPayload(TypedDict):
-    """A run in the history of its name (``IHistoryRun``)."""
+    """A run in the history of its name (`dask-observe/api/runs/<id>/history`)."""
 
     id: int
     started: float
-    status: str
+    status: RunStatus
     duration_s: float | None
+    #: Bytes the workers held together at most; null when unknown.
     peak_memory: float | None
+    #: Its wall time against the runs before: "", "regression" or
+    #: "improvement".
     verdict: str
+    #: What differs from the previous run's environment, one line each.
     changed: list[str]
+    #: Task prefixes whose time a task left their own spread over the
+    #: earlier runs: prefix -> "regression" or "improvement".
     prefixes: dict[str, str]
 
 
 class HistoryPayload(TypedDict):
-    """The runs sharing a name, oldest first (``IHistory``)."""
+    """The runs sharing a name, oldest first (the newest 50 at most)."""
 
     name: str
     runs: list[HistoryRunPayload]
@@ -96,7 +110,7 @@ class EvidencePayload(TypedDict):
 
 
 class FlagPayload(TypedDict):
-    """A flag (``IFlag``): what a rule raised, why, and what to do."""
+    """A flag: what a rule raised, why, and what to do."""
 
     time: float
     kind: str
@@ -108,7 +122,7 @@ class FlagPayload(TypedDict):
 
 
 class LogLinePayload(TypedDict):
-    """A log line (``ILogLine``)."""
+    """A log line as the stream sends it."""
 
     seq: int
     time: float
@@ -117,14 +131,15 @@ class LogLinePayload(TypedDict):
     worker: str | None
     logger: str
     message: str
-    #: The key of the task whose thread wrote the line (None outside tasks).
+    #: The key of the task whose thread wrote the line (null outside tasks).
     task: str | None
-    #: A logging call's extra fields, as a JSON object (None without any).
+    #: A logging call's extra fields, as a JSON object (null without any).
     fields: str | None
 
 
 class MetricPayload(TypedDict):
-    """One value of one worker, or of the cluster (``IMetric``)."""
+    """A metric sample as the stream sends it: one value of one worker (or of
+    the whole cluster when `worker` is null)."""
 
     seq: int
     time: float
@@ -134,7 +149,8 @@ class MetricPayload(TypedDict):
 
 
 class EventPayload(TypedDict):
-    """A lifecycle event: worker-added, worker-removed, ... (``IEvent``)."""
+    """A lifecycle event as the stream sends it (worker-added,
+    worker-removed, ...)."""
 
     seq: int
     time: float

@@ -110,7 +110,7 @@ def read_history(store: BaseStore, run_id: str) -> HistoryPayload:
         HistoryRunPayload(
             id=int(row["id"]),
             started=float(row["started"]),
-            status=str(row["status"]),
+            status=row["status"],
             duration_s=_number(row["duration_s"]),
             peak_memory=_number(row["peak_memory"]),
             verdict=row["verdict"] or "",
