@@ -49,7 +49,7 @@ from dask_observe.store.retention import Policy, file_bytes
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-#: The cards the panel shows at first (``RUNS_PAGE`` in ``src/models.ts``).
+#: The cards the panel shows at first (``RUNS_PAGE`` in ``src/data/polledlist.ts``).
 RUNS_PAGE = 100
 
 

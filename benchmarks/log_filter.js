@@ -1,7 +1,7 @@
 // The log view's text filter over a million buffered lines, two ways side by
 // side in one run (node, the V8 that Chromium runs): as the panel filtered
 // before 2026-11-26 (who and message joined, each lowered, then `includes`)
-// and as src/logtoolbar.ts filters now (one case-insensitive pattern tested
+// and as src/sections/logs/toolbar.ts filters now (one case-insensitive pattern tested
 // on the message, then on who). Rounds alternate; medians are reported.
 //
 //     node benchmarks/log_filter.js [lines] [rounds]

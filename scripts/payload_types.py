@@ -1,4 +1,4 @@
-"""Write the panel's payload types (src/payloads.ts) from the server's
+"""Write the panel's payload types (src/data/payloads.ts) from the server's
 (dask_observe/server/payloads.py), so that the two cannot drift:
 
     .venv/bin/python scripts/payload_types.py          # write it
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET = ROOT / "src" / "payloads.ts"
+TARGET = ROOT / "src" / "data" / "payloads.ts"
 SUFFIX = "Payload"
 
 

@@ -1,21 +1,19 @@
-import {
-  ILayoutRestorer,
+import type {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
+import { ILayoutRestorer } from '@jupyterlab/application';
 
-import {
-  ICommandPalette,
-  MainAreaWidget,
-  WidgetTracker
-} from '@jupyterlab/apputils';
+import type { MainAreaWidget } from '@jupyterlab/apputils';
+import { ICommandPalette, WidgetTracker } from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
 import { find } from '@lumino/algorithm';
-import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
+import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
-import { IPanelSettings, ObservePanel } from './panel';
-import { ITarget } from './stream';
+import type { IPanelSettings } from './panel/panel';
+import { ObservePanel } from './panel/panel';
+import type { ITarget } from './data/stream';
 import {
   LogsTab,
   archiveComparisonTab,
@@ -24,7 +22,7 @@ import {
   dashboardTab,
   noticeWhenGone,
   reportTab
-} from './tabs';
+} from './panel/tabs';
 import { CommandIDs, IDaskObserve } from './tokens';
 
 export { CommandIDs, IDaskObserve, IGoneWorkers } from './tokens';

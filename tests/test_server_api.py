@@ -119,7 +119,7 @@ async def test_a_runs_detail_logs_report_and_cluster(
 
 
 def test_the_panels_payload_types_are_generated_from_the_servers() -> None:
-    """src/payloads.ts is what scripts/payload_types.py makes of the server's
+    """src/data/payloads.ts is what scripts/payload_types.py makes of the server's
     payloads now: a field added, renamed or retyped on one side is on both."""
     script = Path(__file__).parent.parent / "scripts" / "payload_types.py"
     spec = importlib.util.spec_from_file_location("payload_types", script)

@@ -1,6 +1,6 @@
 """What the server's routes and stream send, one type per record kind, and
 the one function that makes each from what the store holds. The panel's
-types are generated from these (``src/payloads.ts``, by
+types are generated from these (``src/data/payloads.ts``, by
 ``scripts/payload_types.py``; ``tests/test_server_api.py`` fails where it is
 not up to date): ``XPayload`` is ``IX`` there, each ``#:`` comment its field's
 doc. Times are seconds since the epoch.

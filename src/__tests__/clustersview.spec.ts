@@ -1,10 +1,10 @@
-jest.mock('../api', () => ({}));
-jest.mock('../stream', () => ({}));
-jest.mock('../tabs', () => ({ DASHBOARD_PAGES: ['status'] }));
+jest.mock('../data/api', () => ({}));
+jest.mock('../data/stream', () => ({}));
+jest.mock('../panel/tabs', () => ({ DASHBOARD_PAGES: ['status'] }));
 
-import { ICluster } from '../api';
-import { ClustersView } from '../clusters';
-import { ClusterModel } from '../models';
+import type { ICluster } from '../data/api';
+import { ClustersView } from '../sections/clusters/view';
+import { ClusterModel } from '../sections/clusters/model';
 import { cluster } from './fixtures';
 
 /** A clusters view over a model that is told its clusters (no server). */

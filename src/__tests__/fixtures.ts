@@ -3,8 +3,8 @@
 // socket.
 import { Signal } from '@lumino/signaling';
 
-import { IArchiveRun, ICluster, IEvent, IMetric, IRun } from '../api';
-import type { ITarget } from '../stream';
+import type { IArchiveRun, ICluster, IEvent, IMetric, IRun } from '../data/api';
+import type { ITarget } from '../data/stream';
 import { FakeSocket } from './fakesocket';
 
 /** What a metrics model listens to of a stream: its rows and its resets. */

@@ -1,11 +1,11 @@
-jest.mock('../api', () => ({}));
-jest.mock('../stream', () => ({}));
+jest.mock('../data/api', () => ({}));
+jest.mock('../data/stream', () => ({}));
 
 import { Signal } from '@lumino/signaling';
 
-import { IFlag } from '../api';
-import { FlagsModel } from '../models';
-import { FlagsView } from '../flags';
+import type { IFlag } from '../data/api';
+import type { FlagsModel } from '../sections/flags/model';
+import { FlagsView } from '../sections/flags/view';
 
 /** A flags model the test tells its flags (no server, no socket). */
 class Flags {

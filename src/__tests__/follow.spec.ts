@@ -1,4 +1,4 @@
-import { FollowModel } from '../follow';
+import { FollowModel } from '../panel/follow';
 import { cluster, run } from './fixtures';
 
 /** The model, and every change it told, in order. */

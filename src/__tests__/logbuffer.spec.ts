@@ -1,5 +1,5 @@
-import { ILogLine } from '../api';
-import { LogBuffer, SHOW_ALL } from '../logbuffer';
+import type { ILogLine } from '../data/api';
+import { LogBuffer, SHOW_ALL } from '../sections/logs/buffer';
 
 function line(seq: number, message = `line ${seq}`): ILogLine {
   return {

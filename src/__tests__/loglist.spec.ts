@@ -1,4 +1,4 @@
-import { shortWorker } from '../loglist';
+import { shortWorker } from '../sections/logs/list';
 
 describe('shortWorker', () => {
   it('keeps what tells workers apart, in a narrow column', () => {

@@ -1,7 +1,7 @@
-import { LogsView } from '../logs';
-import { StoreStream } from '../stream';
+import { LogsView } from '../sections/logs/view';
+import { StoreStream } from '../data/stream';
 import { FakeSocket } from './fakesocket';
-import { Toolbar, ToolbarButton } from './uicomponents';
+import type { Toolbar, ToolbarButton } from './uicomponents';
 
 jest.mock('@jupyterlab/services', () =>
   jest.requireActual<typeof import('./fixtures')>('./fixtures').services()
@@ -9,7 +9,7 @@ jest.mock('@jupyterlab/services', () =>
 jest.mock('@jupyterlab/coreutils', () => ({
   URLExt: { join: (...parts: string[]) => parts.join('/') }
 }));
-jest.mock('../api', () => ({ requestAPI: jest.fn() }));
+jest.mock('../data/api', () => ({ requestAPI: jest.fn() }));
 
 /** After the view's next drawing frame. */
 async function drawn(): Promise<void> {

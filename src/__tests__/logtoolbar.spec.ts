@@ -1,6 +1,6 @@
-import { ILogLine } from '../api';
-import { SHOW_ALL } from '../logbuffer';
-import { LogsToolbar } from '../logtoolbar';
+import type { ILogLine } from '../data/api';
+import { SHOW_ALL } from '../sections/logs/buffer';
+import { LogsToolbar } from '../sections/logs/toolbar';
 
 function line(message: string, worker: string | null = null): ILogLine {
   return {

@@ -1,8 +1,8 @@
-import { MetricsModel } from '../metricsmodel';
-import { StoreStream } from '../stream';
+import { MetricsModel } from '../sections/metrics/model';
+import type { StoreStream } from '../data/stream';
 import { FakeMetricStream, sample } from './fixtures';
 
-jest.mock('../stream', () => ({}));
+jest.mock('../data/stream', () => ({}));
 
 function model(): [MetricsModel, FakeMetricStream] {
   const stream = new FakeMetricStream();

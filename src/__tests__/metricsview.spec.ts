@@ -1,12 +1,12 @@
 import { Widget } from '@lumino/widgets';
 
-import { MetricsView } from '../metrics';
-import { MetricsModel } from '../metricsmodel';
-import { StoreStream } from '../stream';
+import { MetricsView } from '../sections/metrics/view';
+import { MetricsModel } from '../sections/metrics/model';
+import type { StoreStream } from '../data/stream';
 import { FakeMetricStream, sample } from './fixtures';
 
-jest.mock('../stream', () => ({}));
-jest.mock('../status', () => ({
+jest.mock('../data/stream', () => ({}));
+jest.mock('../panel/status', () => ({
   StreamStatus: class {
     node = document.createElement('span');
     dispose(): void {

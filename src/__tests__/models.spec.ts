@@ -1,8 +1,9 @@
-jest.mock('../api', () => ({}));
-jest.mock('../stream', () => ({}));
+jest.mock('../data/api', () => ({}));
+jest.mock('../data/stream', () => ({}));
 
-import { IRun } from '../api';
-import { HistoryModel, PolledList } from '../models';
+import type { IRun } from '../data/api';
+import { PolledList } from '../data/polledlist';
+import { HistoryModel } from '../sections/history/model';
 
 /** A while: the poll's ticks go on timers. */
 function wait(ms: number): Promise<void> {

@@ -1,7 +1,7 @@
-import { ICluster, IRun } from '../api';
+import type { ICluster, IRun } from '../data/api';
 import { cluster, run } from './fixtures';
-import { LOG_TAIL, RUN_TAIL } from '../logbuffer';
-import { PanelModels } from '../panelmodels';
+import { LOG_TAIL, RUN_TAIL } from '../sections/logs/buffer';
+import { PanelModels } from '../panel/panelmodels';
 import { FakeSocket } from './fakesocket';
 
 jest.mock('@jupyterlab/services', () =>
@@ -15,7 +15,7 @@ const lists: { clusters: ICluster[]; runs: IRun[] } = {
   clusters: [],
   runs: []
 };
-jest.mock('../api', () => ({
+jest.mock('../data/api', () => ({
   fetchClusters: async () => lists.clusters,
   fetchRuns: async (limit: number) => ({
     runs: lists.runs.slice(0, limit),

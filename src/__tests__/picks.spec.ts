@@ -1,4 +1,4 @@
-import { TwoPicks } from '../picks';
+import { TwoPicks } from '../ui/picks';
 
 /** A list of cards with a box each, as the runs and team views draw them. */
 function cards(ids: string[]): HTMLUListElement {

@@ -1,9 +1,9 @@
-jest.mock('../api', () => ({}));
-jest.mock('../stream', () => ({}));
+jest.mock('../data/api', () => ({}));
+jest.mock('../data/stream', () => ({}));
 
-import { IRun } from '../api';
-import { RunsModel } from '../models';
-import { RunsView } from '../runs';
+import type { IRun } from '../data/api';
+import { RunsModel } from '../sections/runs/model';
+import { RunsView } from '../sections/runs/view';
 import { run } from './fixtures';
 
 /** A runs view over a model that is told its runs (no server). */

@@ -1,7 +1,8 @@
-import { ILogLine } from '../api';
-import { StreamConnection } from '../connection';
-import { StreamStatus } from '../status';
-import { ConnectionState, StoreStream } from '../stream';
+import type { ILogLine } from '../data/api';
+import { StreamConnection } from '../data/connection';
+import { StreamStatus } from '../panel/status';
+import type { ConnectionState } from '../data/stream';
+import { StoreStream } from '../data/stream';
 import { FakeSocket } from './fakesocket';
 
 jest.mock('@jupyterlab/services', () =>
@@ -11,7 +12,7 @@ jest.mock('@jupyterlab/coreutils', () => ({
   URLExt: { join: (...parts: string[]) => parts.join('/') }
 }));
 const requestAPI = jest.fn();
-jest.mock('../api', () => ({
+jest.mock('../data/api', () => ({
   requestAPI: (...args: unknown[]) => requestAPI(...args)
 }));
 

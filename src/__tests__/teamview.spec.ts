@@ -1,8 +1,8 @@
-jest.mock('../api', () => ({}));
-jest.mock('../stream', () => ({}));
+jest.mock('../data/api', () => ({}));
+jest.mock('../data/stream', () => ({}));
 
-import { TeamModel } from '../models';
-import { TeamView } from '../team';
+import { TeamModel } from '../sections/team/model';
+import { TeamView } from '../sections/team/view';
 import { archived } from './fixtures';
 
 async function settled(): Promise<void> {

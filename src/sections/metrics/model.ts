@@ -1,7 +1,8 @@
-import { IDisposable } from '@lumino/disposable';
-import { ISignal, Signal } from '@lumino/signaling';
+import type { IDisposable } from '@lumino/disposable';
+import type { ISignal } from '@lumino/signaling';
+import { Signal } from '@lumino/signaling';
 
-import { IEvent, IMetric, StoreStream } from './stream';
+import type { IEvent, IMetric, StoreStream } from '../../data/stream';
 
 /**
  * The samples a view keeps: names it draws, per worker and for the cluster.

@@ -1,10 +1,10 @@
-import { Message } from '@lumino/messaging';
+import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { element, heading, patchList, svg } from './dom';
-import { formatBytes, fromEpoch } from './format';
-import { StreamStatus } from './status';
-import { MetricsModel, Sample, Series } from './metricsmodel';
+import { element, heading, patchList, svg } from '../../ui/dom';
+import { formatBytes, fromEpoch } from '../../ui/format';
+import { StreamStatus } from '../../panel/status';
+import type { MetricsModel, Sample, Series } from './model';
 
 /**
  * One sparkline: what it plots from a worker's (or the cluster's) samples.

@@ -1,7 +1,10 @@
-import { ISignal, Signal } from '@lumino/signaling';
+import type { ISignal } from '@lumino/signaling';
+import { Signal } from '@lumino/signaling';
 
-import { IEvent, IFlag, ILogLine, IMetric, requestAPI } from './api';
-import { IChannel, StreamConnection } from './connection';
+import type { IEvent, IFlag, ILogLine, IMetric } from './api';
+import { requestAPI } from './api';
+import type { IChannel } from './connection';
+import { StreamConnection } from './connection';
 
 export type { IEvent, IFlag, ILogLine, IMetric };
 

@@ -1,30 +1,31 @@
 import { SidePanel } from '@jupyterlab/ui-components';
-import { Message } from '@lumino/messaging';
-import { ISignal } from '@lumino/signaling';
-import { AccordionPanel, SplitPanel, Widget } from '@lumino/widgets';
+import type { Message } from '@lumino/messaging';
+import type { ISignal } from '@lumino/signaling';
+import type { AccordionPanel, Widget } from '@lumino/widgets';
+import { SplitPanel } from '@lumino/widgets';
 
-import { ClustersView } from './clusters';
-import { FlagsView } from './flags';
-import { FollowModel } from './follow';
-import { HistoryView } from './history';
-import { observeIcon } from './icon';
-import { LogsView } from './logs';
-import { MetricsView } from './metrics';
+import { ClustersView } from '../sections/clusters/view';
+import { FlagsView } from '../sections/flags/view';
+import type { FollowModel } from './follow';
+import { HistoryView } from '../sections/history/view';
+import { observeIcon } from '../icon';
+import { LogsView } from '../sections/logs/view';
+import { MetricsView } from '../sections/metrics/view';
 import { PanelModels } from './panelmodels';
 import { ReplayBar } from './replay';
-import { RunsView } from './runs';
-import { TeamView } from './team';
-import { IPanelSettings } from './settings';
+import { RunsView } from '../sections/runs/view';
+import { TeamView } from '../sections/team/view';
+import type { IPanelSettings } from '../settings';
 import { SectionFolds, SectionSizer } from './sections';
-import { ITarget } from './stream';
-import { LogsTab } from './tabs';
+import type { ITarget } from '../data/stream';
+import type { LogsTab } from './tabs';
 
 /**
  * The DOM id of the side panel; acceptance checks and users' CSS rely on it.
  */
 export const PANEL_ID = 'dask-observe-panel';
 
-export { DEFAULT_SETTINGS, IPanelSettings } from './settings';
+export { DEFAULT_SETTINGS, IPanelSettings } from '../settings';
 
 /**
  * The Dask Observe side panel: the views of the store, drawing its models

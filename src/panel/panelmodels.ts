@@ -1,23 +1,19 @@
-import {
-  DisposableDelegate,
-  DisposableSet,
-  IDisposable
-} from '@lumino/disposable';
+import type { IDisposable } from '@lumino/disposable';
+import { DisposableDelegate, DisposableSet } from '@lumino/disposable';
 
-import { ICluster } from './api';
-import { StreamConnection } from './connection';
+import type { ICluster } from '../data/api';
+import { StreamConnection } from '../data/connection';
 import { FollowModel } from './follow';
-import { LOG_TAIL, RUN_TAIL } from './logbuffer';
-import { MetricsModel } from './metricsmodel';
-import {
-  ClusterModel,
-  FlagsModel,
-  HistoryModel,
-  RunsModel,
-  TeamModel
-} from './models';
-import { DEFAULT_SETTINGS, IPanelSettings } from './settings';
-import { StoreStream } from './stream';
+import { LOG_TAIL, RUN_TAIL } from '../sections/logs/buffer';
+import { MetricsModel } from '../sections/metrics/model';
+import { ClusterModel } from '../sections/clusters/model';
+import { FlagsModel } from '../sections/flags/model';
+import { HistoryModel } from '../sections/history/model';
+import { RunsModel } from '../sections/runs/model';
+import { TeamModel } from '../sections/team/model';
+import type { IPanelSettings } from '../settings';
+import { DEFAULT_SETTINGS } from '../settings';
+import { StoreStream } from '../data/stream';
 
 /**
  * How often the clusters are polled: as often as the lists, and at least

@@ -1,10 +1,11 @@
 import { Widget } from '@lumino/widgets';
 
-import { IRun } from './api';
-import { button, element, heading, patchList } from './dom';
-import { RUNS_PAGE, RunsModel } from './models';
-import { TwoPicks } from './picks';
-import { cardHead, cardMeta, runCard as card } from './cards';
+import type { IRun } from '../../data/api';
+import { button, element, heading, patchList } from '../../ui/dom';
+import { RUNS_PAGE } from '../../data/polledlist';
+import type { RunsModel } from './model';
+import { TwoPicks } from '../../ui/picks';
+import { cardHead, cardMeta, runCard as card } from '../../ui/cards';
 
 /**
  * The runs in the store, newest first, one compact card each, as its model

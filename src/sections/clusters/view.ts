@@ -1,10 +1,10 @@
 import { Widget } from '@lumino/widgets';
 
-import { ICluster } from './api';
-import { button, element, heading, patchList } from './dom';
-import { fromEpoch } from './format';
-import { ClusterModel } from './models';
-import { DASHBOARD_PAGES } from './tabs';
+import type { ICluster } from '../../data/api';
+import { button, element, heading, patchList } from '../../ui/dom';
+import { fromEpoch } from '../../ui/format';
+import type { ClusterModel } from './model';
+import { DASHBOARD_PAGES } from '../../panel/tabs';
 
 /**
  * The clusters that recorders watch, each with buttons for its dashboard's main

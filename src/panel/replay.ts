@@ -1,6 +1,6 @@
 import { Widget } from '@lumino/widgets';
 
-import { button, element } from './dom';
+import { button, element } from '../ui/dom';
 
 /**
  * The bar over the panel's views while they replay a run: which run, and a

@@ -1,10 +1,10 @@
 import { Widget } from '@lumino/widgets';
 
-import { element, heading, patchList } from './dom';
-import { fromEpoch } from './format';
-import { FlagsModel } from './models';
-import { StreamStatus } from './status';
-import { IFlag } from './api';
+import { element, heading, patchList } from '../../ui/dom';
+import { fromEpoch } from '../../ui/format';
+import type { FlagsModel } from './model';
+import { StreamStatus } from '../../panel/status';
+import type { IFlag } from '../../data/api';
 
 /**
  * The flags of the newest run, newest first: severity, kind, message and advice;

@@ -1,8 +1,9 @@
-import { ISignal, Signal } from '@lumino/signaling';
+import type { ISignal } from '@lumino/signaling';
+import { Signal } from '@lumino/signaling';
 
-import { element } from './dom';
-import { fromEpoch } from './format';
-import { ILogLine } from './api';
+import { element } from '../../ui/dom';
+import { fromEpoch } from '../../ui/format';
+import type { ILogLine } from '../../data/api';
 
 /**
  * Pixel height of one line; the list is virtualized on it. Narrower than

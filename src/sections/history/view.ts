@@ -1,9 +1,9 @@
 import { Widget } from '@lumino/widgets';
 
-import { IHistoryRun } from './api';
-import { element, heading, svg } from './dom';
-import { formatBytes, formatSeconds } from './format';
-import { HistoryModel } from './models';
+import type { IHistoryRun } from '../../data/api';
+import { element, heading, svg } from '../../ui/dom';
+import { formatBytes, formatSeconds } from '../../ui/format';
+import type { HistoryModel } from './model';
 
 const WIDTH = 240;
 const HEIGHT = 64;

@@ -1,8 +1,8 @@
-import { IDisposable } from '@lumino/disposable';
+import type { IDisposable } from '@lumino/disposable';
 import { Signal } from '@lumino/signaling';
 
-import { element } from './dom';
-import { ConnectionState, IGap, StoreStream } from './stream';
+import { element } from '../ui/dom';
+import type { ConnectionState, IGap, StoreStream } from '../data/stream';
 
 /**
  * A subscription's state in the user's words, beside a view's heading:

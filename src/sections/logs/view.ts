@@ -1,15 +1,20 @@
 import { launchIcon, Toolbar, ToolbarButton } from '@jupyterlab/ui-components';
-import { Message } from '@lumino/messaging';
+import type { Message } from '@lumino/messaging';
 import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { element, heading } from './dom';
-import { LogBuffer } from './logbuffer';
-export { LOG_TAIL } from './logbuffer';
-import { LogList } from './loglist';
-import { LogsToolbar } from './logtoolbar';
-import { stateWords } from './status';
-import { ConnectionState, IGap, ILogLine, StoreStream } from './stream';
+import { element, heading } from '../../ui/dom';
+import { LogBuffer } from './buffer';
+export { LOG_TAIL } from './buffer';
+import { LogList } from './list';
+import { LogsToolbar } from './toolbar';
+import { stateWords } from '../../panel/status';
+import type {
+  ConnectionState,
+  IGap,
+  ILogLine,
+  StoreStream
+} from '../../data/stream';
 
 /**
  * What the logs say before there is anything to follow.

@@ -1,10 +1,11 @@
 import { Widget } from '@lumino/widgets';
 
-import { IArchiveRun } from './api';
-import { button, element, heading, patchList } from './dom';
-import { RUNS_PAGE, TeamModel } from './models';
-import { TwoPicks } from './picks';
-import { cardHead, cardMeta, runCard } from './cards';
+import type { IArchiveRun } from '../../data/api';
+import { button, element, heading, patchList } from '../../ui/dom';
+import { RUNS_PAGE } from '../../data/polledlist';
+import type { TeamModel } from './model';
+import { TwoPicks } from '../../ui/picks';
+import { cardHead, cardMeta, runCard } from '../../ui/cards';
 
 /**
  * The team's runs: those published to the archive (`observe.archive`) from

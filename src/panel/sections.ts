@@ -1,7 +1,9 @@
-import { IDisposable } from '@lumino/disposable';
+import type { IDisposable } from '@lumino/disposable';
 import { MessageLoop } from '@lumino/messaging';
-import { ISignal, Signal } from '@lumino/signaling';
-import { AccordionPanel, Widget } from '@lumino/widgets';
+import type { ISignal } from '@lumino/signaling';
+import { Signal } from '@lumino/signaling';
+import type { AccordionPanel } from '@lumino/widgets';
+import { Widget } from '@lumino/widgets';
 
 /**
  * Pixels the filler's list (the log lines) keeps while the other sections

@@ -1,7 +1,8 @@
-import { IDisposable } from '@lumino/disposable';
-import { ISignal, Signal } from '@lumino/signaling';
+import type { IDisposable } from '@lumino/disposable';
+import type { ISignal } from '@lumino/signaling';
+import { Signal } from '@lumino/signaling';
 
-import { ILogLine } from './api';
+import type { ILogLine } from '../../data/api';
 
 /**
  * Rows a live view starts with: about the newest so many of its cluster.

@@ -1,18 +1,19 @@
 import { IFrame, MainAreaWidget } from '@jupyterlab/apputils';
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
-import { Message } from '@lumino/messaging';
-import { ISignal } from '@lumino/signaling';
+import type { Message } from '@lumino/messaging';
+import type { ISignal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { ICluster } from './api';
-import { button, element } from './dom';
-import { fromEpoch } from './format';
-import { observeIcon } from './icon';
-import { LOG_TAIL, LogsView } from './logs';
-import { ClusterModel } from './models';
-import { ITarget, StoreStream } from './stream';
-import { IGoneWorkers } from './tokens';
+import type { ICluster } from '../data/api';
+import { button, element } from '../ui/dom';
+import { fromEpoch } from '../ui/format';
+import { observeIcon } from '../icon';
+import { LOG_TAIL, LogsView } from '../sections/logs/view';
+import type { ClusterModel } from '../sections/clusters/model';
+import type { ITarget } from '../data/stream';
+import { StoreStream } from '../data/stream';
+import type { IGoneWorkers } from '../tokens';
 
 /**
  * The pages of the scheduler's dashboard that the panel offers.

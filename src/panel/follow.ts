@@ -1,7 +1,8 @@
-import { ISignal, Signal } from '@lumino/signaling';
+import type { ISignal } from '@lumino/signaling';
+import { Signal } from '@lumino/signaling';
 
-import { ICluster, IRun } from './api';
-import { ITarget } from './stream';
+import type { ICluster, IRun } from '../data/api';
+import type { ITarget } from '../data/stream';
 
 /**
  * What the panel's live views follow, and why: the newest live cluster; with

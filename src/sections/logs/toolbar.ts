@@ -1,8 +1,10 @@
-import { ISignal, Signal } from '@lumino/signaling';
+import type { ISignal } from '@lumino/signaling';
+import { Signal } from '@lumino/signaling';
 
-import { element, styledSelect } from './dom';
-import { ILogLine } from './api';
-import { LineFilter, SHOW_ALL } from './logbuffer';
+import { element, styledSelect } from '../../ui/dom';
+import type { ILogLine } from '../../data/api';
+import type { LineFilter } from './buffer';
+import { SHOW_ALL } from './buffer';
 
 const LEVELS: Record<string, number> = {
   DEBUG: 10,
