@@ -34,7 +34,7 @@ from distributed import Client, LocalCluster
 
 import dask_observe
 from dask_observe.diagnose import flag_list
-from dask_observe.recording import ending
+from dask_observe.recording import finish
 from dask_observe.server import routes
 from dask_observe.store import BaseStore
 from dask_observe.store.retention import file_bytes
@@ -112,9 +112,9 @@ def main() -> None:
         run = store.run("last")
         # As the run's end does at that size (in a thread after the block):
         # the verdict its real end stored was of its own 22,000 tasks.
-        if hasattr(ending, "judge"):  # with the report's task figures
+        if hasattr(finish, "judge"):  # with the report's task figures
             flags = timed(
-                "the run's end (verdict, task figures)", lambda: ending.judge(run)
+                "the run's end (verdict, task figures)", lambda: finish.judge(run)
             )
         else:
             flags = timed(

@@ -143,9 +143,9 @@ def test_a_recorded_cells_end_is_whole_once_its_report_was_shown(
     # what is kept, would show the run without them.
     import sqlite3
 
-    from dask_observe.recording import ending
+    from dask_observe.recording import finish
 
-    monkeypatch.setattr(ending, "SHOWN_WAIT_S", 3600.0)
+    monkeypatch.setattr(finish, "SHOWN_WAIT_S", 3600.0)
     ip.user_ns["client"] = client
     run(ip, "%%dask_record kept\nclient.submit(sum, [1, 2], pure=False).result()\n")
 

@@ -10,13 +10,12 @@ as such a store.
 from __future__ import annotations
 
 import os
-import threading
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import config, store
+from dask_observe.api.ends import PendingEnd, pending_end, wait_ends
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -24,113 +23,6 @@ if TYPE_CHECKING:
     from dask_observe.diagnose import Flag
     from dask_observe.export.otlp import Sent
     from dask_observe.report import Report
-
-
-class Ending:
-    """The end of a run still being written in this process, after its block
-    returned (``Recording.stop``): its last records (every worker flushed) and
-    its row closed, then its settings, environment and verdict (flags), then
-    what only later readers need (its history figures, the export's end,
-    retention), by a thread of its own. Readers in this process wait for it
-    (never a half-ended run), and take the flags it judged rather than judge
-    again; where a report follows (a recorded cell), only until the verdict,
-    until it was shown. The next run of its store, and its client's close,
-    wait for its records (:meth:`wait_closed`)."""
-
-    def __init__(self, key: tuple[str, int]) -> None:
-        self.key = key
-        self.thread: threading.Thread | None = None
-        #: The run's flags, once judged.
-        self.flags: list[Flag] | None = None
-        #: A reader here shows the run's report as soon as it is judged (a
-        #: recorded cell): what it does not show waits until it was shown
-        #: (:meth:`shown`), not to hold that cell up.
-        self.report_follows = False
-        self._closed = threading.Event()
-        self._judged = threading.Event()
-        self._shown = threading.Event()
-        self._done = threading.Event()
-
-    def wait(self) -> bool:
-        """Wait until the end is written (until its verdict is, while a report
-        that follows is not shown yet); False (at once) in its own thread."""
-        if self.thread is threading.current_thread():
-            return False
-        if self.report_follows and not self._shown.is_set():
-            self._judged.wait()
-        else:
-            self._done.wait()
-        return True
-
-    def wait_closed(self, timeout: float | None = None) -> None:
-        """Wait until the run's records are all stored and its row closed
-        (not in its own thread)."""
-        if self.thread is not threading.current_thread():
-            self._closed.wait(timeout)
-
-    def close(self) -> None:
-        """The run's records are stored and its row closed."""
-        self._closed.set()
-
-    def judged(self) -> None:
-        """The run's settings, environment and verdict are stored."""
-        self._closed.set()
-        self._judged.set()
-
-    def shown(self) -> None:
-        """The reader that ``report_follows`` named showed the report."""
-        self._shown.set()
-
-    def wait_shown(self, timeout: float) -> None:
-        """Where a report follows, wait (up to ``timeout``) until it was shown."""
-        if self.report_follows:
-            self._shown.wait(timeout)
-
-    def finish(self) -> None:
-        with _endings_lock:
-            _endings.pop(self.key, None)
-        self._closed.set()
-        self._judged.set()
-        self._done.set()
-
-
-_endings: dict[tuple[str, int], Ending] = {}
-_endings_lock = threading.Lock()
-
-
-def begin_ending(source: store.BaseStore, run_id: int) -> Ending:
-    """Register the end of ``run_id`` as being written (see :class:`Ending`)."""
-    ending = Ending((str(source.path), run_id))
-    with _endings_lock:
-        _endings[ending.key] = ending
-    return ending
-
-
-def wait_closing(source: store.BaseStore | None, timeout: float | None = None) -> None:
-    """Wait (up to ``timeout`` in all) until the runs of ``source`` (None:
-    of any store) whose end is being written here have their records stored
-    and their rows closed: a run starting after another, or the client
-    closing, must not come between a run and its last records."""
-    with _endings_lock:
-        pending = [
-            e
-            for e in _endings.values()
-            if source is None or e.key[0] == str(source.path)
-        ]
-    until = None if timeout is None else time.monotonic() + timeout
-    for ending in pending:
-        left = None if until is None else max(until - time.monotonic(), 0.0)
-        ending.wait_closed(left)
-
-
-def _wait_endings(source: store.BaseStore) -> None:
-    """Wait for every run end of this store still being written here."""
-    with _endings_lock:
-        pending = [e for e in _endings.values() if e.key[0] == str(source.path)]
-    if any(e.thread is threading.current_thread() for e in pending):
-        return  # one end never waits for another: two that prune would hang
-    for ending in pending:
-        ending.wait()
 
 
 class Run(store.RunData):
@@ -142,7 +34,7 @@ class Run(store.RunData):
 
     _flags: list[Flag] | None = None
     #: The end of this run this process still writes (None: none).
-    _ending: Ending | None = None
+    _end: PendingEnd | None = None
     #: The run's id in the archive it was read from, and that archive's URL
     #: (None: a run of a local store).
     archive_uid: str | None = None
@@ -150,8 +42,7 @@ class Run(store.RunData):
 
     def __init__(self, source: store.BaseStore, record: dict[str, Any]) -> None:
         super().__init__(source, record)
-        with _endings_lock:
-            self._ending = _endings.get((str(source.path), self.id))
+        self._end = pending_end(source, self.id)
 
     def _settle(self) -> None:
         """Wait for the end of this run still being written here, if any, then
@@ -159,13 +50,13 @@ class Run(store.RunData):
         flags. What a run's end writes after its block returned (its status
         and window, its fine metrics and profile) is read through this hook
         (``RunData._settle``): those readers wait for it."""
-        ending = self._ending
-        if ending is None or not ending.wait():
+        end = self._end
+        if end is None or not end.wait():
             return
-        self._ending = None
+        self._end = None
         super().refresh()
-        if ending.flags is not None:
-            self._flags = ending.flags
+        if end.flags is not None:
+            self._flags = end.flags
 
     def profile_trees(self, native: bool = True) -> dict[str, Any]:
         """distributed's profile of the run as trees, by prefix ("" for the
@@ -376,7 +267,7 @@ class Store(store.BaseStore):
         self, limit: int | None = None, *, brief: bool = False
     ) -> list[dict[str, Any]]:
         # A listing shows every run's flag count: wait for those being written.
-        _wait_endings(self)
+        wait_ends(self)
         return super().run_records(limit, brief=brief)
 
     run_records.__doc__ = store.BaseStore.run_records.__doc__

@@ -3,7 +3,7 @@ cluster (:mod:`.plugins`, or what distributed keeps where they cannot run:
 :mod:`.fallback`), the recorder that copies its telemetry into the store
 (:mod:`.recorder`), a run's span (:mod:`.span`), its start and end
 (:mod:`.lifecycle`, with :mod:`.measures`, :mod:`.environment` and
-:mod:`.ending`), and ``dask_observe.record()`` (:mod:`.block`).
+:mod:`.finish`), and ``dask_observe.record()`` (:mod:`.block`).
 
 (Not named ``record``: that is the public function ``dask_observe.record``,
 which a subpackage of the same name would hide once imported.)"""

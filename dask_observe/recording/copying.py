@@ -72,7 +72,7 @@ class Copier:
     #: each pull names them, so that a scheduler closing meanwhile waits for
     #: their end (the capture's ``before_close``). Added and removed by the
     #: runs' threads: read by copy.
-    ending: set[str]
+    spans_ending: set[str]
     liveness: Liveness
 
     def _begin_at_recent(self, hello: dict[str, Any] | None) -> None:
@@ -139,7 +139,7 @@ class Copier:
             records = [(n, r) for n, r in pulled["records"] if n > cursor]
             return instance, cursor, {**pulled, "records": records}
         asked: dict[str, Any] = {"cursor": cursor, "instance": instance}
-        ending = self.ending.copy()
+        ending = self.spans_ending.copy()
         if ending and (self.hello or {}).get("ending"):
             asked["ending"] = sorted(ending)
         with self.liveness.asking():  # the scheduler's own answer, no worker's

@@ -16,6 +16,7 @@ import functools
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,38 @@ def script_code() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         pass
     return code
+
+
+#: How long a run's end waits for its start's environment to be assembled
+#: (asking the workers): after that the end's own view is stored alone.
+START_WAIT_S = 30.0
+
+
+class StartedIn:
+    """The environment a run started in, as its start's thread assembles it."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.workers: dict[str, dict[str, Any]] = {}
+        self.code: dict[str, Any] | None = None
+        self.thread: threading.Thread | None = None
+        #: Set when the run ended: its end assembles all of it then.
+        self.ended = threading.Event()
+
+
+@functools.cache
+def client_environment() -> dict[str, Any]:
+    """This process's Python, OS and packages (``plugins.process_environment``),
+    read once."""
+    from dask_observe.recording import plugins
+
+    return plugins.process_environment()
+
+
+def cluster_environment(hello: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The scheduler's process's environment, as its capture said hello; for
+    a scheduler in this process (``in_process``: its hello leaves it out),
+    this process's."""
+    if hello is not None and hello.get("in_process"):
+        return client_environment()
+    return (hello or {}).get("environment")

@@ -17,21 +17,24 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import redact
-from dask_observe.api import Ending, Run, Store, begin_ending, wait_closing
+from dask_observe.api import Run, Store
+from dask_observe.api.ends import PendingEnd, Stage, begin_end, wait_records_stored
 from dask_observe.capture.shipper import CLOCK_S
 from dask_observe.capture.wire import EventRecord
 from dask_observe.recording import graphs, link
-from dask_observe.recording.ending import (
-    Closing,
-    RunEnd,
+from dask_observe.recording.environment import (
     StartedIn,
     client_environment,
     cluster_environment,
-    hold_close,
+)
+from dask_observe.recording.finish import (
+    EndSnapshot,
+    Finisher,
+    hold_client_close,
     import_for_end,
     not_whole,
     run_settings,
-    start_end,
+    start_finisher,
     stored_counts,
 )
 from dask_observe.recording.measures import FineMeter, fine_map, profiles
@@ -93,7 +96,7 @@ class Recording:
         #: Whoever stops the run shows its report right away (a recorded
         #: cell): its end's last writes wait until :meth:`report_shown`.
         self.report_follows = False
-        self._ending: Ending | None = None
+        self._pending_end: PendingEnd | None = None
         self._span: contextlib.AbstractContextManager[str | None] | None = None
         self._span_id: str | None = None
         self._recorder: Recorder | None = None
@@ -163,7 +166,7 @@ class Recording:
         # copies the cluster's recent lines before its first run: those still
         # on a worker came during the run, 2,000 once the end was slow).
         # Nothing is waited for where no end is being written.
-        wait_closing(None)
+        wait_records_stored(None)
         hide_span_annotation_warning()
         self._recorder = Recorder.acquire(self.client, self.store, self.redact)
         self._span = (
@@ -291,9 +294,10 @@ class Recording:
         The block returns once the run's span is closed: the run's last
         records (every worker flushed: a round trip to the scheduler), its row
         closed and what is made of it are written by a thread of its own
-        (``api.Ending``, 3-5 ms of the block before: a run should cost what
+        (``api.ends``, 3-5 ms of the block before: a run should cost what
         its start costs). Readers in this process wait for it, and so do the
-        next run of its store and its client's close (``ending.hold_close``).
+        next run of its store and its client's close
+        (``finish.hold_client_close``).
         """
         assert self.run is not None and self._span is not None, "not started"
         assert self._recorder is not None
@@ -302,45 +306,45 @@ class Recording:
         ended = self._now()
         self._span.__exit__(None, None, None)
         self._graphs_said = self._graphs.close()
-        closing = Closing.read()
-        ending = begin_ending(self.store, self.run.id)
-        ending.report_follows = self.report_follows
-        self._ending = ending
-        if self._recorder.partial is not None or not hold_close(self.client):
+        closing = EndSnapshot.read()
+        end = begin_end(self.store, self.run.id)
+        end.report_follows = self.report_follows
+        self._pending_end = end
+        if self._recorder.partial is not None or not hold_client_close(self.client):
             # What distributed holds of a run without the capture is read
             # here; so is all of a run whose client's close could not wait.
             # Store errors raise, as the block's own would.
             try:
-                end = self._close(self.store, status, ended, closing)
+                finisher = self._close(self.store, status, ended, closing)
             except BaseException:
-                ending.finish()
+                end.reach(Stage.DONE)
                 raise
-            ending.close()
-            start_end(ending, closing, end.write, ending)
+            end.reach(Stage.RECORDS_STORED)
+            start_finisher(end, closing, finisher.write, end)
         else:
             if self._span_id is not None:  # a closing scheduler waits for it
-                self._recorder.ending.add(self._span_id)
-            start_end(ending, closing, self._finish, status, ended, closing, ending)
-        self.run._ending = ending
+                self._recorder.spans_ending.add(self._span_id)
+            start_finisher(end, closing, self._finish, status, ended, closing, end)
+        self.run._end = end
         return self.run
 
     def report_shown(self) -> None:
         """The run's report was shown (see ``report_follows``)."""
-        if self._ending is not None:
-            self._ending.shown()
+        if self._pending_end is not None:
+            self._pending_end.shown()
 
     def _finish(
-        self, status: str, ended: float, closing: Closing, ending: Ending
+        self, status: str, ended: float, closing: EndSnapshot, end: PendingEnd
     ) -> None:
         """The run's end, by its thread: its last records and row, then what is
-        made of them (``RunEnd.write``). A store that fails here is a warning:
-        what was stored before is kept."""
-        end = None
+        made of them (``Finisher.write``). A store that fails here is a
+        warning: what was stored before is kept."""
+        finisher = None
         try:
             # A connection of its own: whoever opened the run's store may
             # close it as soon as the block returned (a cell does).
             with Store(self.store.path) as store:
-                end = self._close(store, status, ended, closing)
+                finisher = self._close(store, status, ended, closing)
         except Exception as e:
             logger.warning(
                 "dask-observe: the end of run %r could not be stored (%s); "
@@ -350,26 +354,27 @@ class Recording:
             )
         finally:
             if self._recorder is not None and self._span_id is not None:
-                self._recorder.ending.discard(self._span_id)  # its end came, or not
+                # Its end came, or not: the scheduler waits for it no more.
+                self._recorder.spans_ending.discard(self._span_id)
             # A run that will be judged has what judging imports imported
             # before its client's close goes on (and its cluster's, usually
             # closed after it): see ``END_IMPORTS``.
-            if end is not None:
+            if finisher is not None:
                 try:
                     import_for_end()
                 except ImportError as e:  # the rules say what they miss
                     logger.warning(
                         "dask-observe: cannot judge run %r: %s", self.name, e
                     )
-            ending.close()
-        if end is None:
-            ending.finish()
+            end.reach(Stage.RECORDS_STORED)
+        if finisher is None:
+            end.reach(Stage.DONE)
         else:
-            end.write(ending)
+            finisher.write(end)
 
     def _close(
-        self, store: Store, status: str, ended: float, closing: Closing
-    ) -> RunEnd:
+        self, store: Store, status: str, ended: float, closing: EndSnapshot
+    ) -> Finisher:
         """Store the run's last records and close its row, through ``store``."""
         assert self._recorder is not None
         if self._recorder.partial is not None:
@@ -469,8 +474,8 @@ class Recording:
         return self._end(store, status, counts, ended, closing, workers, not_kept)
 
     def _stop_lost(
-        self, store: Store, ended: float, closing: Closing, why: str
-    ) -> RunEnd:
+        self, store: Store, ended: float, closing: EndSnapshot, why: str
+    ) -> Finisher:
         """The scheduler died during the run: it ends ``failed``, with what was
         pulled before (the scheduler's last lines: a closing scheduler waits
         for its recorder to read them) and an event that says so."""
@@ -487,8 +492,8 @@ class Recording:
         return self._end(store, "failed", counts, ended, closing)
 
     def _stop_partial(
-        self, store: Store, status: str, ended: float, closing: Closing
-    ) -> RunEnd:
+        self, store: Store, status: str, ended: float, closing: EndSnapshot
+    ) -> Finisher:
         """End a run whose cluster has no capture plugins with what distributed
         still holds of it (``fallback``)."""
         from dask_observe.recording import fallback
@@ -517,14 +522,14 @@ class Recording:
         status: str,
         counts: dict[str, int],
         ended: float,
-        closing: Closing,
+        closing: EndSnapshot,
         workers: dict[str, dict[str, Any]] | None = None,
         not_kept: str | None = None,
-    ) -> RunEnd:
+    ) -> Finisher:
         """Close the run's row: its data is all stored (or, with ``not_kept``,
         the store's error, marked partial). What is made of it (the settings
         it is judged under, the environment it ran in, its flags judged once,
-        the live export's end, retention) is the ``RunEnd`` returned."""
+        the live export's end, retention) is the ``Finisher`` returned."""
         assert self.run is not None and self._recorder is not None
         workers = workers or {}
         settings = run_settings({w: a["memory"] for w, a in workers.items()}, closing)
@@ -542,7 +547,7 @@ class Recording:
             if not_kept is None
             else not_whole(store, self.run.id, not_kept, counts),
         )
-        return RunEnd(
+        return Finisher(
             str(self.store.path), self.run.id, status, ended, self.redact,
             self._recorder.hello, self._started_in, self.code, self._export,
             workers, settings, closing,

@@ -413,7 +413,7 @@ def hello(client: Client) -> dict[str, Any] | None:
     # A scheduler in this process (a LocalCluster's) is asked on its loop:
     # ``run_on_scheduler`` pickled this module's functions by value for it,
     # and its environment is this process's, read after the block
-    # (``ending.cluster_environment``): ~10 ms of a first recorded block.
+    # (``environment.cluster_environment``): ~10 ms of a first recorded block.
     address = str(getattr(client.scheduler, "address", ""))
     scheduler = link.local_scheduler(client, address)
     loop = link.scheduler_loop(scheduler)

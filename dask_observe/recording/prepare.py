@@ -22,7 +22,7 @@ import threading
 logger = logging.getLogger(__name__)
 
 #: The modules a run's start and end import (the run's end thread aside: it
-#: imports its own, ``ending.END_IMPORTS``, before its client may close):
+#: imports its own, ``finish.END_IMPORTS``, before its client may close):
 #: ``tests/test_magics.py`` checks that a first recorded block after
 #: :func:`prepare` imports none of ours.
 FIRST_RUN_IMPORTS = (
@@ -39,7 +39,7 @@ FIRST_RUN_IMPORTS = (
 )
 
 #: What a recorded cell's end and report import beyond its start: what its
-#: end judges with (``ending.END_IMPORTS``: pandas, whose import alone, ~0.3 s,
+#: end judges with (``finish.END_IMPORTS``: pandas, whose import alone, ~0.3 s,
 #: was most of a first recorded one-task cell: 366 ms against 9 ms
 #: unrecorded) and the report's drawing. Imported by a thread of its own once
 #: the extension is ready (:func:`warm_up`): between a notebook's cells, not
@@ -75,10 +75,10 @@ def prepare() -> None:
 
 
 def warm_up() -> threading.Thread:
-    """Import ``ending.END_IMPORTS`` and ``WARM_IMPORTS`` by a thread of its
+    """Import ``finish.END_IMPORTS`` and ``WARM_IMPORTS`` by a thread of its
     own (a daemon: a process that exits meanwhile does not wait for it)."""
 
-    from dask_observe.recording.ending import END_IMPORTS
+    from dask_observe.recording.finish import END_IMPORTS
 
     def imports() -> None:
         for name in (*END_IMPORTS, *WARM_IMPORTS):

@@ -131,7 +131,7 @@ class Recorder(Copier):
         #: under ``redact.enabled: False`` was stored redacted). Between runs,
         #: as configured now.
         self._redactors: list[redact.Redactor] = []
-        self.ending: set[str] = set()
+        self.spans_ending: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pull_lock = threading.Lock()
@@ -416,7 +416,7 @@ class Recorder(Copier):
         connected: a scheduler that died is not asked again (each call to it
         would wait out distributed's connect timeout). With ``closing``, a
         client closing counts too: a run's end, which its close waits for
-        (``ending.hold_close``), still reaches the scheduler through it."""
+        (``finish.hold_client_close``), still reaches the scheduler through it."""
         statuses = ("running", "closing") if closing else ("running",)
         return self.client.status in statuses and not self.failing and not self.closed
 

@@ -1,14 +1,18 @@
-"""A run's end after its block returned: the environment it started in
-(assembled by a thread of its own) completed with what its end saw, the
-settings it is judged under, its flags judged once, the live export's end,
-retention, and publishing to the team's archive (:class:`RunEnd`)."""
+"""What a run's end does after its block returned, by a thread of its own:
+the *finisher* (:class:`Finisher`). Its stages and who waits for each are
+``api.ends``'s (``PendingEnd``). As the block ends, the config the end needs
+is taken (:class:`EndSnapshot`: the block's own ``dask.config.set`` ends with
+it); then the finisher stores the run's settings and environment (the one it
+started in, ``environment.StartedIn``, completed with what its end saw),
+judges its flags once, keeps its history figures, ends the live export,
+applies retention and publishes to the team's archive. A client's close waits
+for the ends' records (:func:`hold_client_close`)."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
 import copy
-import functools
 import importlib
 import json
 import logging
@@ -16,7 +20,14 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.api import Ending, Run, Store, wait_closing
+from dask_observe.api import Run, Store
+from dask_observe.api.ends import PendingEnd, Stage, wait_records_stored
+from dask_observe.recording import environment
+from dask_observe.recording.environment import (
+    StartedIn,
+    client_environment,
+    cluster_environment,
+)
 from dask_observe.store import RunData
 
 if TYPE_CHECKING:
@@ -31,23 +42,6 @@ if TYPE_CHECKING:
     from dask_observe.store.retention import Policy
 
 logger = logging.getLogger("dask_observe.recording.lifecycle")
-
-#: How long a run's end waits for its start's environment to be assembled
-#: (asking the workers): after that the end's own view is stored alone.
-START_WAIT_S = 30.0
-
-
-class StartedIn:
-    """The environment a run started in, as its start's thread assembles it."""
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.config = config
-        self.workers: dict[str, dict[str, Any]] = {}
-        self.code: dict[str, Any] | None = None
-        self.thread: threading.Thread | None = None
-        #: Set when the run ended: its end assembles all of it then.
-        self.ended = threading.Event()
-
 
 #: What a run's end imports to judge it (pandas, the rules, the report's
 #: task figures, what its name's history reads of it: ~0.4 s the first
@@ -70,26 +64,8 @@ def import_for_end() -> None:
         importlib.import_module(name)
 
 
-@functools.cache
-def client_environment() -> dict[str, Any]:
-    """This process's Python, OS and packages (``plugins.process_environment``),
-    read once."""
-    from dask_observe.recording import plugins
-
-    return plugins.process_environment()
-
-
-def cluster_environment(hello: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The scheduler's process's environment, as its capture said hello; for
-    a scheduler in this process (``in_process``: its hello leaves it out),
-    this process's."""
-    if hello is not None and hello.get("in_process"):
-        return client_environment()
-    return (hello or {}).get("environment")
-
-
 @dataclass
-class Closing:
+class EndSnapshot:
     """What a run's end takes from the config as its block ends: the block's
     own ``dask.config.set`` ends as soon as it returns, and the end is
     written after that."""
@@ -106,10 +82,10 @@ class Closing:
     archive: tuple[str | None, dict[str, Any]]
 
     @classmethod
-    def read(cls) -> Closing:
+    def read(cls) -> EndSnapshot:
         from dask_observe import config
         from dask_observe.archive.location import configured as configured_archive
-        from dask_observe.recording import environment, plugins
+        from dask_observe.recording import plugins
         from dask_observe.store.retention import Policy
 
         try:
@@ -127,7 +103,7 @@ class Closing:
 
 
 def run_settings(
-    thresholds: dict[str, dict[str, float | bool]], closing: Closing
+    thresholds: dict[str, dict[str, float | bool]], closing: EndSnapshot
 ) -> dict[str, Any]:
     """The settings a run is judged under (``Run.settings``): the memory
     thresholds its workers reported (``thresholds``, by worker; the most common
@@ -146,10 +122,11 @@ def run_settings(
 
 
 @dataclass
-class RunEnd:
+class Finisher:
     """What is made of a run once its block returned, by a thread of its own
-    (``Recording._end`` starts it with the config as the block ended):
-    readers in this process wait for it (``api.Ending``), not the block."""
+    (``Recording.stop`` starts it with the config as the block ended):
+    readers in this process wait for it (``api.ends.PendingEnd``), not the
+    block."""
 
     store_path: str
     run_id: int
@@ -168,9 +145,9 @@ class RunEnd:
     workers: dict[str, dict[str, Any]]
     settings: dict[str, Any]
     #: The config as the run's block ended.
-    closing: Closing
+    closing: EndSnapshot
 
-    def write(self, ending: Ending) -> None:
+    def write(self, end: PendingEnd) -> None:
         """The settings and environment, the verdict, the export's end and
         retention; then, once readers stopped waiting, the publishing."""
         store: Store | None = None
@@ -193,13 +170,13 @@ class RunEnd:
                 logger.warning("dask-observe: cannot record the run's settings: %s", e)
             run = Run.of(store, self.run_id)
             flags, pace = judge(run)
-            ending.flags = flags
+            end.flags = flags
             # Readers of the run go on; what only a history, the export and
             # the store's size need follows, once a cell that shows the
             # report showed it: a one-task cell's report waited ~8 ms more
             # for these (its history figures 7 ms, on the kernel's GIL).
-            ending.judged()
-            ending.wait_shown(SHOWN_WAIT_S)
+            end.reach(Stage.JUDGED)
+            end.wait_shown(SHOWN_WAIT_S)
             if pace is not None:
                 keep_history_figures(run, pace)
             if self.export is not None:  # the run's trace ends, with its flags
@@ -212,7 +189,7 @@ class RunEnd:
         finally:
             if store is not None:
                 store.close()
-            ending.finish()
+            end.reach(Stage.DONE)
         url, options = self.closing.archive
         if url:
             from dask_observe.archive.publish import publish_at_end
@@ -229,12 +206,10 @@ class RunEnd:
         with what its end saw: workers that joined (their versions), config
         keys set meanwhile. Its shape stays the start's, unless no worker had
         joined yet (an adaptive cluster scaling up)."""
-        from dask_observe.recording import environment
-
         started = self.started_in
         if started is not None and started.thread is not None:
             started.ended.set()
-            started.thread.join(START_WAIT_S)
+            started.thread.join(environment.START_WAIT_S)
         before = started.workers if started is not None else {}
         code = started.code if started is not None else None
         if code is None:
@@ -250,7 +225,7 @@ class RunEnd:
 
 
 #: How long the end of a run whose report a cell shows waits for that cell
-#: to show it, before its last writes (``Ending.report_follows``).
+#: to show it, before its last writes (``PendingEnd.report_follows``).
 SHOWN_WAIT_S = 5.0
 
 #: How long a client's close waits for the ends of its runs (their last
@@ -258,7 +233,7 @@ SHOWN_WAIT_S = 5.0
 CLOSE_WAIT_S = 30.0
 
 
-class _EndsFirst:
+class _WaitForEnds:
     """A client "preload" that only waits, as the client closes (it tears its
     preloads down first thing), until the runs whose end is still being
     written here have their last records: those come through the client."""
@@ -270,35 +245,33 @@ class _EndsFirst:
 
     async def teardown(self) -> None:
         # Off the client's event loop: the ends' round trips run on it.
-        await asyncio.to_thread(wait_closing, None, CLOSE_WAIT_S)
+        await asyncio.to_thread(wait_records_stored, None, CLOSE_WAIT_S)
 
 
-def hold_close(client: Client) -> bool:
+def hold_client_close(client: Client) -> bool:
     """Have ``client``'s close wait for the ends of runs being written in this
-    process (:class:`_EndsFirst` among its preloads), so that a script that
+    process (:class:`_WaitForEnds` among its preloads), so that a script that
     closes its client right after a block loses nothing; False where the
     client has no such list (a run then ends within its block)."""
     preloads = getattr(getattr(client, "preloads", None), "_preloads", None)
     if not isinstance(preloads, list):
         return False
-    if not any(isinstance(p, _EndsFirst) for p in preloads):
-        preloads.append(_EndsFirst())
+    if not any(isinstance(p, _WaitForEnds) for p in preloads):
+        preloads.append(_WaitForEnds())
     return True
 
 
-def start_end(
-    ending: Ending, closing: Closing, target: Callable[..., None], *args: Any
+def start_finisher(
+    end: PendingEnd, closing: EndSnapshot, target: Callable[..., None], *args: Any
 ) -> None:
     """Start the run's end thread: not a daemon, so that a script that ends
     with its block still writes it (and publishes it, with an archive)."""
-    ending.thread = threading.Thread(
-        target=target, args=args, name="dask-observe-run-end"
-    )
-    ending.thread.start()
+    end.thread = threading.Thread(target=target, args=args, name="dask-observe-run-end")
+    end.thread.start()
     if closing.archive[0]:
         from dask_observe.archive.publish import hold_exit_for
 
-        hold_exit_for(ending.thread)
+        hold_exit_for(end.thread)
 
 
 def stored_tasks(store: Store, run_id: int) -> pd.DataFrame:
