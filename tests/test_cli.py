@@ -227,8 +227,8 @@ def test_a_store_setting_that_is_no_path_is_a_clear_error(tmp_path: Path) -> Non
 def test_the_command_line_offers_every_source_the_store_filters_by() -> None:
     # commands.py stays free of the store's imports (a CLI's start): its
     # list is written out, and must name what tasks wrote as the store does.
-    from dask_observe.commands import SOURCES
     from dask_observe.store.queries import OUTPUT_SOURCES
+    from dask_observe.subcommands import SOURCES
 
     assert set(SOURCES) == {"scheduler", "worker", "nanny", *OUTPUT_SOURCES}
 

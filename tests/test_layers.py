@@ -58,7 +58,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # The package's own entry points (the API, %load_ext, the server
     # extension) sit on top, with what they load.
     ("dask_observe", "dask_observe.notebook", "dask_observe.server",
-     "dask_observe.cli", "dask_observe.commands", "dask_observe.demo"),
+     "dask_observe.cli", "dask_observe.subcommands", "dask_observe.demo"),
 )  # fmt: skip
 
 #: What the capture may import besides the standard library and itself: it

@@ -1,6 +1,6 @@
 """The ``dask-observe`` command: its parser (:mod:`.parser`), the commands
-that read (:mod:`.reading`) and those that record or change the store
-(:mod:`.upkeep`)."""
+that read (:mod:`.reading`), those that record (:mod:`.record`) and those
+that change what is kept (:mod:`.upkeep`)."""
 
 from __future__ import annotations
 

@@ -17,14 +17,9 @@ from dask_observe.cli.reading import (
     cmd_runs,
     cmd_stacks,
 )
-from dask_observe.cli.upkeep import (
-    cmd_demo,
-    cmd_prune,
-    cmd_publish,
-    cmd_record,
-    cmd_redact,
-)
-from dask_observe.commands import add_reading
+from dask_observe.cli.record import cmd_demo, cmd_record
+from dask_observe.cli.upkeep import cmd_prune, cmd_publish, cmd_redact
+from dask_observe.subcommands import add_reading
 
 #: How long one read of the store may take from the command line: a store
 #: is a file that may have come from anyone, and a read that cannot end (a

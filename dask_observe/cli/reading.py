@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dask_observe import commands
+from dask_observe import subcommands
 from dask_observe.api import Run, Store
 from dask_observe.plaintext import (
     clock_text,
@@ -38,7 +38,7 @@ FOLLOW_PAGE = 5000
 
 def source_of(args: argparse.Namespace) -> Store | Archive:
     """What a reading command reads: ``--archive``, else the store."""
-    return commands.open_reading(args, lambda: store_of(args))
+    return subcommands.open_reading(args, lambda: store_of(args))
 
 
 def store_of(
@@ -134,7 +134,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if args.follow:
             _follow(run, args)
             return 0
-        logs = commands.logs(run, args, since=args.since)
+        logs = subcommands.logs(run, args, since=args.since)
     for line in log_lines(logs):
         print(line)
     if not logs:  # said apart from the lines, so that a pipe reads none
@@ -148,7 +148,7 @@ def _follow(run: Run, args: argparse.Namespace) -> None:
     out (or Ctrl-C). Paging by sequence number prints every line exactly once."""
     from dask_observe.store.rundata import epoch
 
-    filters = commands.log_filters(args)
+    filters = subcommands.log_filters(args)
     since = epoch(args.since) if args.since else None
     after = 0
     try:
@@ -171,7 +171,7 @@ def _follow(run: Run, args: argparse.Namespace) -> None:
 
 def cmd_flags(args: argparse.Namespace) -> int:
     with source_of(args) as store:
-        return _printed(flag_lines(commands.flags(store.run(args.run))))
+        return _printed(flag_lines(subcommands.flags(store.run(args.run))))
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:
@@ -181,7 +181,7 @@ def cmd_stacks(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     with source_of(args) as store:
-        return _printed(commands.profile(store.run(args.run), args.prefix))
+        return _printed(subcommands.profile(store.run(args.run), args.prefix))
 
 
 def _printed(lines: Iterable[str]) -> int:

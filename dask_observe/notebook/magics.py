@@ -22,9 +22,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
-from dask_observe import commands
+from dask_observe import subcommands
 from dask_observe.api import Run, Store
-from dask_observe.commands import add_reading
 from dask_observe.notebook.discovery import Discovery
 from dask_observe.notebook.polling import LiveProgress
 from dask_observe.notebook.progress import TextView, WidgetView, has_widget_frontend
@@ -34,6 +33,7 @@ from dask_observe.recording.lifecycle import Recording
 from dask_observe.recording.span import NoClientError, resolve_client
 from dask_observe.store import StoreError
 from dask_observe.store.outcome import status_line, tasks_text
+from dask_observe.subcommands import add_reading
 
 if TYPE_CHECKING:
     from dask_observe.api.archive import Archive
@@ -329,7 +329,7 @@ class ObserveMagics(Magics):
 
     def _observe_logs(self, args: argparse.Namespace) -> None:
         with _reading(args) as store:
-            logs = commands.logs(store.run(args.run), args)
+            logs = subcommands.logs(store.run(args.run), args)
         if not logs:
             print("No log lines match.")
         for line in log_lines(logs):
@@ -337,7 +337,7 @@ class ObserveMagics(Magics):
 
     def _observe_flags(self, args: argparse.Namespace) -> None:
         with _reading(args) as store:
-            flags = commands.flags(store.run(args.run))
+            flags = subcommands.flags(store.run(args.run))
         for line in flag_lines(flags):
             print(line)
 
@@ -349,7 +349,7 @@ class ObserveMagics(Magics):
 
     def _observe_profile(self, args: argparse.Namespace) -> None:
         with _reading(args) as store:
-            lines = list(commands.profile(store.run(args.run), args.prefix))
+            lines = list(subcommands.profile(store.run(args.run), args.prefix))
         for line in lines:
             print(line)
 
@@ -399,7 +399,7 @@ def _reading(args: argparse.Namespace) -> Iterator[Store | Archive]:
     unknown runs and bad filters become UsageError, as every bad argument of
     a magic."""
     try:
-        store = commands.open_reading(
+        store = subcommands.open_reading(
             args, lambda: _open_store(args.store, create=False)
         )
     except StoreError as e:  # no archive there, no driver for its protocol
