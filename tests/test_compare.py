@@ -8,6 +8,7 @@ import time
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import dask.config
 import pytest
@@ -224,6 +225,46 @@ def test_a_function_is_one_row_whichever_of_its_lines_a_worker_sampled_first() -
     assert table["self_s"].tolist() == [pytest.approx(0.02)]
 
 
+def sampled(function: Callable[..., Iterator[int]], samples: int) -> dict[str, Any]:
+    """distributed's profile tree of ``samples`` samples taken inside
+    ``function`` (a generator paused in it), as a worker keeps one."""
+    from distributed import profile
+
+    from dask_observe.analysis.trees import prune_profile
+
+    paused = function()
+    next(paused)
+    assert isinstance(paused, types.GeneratorType) and paused.gi_frame
+    state = profile.create()
+    for _ in range(samples):
+        profile.process(paused.gi_frame, None, state)
+    return prune_profile(state, 0.01)
+
+
+def test_a_prefix_its_profile_never_sampled_is_not_said_to_have_taken_0_s(
+    tmp_path: Path,
+) -> None:
+    # A short run may fall within one of a worker's profile cycles (1 s) and
+    # keep no sample of a prefix that ran: "transform 0 s -> 2 s, a
+    # regression" (infinitely slower) was said of a 5x one (CI, 3.13).
+    from .synthetic import SyntheticRun
+
+    with dask_observe.Store(tmp_path / "observe.sqlite") as store:
+        runs = []
+        for transform_samples in (0, 200):
+            run = SyntheticRun(store)
+            run.tasks(40, 0.05, "load").tasks(40, 0.05, "transform")
+            ended = run.end(10.0)
+            trees = {"load": sampled(two_lines, 200)}
+            if transform_samples:
+                trees["transform"] = sampled(two_lines, transform_samples)
+            store.set_profiles(ended.id, trees)
+            runs.append(store.run(ended.id))
+        code = dask_observe.compare(*runs).profile_changes()
+    assert list(code["prefix"]) == ["load"]
+    assert list(code["verdict"]) == [""]
+
+
 def test_a_function_made_slower_inside_a_larger_job_is_named_with_file_and_line(
     make_client: Callable[..., Client], store_path: Path
 ) -> None:
@@ -231,7 +272,9 @@ def test_a_function_made_slower_inside_a_larger_job_is_named_with_file_and_line(
     # samples in their profiles.
     client = make_client(n_workers=2, threads_per_worker=1)
     runs = []
-    for seconds in (0.01, 0.05):  # transform 5x slower; load unchanged
+    # transform 5x slower, load unchanged; each run's transform long enough
+    # for a loaded worker's profiler to sample (0.4 s once got none of it).
+    for seconds in (0.02, 0.1):
         with dask_observe.record("job", client=client) as run:
             loaded = client.map(load, range(40), pure=False)
             client.gather(client.map(transform, loaded, seconds=seconds))

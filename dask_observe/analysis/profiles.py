@@ -189,6 +189,15 @@ def profile_changes(
             continue
         prefix = str(r["prefix"])
         tasks_a, tasks_b = ma.tasks.get(prefix, 0), mb.tasks.get(prefix, 0)
+        if any(
+            prefix not in m.trees and (tasks or not prefix)
+            for tasks, m in ((tasks_a, ma), (tasks_b, mb))
+        ):
+            # Its tasks ran in that run but its profile holds no sample of
+            # them (a short run within a profile cycle), or that run's
+            # profile is by prefix and this row is of a whole run's: unknown
+            # there, not 0 s ("0 s -> 2 s, a regression" was said so).
+            continue
         judged = functools.partial(
             judge, a_s, b_s, sampled=sampled, threshold=threshold,
             sample_s=(float(r["sample_s_a"]), float(r["sample_s_b"])),
