@@ -69,7 +69,9 @@ describe('MetricsModel', () => {
     const [metrics, stream] = model();
     const gone: string[][] = [];
     const redraws: boolean[] = [];
-    metrics.goneChanged.connect((_, left) => gone.push([...left]));
+    // As a logs tab reads them, through the token's interface.
+    const goneWorkers = metrics.goneWorkers;
+    goneWorkers.changed.connect((_, left) => gone.push([...left]));
     metrics.changed.connect((_, now) => redraws.push(now));
     stream.metrics.emit([sample(1, 'tcp://w:1', 'cpu')]);
     const event = (kind: string) => ({
@@ -80,6 +82,7 @@ describe('MetricsModel', () => {
       data: {}
     });
     stream.events.emit([event('worker-removed')]);
+    expect([...goneWorkers.current]).toEqual(['tcp://w:1']);
     stream.events.emit([event('worker-removed')]); // said once
     stream.events.emit([event('worker-added')]);
     expect(gone).toEqual([['tcp://w:1'], []]);

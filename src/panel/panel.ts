@@ -178,14 +178,7 @@ export class ObservePanel extends SidePanel {
       label,
       maxLines: this.models.settings.logBufferSize,
       level: this.logs.level,
-      gone: same
-        ? {
-            get current() {
-              return metrics.gone;
-            },
-            changed: metrics.goneChanged
-          }
-        : undefined
+      gone: same ? metrics.goneWorkers : undefined
     };
   }
 

@@ -3,6 +3,7 @@ import type { ISignal } from '@lumino/signaling';
 import { Signal } from '@lumino/signaling';
 
 import type { IEvent, IMetric, StoreStream } from '../../data/stream';
+import type { IGoneWorkers } from '../../tokens';
 
 /**
  * The samples a view keeps: names it draws, per worker and for the cluster.
@@ -119,6 +120,20 @@ export class MetricsModel implements IDisposable {
    */
   get goneChanged(): ISignal<this, ReadonlySet<string>> {
     return this._goneChanged;
+  }
+
+  /**
+   * Its workers that left, as the token's views that mark them read it (a
+   * logs tab of the same cluster or run).
+   */
+  get goneWorkers(): IGoneWorkers {
+    const gone = (): ReadonlySet<string> => this._gone;
+    return {
+      get current() {
+        return gone();
+      },
+      changed: this._goneChanged
+    };
   }
 
   /**
