@@ -11,7 +11,9 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import config  # noqa: F401  (registers observe.* defaults)
+from dask_observe.analysis.compare import compare as _compare
 from dask_observe.api import Run, Store, open_store
+from dask_observe.api.archive import open_archive as _open_archive
 from dask_observe.store import RunNotFound, StoreError
 
 try:
@@ -46,8 +48,6 @@ def open_archive(
     ``observe.archive``), from any machine: ``runs()`` (with host and user),
     ``run(id)``, ``history(name)``; ``compare(a, b, store=archive)``.
     See :mod:`dask_observe.archive`."""
-    from dask_observe.api.archive import open_archive as _open_archive
-
     return _open_archive(url, storage_options=storage_options)
 
 
@@ -79,7 +79,6 @@ def compare(
 
     See :func:`dask_observe.analysis.compare.compare`.
     """
-    from dask_observe.analysis.compare import compare as _compare
     from dask_observe.report.comparison import displayable
 
     if store is None and not (isinstance(a, Run) and isinstance(b, Run)):

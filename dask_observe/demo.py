@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -70,8 +71,6 @@ def _wait_forever(_: int) -> None:
     worker (a worker process waits for its running task as it exits: with
     15 s here, the demo's last 4 s were its nanny's wait, ending in
     "Worker process still alive after 4.0 seconds, killing")."""
-    import threading
-
     threading.Event().wait(HANG_TIMEOUT_S + 1)
 
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dask_observe.units import text_or_none
+from dask_observe.units import format_seconds, text_or_none
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -214,8 +214,6 @@ def profile_lines(
     (``Run.native``), how much of each prefix's task time was in compiled
     code, and where, and why a worker could not be profiled so
     (``unavailable``: reason -> workers)."""
-    from dask_observe.units import format_seconds
-
     rows = profile[profile["prefix"] == prefix]
     whose = f"prefix {prefix!r}" if prefix else "all tasks"
     if rows.empty:

@@ -32,6 +32,9 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from dask_observe import config
+from dask_observe.capture.wire import EventRecord
+
 MARKER = "[redacted]"
 
 #: Words that make a config key, or the key of a ``key=value`` pair, a secret's
@@ -293,8 +296,6 @@ class Redactor:
         data. Metrics are numbers, and are passed as they are. The texts of a
         batch are searched together (``suspects``: most hold nothing), and a
         record is rebuilt only when something in it changed."""
-        from dask_observe.capture.wire import EventRecord
-
         out = list(records)
         if not self.enabled:
             return out
@@ -332,8 +333,6 @@ def configured() -> Redactor:
     """The redactor ``observe.redact`` asks for now: the built-in key words and
     text patterns, plus ``keys`` and ``patterns`` (regular expressions whose
     whole match is replaced); ``enabled: false`` turns it off."""
-    from dask_observe import config
-
     settings = config.get("redact") or {}
     return _redactor(
         bool(settings.get("enabled", True)),

@@ -12,6 +12,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.api.archive import open_archive
+from dask_observe.diagnose.lead import lead
+from dask_observe.plaintext import profile_lines
+
 if TYPE_CHECKING:
     from dask_observe.api import Run, Store
     from dask_observe.api.archive import Archive
@@ -107,8 +111,6 @@ def open_reading(
     """What a reading subcommand reads: the archive of ``--archive``, else
     the local store that ``local`` opens."""
     if getattr(args, "archive", None):
-        from dask_observe.api.archive import open_archive
-
         return open_archive(args.archive)
     return local()
 
@@ -154,15 +156,11 @@ def flags(run: Run) -> list[dict[str, Any]]:
     """The flags ``flags`` shows of ``run``, as the report tells them: the
     answer first, repeats folded (``diagnose.lead``); each a dict of its
     fields."""
-    from dask_observe.diagnose.lead import lead
-
     return [asdict(flag) for flag in lead(run.flag_list())]
 
 
 def profile(run: Run, prefix: str = "") -> Iterator[str]:
     """The lines ``profile`` shows of ``run`` (``plaintext.profile_lines``)."""
-    from dask_observe.plaintext import profile_lines
-
     native = run.native_profile() or {}
     return profile_lines(
         run.profile(),

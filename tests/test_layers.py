@@ -295,3 +295,162 @@ def test_a_cycle_is_found_through_a_function_s_import_not_an_annotation_s() -> N
     assert cycles(import_graph(sources)) == [
         ["dask_observe.recording.link", "dask_observe.recording.plugins"]
     ]
+
+
+#: The third-party modules that a module of ours may import inside a function,
+#: and why: each takes tens to hundreds of milliseconds to import, and some
+#: path that imports the module needs none of it (``import dask_observe`` in
+#: the Jupyter server and in scripts, ``dask-observe runs``, the capture on a
+#: cluster's processes) or may lack it.
+DEFERRED: dict[str, str] = {
+    "pandas": "frames: the store's listings and the CLI read rows without it",
+    "numpy": "figures and charts; the listings and the server need none",
+    "pyarrow": "Parquet export only",
+    "dask": "its config and utils: the server extension must not need dask",
+    "distributed": "recording only; the server and the CLI's reading need none",
+    "tornado": "distributed's loop, on the recording side",
+    "psutil": "host load on a cluster's processes and the demo",
+    "cloudpickle": "shipping the capture, at a cluster's first recorded block",
+    "IPython": "the notebook's display, absent from scripts and the CLI",
+    "ipywidgets": "the live display under a cell",
+    "opentelemetry": "OTLP export only, an optional extra",
+    "requests": "OTLP export only",
+    "fsspec": "the team archive only",
+    "re2": "optional: patterns use it where installed",
+    "yaml": "reading the config file, at the first value asked",
+    "jupyter_server.serverapp": "the server's application, to start one",
+}
+
+#: Our own modules imported inside a function for a reason other than a
+#: deferred module above: (importer, imported): why.
+DEFERRED_OWN: dict[tuple[str, str], str] = {
+    ("dask_observe.config", "dask_observe._version"): (
+        "written at install: a source tree that was never built lacks it"
+    ),
+}
+
+
+def _deferred_root(name: str) -> str | None:
+    for root in DEFERRED:
+        if name == root or name.startswith(root + "."):
+            return root
+    return None
+
+
+def _imports_by_place(module: str, source: str) -> tuple[list[str], list[ast.stmt]]:
+    """What ``module`` imports at its top (run-time imports: not under
+    ``TYPE_CHECKING``, in a ``try`` or ``if`` included), and the import
+    statements inside its functions."""
+    top: list[ast.stmt] = []
+    inside: list[ast.stmt] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                (inside if in_function else top).append(child)
+            else:
+                function = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+                visit(child, in_function or function)
+
+    visit(_without_type_checking(source), False)
+    names = imported(module, ast.unparse(ast.Module(body=top, type_ignores=[])))
+    return [name for _, name in names], inside
+
+
+def lazy_imports_without_reason(sources: dict[str, str]) -> list[str]:
+    """Each import inside a function that defers nothing heavy: neither a
+    module of :data:`DEFERRED` nor one of ours that imports one (at its top,
+    or through what it imports so) which the importer does not already."""
+    places = {module: _imports_by_place(module, s) for module, s in sources.items()}
+
+    def own(name: str) -> str:  # the module of ours that ``name`` is or is in
+        while name not in sources and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name
+
+    def with_packages(name: str) -> list[str]:
+        parts = name.split(".")
+        return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+    def heavy(module: str) -> set[str]:
+        """The deferred modules that importing ``module`` imports."""
+        seen: set[str] = set()
+        found: set[str] = set()
+        todo = with_packages(module)
+        while todo:
+            current = todo.pop()
+            if current in seen or current not in places:
+                continue
+            seen.add(current)
+            for name in places[current][0]:
+                if name.split(".")[0] == "dask_observe":
+                    todo += with_packages(own(name))
+                elif root := _deferred_root(name):
+                    found.add(root)
+        return found
+
+    wrong = []
+    for module, (_, inside) in places.items():
+        for node in inside:
+            code = ast.unparse(ast.Module(body=[node], type_ignores=[]))
+            for _, name in imported(module, code):
+                if name.split(".")[0] != "dask_observe":
+                    deferred = _deferred_root(name) is not None
+                else:
+                    deferred = (module, name) in DEFERRED_OWN or bool(
+                        heavy(own(name)) - heavy(module)
+                    )
+                if not deferred:
+                    wrong.append(f"{module}:{node.lineno} imports {name} in a function")
+    return wrong
+
+
+def test_an_import_inside_a_function_defers_a_heavy_module() -> None:
+    # Anything else goes at the top, where a reader looks for what a module
+    # needs (no cycle calls for a function's import: see above).
+    assert lazy_imports_without_reason(package_sources()) == []
+
+
+_HEAVY_REPORT = "import numpy\n\ndef page():\n    return numpy\n"
+
+
+@pytest.mark.parametrize(
+    ("sources", "caught"),
+    [
+        ({"dask_observe.store.rundata": "def f():\n    import json\n"}, 1),
+        ({"dask_observe.store.rundata": "def f():\n    import pandas as pd\n"}, 0),
+        (
+            {
+                "dask_observe.report.style": _HEAVY_REPORT,
+                "dask_observe.server.pages": (
+                    "def f():\n    from dask_observe.report.style import page\n"
+                ),
+            },
+            0,
+        ),
+        (
+            {
+                "dask_observe.report.style": _HEAVY_REPORT,
+                "dask_observe.server.pages": (
+                    "import numpy\n"
+                    "def f():\n    from dask_observe.report.style import page\n"
+                ),
+            },
+            1,
+        ),
+        (
+            {
+                "dask_observe.units": "X = 1\n",
+                "dask_observe.store.rundata": (
+                    "try:\n    import json\nexcept ImportError:\n    pass\n"
+                    "def f():\n    from dask_observe.units import X\n"
+                ),
+            },
+            1,
+        ),
+    ],
+)
+def test_a_function_s_import_that_defers_nothing_is_caught(
+    sources: dict[str, str], caught: int
+) -> None:
+    assert len(lazy_imports_without_reason(sources)) == caught

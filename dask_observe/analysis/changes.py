@@ -4,6 +4,7 @@ a history list, the versions the version-mismatch flag names."""
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 
@@ -44,8 +45,6 @@ DIFF_CONTEXT = 2
 def code_diff(a: object, b: object) -> list[str]:
     """A unified diff of two sources (a recorded cell), a few lines of
     context around each change, at most DIFF_LINES lines (then a count)."""
-    import difflib
-
     lines = list(
         difflib.unified_diff(
             str(a or "").splitlines(),

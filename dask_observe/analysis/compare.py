@@ -26,14 +26,27 @@ from dask_observe.analysis.comparing import (
     shown,
     where,
 )
-from dask_observe.analysis.figures import HostLoad
+from dask_observe.analysis.figures import (
+    HostLoad,
+    host_load,
+    peak_memory,
+    phase_totals,
+    prefix_table,
+    task_table,
+    time_split,
+)
+from dask_observe.analysis.profiles import (
+    PROFILE_CHANGE_COLUMNS,
+    compared_profiles,
+    measured,
+    profile_changes,
+)
 from dask_observe.analysis.verdicts import PER_TASK
+from dask_observe.store import RunData
 from dask_observe.units import format_seconds
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from dask_observe.store import RunData
 
 
 class RunSource(Protocol):
@@ -84,8 +97,6 @@ class Comparison:
         a different number of tasks (see :mod:`dask_observe.analysis.profiles`)."""
         if self.code is None:
             import pandas as pd
-
-            from dask_observe.analysis.profiles import PROFILE_CHANGE_COLUMNS
 
             return pd.DataFrame(columns=list(PROFILE_CHANGE_COLUMNS))
         return self.code
@@ -183,15 +194,6 @@ HOST_MARKS = (verdicts.BUSIER_HOST, verdicts.QUIETER_HOST)
 def figures(run: RunData) -> dict[str, Any]:
     """The figures a comparison reads of one run: (unit, value) by name, and the
     total compute seconds of each prefix."""
-    from dask_observe.analysis.figures import (
-        host_load,
-        peak_memory,
-        phase_totals,
-        prefix_table,
-        task_table,
-        time_split,
-    )
-
     summary = run.summary()
     tasks = task_table(run, run.started)
     if tasks.empty:
@@ -350,12 +352,6 @@ def compare(
         host=hosts,
     )  # fmt: skip
     if profiles:  # read now: a comparison outlives the store it was read from
-        from dask_observe.analysis.profiles import (
-            compared_profiles,
-            measured,
-            profile_changes,
-        )
-
         # Each run's profile scaled once (it reads the run's tasks) for both.
         measures = (measured(run_a, fa["tasks"]), measured(run_b, fb["tasks"]))
         comparison.code = profile_changes(run_a, run_b, threshold, hosts, measures)
@@ -373,8 +369,6 @@ def _ratio(a: float | None, b: float | None) -> float:
 
 
 def _resolve(run: RunData | int | str, store: RunSource | None) -> RunData:
-    from dask_observe.store import RunData
-
     if isinstance(run, RunData):
         return run
     if store is None:

@@ -23,7 +23,7 @@ from dask_observe import config
 from dask_observe.analysis import noise, verdicts
 from dask_observe.analysis.changes import change_text, differences
 from dask_observe.analysis.compare import NothingToCompare, compare
-from dask_observe.analysis.figures import host_load
+from dask_observe.analysis.figures import host_load, peak_memory
 from dask_observe.store import StoreError
 from dask_observe.store.rundata import kept_figures
 
@@ -73,8 +73,6 @@ def history_figures(
 ) -> tuple[dict[str, float], float | None]:
     """What a history reads of a run's tables: each prefix's pace
     (:func:`per_task`) and the run's peak memory, worked out from them."""
-    from dask_observe.analysis.figures import peak_memory
-
     return per_task(run, tasks), peak_memory(run, kept=False)
 
 

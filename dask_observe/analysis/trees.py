@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.analysis.native import is_native
+
 #: A call path from the root of a profile tree: (function, file, line) of
 #: each frame.
 CallPath = tuple[tuple[str, str, int], ...]
@@ -142,8 +144,6 @@ def profile_table(trees: dict[str, dict[str, Any]]) -> pd.DataFrame:
     (total_s), and whether it is compiled code (native); most total time
     first."""
     import pandas as pd
-
-    from dask_observe.analysis.native import is_native
 
     rows = []
     for prefix, profile in trees.items():

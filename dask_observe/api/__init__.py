@@ -15,7 +15,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import config, store
+from dask_observe.analysis.figures import stalls_apart
+from dask_observe.analysis.history import frame_of, history_records
+from dask_observe.analysis.native import NATIVE_COLUMNS, graft, native_rows, stored
+from dask_observe.analysis.trees import profile_table
 from dask_observe.api.ends import PendingEnd, pending_end, wait_ends
+from dask_observe.archive import ArchiveError, configured_location, publish
+from dask_observe.archive.location import NO_ARCHIVE
+from dask_observe.diagnose import flag_list, flags_frame, verdict, workers_lost
+from dask_observe.export import write_chrome_trace, write_parquet
+from dask_observe.export.otlp_run import export_run
+from dask_observe.units import parse_seconds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,8 +80,6 @@ class Run(store.RunData):
         native_profile = self.native_profile() if native else None
         if not native_profile:
             return trees
-        from dask_observe.analysis.native import graft
-
         found = native_profile.get("prefixes") or {}
         return {p: graft(tree, found.get(p) or {}) for p, tree in trees.items()}
 
@@ -81,8 +89,6 @@ class Run(store.RunData):
         "" for all: ``sampled_s``, ``compiled_s``, ``libraries`` and the
         heaviest ``paths``), ``unavailable`` (why not, by reason: the
         workers); None for a run recorded without."""
-        from dask_observe.analysis.native import stored
-
         return stored(self)
 
     def native(self) -> pd.DataFrame:
@@ -95,8 +101,6 @@ class Run(store.RunData):
         the innermost frame's library: "numpy 61%, libc 12%"). Empty
         without one."""
         import pandas as pd
-
-        from dask_observe.analysis.native import NATIVE_COLUMNS, native_rows
 
         rows = native_rows(self.native_profile())
         return pd.DataFrame(rows, columns=list(NATIVE_COLUMNS))
@@ -136,8 +140,6 @@ class Run(store.RunData):
         exception and traceback for failed tasks; ``ended``, when the
         scheduler learnt that the task ended.
         """
-        from dask_observe.analysis.figures import stalls_apart
-
         tasks = super().tasks(epoch=epoch)
         stalls_apart(self, tasks)
         return tasks
@@ -150,16 +152,12 @@ class Run(store.RunData):
         function starts on), self_s, total_s, native (a compiled function:
         a run recorded with ``native=True`` has them, beneath the Python
         functions that called them)."""
-        from dask_observe.analysis.trees import profile_table
-
         return profile_table(self.profile_trees())
 
     def flag_list(self) -> list[Flag]:
         """The flags the run raises, in time order. A finished run is judged
         once, when it ends, and that verdict is stored: its report, its
         listing and ``flags()`` share it, in every process."""
-        from dask_observe.diagnose import flag_list, verdict
-
         self._settle()
         if self._flags is not None:
             return self._flags
@@ -170,8 +168,6 @@ class Run(store.RunData):
 
     def keep_verdict(self, flags: list[Flag]) -> None:
         """Store the flags the run raised as its verdict, judged at its end."""
-        from dask_observe.diagnose import workers_lost
-
         self.store.kept.set_verdict(
             self.id,
             [asdict(f) for f in flags],
@@ -183,8 +179,6 @@ class Run(store.RunData):
         """What went wrong and why: time, kind, severity, worker, message,
         evidence (a list of {time, worker, text}), advice. Judged from what is
         recorded so far, so a running run has the flags raised up to now."""
-        from dask_observe.diagnose import flags_frame
-
         return flags_frame(self.flag_list())
 
     def report(self) -> Report:
@@ -201,8 +195,6 @@ class Run(store.RunData):
         file each, ``<table>.parquet``), for pandas or DuckDB. Returns the
         paths by table. Never through a symbolic link; over existing files
         only with ``overwrite``."""
-        from dask_observe.export import write_parquet
-
         flags = self.flag_list()
         return write_parquet(self, flags, directory, overwrite=overwrite)
 
@@ -210,9 +202,6 @@ class Run(store.RunData):
         """Publish this run (ended) to the archive at ``url`` (default
         ``observe.archive``) for the team to read from any machine; its id
         there. Publishing it again writes the same folder."""
-        from dask_observe.archive import ArchiveError, configured_location, publish
-        from dask_observe.archive.location import NO_ARCHIVE
-
         location = configured_location(url)
         if location is None:
             raise ArchiveError(NO_ARCHIVE)
@@ -231,8 +220,6 @@ class Run(store.RunData):
         chrome://tracing open: a track per worker thread, a slice per task.
         Never through a symbolic link; over an existing file only with
         ``overwrite``."""
-        from dask_observe.export import write_chrome_trace
-
         flags = self.flag_list()
         return write_chrome_trace(self, flags, path, overwrite=overwrite)
 
@@ -243,9 +230,6 @@ class Run(store.RunData):
         ``http://localhost:4318``; None: ``OTEL_EXPORTER_OTLP_ENDPOINT``):
         log records, metric gauges and a trace with a span per task. Returns
         what was sent and what the collector did not take."""
-        from dask_observe.export.otlp_run import export_run
-        from dask_observe.units import parse_seconds
-
         return export_run(
             self,
             self.flag_list(),
@@ -277,8 +261,6 @@ class Store(store.BaseStore):
         many): id, started, status, duration_s, n_tasks, n_failed, n_flags,
         verdict (the wall time's against the runs before), changed (what
         differs from the previous run's environment), peak_memory (bytes)."""
-        from dask_observe.analysis.history import frame_of
-
         return frame_of(self.history_records(name, last=last))
 
     def history_records(
@@ -286,8 +268,6 @@ class Store(store.BaseStore):
     ) -> list[dict[str, Any]]:
         """:meth:`history` as dicts (``started`` in seconds since the epoch,
         an unknown peak None): what the command line prints."""
-        from dask_observe.analysis.history import history_records
-
         return history_records(self, name, last=last)
 
 

@@ -20,6 +20,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.analysis.history import frame_of, judge_records
 from dask_observe.api import Store
 from dask_observe.archive import location as location_module
 from dask_observe.archive.listing import Listing
@@ -31,7 +32,8 @@ from dask_observe.archive.location import (
     Location,
     configured,
 )
-from dask_observe.store import RunNotFound
+from dask_observe.archive.prune import prune
+from dask_observe.store import RunNotFound, slices
 from dask_observe.store.slices import BY_RUN, TELEMETRY
 
 if TYPE_CHECKING:
@@ -157,16 +159,12 @@ class Archive:
     def history(self, name: str, last: int | None = None) -> pd.DataFrame:
         """The runs of that name from every machine, oldest first, judged as
         a store's are (``Store.history``), from their manifests."""
-        from dask_observe.analysis.history import frame_of
-
         return frame_of(self.history_records(name, last=last))
 
     def history_records(
         self, name: str, last: int | None = None
     ) -> list[dict[str, Any]]:
         """:meth:`history` as dicts, as ``Store.history_records``."""
-        from dask_observe.analysis.history import judge_records
-
         records = [r for r in reversed(self.run_records()) if r["name"] == name]
         return judge_records([ArchivedEntry(self, r) for r in records], last=last)
 
@@ -221,8 +219,6 @@ class Archive:
     def _import(self, cache: Store, uid: str) -> int:
         import pandas as pd
 
-        from dask_observe.store import slices
-
         location = self.location
 
         def read(name: str) -> bytes:
@@ -260,8 +256,6 @@ class Archive:
     def prune(self, policy: Policy, *, dry_run: bool = False) -> PrunedArchive:
         """Remove the published runs ``policy`` lets go (see
         :mod:`dask_observe.archive.prune`); ``dry_run`` changes nothing."""
-        from dask_observe.archive.prune import prune
-
         return prune(self.listing, policy, dry_run=dry_run)
 
     # -- the end -------------------------------------------------------------------

@@ -22,6 +22,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from dask_observe import config
 from dask_observe.store import StoreError
 
 if TYPE_CHECKING:
@@ -82,8 +83,6 @@ def configured(
     """The archive's URL and fsspec options: those given, else
     ``observe.archive`` and ``observe.archive-options`` (read when called: a
     block's ``dask.config.set`` may end right after)."""
-    from dask_observe import config
-
     url = url or config.get("archive")
     if options is None:
         options = dict(config.get("archive-options") or {})

@@ -5,6 +5,7 @@ manifest, once a day old."""
 
 from __future__ import annotations
 
+import calendar
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -82,8 +83,6 @@ def _size(record: dict[str, Any]) -> int:
 def _age(uid: str, now: float) -> float:
     """Seconds since the run of ``uid`` began (its name says); 0 when the name
     is not one of ours (left alone)."""
-    import calendar
-
     try:
         began = calendar.timegm(time.strptime(uid.split("-", 1)[0], "%Y%m%dT%H%M%SZ"))
     except ValueError:

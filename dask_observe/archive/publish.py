@@ -16,6 +16,8 @@ environment), so that neither reads a run's tables.
 
 from __future__ import annotations
 
+# Its exit callback registered before ours (at hold_exit_for) runs after it.
+import concurrent.futures.thread  # noqa: F401
 import getpass
 import io
 import json
@@ -26,6 +28,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dask_observe import config, diagnose, redact
+from dask_observe.analysis.figures import peak_memory
+from dask_observe.analysis.history import per_task
 from dask_observe.archive.location import (
     FORMAT,
     ArchiveError,
@@ -33,13 +38,16 @@ from dask_observe.archive.location import (
     configured,
     new_uid,
 )
+from dask_observe.diagnose import Flag, flags_frame
+from dask_observe.export.parquet import _json_column
+from dask_observe.store import BaseStore, slices
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import pandas as pd
 
-    from dask_observe.store import BaseStore, RunData
+    from dask_observe.store import RunData
 
 logger = logging.getLogger("dask_observe.archive")
 
@@ -80,12 +88,6 @@ def _user() -> str | None:
 def publish_run(run: RunData, location: Location) -> tuple[str, int]:
     """Write ``run`` (ended) to ``location``; its archive id and the bytes
     written."""
-    from dask_observe import config, diagnose, redact
-    from dask_observe.analysis.history import per_task
-    from dask_observe.diagnose import Flag, flags_frame
-    from dask_observe.export.parquet import _json_column
-    from dask_observe.store import slices
-
     store = run.store
     if run.status == "running":
         raise ArchiveError(f"run {run.id} is still running: publish it when it ends")
@@ -129,8 +131,6 @@ def publish_run(run: RunData, location: Location) -> tuple[str, int]:
     files["verdict.json"] = _json({"version": version, "flags": verdict})
     for name, data in files.items():
         location.write(location.run_path(uid, name), data)
-    from dask_observe.analysis.figures import peak_memory
-
     manifest = {
         **listing,
         "flags": sorted({f.kind for f in flags}),
@@ -223,8 +223,6 @@ def hold_exit_for(thread: threading.Thread) -> None:
         # interpreter's end and lose (half the nightly runs' last publishes).
         thread.join(EXIT_WAIT_S)
         return
-    import concurrent.futures.thread  # noqa: F401  (registered first: runs last)
-
     with _exit_lock:
         _exiting.add(thread)
         if _exit_registered:
@@ -254,8 +252,6 @@ def publish_at_end(
     """A run's end (``observe.archive`` set, as read when the block ended):
     publish it, and the runs whose publishing failed before (a retry).
     Failures are one warning."""
-    from dask_observe.store import BaseStore
-
     try:
         location = Location(url, options)
     except ArchiveError as e:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .settings import CaptureSettings
+
 
 def make_plugin(role: str, settings: dict[str, Any]) -> Any:
     """The plugin of ``role`` (scheduler, worker, nanny) with these settings;
     what a shipped registration becomes on the cluster."""
-    from .settings import CaptureSettings
-
     config = CaptureSettings(**settings)
     if role == "scheduler":
         from .scheduler import ObserveSchedulerPlugin

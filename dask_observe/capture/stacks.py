@@ -15,6 +15,7 @@ import gc
 import hashlib
 import linecache
 import sys
+import sysconfig
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -103,8 +104,6 @@ def _library_roots() -> tuple[str, ...]:
     is where the user's code waits. Read at the first stack sampled, not as
     the capture is set up (``sysconfig`` takes 1-2 ms to import: each
     worker's part of a first recorded block)."""
-    import sysconfig
-
     return tuple(
         sorted(
             {

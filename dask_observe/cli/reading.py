@@ -11,8 +11,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dask_observe import subcommands
+from dask_observe import open_store, subcommands
+from dask_observe.analysis.compare import compare
 from dask_observe.api import Run, Store
+from dask_observe.api.archive import ARCHIVE_COLUMNS
+from dask_observe.config import default_store_path
 from dask_observe.plaintext import (
     clock_text,
     flag_lines,
@@ -22,8 +25,9 @@ from dask_observe.plaintext import (
     visible,
 )
 from dask_observe.store import StoreMissing
+from dask_observe.store.files import on_read_only_disk
 from dask_observe.store.outcome import outcome
-from dask_observe.store.rundata import RUN_COLUMNS
+from dask_observe.store.rundata import RUN_COLUMNS, epoch
 
 if TYPE_CHECKING:
     from dask_observe.api.archive import Archive
@@ -46,9 +50,6 @@ def store_of(
 ) -> Store:
     """The store; only commands that record may create it (a mistyped --store
     given to a reading command is an error, not a new empty store)."""
-    from dask_observe import open_store
-    from dask_observe.config import default_store_path
-
     path = args.store or default_store_path()
     # A reading command reads a store it may not write (0400, a read-only
     # disk) rather than refusing it; where it may, it opens as a writer (to
@@ -64,8 +65,6 @@ def store_of(
 
 
 def _writable(path: Path) -> bool:
-    from dask_observe.store.files import on_read_only_disk
-
     return os.access(path, os.W_OK) and not on_read_only_disk(path)
 
 
@@ -95,8 +94,6 @@ def _listed_columns(args: argparse.Namespace) -> tuple[str, ...]:
     """The columns ``runs`` lists: a store's, or an archive's (with who
     recorded each run)."""
     if getattr(args, "archive", None):
-        from dask_observe.api.archive import ARCHIVE_COLUMNS
-
         return ARCHIVE_COLUMNS
     return RUN_COLUMNS
 
@@ -146,8 +143,6 @@ def _follow(run: Run, args: argparse.Namespace) -> None:
     """Print the run's lines in the order they were stored, page by page, then
     each new one as it is stored, until the run has ended and all its lines are
     out (or Ctrl-C). Paging by sequence number prints every line exactly once."""
-    from dask_observe.store.rundata import epoch
-
     filters = subcommands.log_filters(args)
     since = epoch(args.since) if args.since else None
     after = 0
@@ -201,8 +196,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from dask_observe.analysis.compare import compare
-
     with source_of(args) as store:
         comparison = compare(args.a, args.b, threshold=args.threshold, store=store)
     print(visible(comparison.text()))

@@ -4,6 +4,7 @@ its close) and demo (four runs on an embedded LocalCluster)."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -11,6 +12,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.cli.reading import store_of
+from dask_observe.demo import print_summary, run_demo
 from dask_observe.plaintext import visible
 from dask_observe.store.outcome import status_line, tasks_text
 
@@ -87,8 +89,6 @@ class _Until:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    import logging
-
     from distributed import Client
 
     from dask_observe.recording.lifecycle import Recording
@@ -135,8 +135,6 @@ def ended_line(run: Run) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from dask_observe.demo import print_summary, run_demo
-
     with store_of(args, create=True) as store:
         runs = run_demo(store, n_workers=args.workers)
         print_summary(runs, store)

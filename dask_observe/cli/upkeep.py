@@ -6,16 +6,20 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.api.archive import open_archive
+from dask_observe.archive import ArchiveError, configured_location, publish
+from dask_observe.archive.location import NO_ARCHIVE
 from dask_observe.cli.reading import store_of
 from dask_observe.plaintext import visible
+from dask_observe.redact import configured
+from dask_observe.store.retention import Policy
+from dask_observe.units import format_bytes, parse_bytes, parse_seconds
 
 if TYPE_CHECKING:
     pass
 
 
 def cmd_redact(args: argparse.Namespace) -> int:
-    from dask_observe.redact import configured
-
     redactor = configured()
     if not redactor.enabled:
         raise ValueError("observe.redact.enabled is false: there is nothing to apply")
@@ -40,10 +44,6 @@ def cmd_redact(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from dask_observe.archive import ArchiveError, configured_location, publish
-    from dask_observe.archive.location import NO_ARCHIVE
-    from dask_observe.units import format_bytes
-
     if (args.run is None) == (not args.all):
         raise ValueError("publish needs a run id (or last), or --all")
     location = configured_location(args.archive)
@@ -82,9 +82,6 @@ def _progress(total: int) -> Any:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from dask_observe.store.retention import Policy
-    from dask_observe.units import format_bytes, parse_bytes, parse_seconds
-
     policy = Policy(
         args.keep_last,
         None if args.older_than is None else parse_seconds(args.older_than),
@@ -133,9 +130,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def _prune_archive(args: argparse.Namespace, policy: Any) -> int:
-    from dask_observe.api.archive import open_archive
-    from dask_observe.units import format_bytes
-
     with open_archive(args.archive) as archive:
         pruned = archive.prune(policy, dry_run=args.dry_run)
     if not pruned.runs and not pruned.orphans:

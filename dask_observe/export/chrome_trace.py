@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from dask_observe.analysis.figures import PHASE_COLUMNS, fast_memory, task_table
 from dask_observe.capture.wire import BOOKKEEPING_EVENTS
+from dask_observe.export.safefiles import open_to_write
 
 if TYPE_CHECKING:
     from dask_observe.diagnose import Flag
@@ -248,8 +249,6 @@ def write_chrome_trace(
     """Write the run's trace to ``path`` (a .json file); return the path.
     Never through a symbolic link; over an existing file only with
     ``overwrite``."""
-    from dask_observe.export.safefiles import open_to_write
-
     target = Path(path).expanduser()
     with open_to_write(target, overwrite=overwrite) as f:
         json.dump(chrome_trace(run, flags), f, separators=(",", ":"))

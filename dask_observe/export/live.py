@@ -27,8 +27,14 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from importlib.util import find_spec
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+from dask_observe import config
+from dask_observe.export.otlp import SDK_MISSING, SDK_MODULES
+from dask_observe.export.otlp_run import flag_event
+from dask_observe.units import parse_seconds
 
 if TYPE_CHECKING:
     from dask_observe.diagnose import Flag
@@ -66,10 +72,6 @@ def _has_sdk() -> None:
     """Raise ImportError without the SDK, as ``otlp`` does, but cheaply: the
     SDK is found, not imported, in the recording process (its process of its
     own imports it)."""
-    from importlib.util import find_spec
-
-    from dask_observe.export.otlp import SDK_MISSING, SDK_MODULES
-
     for name in SDK_MODULES:
         try:
             found = find_spec(name)
@@ -159,8 +161,6 @@ class LiveExport:
     def end_run(
         self, run_id: int, ended: float, status: str, flags: list[Flag]
     ) -> None:
-        from dask_observe.export.otlp_run import flag_event
-
         events = [flag_event(flag) for flag in flags]
         with self._lock:
             self._queue.append(("end", run_id, ended, status, events))
@@ -284,9 +284,6 @@ class LiveExport:
 
 def live_from_config(cluster: str) -> LiveExport | None:
     """The live export ``observe.export.otlp`` asks for, or None (no endpoint)."""
-    from dask_observe import config
-    from dask_observe.units import parse_seconds
-
     endpoint = config.get("export.otlp.endpoint")
     if not endpoint:
         return None

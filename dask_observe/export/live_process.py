@@ -12,12 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.capture.wire import BOOKKEEPING_EVENTS
 from dask_observe.export.live import read_frame, write_frame
+from dask_observe.export.otlp import Otlp, finite, nanoseconds
+from dask_observe.export.otlp_run import group_attributes, task_attributes, task_seconds
+from dask_observe.store import queries
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import Span
 
-    from dask_observe.export.otlp import Otlp
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +50,6 @@ class Sender:
         timeout: float,
         max_task_spans: int = 20_000,
     ) -> None:
-        from dask_observe.export.otlp import Otlp
-
         self.otlp: Otlp = Otlp(
             endpoint,
             {"dask.scheduler.address": cluster},
@@ -64,9 +65,6 @@ class Sender:
     def send(self, records: Sequence[tuple[Any, ...]]) -> tuple[int, str | None]:
         """Build and send a batch; the running count of what the collector
         did not take, and the first reason."""
-        from dask_observe.capture.wire import BOOKKEEPING_EVENTS
-        from dask_observe.export.otlp import nanoseconds
-
         otlp = self.otlp
         points: list[tuple[float, str | None, str, float]] = []
         for record in records:
@@ -110,10 +108,6 @@ class Sender:
         return sent.dropped, sent.error
 
     def _task(self, record: Sequence[Any]) -> None:
-        from dask_observe.export.otlp import finite
-        from dask_observe.export.otlp_run import task_attributes, task_seconds
-        from dask_observe.store import queries
-
         task = dict(zip(queries.RECORD_FIELDS["tasks"], record[1:], strict=False))
         start, stop = finite(task.get("start")), finite(task.get("stop"))
         if start is None or stop is None:
@@ -146,8 +140,6 @@ class Sender:
 
     def _send_groups(self) -> None:
         """A span for each group of tasks gathered since the last."""
-        from dask_observe.export.otlp_run import group_attributes
-
         for (_, prefix, worker), g in self._groups.items():
             attributes = group_attributes(prefix, worker, g.count, g.erred, g.seconds)
             self.otlp.child_span(

@@ -19,12 +19,14 @@ did not take: :class:`Sent` counts it, and nothing else fails.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -122,8 +124,6 @@ SDK_MISSING = (
 
 
 def _needs_sdk() -> None:
-    from importlib import import_module
-
     try:
         for name in SDK_MODULES:
             import_module(name)
@@ -409,8 +409,6 @@ def _batches(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
 def _fields(text: str | None) -> dict[str, Any]:
     """A line's stored ``extra`` fields as OTLP attribute values (which
     hold strings, numbers and booleans; anything else as its text)."""
-    import json
-
     if not text:
         return {}
     try:

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.diagnose import flags_frame
 from dask_observe.export.safefiles import directory_to_write, open_to_write
 
 if TYPE_CHECKING:
@@ -49,8 +50,6 @@ def _run_row(run: RunData) -> pd.DataFrame:
 
 def tables(run: RunData, flags: list[Flag]) -> dict[str, pd.DataFrame]:
     """The run's tables, by name (see :data:`TABLES`)."""
-    from dask_observe.diagnose import flags_frame
-
     return {
         "run": _run_row(run),
         "tasks": run.tasks(),

@@ -23,6 +23,9 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.config import default_store_path, get
+from dask_observe.store import BaseStore
+
 if TYPE_CHECKING:
     from distributed import Client
 
@@ -46,8 +49,6 @@ class Discovery:
         # Every cell's end: a few attribute reads while nothing is new.
         if "distributed" not in sys.modules:
             return
-        from dask_observe.config import get
-
         if get("discover") is False:
             return
         for client in _clients():
@@ -78,9 +79,7 @@ def watch(ref: weakref.ref[Any]) -> None:
     """Hold the client's recorder (into the default store) until the client
     closes. A cluster that refuses the capture is said once, by the recorder;
     any other failure only costs the panel this cluster."""
-    from dask_observe.config import default_store_path
     from dask_observe.recording.recorder import Recorder
-    from dask_observe.store import BaseStore
 
     client = ref()
     if client is None:

@@ -23,13 +23,15 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 
 from dask_observe import subcommands
-from dask_observe.api import Run, Store
+from dask_observe.analysis.compare import compare
+from dask_observe.api import Run, Store, open_store
 from dask_observe.notebook.discovery import Discovery
 from dask_observe.notebook.polling import LiveProgress
 from dask_observe.notebook.progress import TextView, WidgetView, has_widget_frontend
 from dask_observe.plaintext import flag_lines, log_lines, stack_lines
 from dask_observe.recording.block import STORE_ERRORS, NotRecorded, begin, end
 from dask_observe.recording.lifecycle import Recording
+from dask_observe.recording.prepare import prepare, warm_up
 from dask_observe.recording.span import NoClientError, resolve_client
 from dask_observe.store import StoreError
 from dask_observe.store.outcome import status_line, tasks_text
@@ -44,8 +46,6 @@ logger = logging.getLogger(__name__)
 def _open_store(path: str | None, create: bool = True) -> Store:
     """The store; reading magics pass ``create=False`` (a mistyped --store is
     an error, not a new empty store)."""
-    from dask_observe.api import open_store
-
     try:
         return open_store(path, create=create)
     except StoreError as e:
@@ -367,7 +367,6 @@ class ObserveMagics(Magics):
         return report
 
     def _observe_compare(self, args: argparse.Namespace) -> Any:
-        from dask_observe.analysis.compare import compare
         from dask_observe.report.comparison import displayable
 
         with _reading(args) as store:
@@ -485,8 +484,6 @@ def _prepare(result: object) -> None:
     more, the first block ~30 ms less; ``benchmarks/README.md``)."""
     if "distributed" not in sys.modules:
         return
-    from dask_observe.recording.prepare import prepare, warm_up
-
     ipython = get_ipython()
     if ipython is not None:
         _stop_waiting(ipython)

@@ -16,12 +16,15 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.analysis.figures import is_routine
+from dask_observe.api import Store
+from dask_observe.diagnose import flag_list
 from dask_observe.notebook.progress import Snapshot, View
 from dask_observe.recording.liveness import silent_after
 from dask_observe.units import text_or_none
 
 if TYPE_CHECKING:
-    from dask_observe.api import Run, Store
+    from dask_observe.api import Run
     from dask_observe.recording.lifecycle import Recording
 
 logger = logging.getLogger(__name__)
@@ -80,8 +83,6 @@ class LiveProgress:
     def _reader(self) -> Store:
         """A connection of this thread's own: the recorder's writes hold the
         shared one, and a WAL reader need not wait for them."""
-        from dask_observe.api import Store
-
         return Store(self.recording.store.path, create=False)
 
     def _loop(self) -> None:
@@ -147,8 +148,6 @@ class LiveProgress:
         self._rates.append((now, done + erred))
         t0, n0 = self._rates[0]
         s.rate = (done + erred - n0) / (now - t0) if now > t0 else 0.0
-        from dask_observe.analysis.figures import is_routine
-
         for line in run.log_page(self._log_seq, limit=5000, level="warning"):
             self._log_seq = line["seq"]
             if is_routine(line["logger"], line["message"]):
@@ -158,8 +157,6 @@ class LiveProgress:
             s.alerts.append((line["time"], line["level"], who, line["message"]))
 
     def _judge(self) -> None:
-        from dask_observe.diagnose import flag_list
-
         assert self.recording.run is not None
         run_id = self.recording.run.id
         wait = FLAG_INTERVAL_S

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.api import Run, Store
+from dask_observe.config import default_store_path
 from dask_observe.recording.lifecycle import Recording
 from dask_observe.recording.span import resolve_client
 from dask_observe.store import StoreError
@@ -105,8 +106,6 @@ def begin(
     StoreError, sqlite3.Error
         When the store cannot be opened or written (see :data:`STORE_ERRORS`).
     """
-    from dask_observe.config import default_store_path
-
     opened = None
     if not isinstance(store, Store):
         store = opened = Store(default_store_path() if store is None else store)

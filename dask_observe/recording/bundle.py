@@ -20,6 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from dask_observe import capture
+
 
 @dataclass(frozen=True)
 class Bundle:
@@ -33,8 +35,6 @@ class Bundle:
 @cache
 def local_bundle() -> Bundle:
     """The capture package of this installation, read once per process."""
-    from dask_observe import capture
-
     folder = Path(capture.__file__).parent
     sources = {p.stem: p.read_bytes() for p in sorted(folder.glob("*.py"))}
     digest = hashlib.sha256()

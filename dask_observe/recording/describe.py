@@ -40,7 +40,7 @@ class Workers:
         their next flush or heartbeat: a run's last lines and fine performance
         metrics are then on the scheduler. Returns what each worker says of
         itself."""
-        from dask_observe.recording import link, plugins
+        from dask_observe.recording import plugins
 
         if not self.enabled:
             return {}

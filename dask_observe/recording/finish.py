@@ -20,8 +20,14 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dask_observe import config
+from dask_observe.analysis.figures import clock_offsets, peak_memory
+from dask_observe.analysis.history import per_task
 from dask_observe.api import Run, Store
 from dask_observe.api.ends import PendingEnd, Stage, wait_records_stored
+from dask_observe.archive.location import configured as configured_archive
+from dask_observe.archive.publish import hold_exit_for, publish_at_end
+from dask_observe.diagnose import flag_list
 from dask_observe.recording import environment
 from dask_observe.recording.environment import (
     StartedIn,
@@ -29,6 +35,7 @@ from dask_observe.recording.environment import (
     cluster_environment,
 )
 from dask_observe.store import RunData
+from dask_observe.store.retention import Policy
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,7 +46,6 @@ if TYPE_CHECKING:
     from dask_observe.diagnose import Flag
     from dask_observe.export.live import LiveExport
     from dask_observe.redact import Redactor
-    from dask_observe.store.retention import Policy
 
 logger = logging.getLogger("dask_observe.recording.lifecycle")
 
@@ -83,10 +89,7 @@ class EndSnapshot:
 
     @classmethod
     def read(cls) -> EndSnapshot:
-        from dask_observe import config
-        from dask_observe.archive.location import configured as configured_archive
         from dask_observe.recording import plugins
-        from dask_observe.store.retention import Policy
 
         try:
             retention: Policy | None = Policy.from_config()
@@ -156,8 +159,6 @@ class Finisher:
             # close it as soon as the block returned (a cell does).
             store = Store(self.store_path)
             try:
-                from dask_observe.analysis.figures import clock_offsets
-
                 ran_in = self.environment()
                 # How far each worker's times were moved onto the scheduler's
                 # clock, as its last lines said (they are stored by now).
@@ -192,8 +193,6 @@ class Finisher:
             end.reach(Stage.DONE)
         url, options = self.closing.archive
         if url:
-            from dask_observe.archive.publish import publish_at_end
-
             try:
                 publish_at_end(self.store_path, self.run_id, str(url), options)
             except Exception as e:  # the run is recorded; publishing retries
@@ -269,8 +268,6 @@ def start_finisher(
     end.thread = threading.Thread(target=target, args=args, name="dask-observe-run-end")
     end.thread.start()
     if closing.archive[0]:
-        from dask_observe.archive.publish import hold_exit_for
-
         hold_exit_for(end.thread)
 
 
@@ -315,8 +312,6 @@ def judge(run: Run) -> tuple[list[Flag], dict[str, float] | None]:
     stored for its readers, and each prefix's pace (what its name's history
     reads of its tasks; None where they could not be read), all from one
     read of its task rows."""
-    from dask_observe.analysis.history import per_task
-    from dask_observe.diagnose import flag_list
     from dask_observe.report import tasks as task_figures
 
     flags: list[Flag] = []
@@ -349,8 +344,6 @@ def keep_history_figures(run: Run, pace: dict[str, float]) -> None:
     verdict's read of its tasks, and its peak memory, read here) in its row:
     a history, the panel's read-only one too, then reads no table of it. A
     history works them out where this failed."""
-    from dask_observe.analysis.figures import peak_memory
-
     try:
         peak = peak_memory(run, kept=False)
         run.store.kept.set_history_figures([(run.id, pace, peak)])

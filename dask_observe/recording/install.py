@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from dask_observe.capture.wire import VERSION as WIRE_VERSION
+from dask_observe.recording import link
+from dask_observe.recording.link import answer_timeout
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -45,8 +48,6 @@ def install_capture(client: Client) -> dict[str, Any]:
             plugins.register(client, plugins.capture_settings(since=time.time()))
             hello = plugins.hello(client)
     except TimeoutError as e:
-        from dask_observe.recording.link import answer_timeout
-
         raise SchedulerSilent(
             f"the scheduler did not answer in {answer_timeout():g} s, so"
             " dask-observe's capture plugins could not be set up"
@@ -73,8 +74,6 @@ def _surely_bare(client: Client) -> bool:
     """The scheduler runs in this process (a LocalCluster's) and has no capture
     plugin: no need to ask it (a round trip, with this package's functions
     pickled by value) before shipping the plugins."""
-    from dask_observe.recording import link
-
     scheduler = client.scheduler
     local = link.local_scheduler(client, str(getattr(scheduler, "address", "")))
     return local is not None and link.SCHEDULER_PLUGIN not in local.plugins
@@ -91,10 +90,6 @@ def dashboard_address(client: Client, hello: dict[str, Any] | None) -> str | Non
     dashboard is the gateway's route to it (``http(s)://gateway/clusters/
     <name>``), which the client's cluster knows.
     """
-    from urllib.parse import urlsplit
-
-    from dask_observe.recording.link import answer_timeout
-
     if client.scheduler is not None and str(client.scheduler.address).startswith(
         "gateway://"
     ):
@@ -132,8 +127,6 @@ def gateway_dashboard(client: Client) -> str | None:
     cluster (its ``dashboard_link`` without the page), or None where the
     client was made without its cluster (the link would name the
     scheduler's own port, which nobody outside the gateway reaches)."""
-    from urllib.parse import urlsplit, urlunsplit
-
     link = getattr(getattr(client, "cluster", None), "dashboard_link", None)
     if not isinstance(link, str):
         return None

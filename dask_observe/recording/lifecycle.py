@@ -21,7 +21,7 @@ from dask_observe.api import Run, Store
 from dask_observe.api.ends import PendingEnd, Stage, begin_end, wait_records_stored
 from dask_observe.capture.shipper import CLOCK_S
 from dask_observe.capture.wire import EventRecord
-from dask_observe.recording import graphs, link
+from dask_observe.recording import environment, fallback, graphs, link, nativerun
 from dask_observe.recording.environment import (
     StartedIn,
     client_environment,
@@ -224,8 +224,6 @@ class Recording:
             wanted = bool(dask.config.get("observe.profile.native", False))
         if not wanted or self._recorder is None or self._recorder.partial is not None:
             return
-        from dask_observe.recording import nativerun
-
         try:
             self._native = nativerun.NativeRun(self.client, nativerun.configured_rate())
         except Exception as e:
@@ -237,8 +235,6 @@ class Recording:
         change it (0.4 ms); the rest (the workers asked, a script's git
         commit, the write) by a thread of its own once the block has run for
         ``START_DELAY_S``."""
-        from dask_observe.recording import environment
-
         assert self._recorder is not None
         started = StartedIn(environment.config_changes())
         self._started_in = started
@@ -272,8 +268,6 @@ class Recording:
     def _begin_partial(self) -> None:
         """A run whose cluster has no capture plugins: have distributed keep
         its task stream, to read at the end with the rest it holds."""
-        from dask_observe.recording import fallback
-
         assert self._recorder is not None
         if self._recorder.silent:  # asked at the end, once, by time
             return
@@ -496,8 +490,6 @@ class Recording:
     ) -> Finisher:
         """End a run whose cluster has no capture plugins with what distributed
         still holds of it (``fallback``)."""
-        from dask_observe.recording import fallback
-
         assert self._recorder is not None and self.run is not None
         silent = None
         try:

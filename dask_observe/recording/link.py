@@ -10,6 +10,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
+from dask_observe.config import get
+from dask_observe.units import parse_seconds
+
 if TYPE_CHECKING:
     from distributed import Client
 
@@ -27,9 +30,6 @@ def answer_timeout() -> float:
     (``observe.recorder.answer-timeout``): without a bound, a frozen scheduler
     (its connection still open) held a run's end, and whoever waited for it,
     for ever."""
-    from dask_observe.config import get
-    from dask_observe.units import parse_seconds
-
     return parse_seconds(get("recorder.answer-timeout") or 30)
 
 

@@ -22,7 +22,9 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from dask_observe.config import get
 from dask_observe.store.clusters import ClientOf
+from dask_observe.units import parse_seconds
 
 if TYPE_CHECKING:
     from dask_observe.store import BaseStore
@@ -37,9 +39,6 @@ def silent_after() -> float:
     """Seconds a call to the scheduler waits before its scheduler is said to be
     silent (``observe.recorder.silent-after``); the call itself waits on, up to
     ``answer-timeout``."""
-    from dask_observe.config import get
-    from dask_observe.units import parse_seconds
-
     return parse_seconds(get("recorder.silent-after") or 5)
 
 

@@ -7,6 +7,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.analysis.trees import merge_profiles, prune_profile, subtract_profile
+
 if TYPE_CHECKING:
     from distributed import Client
 
@@ -114,11 +116,6 @@ def profiles(client: Client, started: float, fine: list[FineRow]) -> dict[str, A
     import dask.config
     from dask.utils import parse_timedelta
 
-    from dask_observe.analysis.trees import (
-        merge_profiles,
-        prune_profile,
-        subtract_profile,
-    )
     from dask_observe.recording import plugins
 
     compute: dict[str, float] = {}

@@ -9,6 +9,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.analysis.native import attribute, summarize
 from dask_observe.capture.wire import EventRecord
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ class NativeRun:
         self, client: Client, run: RunData, redact: Redactor, now: float
     ) -> EventRecord:
         """Stop every recording and say what they found, as an event."""
-        from dask_observe.analysis.native import attribute, summarize
         from dask_observe.recording import plugins
 
         answers = plugins.native_profile(client, self.token, None)

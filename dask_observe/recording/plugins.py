@@ -22,6 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
+import os
+import platform
+import re
 import sys
 import threading
 import time
@@ -30,22 +34,26 @@ from typing import TYPE_CHECKING, Any
 
 from distributed.diagnostics.plugin import NannyPlugin, SchedulerPlugin, WorkerPlugin
 
+from dask_observe.capture.logs import parse_levels
+from dask_observe.capture.settings import CaptureSettings
+from dask_observe.config import get
+from dask_observe.recording import link
 from dask_observe.recording.bundle import import_bundle, local_bundle
-from dask_observe.recording.link import NANNY_PLUGIN, SCHEDULER_PLUGIN, WORKER_PLUGIN
+from dask_observe.recording.link import (
+    NANNY_PLUGIN,
+    SCHEDULER_PLUGIN,
+    WORKER_PLUGIN,
+    answer_timeout,
+)
+from dask_observe.units import parse_seconds
 
 if TYPE_CHECKING:
     from distributed import Client
-
-    from dask_observe.capture.settings import CaptureSettings
 
 
 def capture_settings(since: float) -> CaptureSettings:
     """The plugins' settings from dask config (``observe.capture``), here on the
     client: its config rules the cluster's capture."""
-    from dask_observe.capture.logs import parse_levels
-    from dask_observe.capture.settings import CaptureSettings
-    from dask_observe.config import get
-    from dask_observe.units import parse_seconds
 
     def ms_of(name: str) -> float:
         return 1000 * parse_seconds(get(name))
@@ -145,8 +153,6 @@ def process_environment(holder: Any = None) -> dict[str, Any]:
     """This process's Python, OS and package versions (``PACKAGES``). Read once
     a process: kept on ``holder`` (the worker or scheduler) where given, as
     reading package metadata takes milliseconds."""
-    import platform
-
     found: dict[str, Any] | None = getattr(holder, "_dask_observe_environment", None)
     if found is not None:
         return found
@@ -171,9 +177,6 @@ def installed_versions(names: tuple[str, ...]) -> dict[str, str]:
     searched the whole path for each name: 0.9 ms a name, 14 ms for
     ``PACKAGES``, in each worker during a first recorded block, beside its
     task; this takes ~1 ms."""
-    import importlib.metadata
-    import os
-    import re
 
     def normal(name: str) -> str:  # PEP 503's, with "_" as wheels spell it
         return re.sub(r"[-_.]+", "_", name).lower()
@@ -327,8 +330,6 @@ def register(client: Client, settings: CaptureSettings) -> None:
     taken them within ``answer-timeout``: the caller decides what a failure
     means.
     """
-    from dask_observe.recording.link import answer_timeout
-
     _pickle_this_module_by_value()
     bound = answer_timeout()
     deadline = time.monotonic() + bound
@@ -405,10 +406,6 @@ def hello(client: Client) -> dict[str, Any] | None:
     :func:`capture_on_scheduler`). Asked with a function rather than by calling
     the plugin's handler: a scheduler without it would log a warning with a
     traceback into the user's logs."""
-    from dask_observe.config import get
-    from dask_observe.recording import link
-    from dask_observe.units import parse_seconds
-
     backlog = parse_seconds(get("recorder.backlog") or 0)
     # A scheduler in this process (a LocalCluster's) is asked on its loop:
     # ``run_on_scheduler`` pickled this module's functions by value for it,
@@ -438,8 +435,6 @@ def profiles(client: Client, start: float, prefixes: list[str]) -> dict[str, Any
     """The cluster's profile since ``start`` (see :func:`profiles_since`), each
     tree merged over the workers."""
     from distributed import profile
-
-    from dask_observe.recording.link import answer_timeout
 
     _pickle_this_module_by_value()
     found = client.run(
@@ -478,8 +473,6 @@ def native_profile(
 ) -> dict[str, dict[str, Any]]:
     """Each worker's answer to :func:`native_profile_on` (a worker that failed
     is left out)."""
-    from dask_observe.recording.link import answer_timeout
-
     _pickle_this_module_by_value()
     answers = client.run(
         native_profile_on,

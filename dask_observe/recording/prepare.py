@@ -19,6 +19,10 @@ import importlib
 import logging
 import threading
 
+from dask_observe import redact
+from dask_observe.recording.bundle import import_bundle, local_bundle
+from dask_observe.recording.finish import END_IMPORTS
+
 logger = logging.getLogger(__name__)
 
 #: The modules a run's start and end import (the run's end thread aside: it
@@ -62,9 +66,6 @@ def prepare() -> None:
     """Import what a first recorded run imports, and the capture bundle as a
     cluster in this process would (its name is the hash of its source: a
     LocalCluster's scheduler then finds it imported)."""
-    from dask_observe import redact
-    from dask_observe.recording.bundle import import_bundle, local_bundle
-
     for name in FIRST_RUN_IMPORTS:
         importlib.import_module(name)
     shipped = local_bundle()
@@ -77,8 +78,6 @@ def prepare() -> None:
 def warm_up() -> threading.Thread:
     """Import ``finish.END_IMPORTS`` and ``WARM_IMPORTS`` by a thread of its
     own (a daemon: a process that exits meanwhile does not wait for it)."""
-
-    from dask_observe.recording.finish import END_IMPORTS
 
     def imports() -> None:
         for name in (*END_IMPORTS, *WARM_IMPORTS):

@@ -17,6 +17,9 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from dask_observe import redact
+from dask_observe.capture.clock import CLOCK_HANDLER, offset_within, reads_same_clock
+from dask_observe.config import get
+from dask_observe.export.live import live_from_config
 from dask_observe.recording import link
 from dask_observe.recording.copying import Copier
 from dask_observe.recording.describe import Workers
@@ -29,6 +32,7 @@ from dask_observe.recording.install import (
 )
 from dask_observe.recording.liveness import Liveness, this_process
 from dask_observe.store import BaseStore
+from dask_observe.units import parse_seconds
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -51,12 +55,6 @@ def clock_offset(client: Client, hello: dict[str, Any]) -> float:
     """Seconds to add to this process's times to put them on the scheduler's
     clock: 0 where the hello found one clock, else measured by bare readings
     of it (``CLOCK_READINGS``) with the hello's own."""
-    from dask_observe.capture.clock import (
-        CLOCK_HANDLER,
-        offset_within,
-        reads_same_clock,
-    )
-
     said = hello["asked_at"], hello.get("clock"), hello["answered_at"]
     if reads_same_clock(*said):
         return 0.0
@@ -78,8 +76,6 @@ def clock_offset(client: Client, hello: dict[str, Any]) -> float:
 def _live_export(cluster: str) -> LiveExport | None:
     """The live OpenTelemetry export of a cluster, if configured; a missing SDK
     or a bad setting is a warning, never a failed recording."""
-    from dask_observe.export.live import live_from_config
-
     try:
         return live_from_config(cluster)
     except (ImportError, ValueError, TypeError) as e:
@@ -90,8 +86,6 @@ def _live_export(cluster: str) -> LiveExport | None:
 def _export_settings() -> Any:
     """``observe.export.otlp`` as configured now (a copy: dask.config.set
     changes the config's dicts in place)."""
-    from dask_observe.config import get
-
     return copy.deepcopy(get("export.otlp"))
 
 
@@ -188,9 +182,6 @@ class Recorder(Copier):
         taken up again by its own client: the cluster is not asked again for
         its capture, so a run after the first starts in a millisecond.
         """
-        from dask_observe.config import get
-        from dask_observe.units import parse_seconds
-
         scheduler = client.scheduler
         assert scheduler is not None
         key = (str(scheduler.address), str(store.path))

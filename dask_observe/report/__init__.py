@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dask_observe.diagnose.lead import lead
+from dask_observe.export.safefiles import open_to_write
 from dask_observe.report.model import ReportData, collect
 from dask_observe.report.render import render
 from dask_observe.store.outcome import status_line, tasks_text
+from dask_observe.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
     from dask_observe.diagnose import Flag
@@ -53,8 +55,6 @@ class Report:
         """Write the full report to ``path`` (a directory gets ``run-ID.html``);
         never through a symbolic link, over an existing file only with
         ``overwrite``."""
-        from dask_observe.export.safefiles import open_to_write
-
         target = Path(path).expanduser()
         if target.is_dir() and not target.is_symlink():
             target = target / f"run-{int(self.data.summary['id'])}.html"
@@ -65,8 +65,6 @@ class Report:
     def __repr__(self) -> str:
         """A short summary for frontends that cannot show HTML (a terminal, a
         notebook viewer that shows text/plain): headline figures, then flags."""
-        from dask_observe.units import format_bytes, format_seconds
-
         d = self.data
         s = d.summary
         partial = " (recorded partially)" if s.get("partial") else ""

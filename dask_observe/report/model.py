@@ -14,6 +14,7 @@ from dask_observe.analysis.native import stored
 from dask_observe.analysis.series import last_by
 from dask_observe.analysis.trees import profile_table
 from dask_observe.capture.events import WorkerRemoved
+from dask_observe.diagnose import flag_list
 from dask_observe.report import standing, tasks
 from dask_observe.report.taskstream import StreamBins
 from dask_observe.units import text_or_none
@@ -215,8 +216,6 @@ def _removed_workers(run: RunData) -> dict[str, str]:
 def collect(run: RunData, flags: list[Flag] | None = None) -> ReportData:
     """Everything a report of ``run`` shows, read from the store once;
     ``flags`` where they were judged already."""
-    from dask_observe.diagnose import flag_list
-
     record = run.summary()
     start = run.started
     end = run.window_end()

@@ -11,11 +11,13 @@ import re
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from dask_observe.analysis.native import native_rows
 from dask_observe.diagnose.lead import lead
 from dask_observe.plaintext import short_path
 from dask_observe.report import memorycharts, standing, svg, taskstream
 from dask_observe.report.icicle import icicle
 from dask_observe.report.matrix import transfer_matrix
+from dask_observe.report.model import ACTIVITIES
 from dask_observe.report.style import Limits, page
 from dask_observe.report.style import style as _s
 from dask_observe.report.style import table as _table
@@ -148,8 +150,6 @@ def _figure_name(text: str) -> str:
 
 def _time_split(data: ReportData, limits: Limits) -> str:
     """Where the threads' time went, a bar per activity."""
-    from dask_observe.report.model import ACTIVITIES
-
     total = sum(data.time_split.values())
     if total <= 0:
         return ""
@@ -265,8 +265,6 @@ def _native(data: ReportData) -> str:
     """Of a run recorded with ``native=True``: how much of each prefix's
     sampled task time was in compiled code, and in which libraries; and why
     a worker could not be profiled, if one could not."""
-    from dask_observe.analysis.native import native_rows
-
     if not data.native:
         return ""
     rate = data.native.get("rate")

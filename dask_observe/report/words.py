@@ -5,6 +5,7 @@ further. Every recorded text is escaped.
 
 from __future__ import annotations
 
+import datetime as dt
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -17,8 +18,6 @@ if TYPE_CHECKING:
 
 
 def clock(t: float) -> str:
-    import datetime as dt
-
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%H:%M:%S.%f")[:-3]
 
 

@@ -12,19 +12,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from html import escape
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import APIHandler
+from jupyter_server.utils import url_path_join
 from tornado import web
 
+from dask_observe.analysis.compare import compare
+from dask_observe.api.archive import Archive
+from dask_observe.archive.location import configured as archive_setting
 from dask_observe.server.pages import ErrorPages
 from dask_observe.server.payloads import ArchiveRunPayload, archive_run_payload
 from dask_observe.server.routes import StoreReader, whole_argument
 from dask_observe.store import RunNotFound, StoreError
-
-if TYPE_CHECKING:
-    from dask_observe.api.archive import Archive
 
 T = TypeVar("T")
 
@@ -38,15 +39,11 @@ _archives: dict[tuple[str, str], Archive] = {}
 
 def configured() -> tuple[str, dict[str, Any]] | None:
     """``observe.archive`` and its options, or None where none is set."""
-    from dask_observe.archive.location import configured as archive_setting
-
     url, options = archive_setting()
     return None if url is None else (url, options)
 
 
 def _archive(url: str, options: dict[str, Any]) -> Archive:
-    from dask_observe.api.archive import Archive
-
     key = (url, json.dumps(options, sort_keys=True, default=str))
     if key not in _archives:
         _archives[key] = Archive(url, options)
@@ -69,7 +66,6 @@ def read_archive_report(url: str, options: dict[str, Any], uid: str) -> str:
 
 
 def read_archive_comparison(url: str, options: dict[str, Any], a: str, b: str) -> str:
-    from dask_observe.analysis.compare import compare
     from dask_observe.report.comparison import render_html
     from dask_observe.report.style import page
 
@@ -156,8 +152,6 @@ class ArchiveComparisonHandler(ErrorPages, ArchiveReader):
 
 
 def archive_routes(api: str, kwargs: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    from jupyter_server.utils import url_path_join
-
     runs = url_path_join(api, "archive", "runs")
     run = url_path_join(runs, UID)
     return [

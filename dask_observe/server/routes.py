@@ -18,6 +18,8 @@ from jupyter_server.auth.decorator import authorized, ws_authenticated
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 
+from dask_observe.analysis.compare import compare
+from dask_observe.analysis.history import history_records
 from dask_observe.api import Run
 from dask_observe.server.manager import StoreManager, TooBusy
 from dask_observe.server.pages import REPORT_POLICY, ErrorPages
@@ -30,6 +32,7 @@ from dask_observe.server.payloads import (
     flag_payload,
     run_payload,
 )
+from dask_observe.server.subscriptions import checked_filters, read_rows, within_text
 from dask_observe.store import (
     BaseStore,
     QueryTooLong,
@@ -77,8 +80,6 @@ def read_run(store: BaseStore, run_id: str) -> dict[str, Any]:
 def read_logs(store: BaseStore, run_id: str, query: dict[str, Any]) -> dict[str, Any]:
     """One page of a run's log lines in store order: those numbered above
     ``after`` (and at most ``upto``), filtered as the Python API filters."""
-    from dask_observe.server.subscriptions import checked_filters, within_text
-
     filters = checked_filters(query["filters"])  # as a stream's: bounded
     rows = store.run(run_id).log_page(
         query["after"], query["limit"] + 1, query["upto"], **filters
@@ -103,8 +104,6 @@ def read_history(store: BaseStore, run_id: str) -> HistoryPayload:
     """The history of the run's name: its newest runs, oldest first, with
     their wall time, peak memory, verdict, prefix verdicts and what changed (see
     :func:`dask_observe.analysis.history.history`)."""
-    from dask_observe.analysis.history import history_records
-
     name = str(store.run_record(run_id)["name"])
     runs = [
         HistoryRunPayload(
@@ -127,7 +126,6 @@ def read_report(store: BaseStore, run_id: str) -> str:
 
 
 def read_comparison(store: BaseStore, a: str, b: str) -> str:
-    from dask_observe.analysis.compare import compare
     from dask_observe.report.comparison import render_html
     from dask_observe.report.style import page
 
@@ -295,8 +293,6 @@ class StreamRowsHandler(StoreHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        from dask_observe.server.subscriptions import read_rows
-
         upto = whole_argument(self, "upto", None)
         raw = self.get_query_argument("subscribe", "")
         if upto is None or len(raw) > MAX_SUBSCRIBE:

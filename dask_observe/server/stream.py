@@ -44,6 +44,7 @@ from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web, websocket
 
+from dask_observe import config
 from dask_observe.server.manager import StoreManager, TooBusy
 from dask_observe.server.subscriptions import (
     MAX_ID,
@@ -54,6 +55,7 @@ from dask_observe.server.subscriptions import (
     judge_flags,
 )
 from dask_observe.store import BaseStore, StoreError
+from dask_observe.units import parse_bytes
 
 #: The longest a subscription waits without a change seen: the flags of a
 #: running run change with time alone (a task hung), and a commit the watch
@@ -73,9 +75,6 @@ class StreamHandler(WebSocketMixin, JupyterHandler, websocket.WebSocketHandler):
     auth_resource = "dask-observe"
 
     def initialize(self, manager: StoreManager) -> None:
-        from dask_observe import config
-        from dask_observe.units import parse_bytes
-
         self.manager = manager
         #: Unsent bytes this client may have before the server skips ahead.
         self.max_pending = int(parse_bytes(config.get("server.stream-max-pending")))

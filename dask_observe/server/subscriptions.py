@@ -12,7 +12,9 @@ from collections.abc import Hashable
 from dataclasses import asdict
 from typing import Any
 
+from dask_observe.api import Run
 from dask_observe.capture.text import MAX_KEY_BYTES
+from dask_observe.diagnose import stored_verdict
 from dask_observe.server.payloads import FlagPayload, flag_payload
 from dask_observe.store import BaseStore, queries
 
@@ -345,8 +347,6 @@ def judge_flags(store: BaseStore, run_id: int) -> list[FlagPayload]:
     """A run's flags as the stream sends them (in a reading process: pandas):
     a running run's judged from what is recorded so far, a finished run's
     verdict as judged at its end."""
-    from dask_observe.api import Run
-
     return [flag_payload(asdict(f)) for f in Run.of(store, run_id).flag_list()]
 
 
@@ -354,8 +354,6 @@ def final_flags(store: BaseStore, run_id: int) -> tuple[bool, list[FlagPayload] 
     """Whether a run's flags can no longer change, and its verdict if this
     version stored one: JSON read as it is, no judging (and no pandas), so
     that a finished run's flags are read once, not judged again every poll."""
-    from dask_observe.diagnose import stored_verdict
-
     record = store.run_record(run_id)
     if record["status"] == "running":
         return False, None

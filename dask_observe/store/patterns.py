@@ -14,6 +14,8 @@ name a word.
 from __future__ import annotations
 
 import functools
+import re
+from re import _parser as parser  # type: ignore[attr-defined]
 from typing import Any
 
 #: Characters a pattern or text filter may have: enough for any log search,
@@ -97,9 +99,6 @@ def required_literal(pattern: str) -> str | None:
     contains (``"error"`` for ``r"error \d+"``), or None: a cheap filter to
     run before the pattern. Read with Python's own parser (linear, it runs
     nothing); patterns it cannot read, or that ignore case, get none."""
-    import re
-    from re import _parser as parser  # type: ignore[attr-defined]
-
     if any(syntax in pattern for syntax in RE2_ONLY):
         return None  # read otherwise by Python: its literal is not RE2's
     try:

@@ -19,6 +19,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dask_observe import config
+from dask_observe.units import parse_bytes, parse_seconds
+
 if TYPE_CHECKING:
     import sqlite3
 
@@ -64,9 +67,6 @@ class Policy:
     def from_config(cls) -> Policy:
         """``observe.retention``: keep-last, max-age (e.g. "30d"), max-size
         (e.g. "2GiB"); unset ones keep everything."""
-        from dask_observe import config
-        from dask_observe.units import parse_bytes, parse_seconds
-
         keep, age, size = (
             config.get(f"retention.{name}")
             for name in ("keep-last", "max-age", "max-size")

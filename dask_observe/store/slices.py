@@ -16,6 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from dask_observe.store.connection import StoreError
+from dask_observe.store.redaction import columns as text_columns
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -144,8 +145,6 @@ def redacted(
     own redaction rewrites (a run recorded before a rule, or in a store
     redacted since, leaves the machine as the rules say now). Only the texts
     the redactor suspects are looked at."""
-    from dask_observe.store.redaction import columns as text_columns
-
     if not redactor.enabled:
         return record, tables
     columns = text_columns(redactor)
