@@ -240,7 +240,7 @@ def test_a_runs_end_brings_its_last_records_in_its_own_round_trip(
     # flush brought. A capture of an earlier dask-observe (a long-lived
     # cluster's; its hello has no end_pulls) is asked for them after, as before.
     from dask_observe.recording import plugins
-    from dask_observe.recording.recorder import Recorder
+    from dask_observe.recording.copying import Copier
 
     hello = plugins.hello
 
@@ -251,16 +251,16 @@ def test_a_runs_end_brings_its_last_records_in_its_own_round_trip(
         return found
 
     asked: list[str] = []
-    call = Recorder.call
+    call = Copier.call
 
-    def counted(self: Recorder, op: str, **kwargs: Any) -> Any:
+    def counted(self: Copier, op: str, **kwargs: Any) -> Any:
         # The block's thread and the run's end's, not the recorder's own pulls.
         if threading.current_thread().name != "dask-observe-recorder":
             asked.append(op)
         return call(self, op, **kwargs)
 
     monkeypatch.setattr(plugins, "hello", said)
-    monkeypatch.setattr(Recorder, "call", counted)
+    monkeypatch.setattr(Copier, "call", counted)
     # A new store starts at the cluster's last 30 s of records (its hello's
     # ``recent``), and a run this short ends before the recorder's pulls
     # have caught up: run within 30 s of test_server_api.py's 10,000 lines
@@ -276,6 +276,40 @@ def test_a_runs_end_brings_its_last_records_in_its_own_round_trip(
     assert asked == ["dask_observe_end", *pulled_after]
     assert len(run.logs(contains="<script>alert")) == 3
     assert run.status == "finished" and list(run.tasks()["prefix"]) == ["chatter"]
+
+
+def test_a_recorder_s_scheduler_state_goes_back_only_between_answering_and_not(
+    client: Client, store_path: Path
+) -> None:
+    # A transient failure is undone by an answer; a close is not, and once its
+    # last records are read, a scheduler that stops answering has closed.
+    from dask_observe.recording.copying import Copied
+    from dask_observe.recording.recorder import Recorder, SchedulerState
+
+    store = dask_observe.open_store()
+    recorder = Recorder(client, store)
+
+    def state() -> SchedulerState:  # read anew each time (mypy narrows a read)
+        return recorder.state
+
+    assert state() is SchedulerState.ANSWERS and recorder.reachable()
+    recorder.unanswered()
+    assert state() is SchedulerState.UNANSWERED
+    assert not recorder.reachable() and not recorder.last_read
+    assert recorder.answers()  # the session's scheduler does
+    assert state() is SchedulerState.ANSWERS
+    recorder.answered(Copied(3, closing=True))
+    assert state() is SchedulerState.LAST_READ
+    assert recorder.reachable(closing=True) and recorder.last_read
+    recorder.answered(Copied(0, closing=False))  # still closing: no way back
+    assert state() is SchedulerState.LAST_READ
+    recorder.unanswered()
+    assert state() is SchedulerState.CLOSED
+    assert not recorder.reachable(closing=True) and recorder.last_read
+    recorder.answered()
+    recorder.unanswered()
+    assert state() is SchedulerState.CLOSED
+    store.close()
 
 
 def test_a_client_of_a_remote_scheduler_pulls_over_rpc(store_path: Path) -> None:

@@ -3,15 +3,15 @@ redacted, into the store (and the live export), each in one transaction with
 the cursor that follows it. Asked periodically by the recorder's thread, and
 by a run's end, whose reply may carry them (``end_run``).
 
-A mixin of :class:`~dask_observe.recording.recorder.Recorder`, which holds the
-state it reads (the annotations below) and decides when to copy.
+A part of :class:`~dask_observe.recording.recorder.Recorder`, which decides
+when to copy and what the scheduler's answers mean.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dask_observe import redact
 from dask_observe.capture import wire
@@ -25,6 +25,15 @@ if TYPE_CHECKING:
     from dask_observe.export.live import LiveExport
     from dask_observe.recording.liveness import Liveness
     from dask_observe.store import BaseStore
+
+
+class Copied(NamedTuple):
+    """What a pull did: records stored, and whether the scheduler said it is
+    closing (they were then its last: it waits, bounded, for them to be read)."""
+
+    written: int
+    closing: bool
+
 
 #: How recently a worker must have left for a run's end to wait for its nanny.
 SETTLE_AFTER_REMOVAL_S = 5.0
@@ -53,27 +62,38 @@ def _redacted(
 class Copier:
     """Copies one cluster's records into one store (see the module)."""
 
-    client: Client
-    store: BaseStore
-    cluster: str
-    flush_interval_s: float
-    #: What the scheduler plugin said of itself (see ``Recorder.hello``).
-    hello: dict[str, Any] | None
-    #: Why the capture plugins do not run on the cluster, or None when they
-    #: do: then there is nothing to copy.
-    partial: str | None
-    export: LiveExport | None
-    closing_read: bool
-    #: When a copy last saw a worker leave (monotonic clock).
-    worker_removed_at: float
-    _pull_lock: threading.Lock
-    _redactors: list[redact.Redactor]
-    #: The spans of runs whose block has returned, their end not yet read:
-    #: each pull names them, so that a scheduler closing meanwhile waits for
-    #: their end (the capture's ``before_close``). Added and removed by the
-    #: runs' threads: read by copy.
-    spans_ending: set[str]
-    liveness: Liveness
+    def __init__(
+        self,
+        client: Client,
+        store: BaseStore,
+        cluster: str,
+        flush_interval_s: float,
+        liveness: Liveness,
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.cluster = cluster
+        self.flush_interval_s = flush_interval_s
+        self.liveness = liveness
+        #: What the scheduler plugin said of itself (see ``Recorder.hello``).
+        self.hello: dict[str, Any] | None = None
+        #: Sends what is copied to an OpenTelemetry collector as it is stored
+        #: (``observe.export.otlp.endpoint``), or None.
+        self.export: LiveExport | None = None
+        #: The redaction of each run that uses the recorder, as it started:
+        #: every copy, the periodic ones too, redacts as the newest of them (a
+        #: block's ``dask.config.set`` is undone as it returns, before its
+        #: run's end has copied the last of its lines). Between runs, as
+        #: configured now.
+        self.redactors: list[redact.Redactor] = []
+        #: The spans of runs whose block has returned, their end not yet read:
+        #: each pull names them, so that a scheduler closing meanwhile waits for
+        #: their end (the capture's ``before_close``). Added and removed by the
+        #: runs' threads: read by copy.
+        self.spans_ending: set[str] = set()
+        #: When a copy last saw a worker leave (monotonic clock).
+        self.worker_removed_at = -float("inf")
+        self._lock = threading.Lock()
 
     def _begin_at_recent(self, hello: dict[str, Any] | None) -> None:
         """A store that never read this cluster starts at its last seconds of
@@ -150,7 +170,7 @@ class Copier:
         self,
         pulled: dict[str, Any] | None = None,
         redactor: redact.Redactor | None = None,
-    ) -> int:
+    ) -> Copied:
         """Copy every record the scheduler holds beyond the store's cursor,
         starting with those of ``pulled``, the ``pull`` of a run's end's
         reply (:meth:`end_run`), if given; redacted by ``redactor`` (a run's
@@ -158,12 +178,10 @@ class Copier:
         configured it), else as the newest run using the recorder started,
         else as configured now."""
         if redactor is None:
-            running = tuple(self._redactors)  # a copy: runs come and go meanwhile
+            running = tuple(self.redactors)  # a copy: runs come and go meanwhile
             redactor = running[-1] if running else redact.configured()
         written = 0
-        if self.partial is not None:
-            return written
-        with self._pull_lock:
+        with self._lock:
             while True:
                 instance, cursor, reply = self._read(pulled)
                 pulled = None
@@ -195,12 +213,9 @@ class Copier:
                     self.export.offer([record for _, record in records])
                 written += len(records)
                 if last >= reply["last"]:
-                    # Set once they are stored: a headless run's end reads
-                    # what is stored when it sees this.
-                    self.closing_read = self.closing_read or bool(reply.get("closing"))
-                    return written
+                    return Copied(written, bool(reply.get("closing")))
 
-    def settle(self, redactor: redact.Redactor | None = None) -> None:
+    def settle(self, redactor: redact.Redactor | None = None) -> Copied | None:
         """After a worker left, wait for its nanny's next flush and pull again:
         for a capture that does not have the run's end ask that nanny itself
         (its hello lacks ``gone_nannies``: another dask-observe registered it).
@@ -210,7 +225,8 @@ class Copier:
         signal) with its own flush, one interval later.
         """
         if (self.hello or {}).get("gone_nannies"):
-            return
-        if time.monotonic() - self.worker_removed_at < SETTLE_AFTER_REMOVAL_S:
-            time.sleep(2 * self.flush_interval_s)
-            self.pull(redactor=redactor)
+            return None
+        if time.monotonic() - self.worker_removed_at >= SETTLE_AFTER_REMOVAL_S:
+            return None
+        time.sleep(2 * self.flush_interval_s)
+        return self.pull(redactor=redactor)

@@ -38,7 +38,7 @@ from dask_observe.recording.finish import (
     stored_counts,
 )
 from dask_observe.recording.measures import FineMeter, fine_map, profiles
-from dask_observe.recording.recorder import Recorder
+from dask_observe.recording.recorder import Recorder, SchedulerState
 from dask_observe.recording.span import hide_span_annotation_warning, run_span
 from dask_observe.store import RunData
 
@@ -145,7 +145,7 @@ class Recording:
     def cluster_closed(self) -> bool:
         """Whether the scheduler closed as it should, its last records read
         (else, once ``cluster_gone``, it stopped answering)."""
-        return self._recorder is not None and self._recorder.closing_read
+        return self._recorder is not None and self._recorder.last_read
 
     @property
     def span_id(self) -> str | None:
@@ -184,7 +184,7 @@ class Recording:
                 started=self._now(),
             )
             if self._recorder.partial is not None:
-                self.store.set_partial(run_id, self._recorder.partial)
+                self.store.set_partial(run_id, self._recorder.partial.reason)
                 self._begin_partial()
             else:
                 self._recorder.workers.ask_early()
@@ -269,7 +269,8 @@ class Recording:
         """A run whose cluster has no capture plugins: have distributed keep
         its task stream, to read at the end with the rest it holds."""
         assert self._recorder is not None
-        if self._recorder.silent:  # asked at the end, once, by time
+        assert self._recorder.partial is not None
+        if self._recorder.partial.silent:  # asked at the end, once, by time
             return
         try:
             self._stream_mark = fallback.begin(self.client)
@@ -317,7 +318,7 @@ class Recording:
             start_finisher(end, closing, finisher.write, end)
         else:
             if self._span_id is not None:  # a closing scheduler waits for it
-                self._recorder.spans_ending.add(self._span_id)
+                self._recorder.copier.spans_ending.add(self._span_id)
             start_finisher(end, closing, self._finish, status, ended, closing, end)
         self.run._end = end
         return self.run
@@ -349,7 +350,7 @@ class Recording:
         finally:
             if self._recorder is not None and self._span_id is not None:
                 # Its end came, or not: the scheduler waits for it no more.
-                self._recorder.spans_ending.discard(self._span_id)
+                self._recorder.copier.spans_ending.discard(self._span_id)
             # A run that will be judged has what judging imports imported
             # before its client's close goes on (and its cluster's, usually
             # closed after it): see ``END_IMPORTS``.
@@ -373,7 +374,7 @@ class Recording:
         assert self._recorder is not None
         if self._recorder.partial is not None:
             return self._stop_partial(store, status, ended, closing)
-        if self._span_id is None and self._recorder.closing_read:
+        if self._span_id is None and self._recorder.last_read:
             # A whole-cluster recording whose scheduler closed, its last
             # records read as it waited: the run ends with the cluster, and
             # nothing more is asked of it (each call would wait out
@@ -383,12 +384,13 @@ class Recording:
             return self._end(
                 store, status, stored_counts(store, self.run.id), ended, closing
             )
-        if self._recorder.failing and self.client.status == "running":
+        unanswered = self._recorder.state is SchedulerState.UNANSWERED
+        if unanswered and self.client.status == "running":
             # The last pull failed; the scheduler may answer again (a pause
             # of its loop, a process frozen and resumed): a run ended just
             # after must not be called lost for it (a test ended one 0.2 s
             # after its scheduler resumed, before the next pull).
-            self._recorder.failing = not self._recorder.answers()
+            self._recorder.answers()
         if not self._recorder.reachable(closing=True):
             return self._stop_lost(
                 store, ended, closing, "the scheduler stopped answering"
@@ -418,13 +420,14 @@ class Recording:
                 # Closed as soon as this answer left: asked anything more
                 # (a nanny's last flush, the profile), it would be waited for
                 # to distributed's connect timeout, twice 30 s.
-                self._recorder.closed = True
+                self._recorder.closed_at_end()
             else:
                 self._recorder.settle(self.redact)
         except (OSError, TimeoutError) as e:  # unanswered (answer-timeout)
             # A worker that froze holds the flush as a scheduler that froze
             # does; only the scheduler's own silence makes the run lost.
-            if self._recorder.failing or not self._recorder.answers():
+            unanswered = self._recorder.state is SchedulerState.UNANSWERED
+            if unanswered or not self._recorder.answers():
                 why = f"{type(e).__name__}: {e}"
                 return self._stop_lost(store, ended, closing, why)
             logger.warning("dask-observe: cannot read the run's last records: %s", e)
@@ -444,7 +447,8 @@ class Recording:
             logger.warning("dask-observe: cannot read the run's fine metrics: %s", e)
         # Not of a cluster that closed as the run ended: every call would
         # wait out distributed's connect timeout (its workers are gone too).
-        if self._native is not None and not self._recorder.closed:
+        closed = self._recorder.state is SchedulerState.CLOSED
+        if self._native is not None and not closed:
             try:  # after the last pull: the run's tasks are stored
                 # Read through the store this end writes with: the run's
                 # own may be closed by now (a recorded cell's).
@@ -476,7 +480,7 @@ class Recording:
         assert self._recorder is not None and self.run is not None
         logger.warning("dask-observe: the run's scheduler is gone (%s)", why)
         # Nothing more is asked of it (each call would wait out its bound).
-        self._recorder.failing = True
+        self._recorder.unanswered()
         event = EventRecord(
             "event", self._now(), "scheduler-lost", None, {"reason": why}
         )

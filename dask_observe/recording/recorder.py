@@ -14,14 +14,15 @@ import logging
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Any
+from enum import Enum
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dask_observe import redact
 from dask_observe.capture.clock import CLOCK_HANDLER, offset_within, reads_same_clock
 from dask_observe.config import get
 from dask_observe.export.live import live_from_config
 from dask_observe.recording import link
-from dask_observe.recording.copying import Copier
+from dask_observe.recording.copying import Copied, Copier
 from dask_observe.recording.describe import Workers
 from dask_observe.recording.install import (
     CaptureUnavailable,
@@ -89,9 +90,45 @@ def _export_settings() -> Any:
     return copy.deepcopy(get("export.otlp"))
 
 
-class Recorder(Copier):
-    """Copies one cluster's telemetry into one store while anyone needs it
-    (the copying itself: :class:`~dask_observe.recording.copying.Copier`)."""
+class SchedulerState(Enum):
+    """What a recorder knows of its scheduler, as its pulls and its runs' ends
+    find it. Only ANSWERS and UNANSWERED go back and forth; the scheduler's
+    close moves on to the right and stays.
+
+    ``failing``, ``closing_read`` and ``closed`` were three flags, set from
+    three threads, whose combinations nobody had listed.
+    """
+
+    #: The last call got through.
+    ANSWERS = "answers"
+    #: The last call failed to connect or timed out (it may be gone, or its
+    #: loop blocked): nothing is asked of it in passing; a call that gets
+    #: through again undoes it.
+    UNANSWERED = "unanswered"
+    #: It is closing, and a pull stored its last records (it waits, bounded,
+    #: for them to be read). Runs' ends still reach it meanwhile.
+    LAST_READ = "last-read"
+    #: It closed: it answered a run's end as closing, or stopped answering
+    #: once its last records were read. Nothing more is asked of it (each call
+    #: would wait out distributed's connect timeout).
+    CLOSED = "closed"
+
+
+class Partial(NamedTuple):
+    """Why the capture plugins do not run on a cluster: its runs keep what
+    distributed itself holds (``dask_observe.recording.fallback``)."""
+
+    reason: str
+    #: Because the scheduler did not answer as the recorder started
+    #: (``SchedulerSilent``): nothing more is asked of it before the run's
+    #: end, each question would wait as long.
+    silent: bool
+
+
+class Recorder:
+    """Copies one cluster's telemetry into one store while anyone needs it:
+    when to copy, who uses it, and what its scheduler's answers say (the
+    copying itself: its :class:`~dask_observe.recording.copying.Copier`)."""
 
     def __init__(
         self,
@@ -108,53 +145,29 @@ class Recorder(Copier):
         self.store = store
         self.cluster = str(scheduler.address)
         self.interval_s = interval_s
-        self.flush_interval_s = flush_interval_s
         self.linger_s = linger_s
         #: Whether the store is this recorder's own, to close when it stops.
         self.owns_store = owns_store
-        #: Since when no run has needed this recorder (monotonic clock), or None
-        #: while one does. It then pulls nothing; after ``linger_s`` it stops.
-        self._idle_since: float | None = None
-        #: When a pull last saw a worker leave (monotonic clock).
-        self.worker_removed_at = -float("inf")
-        self._users = 0
-        #: The redaction of each run that uses this recorder, as it started:
-        #: every pull, the periodic ones too, redacts as the newest of them
-        #: (a block's ``dask.config.set`` is undone as it returns, before its
-        #: run's end has pulled the last of its lines; CI: a line recorded
-        #: under ``redact.enabled: False`` was stored redacted). Between runs,
-        #: as configured now.
-        self._redactors: list[redact.Redactor] = []
-        self.spans_ending: set[str] = set()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._pull_lock = threading.Lock()
-        #: Why the capture plugins do not run on the cluster, or None when they
-        #: do. Then there is nothing to pull: runs keep what distributed itself
-        #: holds (``dask_observe.recording.fallback``) and are marked partial.
-        self.partial: str | None = None
-        #: Whether that is because the scheduler did not answer as the
-        #: recorder started (``SchedulerSilent``): nothing more is asked of it
-        #: before the run's end, each question would wait as long.
-        self.silent = False
-        #: Whether the last pull failed to reach the scheduler (it may be gone).
-        self.failing = False
         #: Whether the cluster is watched and its scheduler answers, told to
         #: the store for the panel (by this thread and a watchdog's).
         self.liveness = Liveness(self.store, self.cluster)
-        #: Whether the scheduler closed once it answered a run's end (its
-        #: reply said ``closing``): nothing more is asked of it. Unlike
-        #: ``failing``, a pull that still got through does not undo it.
-        self.closed = False
-        #: Whether a pull read the scheduler's last records as it closed (its
-        #: reply said ``closing``; it waits, bounded, for them to be read).
-        #: A run's end still reaches it meanwhile: it waits for those too.
-        self.closing_read = False
+        self.copier = Copier(
+            client, store, self.cluster, flush_interval_s, self.liveness
+        )
+        self.state = SchedulerState.ANSWERS
+        #: Why the capture plugins do not run on the cluster, or None when
+        #: they do. Then there is nothing to pull, and runs are marked partial.
+        self.partial: Partial | None = None
+        #: Since when no run has needed this recorder (monotonic clock), or None
+        #: while one does. It then pulls nothing; after ``linger_s`` it stops.
+        self._idle_since: float | None = None
+        self._users = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         #: Set once there is nothing more to pull: the scheduler closed (its
         #: last records read) or the client did. A headless recording
         #: (``dask-observe record``) ends with it rather than wait for Ctrl-C.
         self.gone = threading.Event()
-        self.hello: dict[str, Any] | None = None
         #: Seconds to add to this process's clock to read the scheduler's:
         #: its runs start and end on the clock their records are on (a
         #: client 7 s ahead read none of its run's lines). Measured by the
@@ -162,13 +175,93 @@ class Recorder(Copier):
         self.clock_offset = 0.0
         #: What the cluster's workers say of themselves.
         self.workers = Workers(client, self.cluster)
-        #: Sends what is recorded to an OpenTelemetry collector as it is stored
-        #: (``observe.export.otlp.endpoint``), or None.
-        self.export: LiveExport | None = None
-        #: The ``observe.export.otlp`` settings it was made with.
+        #: The ``observe.export.otlp`` settings its export was made with.
         self.export_settings: Any = None
-        #: Whether the store was told that the cluster closed.
+        #: Whether the store was told that the cluster closed (once).
         self._closed_said = False
+
+    @property
+    def hello(self) -> dict[str, Any] | None:
+        """What the scheduler plugin said of itself, and of the scheduler's
+        process (``environment``); None for a cluster without plugins."""
+        return self.copier.hello
+
+    # -- what the scheduler's answers say ----------------------------------------
+    def answered(self, copied: Copied | None = None) -> None:
+        """A call got through (a pull that says whether it is closing)."""
+        if copied is not None and copied.closing:
+            if self.state is not SchedulerState.CLOSED:
+                self.state = SchedulerState.LAST_READ
+        elif self.state is SchedulerState.UNANSWERED:
+            self.state = SchedulerState.ANSWERS
+
+    def unanswered(self) -> None:
+        """A call failed to connect or timed out."""
+        if self.state is SchedulerState.ANSWERS:
+            self.state = SchedulerState.UNANSWERED
+        elif self.state is SchedulerState.LAST_READ:  # done closing
+            self.state = SchedulerState.CLOSED
+
+    def closed_at_end(self) -> None:
+        """It answered a run's end as closing: closed as soon as that answer
+        left."""
+        self.state = SchedulerState.CLOSED
+
+    @property
+    def last_read(self) -> bool:
+        """Whether the scheduler closed with its last records stored."""
+        return self.state in (SchedulerState.LAST_READ, SchedulerState.CLOSED)
+
+    def reachable(self, *, closing: bool = False) -> bool:
+        """Whether the scheduler answered the last call and the client is still
+        connected: a scheduler that died is not asked again (each call to it
+        would wait out distributed's connect timeout). With ``closing``, a
+        client closing counts too: a run's end, which its close waits for
+        (``finish.hold_client_close``), still reaches the scheduler through it."""
+        statuses = ("running", "closing") if closing else ("running",)
+        return self.client.status in statuses and self.state in (
+            SchedulerState.ANSWERS,
+            SchedulerState.LAST_READ,
+        )
+
+    def answers(self) -> bool:
+        """Whether the scheduler itself answers (its ``identity``) within
+        ``observe.recorder.answer-timeout``: a call that involves its workers
+        may wait on one of them instead."""
+        if self.copier.answers():
+            self.answered()
+            return True
+        self.unanswered()
+        return False
+
+    # -- copying -----------------------------------------------------------------
+    def call(self, op: str, **kwargs: Any) -> Any:
+        """Call one of the capture plugin's handlers on the scheduler."""
+        return self.copier.call(op, **kwargs)
+
+    def pull(
+        self,
+        pulled: dict[str, Any] | None = None,
+        redactor: redact.Redactor | None = None,
+    ) -> int:
+        """Copy what the scheduler holds beyond the store's cursor (see
+        :meth:`.Copier.pull`); the number of records stored. Nothing for a
+        partial recording."""
+        if self.partial is not None:
+            return 0
+        copied = self.copier.pull(pulled, redactor)
+        self.answered(copied)
+        return copied.written
+
+    def end_run(self, span_id: str, *, stopped: bool) -> dict[str, Any]:
+        """The scheduler's end of a run's span (see :meth:`.Copier.end_run`)."""
+        return self.copier.end_run(span_id, stopped=stopped)
+
+    def settle(self, redactor: redact.Redactor | None = None) -> None:
+        """After a worker left, its nanny's last word (:meth:`.Copier.settle`)."""
+        copied = self.copier.settle(redactor)
+        if copied is not None:
+            self.answered(copied)
 
     # -- shared use --------------------------------------------------------------
     @classmethod
@@ -203,10 +296,10 @@ class Recorder(Copier):
                     owns_store=True,
                 )
                 if redactor is not None:
-                    recorder._redactors.append(redactor)
+                    recorder.copier.redactors.append(redactor)
                 recorder.start()
             elif redactor is not None:
-                recorder._redactors.append(redactor)
+                recorder.copier.redactors.append(redactor)
             recorder._users += 1
             recorder._idle_since = None
             return recorder
@@ -224,8 +317,9 @@ class Recorder(Copier):
         the last one leaves, the recorder lingers (see ``recorder.linger``), or
         drains the cluster's buffer and stops."""
         with _registry_lock:
-            if redactor is not None and redactor in self._redactors:
-                self._redactors.remove(redactor)
+            redactors = self.copier.redactors
+            if redactor is not None and redactor in redactors:
+                redactors.remove(redactor)
             self._users -= 1
             if self._users > 0:
                 return
@@ -262,8 +356,8 @@ class Recorder(Copier):
         """Stop without a last pull: nobody needs one (a lingering recorder).
         Its thread closes the store as it ends, if it still runs."""
         self._stop.set()
-        if self.export is not None:  # sends the rest from its own thread
-            self.export.close(timeout=0)
+        if self.copier.export is not None:  # sends the rest from its own thread
+            self.copier.export.close(timeout=0)
         if self._thread is None or not self._thread.is_alive():
             self._close_store()
 
@@ -274,8 +368,7 @@ class Recorder(Copier):
         try:
             hello = install_capture(self.client)
         except CaptureUnavailable as e:
-            self.partial = str(e)
-            self.silent = isinstance(e, SchedulerSilent)
+            self.partial = Partial(str(e), silent=isinstance(e, SchedulerSilent))
             warnings.warn(
                 f"dask-observe records this cluster partially: {e}. Kept: the "
                 "task stream, events and the logs that live processes still hold; "
@@ -283,20 +376,19 @@ class Recorder(Copier):
                 CaptureUnavailableWarning,
                 stacklevel=2,
             )
-        #: What the scheduler plugin said of itself, and of the scheduler's
-        #: process (``environment``); None for a cluster without plugins.
-        self.hello = hello
+        self.copier.hello = hello
         if hello is not None and "asked_at" in hello:
             self.clock_offset = clock_offset(self.client, hello)
-        dashboard = None if self.silent else dashboard_address(self.client, hello)
+        silent = self.partial is not None and self.partial.silent
+        dashboard = None if silent else dashboard_address(self.client, hello)
         self.store.telemetry.register_cluster(
             self.cluster, dashboard, client=this_process()
         )
         if self.partial is not None:
             self.workers.enabled = False
             return
-        self._begin_at_recent(hello)
-        self.export = _live_export(self.cluster)
+        self.copier._begin_at_recent(hello)
+        self.copier.export = _live_export(self.cluster)
         # What the store starts at (up to ``recorder.backlog`` of the cluster's
         # recent records, or all since it last read this cluster) is copied
         # now, before the first run begins. Copied by the thread during that
@@ -328,12 +420,12 @@ class Recorder(Copier):
         with _registry_lock:
             settings = _export_settings()
             if self.partial is not None or settings == self.export_settings:
-                return self.export
-            replaced, self.export_settings = self.export, settings
-            self.export = _live_export(self.cluster)
+                return self.copier.export
+            replaced, self.export_settings = self.copier.export, settings
+            self.copier.export = _live_export(self.cluster)
         if replaced is not None:
             replaced.close(timeout=0)
-        return self.export
+        return self.copier.export
 
     def _run(self) -> None:
         try:
@@ -352,7 +444,7 @@ class Recorder(Copier):
             # (The interpreter shutting down, its clients closed by atexit:
             # a daemon thread's SQLite write then crashed the process.)
             return
-        scheduler_closed = self.closed or self.closing_read
+        scheduler_closed = self.last_read
         if not (scheduler_closed or self.client.status in ("closing", "closed")):
             return
         self._closed_said = True
@@ -381,7 +473,10 @@ class Recorder(Copier):
             except Exception as e:  # a closed client or a lost scheduler
                 # Only a connection that failed says the scheduler may be gone
                 # (a busy store, say, is not that).
-                self.failing = isinstance(e, OSError | TimeoutError)
+                if isinstance(e, OSError | TimeoutError):
+                    self.unanswered()
+                else:  # it answered: the store, say, failed
+                    self.answered()
                 if self.client.status in ("closing", "closed"):
                     self.gone.set()
                     return
@@ -394,22 +489,12 @@ class Recorder(Copier):
                 paused = True
                 continue
             self.liveness.answered()
-            self.failing = False
-            if self.closing_read:  # its last records are stored
+            if self.state is SchedulerState.LAST_READ:  # its last records are stored
                 self.gone.set()
                 return
             if paused:
                 logger.warning("dask-observe: recording resumed")
                 paused = False
-
-    def reachable(self, *, closing: bool = False) -> bool:
-        """Whether the scheduler answered the last pull and the client is still
-        connected: a scheduler that died is not asked again (each call to it
-        would wait out distributed's connect timeout). With ``closing``, a
-        client closing counts too: a run's end, which its close waits for
-        (``finish.hold_client_close``), still reaches the scheduler through it."""
-        statuses = ("running", "closing") if closing else ("running",)
-        return self.client.status in statuses and not self.failing and not self.closed
 
     def stop(self) -> None:
         """Stop pulling, after one last pull of whatever the cluster still holds."""
@@ -424,8 +509,8 @@ class Recorder(Copier):
         except Exception as e:
             logger.warning("dask-observe: could not read the last records: %s", e)
         finally:
-            if self.export is not None:  # sends the rest from its own thread
-                self.export.close(timeout=0)
+            if self.copier.export is not None:  # sends the rest from its own thread
+                self.copier.export.close(timeout=0)
             self._say_closed()
             self._close_store()
 
