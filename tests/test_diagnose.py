@@ -303,7 +303,7 @@ def test_four_2s_stalls_of_a_worker_raise_event_loop_blocked(run: SyntheticRun) 
 READ_KINDS = (
     "event-loop-stall", "host-load", "task-stack", "task-native", "task-running",
     "clock-offset", "transfer", "worker-added", "worker-removed",
-    "worker-restart-memory", "worker-status-change",
+    "worker-restart-memory", "worker-status-change", "stall", "run-stopped",
 )  # fmt: skip
 GARBLED: dict[str, Any] = {
     "seconds": "2", "since": None, "cpu": "x", "loop_cpu": [], "gc": {}, "spilled": "a",
@@ -311,7 +311,7 @@ GARBLED: dict[str, Any] = {
     "rss": "big", "pid": "1", "stimulus_id": None, "memory_limit": "2GB", "key": None,
     "native": "frames", "frames": 3, "bytes": "many", "action": 5, "status": None,
     "workers": "all", "waiting": "high", "runnable": [], "cores": None, "run": "no",
-    "of": 7,
+    "of": 7, "n_workers": "2", "unrunnable": {"key": 1}, "stalled_s": [],
 }  # fmt: skip
 
 

@@ -6,7 +6,7 @@ between workers (profiles: :mod:`.trees`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dask_observe.analysis import few
 from dask_observe.analysis.few import DISK_COLUMNS as DISK_COLUMNS
@@ -16,6 +16,8 @@ from dask_observe.capture.events import (
     ClockOffset,
     HostSample,
     MemoryRestart,
+    PictureTask,
+    RunPicture,
     TaskRunning,
 )
 from dask_observe.units import format_bytes, format_seconds
@@ -310,23 +312,25 @@ def running_at_end(run: RunData) -> float:
     held = 0.0
     started = long_tasks(run)
     for at, _, _, data in run.event_rows("run-stopped"):
+        picture = RunPicture.from_data(data)
+        if picture is None:
+            continue
         within = max(0.0, at - run.started)
-        for worker in data.get("workers") or ():
-            for task in worker.get("processing") or ():
+        for worker in picture.workers:
+            for task in worker.processing:
                 held += min(ran_for(task, at, started) or 0.0, within)
     return held
 
 
 def ran_for(
-    task: dict[str, Any], at: float, started: dict[str, tuple[float, str]]
+    task: PictureTask, at: float, started: dict[str, tuple[float, str]]
 ) -> float | None:
     """How long a task still running at ``at`` (a ``run-stopped`` event's
     ``processing`` entry) had run: the longer of what the scheduler heard
     from its worker's last heartbeat (``elapsed``) and what the worker said
     of its start (``started``: :func:`long_tasks`); None, told by neither."""
-    elapsed = task.get("elapsed")
-    heard = float(elapsed) if isinstance(elapsed, (int, float)) else None
-    since = started.get(str(task.get("key")))
+    heard = task.elapsed
+    since = started.get(task.key)
     said = max(0.0, at - since[0]) if since is not None else None
     known = [seconds for seconds in (heard, said) if seconds is not None]
     return max(known) if known else None

@@ -302,3 +302,139 @@ class SchedulerAction(NamedTuple):
             _text(data.get("status")),
             [str(w) for w in workers] if isinstance(workers, list | tuple) else [],
         )
+
+
+def _names(value: object) -> list[str]:
+    if not isinstance(value, list | tuple):
+        return []
+    return [str(v) for v in value]
+
+
+def _amounts(value: object) -> dict[str, float]:
+    if not isinstance(value, dict):
+        return {}
+    amounts = {str(k): _number(v) for k, v in value.items()}
+    return {k: v for k, v in amounts.items() if v is not None}
+
+
+def _all_of(kind: Any, value: object) -> list[Any]:
+    if not isinstance(value, list | tuple):
+        return []
+    return [found for v in value if (found := kind.from_data(v)) is not None]
+
+
+class PictureTask(NamedTuple):
+    """A task in a run's picture (:class:`RunPicture`): one a worker runs, or
+    one no worker can run (then what it asks for: ``resources``, ``workers``,
+    ``hosts``)."""
+
+    key: str
+    prefix: str
+    #: Seconds it had run (its worker's last word, and the time since); None
+    #: where nobody said: assigned, not yet executing, or unknown.
+    elapsed: float | None
+    #: The typical duration of its prefix's tasks, where known.
+    typical: float | None
+    #: Its client let go of it while its worker still ran it (capture.letgo).
+    let_go: bool
+    resources: dict[str, float]
+    workers: list[str]
+    hosts: list[str]
+
+    @classmethod
+    def from_data(cls, data: object) -> PictureTask | None:
+        if not isinstance(data, dict) or data.get("key") is None:
+            return None
+        return cls(
+            str(data["key"]),
+            str(data.get("prefix") or ""),
+            _number(data.get("elapsed")),
+            _number(data.get("typical")),
+            bool(data.get("let_go")),
+            _amounts(data.get("resources")),
+            _names(data.get("workers")),
+            _names(data.get("hosts")),
+        )
+
+
+class PictureWorker(NamedTuple):
+    """A worker in a run's picture: its state, memory (bytes) and the tasks it
+    had processing, the longest-running first (up to ``MAX_TASKS``)."""
+
+    worker: str
+    status: str
+    nthreads: int
+    resources: dict[str, float]
+    managed: float
+    unmanaged: float
+    spilled: float
+    #: Its memory limit, 0 for none.
+    limit: float
+    n_processing: int
+    n_executing: int
+    processing: list[PictureTask]
+
+    @property
+    def memory(self) -> float:
+        """What its process holds: managed and unmanaged (spilled is on disk)."""
+        return self.managed + self.unmanaged
+
+    @classmethod
+    def from_data(cls, data: object) -> PictureWorker | None:
+        if not isinstance(data, dict) or data.get("worker") is None:
+            return None
+        return cls(
+            str(data["worker"]),
+            str(data.get("status") or "unknown"),
+            _count(data.get("nthreads")),
+            _amounts(data.get("resources")),
+            _number(data.get("managed")) or 0.0,
+            _number(data.get("unmanaged")) or 0.0,
+            _number(data.get("spilled")) or 0.0,
+            _number(data.get("limit")) or 0.0,
+            _count(data.get("n_processing")),
+            _count(data.get("n_executing")),
+            _all_of(PictureTask, data.get("processing")),
+        )
+
+
+class RunPicture(NamedTuple):
+    """``stall`` and ``run-stopped`` (``capture.progress.describe``): the
+    cluster as a run saw it when it stopped moving, or was stopped with tasks
+    running. Bounded: the busiest workers and a few tasks each."""
+
+    #: The run's span (None from a capture that did not say).
+    span: str | None
+    #: When the run last finished a task (epoch seconds).
+    since: float
+    #: Seconds since then, when the picture was taken.
+    stalled_s: float
+    n_workers: int
+    n_threads: int
+    n_queued: int
+    workers: list[PictureWorker]
+    n_unrunnable: int
+    #: Tasks no worker can run (up to ``MAX_TASKS``).
+    unrunnable: list[PictureTask]
+
+    @property
+    def waiting(self) -> int:
+        """Tasks waiting: queued, and those no worker can run."""
+        return self.n_queued + self.n_unrunnable
+
+    @classmethod
+    def from_data(cls, data: object) -> RunPicture | None:
+        if not isinstance(data, dict):
+            return None
+        unrunnable = _all_of(PictureTask, data.get("unrunnable"))
+        return cls(
+            _text(data.get("span")),
+            _number(data.get("since")) or 0.0,
+            _number(data.get("stalled_s")) or 0.0,
+            _count(data.get("n_workers")),
+            _count(data.get("n_threads")),
+            _count(data.get("n_queued")),
+            _all_of(PictureWorker, data.get("workers")),
+            _count(data.get("n_unrunnable")) or len(unrunnable),
+            unrunnable,
+        )

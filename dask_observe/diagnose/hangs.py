@@ -18,7 +18,14 @@ from functools import cached_property
 from typing import Any
 
 from dask_observe.analysis.native import innermost_named
-from dask_observe.capture.events import Frame, TaskNative, TaskStack
+from dask_observe.capture.events import (
+    Frame,
+    PictureTask,
+    PictureWorker,
+    RunPicture,
+    TaskNative,
+    TaskStack,
+)
 from dask_observe.diagnose.base import (
     MAX_EVIDENCE,
     Context,
@@ -40,7 +47,7 @@ class Standing:
 
     time: float
     kind: str
-    state: dict[str, Any]
+    picture: RunPicture
 
     @property
     def stopped(self) -> bool:
@@ -101,10 +108,11 @@ class TaskPictures(Facts):
         span = ctx.run.span_id
         found = None
         for t, kind, _, data in ctx.events():
-            if kind not in ("stall", "run-stopped") or not isinstance(data, dict):
+            if kind not in ("stall", "run-stopped"):
                 continue
-            if span is None or data.get("span") == span:
-                found = Standing(t, kind, data)
+            picture = RunPicture.from_data(data)
+            if picture is not None and (span is None or picture.span == span):
+                found = Standing(t, kind, picture)
         if found is not None and not found.stopped:
             ended = ctx.tasks["ended"]
             if len(ended) and float(ended.max()) > found.time:
@@ -137,20 +145,19 @@ def running(ctx: Context, found: Standing) -> list[Running]:
     pictures = TaskPictures.of(ctx)
     stacks, found_native = pictures.stacks, pictures.natives
     tasks = []
-    for worker in found.state.get("workers", ()):
-        for task in worker.get("processing", ()):
-            elapsed = task.get("elapsed")
-            if elapsed is None:
+    for worker in found.picture.workers:
+        for task in worker.processing:
+            if task.elapsed is None:
                 continue  # assigned, not yet executing
             tasks.append(
                 Running(
-                    str(task["key"]),
-                    str(task["prefix"]),
-                    str(worker["worker"]),
-                    float(elapsed),
-                    task.get("typical"),
-                    stacks.get(str(task["key"]), []),
-                    found_native.get(str(task["key"]), []),
+                    task.key,
+                    task.prefix,
+                    worker.worker,
+                    task.elapsed,
+                    task.typical,
+                    stacks.get(task.key, []),
+                    found_native.get(task.key, []),
                 )
             )
     return sorted(tasks, key=lambda r: -r.elapsed)
@@ -272,10 +279,10 @@ def _unserializable(ctx: Context) -> tuple[str, str, list[dict[str, Any]]] | Non
 
 def _cause(ctx: Context, found: Standing) -> tuple[str, str, list[dict[str, Any]]]:
     """Why nothing finishes, in plain words; advice; evidence."""
-    state, t = found.state, found.time
-    waiting = int(state.get("n_queued", 0)) + int(state.get("n_unrunnable", 0))
-    workers = list(state.get("workers", ()))
-    if not state.get("n_workers"):
+    picture, t = found.picture, found.time
+    waiting = picture.waiting
+    workers = picture.workers
+    if not picture.n_workers:
         return (
             f"there are no workers: {waiting:,} task(s) wait with none to run "
             "them (the cluster was scaled to zero, or adaptive scaling has not "
@@ -284,23 +291,21 @@ def _cause(ctx: Context, found: Standing) -> tuple[str, str, list[dict[str, Any]
             "(cluster.adapt) does not start them.",
             [evidence(t, None, f"0 workers, {waiting:,} task(s) waiting")],
         )
-    if state.get("unrunnable"):
-        return _unrunnable(state, t, workers)
+    if picture.unrunnable:
+        return _unrunnable(picture, t, workers)
     unsent = _unserializable(ctx)
     if unsent is not None:
         return unsent
-    paused = [
-        w for w in workers if w.get("status") == "paused" and w.get("n_processing")
-    ]
-    all_paused = bool(workers) and all(w["status"] == "paused" for w in workers)
+    paused = [w for w in workers if w.status == "paused" and w.n_processing]
+    all_paused = bool(workers) and all(w.status == "paused" for w in workers)
     if paused or (waiting and all_paused):
         return _paused(paused or workers, waiting, t)
     tasks = running(ctx, found)
     waiting_on_client = [r for r in tasks if r.waits_on_client]
     if waiting_on_client:
         task = waiting_on_client[0]
-        busy = sum(int(w.get("n_executing", 0)) for w in workers)
-        threads = int(state.get("n_threads", 0))
+        busy = sum(w.n_executing for w in workers)
+        threads = picture.n_threads
         full = (
             f"all {threads} thread(s) of the cluster are busy"
             if busy >= threads
@@ -323,7 +328,7 @@ def _cause(ctx: Context, found: Standing) -> tuple[str, str, list[dict[str, Any]
             HUNG_ADVICE,
             _stack_evidence(found, task),
         )
-    processing = sum(int(w.get("n_processing", 0)) for w in workers)
+    processing = sum(w.n_processing for w in workers)
     longest = (
         f"; the longest, {tasks[0].key}, for {format_seconds(tasks[0].elapsed)} "
         f"on {tasks[0].worker}"
@@ -335,49 +340,46 @@ def _cause(ctx: Context, found: Standing) -> tuple[str, str, list[dict[str, Any]
         "Look at what the workers run (run.stacks() once it stopped, the "
         "dashboard's processing page while it runs).",
         [
-            evidence(t, w["worker"], f"{w['n_processing']} task(s) processing")
+            evidence(t, w.worker, f"{w.n_processing} task(s) processing")
             for w in workers[:MAX_EVIDENCE]
         ],
     )
 
 
-def _needs(task: dict[str, Any]) -> str:
+def _needs(task: PictureTask) -> str:
     """What an unrunnable task asks for: resources, workers or hosts."""
-    resources = (task.get("resources") or {}).items()
     return ", ".join(
-        [f"{r}={v:g}" for r, v in resources]
-        + [f"worker {w}" for w in task.get("workers") or ()]
-        + [f"host {h}" for h in task.get("hosts") or ()]
+        [f"{r}={v:g}" for r, v in task.resources.items()]
+        + [f"worker {w}" for w in task.workers]
+        + [f"host {h}" for h in task.hosts]
     )
 
 
 def _unrunnable(
-    state: dict[str, Any], t: float, workers: list[dict[str, Any]]
+    picture: RunPicture, t: float, workers: list[PictureWorker]
 ) -> tuple[str, str, list[dict[str, Any]]]:
-    needs = {need for task in state["unrunnable"] for need in _needs(task).split(", ")}
-    offered = sorted(
-        {f"{r}={v:g}" for w in workers for r, v in (w.get("resources") or {}).items()}
-    )
-    n = int(state.get("n_unrunnable", len(state["unrunnable"])))
+    needs = {need for task in picture.unrunnable for need in _needs(task).split(", ")}
+    offered = sorted({f"{r}={v:g}" for w in workers for r, v in w.resources.items()})
+    n = picture.n_unrunnable
     return (
         f"{n:,} task(s) ask for what no worker has: {', '.join(sorted(needs))} "
         f"(the workers offer {', '.join(offered) if offered else 'no resources'})",
         'Start workers that offer it (dask worker --resources "NAME=n"), or '
         "drop the resources=/workers= restriction of those tasks.",
         [
-            evidence(t, None, f"{task['key']} ({task['prefix']}) needs {_needs(task)}")
-            for task in state["unrunnable"]
+            evidence(t, None, f"{task.key} ({task.prefix}) needs {_needs(task)}")
+            for task in picture.unrunnable
         ],
     )
 
 
 def _paused(
-    paused: list[dict[str, Any]], waiting: int, t: float
+    paused: list[PictureWorker], waiting: int, t: float
 ) -> tuple[str, str, list[dict[str, Any]]]:
-    held = sum(int(w.get("n_processing", 0)) for w in paused) + waiting
-    unmanaged = sum(float(w.get("unmanaged", 0)) for w in paused)
-    managed = sum(float(w.get("managed", 0)) for w in paused)
-    names = ", ".join(w["worker"] for w in paused)
+    held = sum(w.n_processing for w in paused) + waiting
+    unmanaged = sum(w.unmanaged for w in paused)
+    managed = sum(w.managed for w in paused)
+    names = ", ".join(w.worker for w in paused)
     advice = (
         "Memory that dask does not manage (a leak, objects the code keeps, "
         "fragmentation) holds the worker over its pause threshold: find what "
@@ -395,10 +397,10 @@ def _paused(
         [
             evidence(
                 t,
-                w["worker"],
-                f"paused: {format_bytes(w['managed'] + w['unmanaged'])} of a "
-                f"{format_bytes(w['limit'])} limit ({format_bytes(w['unmanaged'])} "
-                f"unmanaged), {w['n_processing']} task(s) processing",
+                w.worker,
+                f"paused: {format_bytes(w.memory)} of a {format_bytes(w.limit)} "
+                f"limit ({format_bytes(w.unmanaged)} unmanaged), "
+                f"{w.n_processing} task(s) processing",
             )
             for w in paused[:MAX_EVIDENCE]
         ],
@@ -412,10 +414,9 @@ def no_progress(ctx: Context) -> list[Flag]:
     found = TaskPictures.of(ctx).standing
     if found is None:
         return []
-    state = found.state
-    stalled = float(state.get("stalled_s", 0.0))
+    stalled = found.picture.stalled_s
     if ctx.run.status == "running":  # still stalled now
-        stalled = max(stalled, ctx.run.window_end() - float(state.get("since", 0)))
+        stalled = max(stalled, ctx.run.window_end() - found.picture.since)
     bar = ctx.seconds("hung-task.after" if found.stopped else "no-progress.after")
     if stalled < bar:
         return []

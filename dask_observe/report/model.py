@@ -125,7 +125,7 @@ class ReportData:
     #: Bytes P2P shuffles wrote to disk (``shuffle_disk``): not spilling.
     shuffle_written: float = 0.0
     #: Where the run stood when it was stopped with tasks running (``standing``).
-    stopped: dict[str, Any] | None = None
+    stopped: standing.Stopped | None = None
     #: What py-spy recorded of a run recorded with ``native=True`` (see
     #: ``Run.native_profile``), else None.
     native: dict[str, Any] | None = None

@@ -8,10 +8,10 @@ line where a task waits is marked in bold, as text.
 from __future__ import annotations
 
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dask_observe.analysis.figures import long_tasks, ran_for
-from dask_observe.capture.events import TaskStack
+from dask_observe.capture.events import Frame, PictureTask, RunPicture, TaskStack
 from dask_observe.plaintext import fold_frames, fold_text, frame_text, is_fold
 from dask_observe.store.rundata import format_frames
 from dask_observe.units import format_bytes, format_seconds
@@ -23,37 +23,61 @@ if TYPE_CHECKING:
 MAX_STACKS = 5
 
 
-def stopped_state(run: RunData) -> dict[str, Any] | None:
+class Stopped(NamedTuple):
+    """Where a run stood when it was stopped with tasks running."""
+
+    time: float
+    #: The scheduler's picture, each running task's ``elapsed`` as
+    #: :func:`~dask_observe.analysis.figures.ran_for` says.
+    picture: RunPicture
+    #: The running tasks' last sampled stacks (key -> shipped frames).
+    stacks: dict[str, list[Frame]]
+    #: Their compiled code's frames, where read (key -> text).
+    native: dict[str, str]
+    #: Why those could not be read, if so.
+    native_unavailable: str | None
+
+
+def stopped_state(run: RunData) -> Stopped | None:
     """The scheduler's picture of the run when it was stopped, with the stacks
-    of its running tasks (key -> shipped frames) under ``stacks``; None for a
-    run that finished, or stopped with nothing running."""
+    of its running tasks; None for a run that finished, or stopped with nothing
+    running."""
     span = run.span_id
-    found = None
+    found: tuple[float, RunPicture] | None = None
     for t, _, _, data in run.event_rows("run-stopped"):
-        if isinstance(data, dict) and (span is None or data.get("span") == span):
-            found = {**data, "time": t}
+        picture = RunPicture.from_data(data)
+        if picture is not None and (span is None or picture.span == span):
+            found = t, picture
     if found is None:
         return None
+    at, picture = found
     # The scheduler knows how long a task ran only from its worker's last
     # heartbeat, none of which may have come on a loaded host: its worker's
     # own word of when it began counts too, as in the run's time split
     # (``figures.ran_for``). Told by neither, the task is still shown, its
     # time unknown (a CI run's report left out the one stuck task's stack).
     began = long_tasks(run)
-    for worker in found.get("workers") or ():
-        for task in worker.get("processing") or ():
-            task["elapsed"] = ran_for(task, found["time"], began)
-    found["stacks"] = {
-        said.key: said.frames
-        for _, _, _, d in run.event_rows("task-stack")
-        if (said := TaskStack.from_data(d)) is not None
-    }
+    workers = [
+        worker._replace(
+            processing=[
+                task._replace(elapsed=ran_for(task, at, began))
+                for task in worker.processing
+            ]
+        )
+        for worker in picture.workers
+    ]
     native = run.native_stacks()
-    found["native"] = {str(key): text for (_, key), text in native.items() if key}
-    found["native_unavailable"] = next(
-        (text for (_, key), text in native.items() if key is None), None
+    return Stopped(
+        at,
+        picture._replace(workers=workers),
+        {
+            said.key: said.frames
+            for _, _, _, d in run.event_rows("task-stack")
+            if (said := TaskStack.from_data(d)) is not None
+        },
+        {str(key): text for (_, key), text in native.items() if key},
+        next((text for (_, key), text in native.items() if key is None), None),
     )
-    return found
 
 
 def _stack_html(frames: list[list[Any]], styled: Any) -> str:
@@ -80,48 +104,46 @@ def _stack_html(frames: list[list[Any]], styled: Any) -> str:
     )
 
 
-def _running_text(task: dict[str, Any]) -> str:
+def _running_text(task: PictureTask) -> str:
     """A running task's key, how long it had run and whether its client had
     let go of it (it runs on in its worker's thread: see capture.letgo)."""
-    said = ["its client let go"] if task.get("let_go") else []
-    if task.get("elapsed") is not None:
-        said.append(format_seconds(task["elapsed"]))
-    return escape(task["key"]) + (f" ({'; '.join(said)})" if said else "")
+    said = ["its client let go"] if task.let_go else []
+    if task.elapsed is not None:
+        said.append(format_seconds(task.elapsed))
+    return escape(task.key) + (f" ({'; '.join(said)})" if said else "")
 
 
-def render(state: dict[str, Any] | None, styled: Any) -> str:
+def render(state: Stopped | None, styled: Any) -> str:
     """The section's HTML; ``styled(name)`` gives a named style attribute."""
     if state is None:
         return ""
+    picture = state.picture
     rows = []
     running: list[tuple[float, str, str, str]] = []
-    for w in state.get("workers", ()):
+    for w in picture.workers:
         memory = (
-            f"{format_bytes(w['managed'] + w['unmanaged'])} of "
-            f"{format_bytes(w['limit'])}"
-            if w.get("limit")
-            else format_bytes(w["managed"] + w["unmanaged"])
+            f"{format_bytes(w.memory)} of {format_bytes(w.limit)}"
+            if w.limit
+            else format_bytes(w.memory)
         )
-        tasks = [_running_text(t) for t in w.get("processing", ())]
-        for t in w.get("processing", ()):
-            elapsed = t.get("elapsed")
-            shown = elapsed if elapsed is not None else -1.0
-            running.append((shown, t["key"], t["prefix"], w["worker"]))
+        tasks = [_running_text(t) for t in w.processing]
+        for t in w.processing:
+            known = t.elapsed if t.elapsed is not None else -1.0
+            running.append((known, t.key, t.prefix, w.worker))
         rows.append(
-            f"<tr><td{styled('first')}>{escape(w['worker'])}</td>"
-            f"<td{styled('cell')}>{escape(w['status'])}</td>"
+            f"<tr><td{styled('first')}>{escape(w.worker)}</td>"
+            f"<td{styled('cell')}>{escape(w.status)}</td>"
             f"<td{styled('cell')}>{memory}</td>"
-            f"<td{styled('cell')}>{w['n_processing']}</td>"
+            f"<td{styled('cell')}>{w.n_processing}</td>"
             f"<td{styled('first')}>{', '.join(tasks) or '-'}</td></tr>"
         )
-    waiting = int(state.get("n_queued", 0)) + int(state.get("n_unrunnable", 0))
     head = (
-        f"<p{styled('p')}>Stopped {format_seconds(state.get('stalled_s'))} after "
-        f"its last task finished; {state.get('n_workers', 0)} worker(s), "
-        f"{waiting:,} task(s) waiting"
+        f"<p{styled('p')}>Stopped {format_seconds(picture.stalled_s)} after "
+        f"its last task finished; {picture.n_workers} worker(s), "
+        f"{picture.waiting:,} task(s) waiting"
         + (
-            f" ({state['n_unrunnable']:,} that no worker can run)"
-            if state.get("n_unrunnable")
+            f" ({picture.n_unrunnable:,} that no worker can run)"
+            if picture.n_unrunnable
             else ""
         )
         + ".</p>"
@@ -134,8 +156,7 @@ def render(state: dict[str, Any] | None, styled: Any) -> str:
         if rows
         else ""
     )
-    stacks = state.get("stacks", {})
-    native = state.get("native", {})
+    stacks, native = state.stacks, state.native
     shown = [
         f"<p{styled('p')}><b>{escape(key)}</b> ({escape(prefix)}) on "
         f"{escape(worker)}, running"
@@ -151,7 +172,7 @@ def render(state: dict[str, Any] | None, styled: Any) -> str:
         for elapsed, key, prefix, worker in sorted(running, reverse=True)
         if stacks.get(key)
     ][:MAX_STACKS]
-    unavailable = state.get("native_unavailable")
+    unavailable = state.native_unavailable
     said = f"<p{styled('p')}>{escape(unavailable)}</p>" if unavailable else ""
     return (
         f"<h4{styled('h4')}>Where it stood when it stopped</h4>"
