@@ -22,6 +22,10 @@ STALL_S = 0.5
 NAMED_PACKAGES = 5
 #: How often the watchdog wakes to look at its loop and at its own lateness.
 WATCH_S = 0.2
+#: How long a stall's end waits for a look of the watchdog under way: it
+#: began while the loop was held, and is the stall's best witness (its
+#: thread's native frames are read after it). Looks take milliseconds.
+LOOK_WAIT_S = 0.5
 #: The innermost frames of a stack kept for a stall.
 HELD_FRAMES = 12
 #: A task thread that ran this share of its process's CPU during a stall,
@@ -205,6 +209,9 @@ class LoopWatchdog:
         self._readings: deque[tuple[float, dict[int, float]]] = deque(maxlen=16)
         #: Where the loop's thread was at the last look.
         self._loop_where: list[tuple[str, int, str]] | None = None
+        #: Held from a wake's judging whether the loop is held to its sample
+        #: kept: a stall that ends meanwhile waits for it (``held``).
+        self._looking = threading.Lock()
         self._stopped = threading.Event()
         # The first look, here: what the next ones measure CPU from. A fresh
         # worker's first task may start, and hold the GIL, before the thread
@@ -253,7 +260,11 @@ class LoopWatchdog:
 
     def held(self, since: float) -> dict[str, Any] | None:
         """What held the loop in the newest sample taken since ``since``
-        (epoch seconds), or None."""
+        (epoch seconds), or None; after the look under way, if one is. (Read
+        while that look was kept, it was missed: the stall told what held it
+        from its tick instead, while the look read its native frames.)"""
+        if self._looking.acquire(timeout=LOOK_WAIT_S):
+            self._looking.release()
         found = [sample for when, sample in list(self._samples) if when >= since]
         return found[-1] if found else None
 
@@ -273,19 +284,21 @@ class LoopWatchdog:
             began = time.monotonic()
             if self._stopped.wait(WATCH_S):
                 return
-            now = time.monotonic()
-            watch = self._watch()
-            if watch is None:
-                return
-            starved = now - began - WATCH_S >= STALL_S
-            late = now - watch.last - watch.interval_s >= STALL_S
-            del watch
-            try:
-                sample = self._look(starved, late or starved)
-            except Exception:  # a thread ended as we read it: no sample
-                continue
+            with self._looking:
+                now = time.monotonic()
+                watch = self._watch()
+                if watch is None:
+                    return
+                starved = now - began - WATCH_S >= STALL_S
+                late = now - watch.last - watch.interval_s >= STALL_S
+                del watch
+                try:
+                    sample = self._look(starved, late or starved)
+                except Exception:  # a thread ended as we read it: no sample
+                    continue
+                if sample is not None:
+                    self._samples.append((time.time(), sample))
             if sample is not None:
-                self._samples.append((time.time(), sample))
                 self._tell(sample)
 
     def _tell(self, sample: dict[str, Any]) -> None:
