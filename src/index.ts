@@ -231,11 +231,7 @@ const plugin: JupyterFrontEndPlugin<IDaskObserve> = {
     ]) {
       palette?.addItem({ command, category: 'Dask Observe' });
     }
-    return {
-      panel,
-      replay: runId => panel.replay(runId),
-      live: () => panel.live()
-    };
+    return panel;
   }
 };
 

@@ -18,6 +18,7 @@ import { TeamView } from '../sections/team/view';
 import type { IPanelSettings } from '../settings';
 import { SectionFolds, SectionSizer } from './sections';
 import type { ITarget } from '../data/stream';
+import type { IDaskObserve } from '../tokens';
 import type { LogsTab } from './tabs';
 
 /**
@@ -35,7 +36,7 @@ export { DEFAULT_SETTINGS, IPanelSettings } from '../settings';
  * flags (with no live cluster seen yet, the newest run's logs and metrics); a
  * run's "Logs" button replays that run in the same views until "Back to live".
  */
-export class ObservePanel extends SidePanel {
+export class ObservePanel extends SidePanel implements IDaskObserve {
   constructor(options: ObservePanel.IOptions) {
     super();
     this.id = PANEL_ID;
@@ -146,6 +147,13 @@ export class ObservePanel extends SidePanel {
     if (settings.defaultLevel !== undefined) {
       this.logs.level = s.defaultLevel;
     }
+  }
+
+  /**
+   * The side panel itself (what the token offers other extensions).
+   */
+  get panel(): Widget {
+    return this;
   }
 
   /**
