@@ -64,7 +64,7 @@ def publishing(folder: Path, sizes: list[int]) -> str:
         store = dask_observe.open_store(store_path)
         run = store.run("last")
         flags = run.flag_list()
-        store.kept.set_verdict(run.id, [f.__dict__ for f in flags], "bench")
+        store.kept.set_judgement(run.id, [f.__dict__ for f in flags], "bench")
         print(f"{run.summary()['n_tasks']:,} tasks", flush=True)
         location = Location(url)
         done = timed("publish", publish, store, [run.id], location)

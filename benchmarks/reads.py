@@ -120,7 +120,7 @@ def main() -> None:
             flags = timed(
                 "judging the flags (at the run's end)", lambda: flag_list(run)
             )
-            timed("storing the verdict", lambda: run.keep_verdict(flags))
+            timed("storing the verdict", lambda: run.keep_judged_flags(flags))
         print(f"    {[f.kind for f in flags]}")
     # The side panel's reads, as the server makes them (a read-only store).
     with BaseStore(path, readonly=True) as store:

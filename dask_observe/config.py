@@ -239,7 +239,7 @@ def default_store_path() -> Path:
 
 def version() -> str:
     """This dask-observe's version: the judge of what a run's end stored
-    (its verdict, its task figures), which another version judges again."""
+    (its flags, its task figures), which another version judges again."""
     try:
         from dask_observe._version import __version__
     except ImportError:  # a source tree never installed

@@ -434,7 +434,7 @@ def test_runs_logs_and_flags_answer_without_importing_pandas_or_dask(
             message="Tasks are tiny.",
             advice="Bigger.",
         )
-        store.kept.set_verdict(run_id, [asdict(flag)], version())
+        store.kept.set_judgement(run_id, [asdict(flag)], version())
     said = {
         ("runs",): "nightly",
         ("logs", "last"): "etl: rows skipped: 3",

@@ -713,7 +713,7 @@ def test_a_finished_run_is_judged_once_and_every_reader_shows_that_verdict(
     assert [kind for kind, _ in shown()] == kinds
     # What readers show is the verdict stored at the run's end, not a new
     # judgement of its telemetry (a million tasks took 8 s to judge again).
-    stored = dask_observe.open_store().kept.verdict(run.id)
+    stored = dask_observe.open_store().kept.judgement(run.id)
     assert stored is not None and stored[0] == __version__
     assert [f["kind"] for f in stored[1]] == kinds
     with sqlite3.connect(store_path) as conn:

@@ -477,7 +477,7 @@ def test_a_report_leads_with_the_answer_and_folds_repeated_cards(
     path = tmp_path / "observe.sqlite"
     with dask_observe.Store(path) as store:
         run = SyntheticRun(store, "oom").tasks(2, 0.1).end(7.0)
-        run.keep_verdict(flags)
+        run.keep_judged_flags(flags)
         html = store.run(run.id).report().html
     told = re.findall(r'data-flag="([a-z-]+)"', html)
     assert told == ["killed-worker", "memory-restart", "memory-pressure"]

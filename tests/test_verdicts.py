@@ -251,10 +251,10 @@ def test_a_new_flag_is_evidence_for_a_far_wall_time(store: Store) -> None:
     before = SyntheticRun(store, "job", span="a").tasks(40, 0.5).end(12.0)
     after = SyntheticRun(store, "job", span="b").tasks(40, 0.5).end(19.0)
     version = dask_observe.config.version()
-    store.kept.set_verdict(before.id, [], version)
+    store.kept.set_judgement(before.id, [], version)
     assert verdicts(before, after)["wall time"] == ""  # b's flags unknown
     flag = {"kind": "load-imbalance", "severity": "warning", "message": "m"}
-    store.kept.set_verdict(after.id, [flag], version)
+    store.kept.set_judgement(after.id, [flag], version)
     assert verdicts(before, store.run(after.id))["wall time"] == "regression"
 
 

@@ -221,7 +221,7 @@ def figures(run: RunData) -> dict[str, Any]:
     wall = summary["duration_s"]
     threads = run.cluster_metric_max("nthreads")
     compute = values["compute time"][1]
-    judged = run.store.kept.verdict(run.id)
+    judged = run.store.kept.judgement(run.id)
     return {
         "summary": summary,
         "values": values,

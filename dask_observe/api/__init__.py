@@ -22,7 +22,7 @@ from dask_observe.analysis.trees import profile_table
 from dask_observe.api.ends import PendingEnd, pending_end, wait_ends
 from dask_observe.archive import ArchiveError, configured_location, publish
 from dask_observe.archive.location import NO_ARCHIVE
-from dask_observe.diagnose import flag_list, flags_frame, verdict, workers_lost
+from dask_observe.diagnose import flag_list, flags_frame, judged_flags, workers_lost
 from dask_observe.export import write_chrome_trace, write_parquet
 from dask_observe.export.otlp_run import export_run
 from dask_observe.units import parse_seconds
@@ -156,19 +156,19 @@ class Run(store.RunData):
 
     def flag_list(self) -> list[Flag]:
         """The flags the run raises, in time order. A finished run is judged
-        once, when it ends, and that verdict is stored: its report, its
+        once, when it ends, and those flags are stored: its report, its
         listing and ``flags()`` share it, in every process."""
         self._settle()
         if self._flags is not None:
             return self._flags
         if self.status == "running":
             return flag_list(self)
-        self._flags = verdict(self)
+        self._flags = judged_flags(self)
         return self._flags
 
-    def keep_verdict(self, flags: list[Flag]) -> None:
-        """Store the flags the run raised as its verdict, judged at its end."""
-        self.store.kept.set_verdict(
+    def keep_judged_flags(self, flags: list[Flag]) -> None:
+        """Store the flags the run raised, judged at its end."""
+        self.store.kept.set_judgement(
             self.id,
             [asdict(f) for f in flags],
             config.version(),

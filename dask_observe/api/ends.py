@@ -8,7 +8,7 @@ A run's *end* is written after its block returned, by a thread of its own
    of its store, and its client's close, wait for this stage
    (:func:`wait_records_stored`): nothing may come between a run and its last
    records;
-3. ``JUDGED``: its settings, environment and verdict (flags) are stored.
+3. ``JUDGED``: its settings, environment and judged flags are stored.
    Readers of a run whose report follows (a recorded cell) wait for this
    stage, and take the flags judged rather than judge again;
 4. ``DONE``: what only later readers need (its history figures, the live

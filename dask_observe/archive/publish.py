@@ -94,8 +94,8 @@ def publish_run(run: RunData, location: Location) -> tuple[str, int]:
     # Claimed first: a try that fails from here on is retried, into this folder.
     uid = store.archive_marks.claim_uid(run.id, location.url, new_uid(run.started))
     record, tables = slices.take(store, run.id)
-    flags = diagnose.verdict(run)
-    stored = store.kept.verdict(run.id)
+    flags = diagnose.judged_flags(run)
+    stored = store.kept.judgement(run.id)
     version = stored[0] if stored is not None else config.version()
     tables.pop("verdict", None)
     redactor = redact.configured()
@@ -103,9 +103,9 @@ def publish_run(run: RunData, location: Location) -> tuple[str, int]:
     environment = record.pop("environment", None) or {}
     # What is made of the rows (flags quote log lines and exceptions in their
     # evidence; transfers name keys) is redacted as they are.
-    verdict = redactor.data([asdict(f) for f in flags])
+    judged = redactor.data([asdict(f) for f in flags])
     derived = {
-        "flags": _json_column(flags_frame([Flag(**f) for f in verdict]), "evidence"),
+        "flags": _json_column(flags_frame([Flag(**f) for f in judged]), "evidence"),
         "transfers": slices.redacted_frame(run.transfers(), redactor),
     }
     # Each row says its run: the archive read as one dataset (Dask, DuckDB,
@@ -128,7 +128,8 @@ def publish_run(run: RunData, location: Location) -> tuple[str, int]:
     bounds = {k: record[k] for k in ("seq_start", "seq_end")}
     files["run.json"] = _json({**listing, **bounds, "settings": record.get("settings")})
     files["environment.json"] = _json(environment)
-    files["verdict.json"] = _json({"version": version, "flags": verdict})
+    # (verdict.json: the archive's format, read by every version since.)
+    files["verdict.json"] = _json({"version": version, "flags": judged})
     for name, data in files.items():
         location.write(location.run_path(uid, name), data)
     manifest = {

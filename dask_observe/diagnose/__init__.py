@@ -2,7 +2,7 @@
 
 Flags are computed from the recorded telemetry by the same rules for a live run
 (over what has been recorded so far) and a finished one. A run's end judges it
-once and stores that verdict (``store.verdicts``), which readers then show as
+once and stores that judgement (``store.kept``), which readers then show as
 it is; a run without one (recorded by an older version, or whose process died)
 is judged when read. A run is judged under the settings recorded with it
 (``Run.settings``), so every reader raises the same flags.
@@ -51,27 +51,27 @@ __all__ = [
     "Flag",
     "flag_list",
     "flags_frame",
-    "stored_verdict",
-    "verdict",
+    "judged_flags",
+    "stored_judged_flags",
     "workers_lost",
 ]
 
 
-def stored_verdict(source: BaseStore, run_id: int) -> list[dict[str, Any]] | None:
+def stored_judged_flags(source: BaseStore, run_id: int) -> list[dict[str, Any]] | None:
     """The flags a run raised as judged at its end (dicts of ``Flag``'s
     fields), if this version judged them (another's rules may differ). Reads
     JSON only: no pandas, no judging."""
-    stored = source.kept.verdict(run_id)
+    stored = source.kept.judgement(run_id)
     if stored is None or stored[0] != config.version():
         return None
     return stored[1]
 
 
-def verdict(run: RunData) -> list[Flag]:
+def judged_flags(run: RunData) -> list[Flag]:
     """The flags of an ended run: those judged at its end, if this version
     judged them, else judged now (a run whose process died before it was
     judged, or one judged by another version)."""
-    stored = stored_verdict(run.store, run.id)
+    stored = stored_judged_flags(run.store, run.id)
     if stored is None:
         return flag_list(run)
     return [Flag(**flag) for flag in stored]

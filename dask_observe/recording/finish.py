@@ -151,7 +151,7 @@ class Finisher:
     closing: EndSnapshot
 
     def write(self, end: PendingEnd) -> None:
-        """The settings and environment, the verdict, the export's end and
+        """The settings and environment, the judged flags, the export's end and
         retention; then, once readers stopped waiting, the publishing."""
         store: Store | None = None
         try:
@@ -308,7 +308,7 @@ def not_whole(store: Store, run_id: int, error: str, counts: dict[str, int]) -> 
 
 
 def judge(run: Run) -> tuple[list[Flag], dict[str, float] | None]:
-    """At a run's end: its verdict and what its report shows of its tasks,
+    """At a run's end: its flags and what its report shows of its tasks,
     stored for its readers, and each prefix's pace (what its name's history
     reads of its tasks; None where they could not be read), all from one
     read of its task rows."""
@@ -333,7 +333,7 @@ def judge(run: Run) -> tuple[list[Flag], dict[str, float] | None]:
             logger.warning("dask-observe: cannot read the run's pace: %s", e)
     try:
         flags = flag_list(run, rows)
-        run.keep_verdict(flags)
+        run.keep_judged_flags(flags)
     except Exception as e:  # a rule's bug must not lose the run
         logger.warning("dask-observe: cannot judge the run's flags: %s", e)
     return flags, pace
@@ -341,7 +341,7 @@ def judge(run: Run) -> tuple[list[Flag], dict[str, float] | None]:
 
 def keep_history_figures(run: Run, pace: dict[str, float]) -> None:
     """Keep what the run's name's history reads of it (its pace, from the
-    verdict's read of its tasks, and its peak memory, read here) in its row:
+    judgement's read of its tasks, and its peak memory, read here) in its row:
     a history, the panel's read-only one too, then reads no table of it. A
     history works them out where this failed."""
     try:

@@ -1,6 +1,6 @@
 """Records a run: a span on the cluster, a row in the store, and the recorder
 copying the cluster's telemetry while the run lasts; at its end, what it
-measured, and what is made of it (settings, environment, verdict, export,
+measured, and what is made of it (settings, environment, judged flags, export,
 retention) by a thread of its own after the block returned.
 
 The same machinery serves ``%%dask_record``, ``%dask_observe start/stop``,

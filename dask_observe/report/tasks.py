@@ -5,7 +5,7 @@ All of it is computed from the task rows, and reading a million rows takes
 seconds (a Python object a value; SQLite's own GROUP BY over them took 1.5 s,
 a bare scan 0.35 s: measured in ``benchmarks/reads.py``'s store). A run's end
 reads the rows anyway, to judge its flags: it computes these figures from them
-too and stores them beside its verdict, for runs whose stream is binned; a
+too and stores them beside its judged flags, for runs whose stream is binned; a
 report of the run then reads a few kilobytes. A run still running, one whose
 end never came (its process died) or one judged by another version of
 dask-observe is computed from its rows again.
@@ -147,7 +147,7 @@ def read(run: RunData, start: float, duration: float) -> TaskFigures:
 
 def keep(run: RunData, tasks: pd.DataFrame) -> None:
     """At a run's end: compute its task figures from ``tasks`` (its rows, read
-    for its verdict) and store them, where its stream is binned (a smaller
+    for its judged flags) and store them, where its stream is binned (a smaller
     run's rows are read again in milliseconds)."""
     if len(tasks) <= EXACT_LIMIT:
         return

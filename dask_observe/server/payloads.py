@@ -29,7 +29,7 @@ class RunPayload(TypedDict):
     cluster: str | None
     #: Why the run was recorded only partially; null when recorded fully.
     partial: str | None
-    #: Workers the run lost (died), from its verdict.
+    #: Workers the run lost (died), from its judged flags.
     n_lost: int
     #: Its tasks still running when it ended (counted in n_tasks).
     n_running: int
@@ -164,7 +164,7 @@ FLAG_FIELDS = tuple(FlagPayload.__annotations__)
 
 
 def flag_payload(flag: Mapping[str, Any]) -> FlagPayload:
-    """A flag as sent, from its fields (a verdict's stored JSON, or
+    """A flag as sent, from its fields (a judgement's stored JSON, or
     ``dataclasses.asdict`` of a judged ``Flag``): the only serialiser of
     flags, for the REST routes and the stream alike."""
     return FlagPayload(

@@ -23,7 +23,7 @@ that fails is told with ``{"type": "error", "message": ...}``.
 
 ``flags`` come as ``{"type": "flags", "flags": [...]}`` whenever they change: a
 running run's judged again every FLAGS_INTERVAL_S, a finished run's once, as the
-verdict judged at its end.
+flags judged at its end.
 
 One socket carries up to MAX_SUBSCRIPTIONS subscriptions at once (a panel's
 logs, metrics and flags): each subscribe message may carry an ``id`` (text), and

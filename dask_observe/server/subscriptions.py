@@ -1,6 +1,6 @@
 """What one subscription of the stream (:mod:`.stream`) reads: its
 validated message, its window of the store, the rows after its cursor within
-the batch's bounds, its flags (judged again while the run goes, the verdict
+the batch's bounds, its flags (judged again while the run goes, the judgement
 once it ended) and its progress. No socket here: the handler sends.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from dask_observe.api import Run
 from dask_observe.capture.text import MAX_KEY_BYTES
-from dask_observe.diagnose import stored_verdict
+from dask_observe.diagnose import stored_judged_flags
 from dask_observe.server.payloads import FlagPayload, flag_payload
 from dask_observe.store import BaseStore, queries
 
@@ -26,7 +26,7 @@ BATCH_ROWS = 2_000
 BATCH_TEXT = 1024 * 1024
 #: How often the flags of a running run are judged again.
 FLAGS_INTERVAL_S = 2.0
-#: How long after its end a run's verdict is waited for before its flags are
+#: How long after its end a run's judgement is waited for before its flags are
 #: taken as final without one (the process that judges it may have died).
 VERDICT_WAIT_S = 60.0
 
@@ -346,7 +346,7 @@ def read_rows(store: BaseStore, message: dict[str, Any], upto: int) -> dict[str,
 def judge_flags(store: BaseStore, run_id: int) -> list[FlagPayload]:
     """A run's flags as the stream sends them (in a reading process: pandas):
     a running run's judged from what is recorded so far, a finished run's
-    verdict as judged at its end."""
+    flags as judged at its end."""
     return [flag_payload(asdict(f)) for f in Run.of(store, run_id).flag_list()]
 
 
@@ -357,10 +357,10 @@ def final_flags(store: BaseStore, run_id: int) -> tuple[bool, list[FlagPayload] 
     record = store.run_record(run_id)
     if record["status"] == "running":
         return False, None
-    stored = stored_verdict(store, run_id)
+    stored = stored_judged_flags(store, run_id)
     if stored is not None:
         return True, [flag_payload(f) for f in stored]
-    # No verdict yet: its run's end is still judging it (the settings it is
+    # No judgement yet: its run's end is still judging it (the settings it is
     # judged with come first), or never will (its process died).
     ended = record["ended"] if record["ended"] is not None else record["started"]
     return (

@@ -1,5 +1,5 @@
 """What is worked out once from a run and kept for its readers: the flags
-judged at its end (its verdict), what a report shows of its tasks, what a
+judged at its end (its judgement), what a report shows of its tasks, what a
 history reads of it, and the verdicts of the comparisons a history's first
 runs get. Each is kept with the version of dask-observe that made it: another
 version works it out again."""
@@ -15,7 +15,7 @@ from dask_observe.store.connection import StoreConnection
 
 def _json_scalar(value: Any) -> Any:
     """JSON for numpy's scalars (a flag's evidence may hold them); text for
-    anything else JSON cannot say (a verdict is kept, whatever a rule put in)."""
+    anything else JSON cannot say (a judgement is kept, whatever a rule put in)."""
     return value.item() if hasattr(value, "item") else str(value)
 
 
@@ -25,7 +25,7 @@ class Kept:
     def __init__(self, db: StoreConnection) -> None:
         self._db = db
 
-    def set_verdict(
+    def set_judgement(
         self,
         run_id: int,
         flags: Sequence[dict[str, Any]],
@@ -41,15 +41,17 @@ class Kept:
                 "UPDATE runs SET n_flags = ?, n_lost = ? WHERE id = ?",
                 (len(flags), lost, run_id),
             )
+            # (The table's name is older than "verdict" meaning only a
+            # change's mark; renaming it needs a migration of every store.)
             conn.execute(
                 "INSERT OR REPLACE INTO verdicts (run_id, version, flags)"
                 " VALUES (?, ?, ?)",
                 (run_id, version, json.dumps(list(flags), default=_json_scalar)),
             )
 
-    def verdict(self, run_id: int) -> tuple[str, list[dict[str, Any]]] | None:
+    def judgement(self, run_id: int) -> tuple[str, list[dict[str, Any]]] | None:
         """The version that judged a run and the flags it raised (see
-        :meth:`set_verdict`); None for a run never judged at its end."""
+        :meth:`set_judgement`); None for a run never judged at its end."""
         rows = self._db._query(
             "SELECT version, flags FROM verdicts WHERE run_id = ?", (run_id,)
         )

@@ -1,5 +1,5 @@
 """The store's runs: written as they start and end (with their settings,
-environment, verdict, fine metrics and profiles), read as records."""
+environment, judged flags, fine metrics and profiles), read as records."""
 
 from __future__ import annotations
 

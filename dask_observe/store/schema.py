@@ -158,7 +158,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 8 -> 9: the flags a run raised, judged once when it ended (a JSON list),
     # with the version of dask-observe that judged them: a reader shows that
-    # verdict rather than judging a million tasks again on every read.
+    # judgement rather than judging a million tasks again on every read.
     """
     CREATE TABLE verdicts (
         run_id    INTEGER PRIMARY KEY REFERENCES runs (id),

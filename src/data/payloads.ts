@@ -16,7 +16,7 @@ export interface IRun {
   cluster: string | null;
   /** Why the run was recorded only partially; null when recorded fully. */
   partial: string | null;
-  /** Workers the run lost (died), from its verdict. */
+  /** Workers the run lost (died), from its judged flags. */
   n_lost: number;
   /** Its tasks still running when it ended (counted in n_tasks). */
   n_running: number;
