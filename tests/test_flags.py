@@ -437,7 +437,16 @@ def test_a_loop_held_by_a_task_in_c_names_the_function_that_held_it(
             for d in run.events("event-loop-stall")["data"]
         )
         natives = [d["native"] for d in run.events("task-native")["data"]]
-        assert len(natives) <= during, (told, natives)
+        # When each was read, against the stalls and the task, should it fail.
+        timeline = {
+            "task": held["task"],
+            "stalls": run.events("event-loop-stall", epoch=True)[
+                ["time", "data"]
+            ].to_dict("records"),
+            "natives": list(run.events("task-native", epoch=True)["time"]),
+            "stacks": list(run.events("task-stack", epoch=True)["time"]),
+        }
+        assert len(natives) <= during, (told, natives, timeline)
         if natives:
             native = natives[0]
             assert any("sre" in frame for frame in native), native

@@ -89,10 +89,8 @@ class SequencedBuffer:
 
     Records are tuples whose first item is their kind, held as plain tuples
     (see :func:`untracked`); their numbers are not stored but counted from
-    :attr:`last`. Held as ``(number, record)`` pairs, the pair was one more
-    tuple per record, and the collector could untrack it only at the
-    collection after the one that untracked its record (a CI run found pairs
-    still tracked after ``gc.collect()``). When the buffer is full the oldest
+    :attr:`last` (a ``(number, record)`` pair was one more tuple a record for
+    the collector to track). When the buffer is full the oldest
     goes; if no reader had taken it yet it is counted in :attr:`lost`, by kind.
     Used on the scheduler's event loop only.
     """

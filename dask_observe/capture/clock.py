@@ -74,12 +74,10 @@ def offset_within(readings: list[tuple[float, Any, float]]) -> float:
     scheduler allows, each ``(asked, theirs, answered)``: the scheduler read
     its clock between the asking and the answer, so each bounds the offset
     to ``[time - answered, time - asked]``; the middle of where all bounds
-    meet is good to half the narrowest round trip. A recorder's hello takes
-    20-100 ms (its plugins installed), wide enough that a run's end on a
-    client 7 s ahead came 3 ms before the end of its last task (a CI run of
-    tests/test_remote.py); a bare reading takes a millisecond beside its
-    scheduler, and less than the time a task's end takes to reach the client
-    anywhere: a run's window holds its tasks."""
+    meet is good to half the narrowest round trip. A hello's round trip
+    (20-100 ms) is too wide for a run's window to hold its tasks; a bare
+    reading takes about a millisecond, less than a task's end takes to reach
+    the client."""
     low, high = -float("inf"), float("inf")
     for asked, theirs, answered in readings:
         at = theirs.get("time") if isinstance(theirs, dict) else None

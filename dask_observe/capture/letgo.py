@@ -4,9 +4,8 @@ A client that stops waiting (a ``result(timeout=...)`` on a future nobody else
 holds, a ``cancel``) releases the task: the scheduler forgets it at once, but
 its worker cannot stop a running thread, so the task runs on (its worker's
 state ``cancelled``). A run that ends right after, stopped by that timeout,
-must still say that the task ran and where it stood: in CI, the release of the
-demo's hung task reached the scheduler before the run's end, and the run said
-"0 tasks" and showed nothing of where it stood.
+must still say that the task ran and where it stood, though the scheduler
+already forgot it.
 
 The scheduler notes each task of a watched span that leaves ``processing`` for
 ``released``; at the run's end its workers say which of those they still run

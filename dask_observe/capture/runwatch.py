@@ -384,10 +384,9 @@ class RunWatch:
         """Await ``done``, a call to the worker at ``address``, unless the
         scheduler removes that worker first. A call to a worker that died
         retries its refused connection for distributed's connect timeout
-        (30 s): a ``client.restart()`` right after a block kills the workers
-        that its run's end flushes (a run's end failed so beside one in CI,
-        once: the cause is not proven). What a worker that left had not
-        shipped is lost with it."""
+        (30 s), as after a ``client.restart()`` that kills the workers a
+        run's end flushes. What a worker that left had not shipped is lost
+        with it."""
         if address not in self._scheduler.workers:  # left before the call
             with contextlib.suppress(Exception):
                 done.close()  # type: ignore[attr-defined]

@@ -95,7 +95,7 @@ class Copier:
         self.worker_removed_at = -float("inf")
         self._lock = threading.Lock()
 
-    def _begin_at_recent(self, hello: dict[str, Any] | None) -> None:
+    def begin_at_recent(self, hello: dict[str, Any] | None) -> None:
         """A store that never read this cluster starts at its last seconds of
         records (what the scheduler's hello says), not its whole buffer: a
         long-lived cluster holds up to 100,000 records, which a new store

@@ -387,15 +387,11 @@ class Recorder:
         if self.partial is not None:
             self.workers.enabled = False
             return
-        self.copier._begin_at_recent(hello)
+        self.copier.begin_at_recent(hello)
         self.copier.export = _live_export(self.cluster)
-        # What the store starts at (up to ``recorder.backlog`` of the cluster's
-        # recent records, or all since it last read this cluster) is copied
-        # now, before the first run begins. Copied by the thread during that
-        # run, it held the client's GIL and the run's end: after 12,000 lines
-        # on the cluster, a new store's first run of 8 naps of 0.1 s read
-        # 0.47-0.62 s against 0.42 for each next one, with worker processes or
-        # threads, and a history called the next run an improvement.
+        # What the store starts at (up to ``recorder.backlog`` of recent
+        # records) is copied now, before the first run begins: copied by the
+        # thread during that run, it held the client's GIL and slowed the run.
         try:
             self.pull()
         except Exception as e:  # the thread's pulls retry, and say what fails

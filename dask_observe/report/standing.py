@@ -51,11 +51,9 @@ def stopped_state(run: RunData) -> Stopped | None:
     if found is None:
         return None
     at, picture = found
-    # The scheduler knows how long a task ran only from its worker's last
-    # heartbeat, none of which may have come on a loaded host: its worker's
-    # own word of when it began counts too, as in the run's time split
-    # (``figures.ran_for``). Told by neither, the task is still shown, its
-    # time unknown (a CI run's report left out the one stuck task's stack).
+    # The scheduler knows a task's time only from its worker's last heartbeat
+    # (none may have come on a loaded host): the worker's own word of when it
+    # began counts too (``figures.ran_for``); told by neither, it is still shown.
     began = long_tasks(run)
     workers = [
         worker._replace(
