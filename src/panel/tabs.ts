@@ -7,7 +7,7 @@ import { Widget } from '@lumino/widgets';
 
 import type { ICluster } from '../data/api';
 import { button, element } from '../ui/dom';
-import { fromEpoch } from '../ui/format';
+import { dateTime } from '../ui/format';
 import { observeIcon } from '../icon';
 import { LOG_TAIL, LogsView } from '../sections/logs/view';
 import type { ClusterModel } from '../sections/clusters/model';
@@ -92,7 +92,7 @@ export function goneWords(
   }
   return cluster === undefined
     ? 'This cluster is no longer in the store: its dashboard cannot be shown.'
-    : `This cluster went away (last seen ${fromEpoch(cluster.last_seen).toLocaleString()}): ` +
+    : `This cluster went away (last seen ${dateTime(cluster.last_seen)}): ` +
         'its dashboard went with it. Its runs and logs stay in the panel.';
 }
 

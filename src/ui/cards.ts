@@ -1,5 +1,5 @@
 import { element } from './dom';
-import { formatSeconds, fromEpoch } from './format';
+import { dateTime, formatSeconds } from './format';
 
 /**
  * What a run card shows of a run, whether of this machine's store (`IRun`)
@@ -92,11 +92,7 @@ export function cardMeta(run: ICardRun): HTMLDivElement {
     );
   }
   meta.append(
-    element(
-      'span',
-      'jp-DaskObserve-run-started',
-      fromEpoch(run.started).toLocaleString()
-    )
+    element('span', 'jp-DaskObserve-run-started', dateTime(run.started))
   );
   return meta;
 }

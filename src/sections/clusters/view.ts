@@ -2,7 +2,7 @@ import { Widget } from '@lumino/widgets';
 
 import type { ICluster } from '../../data/api';
 import { button, element, heading, patchList } from '../../ui/dom';
-import { fromEpoch } from '../../ui/format';
+import { clockTime, dateTime } from '../../ui/format';
 import type { ClusterModel } from './model';
 import { DASHBOARD_PAGES } from '../../panel/tabs';
 
@@ -59,16 +59,16 @@ export class ClustersView extends Widget {
       'jp-DaskObserve-cluster-seen',
       cluster.alive
         ? silent
-          ? `not answering since ${fromEpoch(cluster.silent_since!).toLocaleTimeString()}`
+          ? `not answering since ${clockTime(cluster.silent_since!)}`
           : 'live'
-        : `last seen ${fromEpoch(cluster.last_seen).toLocaleString()}`
+        : `last seen ${dateTime(cluster.last_seen)}`
     );
     if (silent) {
       seen.title =
         'Its connection holds, but the scheduler has not answered the ' +
         "recorder's calls for a while (observe.recorder.silent-after): its process may " +
         'be stopped or its event loop held (a task or plugin holding the GIL). ' +
-        `Last answer: ${fromEpoch(cluster.silent_since!).toLocaleString()}.`;
+        `Last answer: ${dateTime(cluster.silent_since!)}.`;
     }
     item.append(
       element('div', 'jp-DaskObserve-cluster-address', cluster.address),

@@ -1,7 +1,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { element, heading, patchList } from '../../ui/dom';
-import { fromEpoch } from '../../ui/format';
+import { clockTime } from '../../ui/format';
 import type { FlagsModel } from './model';
 import { StreamStatus } from '../../panel/status';
 import type { IFlag } from '../../data/api';
@@ -96,7 +96,7 @@ namespace Private {
         element(
           'li',
           'jp-DaskObserve-flag-line',
-          `${fromEpoch(e.time).toLocaleTimeString()} ${e.worker ?? ''} ${e.text}`
+          `${clockTime(e.time)} ${e.worker ?? ''} ${e.text}`
         )
       )
     );

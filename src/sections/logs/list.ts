@@ -2,7 +2,7 @@ import type { ISignal } from '@lumino/signaling';
 import { Signal } from '@lumino/signaling';
 
 import { element } from '../../ui/dom';
-import { fromEpoch } from '../../ui/format';
+import { clockTime } from '../../ui/format';
 import type { ILogLine } from '../../data/api';
 
 /**
@@ -140,9 +140,7 @@ namespace Private {
     );
     row.dataset.seq = String(line.seq);
     // Compact, for a narrow sidebar: 24-hour time, workers without "tcp://".
-    const time = fromEpoch(line.time).toLocaleTimeString([], {
-      hour12: false
-    });
+    const time = clockTime(line.time, true);
     const where = element(
       'span',
       'jp-DaskObserve-log-where',

@@ -2,7 +2,7 @@ import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { element, heading, patchList, svg } from '../../ui/dom';
-import { formatBytes, fromEpoch } from '../../ui/format';
+import { clockTime, formatBytes } from '../../ui/format';
 import { StreamStatus } from '../../panel/status';
 import type { MetricsModel, Sample, Series } from './model';
 
@@ -336,7 +336,7 @@ namespace Private {
    * A sample's time (seconds since the epoch) as a clock reads it.
    */
   export function clock(seconds: number): string {
-    return fromEpoch(seconds).toLocaleTimeString();
+    return clockTime(seconds);
   }
 
   /**
