@@ -391,13 +391,8 @@ class ObserveWorkerPlugin(WorkerPlugin):
         (summed a second) its transfers, whether this tick came late, and
         (a second apart) whether its host had more to run than cores."""
         assert self._memory is not None and self.shipper is not None
-        assert self._transfers is not None and self._stalls is not None
-        stall = self._stalls.tick(now)
-        if stall is not None:
-            address = self._memory.worker.address
-            self.shipper.events.append(
-                PushedEvent(now, "event-loop-stall", address, stall)
-            )
+        assert self._transfers is not None
+        self._tell_stall(now)
         self.long_tasks.report(now, self._memory.worker.address, self.shipper)
         host = workers_host_pressure()
         if host is not None:
@@ -407,6 +402,17 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._memory.sample(now)
         LogRouter.flush_output(PARTIAL_AFTER_S)
         self._transfers.report(self.shipper)
+
+    def _tell_stall(self, now: float) -> None:
+        """Ship a stall of the loop that ended by ``now`` (see ``StallWatch``)."""
+        if self._stalls is None or self._memory is None or self.shipper is None:
+            return
+        stall = self._stalls.tick(now)
+        if stall is not None:
+            address = self._memory.worker.address
+            self.shipper.events.append(
+                PushedEvent(now, "event-loop-stall", address, stall)
+            )
 
     def _sample_stacks(self, now: float, every: bool = False) -> None:
         worker, shipper = self._worker, self.shipper
@@ -482,6 +488,10 @@ class ObserveWorkerPlugin(WorkerPlugin):
         (at 200 workers, their heartbeats were most of a run's end); a
         heartbeat in flight, which took the metrics, is waited for."""
         if self.shipper is not None:
+            # A stall that just ended is told with these records, not at the
+            # next tick: a run's end flushes as its last task returns, and a
+            # stall that task caused was told after the run had ended.
+            self._tell_stall(time.time())
             if self._native.busy():  # its frames belong to the run ending
                 await asyncio.to_thread(self._native.wait, NATIVE_FLUSH_WAIT_S)
             if self._transfers is not None:
