@@ -93,10 +93,8 @@ def _export_settings() -> Any:
 class SchedulerState(Enum):
     """What a recorder knows of its scheduler, as its pulls and its runs' ends
     find it. Only ANSWERS and UNANSWERED go back and forth; the scheduler's
-    close moves on to the right and stays.
-
-    ``failing``, ``closing_read`` and ``closed`` were three flags, set from
-    three threads, whose combinations nobody had listed.
+    close moves on to the right and stays. Moved by the recorder's thread and
+    by runs' ends, under one lock (``Recorder.answered`` and the two below).
     """
 
     #: The last call got through.
@@ -155,6 +153,7 @@ class Recorder:
             client, store, self.cluster, flush_interval_s, self.liveness
         )
         self.state = SchedulerState.ANSWERS
+        self._state_lock = threading.Lock()
         #: Why the capture plugins do not run on the cluster, or None when
         #: they do. Then there is nothing to pull, and runs are marked partial.
         self.partial: Partial | None = None
@@ -189,23 +188,27 @@ class Recorder:
     # -- what the scheduler's answers say ----------------------------------------
     def answered(self, copied: Copied | None = None) -> None:
         """A call got through (a pull that says whether it is closing)."""
-        if copied is not None and copied.closing:
-            if self.state is not SchedulerState.CLOSED:
-                self.state = SchedulerState.LAST_READ
-        elif self.state is SchedulerState.UNANSWERED:
-            self.state = SchedulerState.ANSWERS
+        with self._state_lock:
+            if copied is not None and copied.closing:
+                if self.state is not SchedulerState.CLOSED:
+                    self.state = SchedulerState.LAST_READ
+            elif self.state is SchedulerState.UNANSWERED:
+                self.state = SchedulerState.ANSWERS
+        self._state_lock = threading.Lock()
 
     def unanswered(self) -> None:
         """A call failed to connect or timed out."""
-        if self.state is SchedulerState.ANSWERS:
-            self.state = SchedulerState.UNANSWERED
-        elif self.state is SchedulerState.LAST_READ:  # done closing
-            self.state = SchedulerState.CLOSED
+        with self._state_lock:
+            if self.state is SchedulerState.ANSWERS:
+                self.state = SchedulerState.UNANSWERED
+            elif self.state is SchedulerState.LAST_READ:  # done closing
+                self.state = SchedulerState.CLOSED
 
     def closed_at_end(self) -> None:
         """It answered a run's end as closing: closed as soon as that answer
         left."""
-        self.state = SchedulerState.CLOSED
+        with self._state_lock:
+            self.state = SchedulerState.CLOSED
 
     @property
     def last_read(self) -> bool:
