@@ -11,7 +11,7 @@ async function settled(): Promise<void> {
 
 describe('TeamView, a year of published runs', () => {
   it('draws the newest page of cards, and more on demand', async () => {
-    const runs = Array.from({ length: 150 }, (_, i) => archived(150 - i));
+    const runs = Array.from({ length: 40 }, (_, i) => archived(40 - i));
     const asked: number[] = [];
     // As the server answers: the newest `limit` runs, and how many there are.
     const model = new TeamModel({
@@ -38,17 +38,17 @@ describe('TeamView, a year of published runs', () => {
     )!;
     const cards = (): number =>
       shown.node.querySelectorAll('.jp-DaskObserve-run').length;
-    expect(cards()).toBe(100);
+    expect(cards()).toBe(25);
     expect(status.textContent).toBe(
-      '150 runs in s3://team/runs, the newest 100 shown'
+      '40 runs in s3://team/runs, the newest 25 shown'
     );
     expect(more.hidden).toBe(false);
-    expect(more.textContent).toBe('Show 50 more of 50');
+    expect(more.textContent).toBe('Show 15 more of 15');
     more.click(); // fetched: the server answers the cards shown
     await settled();
-    expect(cards()).toBe(150);
+    expect(cards()).toBe(40);
     expect(more.hidden).toBe(true);
-    expect(status.textContent).toBe('150 runs in s3://team/runs');
-    expect(asked).toEqual([100, 200]);
+    expect(status.textContent).toBe('40 runs in s3://team/runs');
+    expect(asked).toEqual([25, 50]);
   });
 });

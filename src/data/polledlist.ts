@@ -3,9 +3,12 @@ import type { ISignal } from '@lumino/signaling';
 import { Signal } from '@lumino/signaling';
 
 /**
- * Run cards the panel shows at first, and adds with each "Show more".
+ * Run cards the panel shows at first, and adds with each "Show more": a few
+ * screenfuls of the sidebar. A page of 100 took ~45 ms of the main thread
+ * more than one of 25 to open the panel, ~25 ms more to switch runs (the
+ * sidebar's layout and paint; benchmarks/panel_open.py).
  */
-export const RUNS_PAGE = 100;
+export const RUNS_PAGE = 25;
 
 /**
  * A list the server holds (the clusters, the runs), fetched every `interval`

@@ -19,6 +19,11 @@ const LIST_MIN = 180;
 const LIST_TIGHT = 56;
 
 /**
+ * Least milliseconds between two fits of the sections.
+ */
+const FIT_GAP_MS = 100;
+
+/**
  * Sizes an accordion's sections to what they hold: each open section as tall
  * as its content, and one section (the logs: its controls and a list that
  * scrolls by itself) takes what is left (its controls and LIST_MIN, or down
@@ -49,7 +54,17 @@ export class SectionSizer implements IDisposable {
       characterData: true
     });
     this._resizes = new ResizeObserver(() => this.schedule());
-    this._resizes.observe(accordion.node);
+    // The panel's box, which the sidebar sizes, and what stands beside the
+    // accordion in it (the replay bar comes and goes): not the accordion's,
+    // which each fit that grows it would answer with another fit.
+    const container = accordion.node.parentElement;
+    const boxes =
+      container === null
+        ? [accordion.node]
+        : [container, ...Array.from(container.children)];
+    for (const box of boxes.filter(b => b !== accordion.node)) {
+      this._resizes.observe(box);
+    }
     accordion.node.addEventListener('pointerdown', this._onPointerDown, true);
     accordion.expansionToggled.connect(this.schedule, this);
   }
@@ -71,17 +86,30 @@ export class SectionSizer implements IDisposable {
       true
     );
     cancelAnimationFrame(this._frame);
+    window.clearTimeout(this._later);
   }
 
   /**
-   * Size the sections at the next frame (once, however often asked).
+   * Size the sections at the next frame (once, however often asked), at most
+   * once every FIT_GAP_MS: a panel opening hears from each of its sections in
+   * turn, and each fit lays the whole sidebar out twice (its measures, then
+   * the accordion's).
    */
   schedule(): void {
-    if (this._disposed || this._userSized || this._frame) {
+    if (this._disposed || this._userSized || this._frame || this._later) {
+      return;
+    }
+    const wait = this._fitted + FIT_GAP_MS - performance.now();
+    if (wait > 0) {
+      this._later = window.setTimeout(() => {
+        this._later = 0;
+        this.schedule();
+      }, wait);
       return;
     }
     this._frame = requestAnimationFrame(() => {
       this._frame = 0;
+      this._fitted = performance.now();
       this.fit();
     });
   }
@@ -151,7 +179,9 @@ export class SectionSizer implements IDisposable {
   private _applied = '';
   private _disposed = false;
   private _filler: Widget;
+  private _fitted = -Infinity;
   private _frame = 0;
+  private _later = 0;
   private _list: HTMLElement;
   private _mutations: MutationObserver;
   private _resizes: ResizeObserver;

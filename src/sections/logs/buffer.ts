@@ -12,9 +12,11 @@ export const LOG_TAIL = 20_000;
 /**
  * About how many rows of a run the side panel replays, from its end: a
  * replay of a 100,000-line run from its start took 1.2-1.6 s of the page's
- * main thread (benchmarks/panel_open.py). Its tab shows every line.
+ * main thread (benchmarks/panel_open.py). Its tab shows every line. One
+ * batch of the server's (BATCH_ROWS in server/subscriptions.py), drawn
+ * once: 5,000 came in three, each drawn as it came.
  */
-export const RUN_TAIL = 5_000;
+export const RUN_TAIL = 2_000;
 
 /**
  * Which lines a view shows.

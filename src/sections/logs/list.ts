@@ -54,6 +54,16 @@ export class LogList {
   }
 
   /**
+   * Whether the lines drawn are those in view at the list's scroll position
+   * now: after its own scroll to the newest line, which `draw` drew at once,
+   * its scroll event needs no second drawing (a whole frame of the sidebar's
+   * layout and paint at each batch a replay draws).
+   */
+  get drawnInView(): boolean {
+    return this.node.scrollTop === this._drawnTop;
+  }
+
+  /**
    * Draw the lines in view; with `follow`, scroll to the newest first. Lines
    * of `gone` workers are marked.
    */
@@ -82,6 +92,7 @@ export class LogList {
       Math.floor(viewport.scrollTop / height) - OVERSCAN
     );
     const visible = Math.ceil(viewport.clientHeight / height) + 2 * OVERSCAN;
+    this._drawnTop = viewport.scrollTop;
     this._rows.style.transform = `translateY(${first * height}px)`;
     this._rows.replaceChildren(
       ...lines
@@ -97,6 +108,7 @@ export class LogList {
     Signal.clearData(this);
   }
 
+  private _drawnTop = -1;
   private _rowHeight = ROW_HEIGHT;
   private _rows: HTMLDivElement;
   private _scrolled = new Signal<this, boolean>(this);

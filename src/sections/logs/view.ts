@@ -91,7 +91,9 @@ export class LogsView extends Widget {
     this._list.scrolled.connect((_, atBottom) => {
       // Scrolling up pauses following; back at the bottom resumes it.
       this._toolbar.follow = atBottom;
-      this._schedule();
+      if (!this._list.drawnInView) {
+        this._schedule();
+      }
     }, this);
     this._stream.lines.connect((_, lines) => {
       for (const line of lines) {
