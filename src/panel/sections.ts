@@ -19,11 +19,6 @@ const LIST_MIN = 180;
 const LIST_TIGHT = 56;
 
 /**
- * Least milliseconds between two fits of the sections.
- */
-const FIT_GAP_MS = 100;
-
-/**
  * Sizes an accordion's sections to what they hold: each open section as tall
  * as its content, and one section (the logs: its controls and a list that
  * scrolls by itself) takes what is left (its controls and LIST_MIN, or down
@@ -86,30 +81,20 @@ export class SectionSizer implements IDisposable {
       true
     );
     cancelAnimationFrame(this._frame);
-    window.clearTimeout(this._later);
   }
 
   /**
-   * Size the sections at the next frame (once, however often asked), at most
-   * once every FIT_GAP_MS: a panel opening hears from each of its sections in
-   * turn, and each fit lays the whole sidebar out twice (its measures, then
-   * the accordion's).
+   * Size the sections at the next frame (once, however often asked). (Not
+   * later: one fit at most every 100 ms halved the fits as the panel
+   * opened, but moved a section up to 100 ms after what moved it showed,
+   * a shift under a pointer aiming at what had just appeared.)
    */
   schedule(): void {
-    if (this._disposed || this._userSized || this._frame || this._later) {
-      return;
-    }
-    const wait = this._fitted + FIT_GAP_MS - performance.now();
-    if (wait > 0) {
-      this._later = window.setTimeout(() => {
-        this._later = 0;
-        this.schedule();
-      }, wait);
+    if (this._disposed || this._userSized || this._frame) {
       return;
     }
     this._frame = requestAnimationFrame(() => {
       this._frame = 0;
-      this._fitted = performance.now();
       this.fit();
     });
   }
@@ -179,9 +164,7 @@ export class SectionSizer implements IDisposable {
   private _applied = '';
   private _disposed = false;
   private _filler: Widget;
-  private _fitted = -Infinity;
   private _frame = 0;
-  private _later = 0;
   private _list: HTMLElement;
   private _mutations: MutationObserver;
   private _resizes: ResizeObserver;
