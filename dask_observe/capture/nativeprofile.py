@@ -35,6 +35,7 @@ import time
 from typing import Any
 
 from .pyspy import MAX_REASON_CHARS, not_installed, py_spy, reason_of
+from .syscalls import SYSCALL, in_syscall
 
 #: The most seconds a native profile records before it stops by itself (a
 #: client that never ended its run: py-spy must not pause a worker forever).
@@ -227,11 +228,29 @@ def parse_trace(events: list[dict[str, Any]], origin: float) -> dict[str, Any]:
         frame = (name, str(args.get("filename") or ""), int(args.get("line") or 0))
         stack.append(frames.setdefault(frame, len(frames)))
     return {
-        "frames": [list(f) for f in frames],
+        "frames": _name_syscalls([list(f) for f in frames], stacks),
         "stacks": [list(s) for s in stacks],
         "threads": {str(ident): spans for ident, spans in threads.items()},
         "dropped": dropped,
     }
+
+
+def _name_syscalls(
+    frames: list[list[Any]], stacks: dict[tuple[int, ...], int]
+) -> list[list[Any]]:
+    """The frames, those that are a thread's innermost, unnamed (an address)
+    and just past a system call named SYSCALL (``capture.syscalls``)."""
+    innermost = {stack[-1] for stack in stacks if stack}
+    unnamed = {
+        i: int(frames[i][0], 16)
+        for i in innermost
+        if re.fullmatch(r"0x[0-9a-fA-F]+", frames[i][0])
+    }
+    called = in_syscall(unnamed.values())
+    for i, address in unnamed.items():
+        if address in called:
+            frames[i][0] = SYSCALL
+    return frames
 
 
 class NativeProfiles:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,8 @@ import sys
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from .syscalls import SYSCALL, in_syscall
 
 #: How long one dump may take before it is given up.
 DUMP_TIMEOUT_S = 10.0
@@ -160,13 +163,36 @@ def finish_dump(
     # Only a thread still in a task: read a moment after it was asked for,
     # a thread may have finished its task (its native frames then were the
     # executor's queue waiting for the next, told as the task's).
-    return {
-        int(thread["thread_id"]): native_part(thread.get("frames") or [])
-        for thread in threads
-        if isinstance(thread, dict)
-        and "thread_id" in thread
-        and _in_task(thread.get("frames") or [])
-    }, None
+    return name_syscalls(
+        {
+            int(thread["thread_id"]): native_part(thread.get("frames") or [])
+            for thread in threads
+            if isinstance(thread, dict)
+            and "thread_id" in thread
+            and _in_task(thread.get("frames") or [])
+        }
+    ), None
+
+
+#: A frame as ``native_part`` writes it that py-spy could not name.
+_UNNAMED = re.compile(r"(0x[0-9a-fA-F]+) (\(.*\))$")
+
+
+def name_syscalls(threads: dict[int, list[str]]) -> dict[int, list[str]]:
+    """Each thread's native frames (``native_part``), its innermost named
+    SYSCALL where py-spy could not name it and it is just past a system call
+    (``capture.syscalls``: libc's internal futex wait and wake). Only in the
+    process py-spy read, whose mappings its addresses are of."""
+    unnamed = {
+        ident: found
+        for ident, below in threads.items()
+        if below and (found := _UNNAMED.match(below[-1]))
+    }
+    called = in_syscall(int(found.group(1), 16) for found in unnamed.values())
+    for ident, found in unnamed.items():
+        if int(found.group(1), 16) in called:
+            threads[ident][-1] = f"{SYSCALL} {found.group(2)}"
+    return threads
 
 
 def _in_task(frames: list[dict[str, Any]]) -> bool:
