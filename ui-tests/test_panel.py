@@ -518,6 +518,55 @@ def test_with_no_live_cluster_the_logs_show_the_newest_run(
     expect(logs.locator(".jp-DaskObserve-logs-state")).to_have_text("")  # not closed
 
 
+def test_scrolling_the_logs_shows_the_lines_there_and_pauses_following(
+    store_path: Path, lab: Lab, page: Page
+) -> None:
+    """The list draws only the lines in view: scrolled by the user, it draws
+    those where it is now (its own scroll to the newest line is drawn once,
+    not again at its scroll event), and following stops until the bottom."""
+    from dask_observe.store import BaseStore
+
+    n = 1_000
+    with BaseStore(store_path) as store:
+        run_id = store.create_run("scrolled", cluster="tcp://gone:1")
+        now = time.time()
+        lines = [
+            ("log", now + i * 1e-3, 20, "worker", "w", "user", f"line {i:04d}")
+            for i in range(n)
+        ]
+        store.telemetry.append("tcp://gone:1", lines)
+        store.end_run(run_id, "finished")
+        store.telemetry.close_cluster("tcp://gone:1")
+
+    page.goto(lab.page_url())
+    page.locator(PANEL_TAB).click()
+    logs = page.locator("#dask-observe-panel .jp-DaskObserve-logs")
+    row = logs.locator(".jp-DaskObserve-log-message")
+    follow = logs.locator(".jp-DaskObserve-logs-follow input")
+    expect(row.filter(has_text=f"line {n - 1:04d}")).to_have_count(1, timeout=20_000)
+    expect(row.filter(has_text="line 0000")).to_have_count(0)  # not drawn
+    expect(follow).to_be_checked()
+    viewport = logs.locator(".jp-DaskObserve-logs-viewport")
+    # Scrolled, and read three frames later: the scroll event comes at the
+    # next frame, the drawing it asks for at that frame's or the next one's
+    # animation callbacks. (Not waited for: other drawings come by, the
+    # polls', and one of them would draw the lines in view anyway.)
+    scroll_then_read = """([node, top]) => new Promise(done => {
+        node.scrollTop = top === null ? node.scrollHeight : top;
+        const frame = f => requestAnimationFrame(f);
+        frame(() => frame(() => frame(() => done(Array.from(
+            node.querySelectorAll('.jp-DaskObserve-log-message'),
+            e => e.textContent)))));
+    })"""
+    handle = viewport.element_handle()
+    shown = page.evaluate(scroll_then_read, [handle, 0])
+    assert "line 0000" in shown and f"line {n - 1:04d}" not in shown, shown
+    expect(follow).not_to_be_checked()
+    shown = page.evaluate(scroll_then_read, [handle, None])
+    assert f"line {n - 1:04d}" in shown and "line 0000" not in shown, shown
+    expect(follow).to_be_checked()
+
+
 def test_the_lists_are_polled_only_while_the_panel_shows(
     store_path: Path, lab: Lab, page: Page
 ) -> None:
