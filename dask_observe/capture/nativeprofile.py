@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 from .pyspy import MAX_REASON_CHARS, not_installed, py_spy, reason_of
-from .syscalls import SYSCALL, in_syscall
+from .syscalls import SYSCALL, named_in_syscall
 
 #: The most seconds a native profile records before it stops by itself (a
 #: client that never ended its run: py-spy must not pause a worker forever).
@@ -239,17 +239,10 @@ def _name_syscalls(
     frames: list[list[Any]], stacks: dict[tuple[int, ...], int]
 ) -> list[list[Any]]:
     """The frames, those that are a thread's innermost, unnamed (an address)
-    and just past a system call named SYSCALL (``capture.syscalls``)."""
+    and in a system call named SYSCALL (``capture.syscalls``)."""
     innermost = {stack[-1] for stack in stacks if stack}
-    unnamed = {
-        i: int(frames[i][0], 16)
-        for i in innermost
-        if re.fullmatch(r"0x[0-9a-fA-F]+", frames[i][0])
-    }
-    called = in_syscall(unnamed.values())
-    for i, address in unnamed.items():
-        if address in called:
-            frames[i][0] = SYSCALL
+    for i in named_in_syscall({i: frames[i][0] for i in innermost}):
+        frames[i][0] = SYSCALL
     return frames
 
 

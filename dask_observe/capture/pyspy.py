@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -27,7 +26,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .syscalls import SYSCALL, in_syscall
+from .syscalls import SYSCALL, named_in_syscall
 
 #: How long one dump may take before it is given up.
 DUMP_TIMEOUT_S = 10.0
@@ -174,24 +173,15 @@ def finish_dump(
     ), None
 
 
-#: A frame as ``native_part`` writes it that py-spy could not name.
-_UNNAMED = re.compile(r"(0x[0-9a-fA-F]+) (\(.*\))$")
-
-
 def name_syscalls(threads: dict[int, list[str]]) -> dict[int, list[str]]:
     """Each thread's native frames (``native_part``), its innermost named
-    SYSCALL where py-spy could not name it and it is just past a system call
+    SYSCALL where py-spy could not name it and it is in a system call
     (``capture.syscalls``: libc's internal futex wait and wake). Only in the
     process py-spy read, whose mappings its addresses are of."""
-    unnamed = {
-        ident: found
-        for ident, below in threads.items()
-        if below and (found := _UNNAMED.match(below[-1]))
-    }
-    called = in_syscall(int(found.group(1), 16) for found in unnamed.values())
-    for ident, found in unnamed.items():
-        if int(found.group(1), 16) in called:
-            threads[ident][-1] = f"{SYSCALL} {found.group(2)}"
+    innermost = {ident: below[-1] for ident, below in threads.items() if below}
+    for ident in named_in_syscall(innermost):
+        library = innermost[ident].partition(" ")[2]  # "(libc.so.6)"
+        threads[ident][-1] = f"{SYSCALL} {library}".rstrip()
     return threads
 
 
