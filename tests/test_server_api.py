@@ -389,6 +389,54 @@ async def test_a_runs_stream_from_near_its_end_says_it_left_the_rest(
     assert whole == (False, [f"older {i}" for i in range(1000)])
 
 
+async def test_a_views_newest_lines_are_its_clusters_own_whatever_came_after(
+    jp_ws_fetch: Any, store_path: Path
+) -> None:
+    """-N counts the cluster's own lines, not the store's rows: a run whose
+    300 lines came before 3,000 rows of its metrics, then another cluster's
+    3,000 lines, replays its last 100 lines, and so does a view of its
+    cluster (the store's last 100 rows held none of them: "No lines in this
+    run." under "The run's last lines")."""
+    other = "tcp://10.0.0.2:8786"
+    with BaseStore(store_path) as store:
+        cluster_id = store.telemetry.register_cluster(CLUSTER, None)
+        store.telemetry.register_cluster(other, None)
+        run_id = store.create_run("lines first", cluster=CLUSTER)
+        now = time.time()
+        store.telemetry.append(CLUSTER, [
+            ("log", now + i * 1e-6, 30, "worker", "tcp://w:1", "user",
+             f"line {i}") for i in range(300)
+        ])  # fmt: skip
+        store.telemetry.append(CLUSTER, [
+            ("metrics", now + 1 + i * 1e-3, "tcp://w:1", {"memory": 1e9, "cpu": 50})
+            for i in range(1_500)
+        ])  # fmt: skip
+        store.end_run(run_id, "finished")
+        store.telemetry.append(other, [
+            ("log", now + 2 + i * 1e-6, 30, "worker", "tcp://v:1", "user",
+             f"other {i}") for i in range(3_000)
+        ])  # fmt: skip
+
+    async def lines_of(target: dict[str, Any], after: int) -> tuple[bool, list[str]]:
+        ws = await jp_ws_fetch("dask-observe", "api", "stream")
+        ws.write_message(json.dumps({"type": "subscribe", **target,
+                                     "kinds": ["logs"], "after": after}))  # fmt: skip
+        said = await receive(ws)
+        assert said["type"] == "subscribed"
+        found: list[str] = []
+        while len(found) < min(300, -after):
+            batch = await receive(ws)
+            found += [row["message"] for row in batch["logs"]]
+        ws.close()
+        return bool(said["tail"]), found
+
+    last = [f"line {i}" for i in range(200, 300)]
+    assert await lines_of({"run": run_id}, -100) == (True, last)
+    assert await lines_of({"cluster": cluster_id}, -100) == (True, last)
+    every = [f"line {i}" for i in range(300)]
+    assert await lines_of({"cluster": cluster_id}, -1_000) == (False, every)
+
+
 async def test_the_stream_starts_a_time_window_back_with_since(
     jp_ws_fetch: Any, recorded: dask_observe.Run
 ) -> None:

@@ -2,8 +2,9 @@
 
 The client sends ``{"type": "subscribe", "run": ID | "cluster": ID, "kinds":
 [...], "after": SEQ, "filters": {...}}``; ``kinds`` among logs, metrics, events,
-flags, progress; ``after`` may be ``-N`` to start about N rows before the end
-(of a run: its own end; ``subscribed`` then says ``tail``);
+flags, progress; ``after`` may be ``-N`` to start at about the newest N rows
+of each kind of the run or cluster followed (its own rows; ``subscribed``
+then says ``tail`` when earlier ones were left out);
 ``since`` (seconds) starts at the rows of the last so many seconds instead.
 The server answers ``{"type": "subscribed", ...}`` and then, as rows are
 committed, ``{"type": "batch", "last": SEQ, "logs": [...], ...}``: every row

@@ -481,5 +481,30 @@ def first_seq_since(kind: str) -> str:
     return f"SELECT min(seq) AS seq FROM {kind} WHERE time >= ?"
 
 
+def newest_of_cluster(kind: str) -> str:
+    """SQL for the seq of a cluster's row of ``kind`` that is the OFFSET-th
+    newest (0: its newest) in a slice of the sequence. Parameters: the slice
+    (above, at most), the cluster, OFFSET. Read newest first until found:
+    no index holds a cluster's rows in order (a (cluster, time) one slowed
+    ingest by a quarter), so the caller bounds the slice (``newest``)."""
+    if kind not in ("logs", "metrics", "events"):
+        raise ValueError(f"no rows of kind {kind!r}")
+    return (
+        f"SELECT seq FROM {kind} WHERE seq > ? AND seq <= ? AND cluster = ?"
+        " ORDER BY seq DESC LIMIT 1 OFFSET ?"
+    )
+
+
+def newest(kind: str) -> str:
+    """SQL for the seq of the OFFSET-th newest row of ``kind`` in a slice of
+    the sequence (parameters: above, at most, OFFSET)."""
+    if kind not in ("logs", "metrics", "events"):
+        raise ValueError(f"no rows of kind {kind!r}")
+    return (
+        f"SELECT seq FROM {kind} WHERE seq > ? AND seq <= ?"
+        " ORDER BY seq DESC LIMIT 1 OFFSET ?"
+    )
+
+
 def level_names(levels: Iterable[int]) -> list[str]:
     return [logging.getLevelName(level) for level in levels]

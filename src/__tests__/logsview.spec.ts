@@ -90,6 +90,31 @@ describe('LogsView, a run from near its end', () => {
     view.dispose();
     stream.dispose();
   });
+
+  it('says an empty list from near the end is only the end’s', async () => {
+    FakeSocket.made = [];
+    const stream = new StoreStream();
+    const view = new LogsView({ stream, openInTab: () => undefined });
+    stream.follow({ run: 7 }, -5000);
+    FakeSocket.made[0].open();
+    FakeSocket.made[0].say({ type: 'subscribed', after: 95_000, tail: true });
+    await drawn();
+    expect(text(view, '.jp-DaskObserve-logs-empty')).toBe(
+      'No lines near the run’s end.'
+    );
+    stream.follow({ cluster: 'c1' }, -20_000);
+    const live = FakeSocket.made[FakeSocket.made.length - 1];
+    live.open();
+    live.say({ type: 'subscribed', after: 95_000, tail: true });
+    await drawn();
+    // A cluster's tab starts near its end too: no tab is offered for more.
+    expect(text(view, '.jp-DaskObserve-logs-tail')).toBe(
+      'The cluster’s newest lines.'
+    );
+    expect(text(view, '.jp-DaskObserve-logs-empty')).toBe('No recent lines.');
+    view.dispose();
+    stream.dispose();
+  });
 });
 
 describe('LogsView, its section title’s action', () => {

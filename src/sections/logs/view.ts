@@ -284,22 +284,34 @@ export class LogsView extends Widget {
       buffer.filtering
     );
     this._list.draw(buffer.shown, this._gone, this._toolbar.follow);
+    const target = this._stream.target;
+    const run = target?.run !== undefined;
+    // From near the end (the server left earlier rows out): an empty list
+    // says nothing of what came before.
+    const tail = this._stream.tail;
     const empty =
       buffer.all.length === 0
-        ? this._stream.target === null
+        ? target === null
           ? NOTHING_FOLLOWED
-          : this._stream.target.run !== undefined
-            ? 'No lines in this run.'
-            : 'No lines yet.'
+          : run
+            ? tail
+              ? 'No lines near the run’s end.'
+              : 'No lines in this run.'
+            : tail
+              ? 'No recent lines.'
+              : 'No lines yet.'
         : buffer.shown.length === 0 && buffer.filtering === null
           ? 'No line passes the filters.'
           : '';
     this._empty.textContent = empty;
     this._empty.hidden = empty === '';
-    this._tail.hidden = !this._stream.tail;
-    this._tail.textContent = this._openInTab
-      ? 'The run’s last lines: open in a tab for all of them.'
-      : 'The run’s last lines.';
+    this._tail.hidden = !tail;
+    // A cluster's tab starts near the end too: only a run's has them all.
+    this._tail.textContent = !run
+      ? 'The cluster’s newest lines.'
+      : this._openInTab
+        ? 'The run’s last lines: open in a tab for all of them.'
+        : 'The run’s last lines.';
   }
 
   private _buffer: LogBuffer;
