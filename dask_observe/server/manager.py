@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from dask_observe.server.watch import StoreWatch
 from dask_observe.store import BaseStore, StoreError
+from dask_observe.store.connection import NARROW_IT
 
 T = TypeVar("T")
 
@@ -36,6 +37,16 @@ THREADS = 6
 PROCESSES = 2
 #: Seconds a read may take before it is stopped and answered with a 400.
 DEADLINE_S = 5.0
+#: Seconds a page built from a whole run (its report, a comparison) may take:
+#: work that grows with the run, not with what a request asked for, so
+#: nothing to narrow. A report took 5.9 s on a host running 12 processes to
+#: its 2 cores, and was refused with the advice to narrow a query.
+PAGE_DEADLINE_S = 120.0
+#: What a page past its deadline says.
+PAGE_ADVICE = (
+    "the host may be too busy: try again, or build it in a terminal "
+    "(dask-observe report, dask-observe compare)"
+)
 #: Threads for work that is not the store's (the team's archive, on storage
 #: that others write and that may hang), and how long it may take before the
 #: request is answered without it.
@@ -48,16 +59,20 @@ _processes: ProcessPoolExecutor | None = None
 
 
 def _call(
-    path: Path, deadline_s: float, reader: Callable[..., T], args: tuple[Any, ...]
+    path: Path,
+    deadline: tuple[float, str],
+    reader: Callable[..., T],
+    args: tuple[Any, ...],
 ) -> T:
-    """``reader(store, *args)`` under the deadline, in a pool thread or process,
+    """``reader(store, *args)`` under the deadline (seconds, and what to
+    advise past them), in a pool thread or process,
     on a read-only connection of its own (0.5 ms to open). Not one kept per
     thread: when the last writer closes, SQLite deletes the WAL and its index,
     and a connection kept open meanwhile reads the old index for ever (seen: a
     stream received nothing once the recorder had closed and opened again)."""
     with (
         BaseStore(path, create=False, readonly=True) as store,
-        store.deadline(deadline_s),
+        store.deadline(*deadline),
     ):
         return reader(store, *args)
 
@@ -103,13 +118,21 @@ class StoreManager:
         self._shared: dict[Hashable, _Shared] = {}
 
     async def read(
-        self, reader: Callable[..., T], *args: Any, isolated: bool = False
+        self,
+        reader: Callable[..., T],
+        *args: Any,
+        isolated: bool = False,
+        page: bool = False,
     ) -> T:
-        """``reader(store, *args)`` under the deadline: on the manager's threads,
-        or, ``isolated``, in a process of its own (a module-level ``reader``)."""
+        """``reader(store, *args)`` under the deadline (``page``: a page's,
+        PAGE_DEADLINE_S): on the manager's threads, or, ``isolated``, in a
+        process of its own (a module-level ``reader``)."""
         global _processes
         loop = asyncio.get_running_loop()
-        path, deadline = self.path, self.deadline_s
+        path = self.path
+        deadline = (
+            (PAGE_DEADLINE_S, PAGE_ADVICE) if page else (self.deadline_s, NARROW_IT)
+        )
         if not isolated:
             return await loop.run_in_executor(
                 self._pool, _call, path, deadline, reader, args

@@ -173,14 +173,17 @@ class StoreReader(JupyterHandler):
         *args: Any,
         empty: Any = None,
         isolated: bool = False,
+        page: bool = False,
     ) -> T:
         """A store read by the manager (``isolated``: in a process of its own,
-        for reads that run Python for long); ``empty`` answers for a store not
-        created yet (else 404). A missing run is 404, a bad filter or a read
-        past its deadline 400. Messages quote what the request (or the store:
-        run names) said, so they are HTML-escaped, whatever page carries them."""
+        for reads that run Python for long; ``page``: a page built from a
+        whole run, under a page's deadline); ``empty`` answers for a store
+        not created yet (else 404). A missing run is 404, a bad filter or a
+        read past its deadline 400. Messages quote what the request (or the
+        store: run names) said, so they are HTML-escaped, whatever page
+        carries them."""
         try:
-            return await self.manager.read(reader, *args, isolated=isolated)
+            return await self.manager.read(reader, *args, isolated=isolated, page=page)
         except StoreMissing as e:
             if empty is not None:
                 return empty  # type: ignore[no-any-return]
@@ -340,7 +343,8 @@ class RunReportHandler(ErrorPages, StoreReader):
     @ws_authenticated
     @authorized
     async def get(self, run_id: str) -> None:
-        self.finish_html(await self.read(read_report, run_id, isolated=True))
+        report = await self.read(read_report, run_id, isolated=True, page=True)
+        self.finish_html(report)
 
 
 class RunComparisonHandler(ErrorPages, StoreReader):
@@ -352,7 +356,8 @@ class RunComparisonHandler(ErrorPages, StoreReader):
     @ws_authenticated  # 403, not a login redirect (see RunReportHandler)
     @authorized
     async def get(self, a: str, b: str) -> None:
-        self.finish_html(await self.read(read_comparison, a, b, isolated=True))
+        page = await self.read(read_comparison, a, b, isolated=True, page=True)
+        self.finish_html(page)
 
 
 class ClustersHandler(StoreHandler):

@@ -42,6 +42,11 @@ class QueryTooLong(StoreError):
     """A read ran past its deadline (see :meth:`Store.deadline`)."""
 
 
+#: What a query past its deadline advises: what the user asked for can be
+#: asked for narrower.
+NARROW_IT = "narrow it (a level, a worker, a shorter time window, a simpler pattern)"
+
+
 #: This host's name, read once: runs recorded here have their process checked.
 HOST = socket.gethostname()
 
@@ -240,10 +245,11 @@ class StoreConnection:
 
     # -- plumbing ----------------------------------------------------------------
     @contextmanager
-    def deadline(self, seconds: float) -> Iterator[None]:
-        """Reads within the block stop after ``seconds`` with QueryTooLong
-        (SQLite's progress handler, checked every few thousand steps: a slow
-        pattern or a huge scan cannot hold a reader's thread for longer)."""
+    def deadline(self, seconds: float, advice: str = NARROW_IT) -> Iterator[None]:
+        """Reads within the block stop after ``seconds`` with QueryTooLong,
+        which gives ``advice`` (SQLite's progress handler, checked every few
+        thousand steps: a slow pattern or a huge scan cannot hold a reader's
+        thread for longer)."""
         end = time.monotonic() + seconds
         with self._lock:
             self._conn.set_progress_handler(lambda: time.monotonic() > end, 5_000)
@@ -254,8 +260,7 @@ class StoreConnection:
                 if "interrupted" not in str(e):
                     raise
                 raise QueryTooLong(
-                    f"the query took longer than {seconds:g} s; narrow it (a "
-                    "level, a worker, a shorter time window, a simpler pattern)"
+                    f"the query took longer than {seconds:g} s; {advice}"
                 ) from None
             finally:
                 self._conn.set_progress_handler(None, 0)
