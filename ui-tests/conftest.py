@@ -9,7 +9,7 @@ import dask.config
 import nbformat
 import pytest
 from lab_server import CHROMIUM, CHROMIUM_ARGS, Lab, running_lab
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, sync_playwright
 
 ARTIFACTS = Path(__file__).with_name("artifacts")
 #: The side panel's tab in JupyterLab's left sidebar.
@@ -112,3 +112,22 @@ def page(browser: Browser) -> Iterator[Page]:
     page = context.new_page()
     yield page
     context.close()
+
+
+def steady(control: Locator, still_ms: int = 400, timeout_ms: int = 20_000) -> None:
+    """Wait until ``control`` has stood still for ``still_ms``, as a user's
+    eye lets it before the hand clicks. (The panel's sections are as tall as
+    what they hold and fill as their answers come: a run's Report button
+    moved 5-8 times in its first second on a loaded host, by up to 207 px,
+    and a click whose press and release straddle a move is lost: twice the
+    suite clicked a drawn Report button and no tab opened.)"""
+    page = control.page
+    box, since, waited = control.bounding_box(), 0, 0
+    while since < still_ms:
+        if waited > timeout_ms:
+            raise AssertionError(f"{control} never stood still: {box}")
+        page.wait_for_timeout(50)
+        waited += 50
+        now = control.bounding_box()
+        since = since + 50 if now == box else 0
+        box = now

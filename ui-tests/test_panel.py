@@ -15,7 +15,7 @@ from lab_server import Lab
 from playwright.sync_api import Dialog, Locator, Page, Request, WebSocket, expect
 
 import dask_observe
-from conftest import ARTIFACTS, PANEL_TAB
+from conftest import ARTIFACTS, PANEL_TAB, steady
 from dask_observe.store.retention import Policy
 
 
@@ -109,7 +109,9 @@ def test_a_runs_report_opens_in_a_tab(
     page.goto(lab.page_url())
     page.locator(PANEL_TAB).click()
     card = page.locator(f'.jp-DaskObserve-run[data-run-id="{run.id}"]')
-    card.locator(".jp-DaskObserve-run-report").click()
+    report_button = card.locator(".jp-DaskObserve-run-report")
+    steady(report_button)
+    report_button.click()
 
     tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="Run 1 report")
     expect(tab).to_be_visible()
