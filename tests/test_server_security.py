@@ -150,7 +150,7 @@ async def test_a_report_is_built_past_a_querys_deadline_and_says_why_past_its_ow
 ) -> None:
     """A report is built from the whole run, not from what a request asked
     for: a query's deadline does not stop it (a report took 5.9 s on a host
-    running 12 processes to its 2 cores, and was refused with the advice to
+    at a load of 12 on its 2 cores, and was refused with the advice to
     narrow a query), and past a page's own it says what to do instead."""
     run_id = store_lines(store_path, [f"line {i}" for i in range(2_000)])
     manager = jp_serverapp.web_app.settings[MANAGER_SETTING]

@@ -39,7 +39,7 @@ PROCESSES = 2
 DEADLINE_S = 5.0
 #: Seconds a page built from a whole run (its report, a comparison) may take:
 #: work that grows with the run, not with what a request asked for, so
-#: nothing to narrow. A report took 5.9 s on a host running 12 processes to
+#: nothing to narrow. A report took 5.9 s on a host at a load of 12 on
 #: its 2 cores, and was refused with the advice to narrow a query.
 PAGE_DEADLINE_S = 120.0
 #: What a page past its deadline says.
