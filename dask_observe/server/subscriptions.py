@@ -155,7 +155,7 @@ def tail_start(
         beyond = store.rows(queries.newest(kind), [floor, upto, TAIL_SCAN_ROWS])
         bound = int(beyond[0]["seq"]) if beyond else floor
         found = store.rows(
-            queries.newest_of_cluster(kind), [bound, upto, cluster, rows]
+            queries.newest(kind, of_cluster=True), [bound, upto, cluster, rows]
         )
         if found or beyond:  # the row before the view's first: left out
             start = min(start, int(found[0]["seq"]) if found else bound)

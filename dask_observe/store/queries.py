@@ -473,35 +473,30 @@ def task_query(
     return sql, params, columns
 
 
+def _row_kind(kind: str) -> str:
+    """``kind`` where rows of it are streamed (logs, metrics, events): a
+    table name put into SQL, never anything else."""
+    if kind not in ("logs", "metrics", "events"):
+        raise ValueError(f"no rows of kind {kind!r}")
+    return kind
+
+
 def first_seq_since(kind: str) -> str:
     """SQL for the first row of ``kind`` (logs, metrics, events) written at or
     after a time (its one parameter)."""
-    if kind not in ("logs", "metrics", "events"):
-        raise ValueError(f"no rows of kind {kind!r}")
-    return f"SELECT min(seq) AS seq FROM {kind} WHERE time >= ?"
+    return f"SELECT min(seq) AS seq FROM {_row_kind(kind)} WHERE time >= ?"
 
 
-def newest_of_cluster(kind: str) -> str:
-    """SQL for the seq of a cluster's row of ``kind`` that is the OFFSET-th
-    newest (0: its newest) in a slice of the sequence. Parameters: the slice
-    (above, at most), the cluster, OFFSET. Read newest first until found:
-    no index holds a cluster's rows in order (a (cluster, time) one slowed
-    ingest by a quarter), so the caller bounds the slice (``newest``)."""
-    if kind not in ("logs", "metrics", "events"):
-        raise ValueError(f"no rows of kind {kind!r}")
+def newest(kind: str, *, of_cluster: bool = False) -> str:
+    """SQL for the seq of the OFFSET-th newest row of ``kind`` (0: the
+    newest) in a slice of the sequence; ``of_cluster``, of one cluster's.
+    Parameters: the slice (above, at most), the cluster if asked, OFFSET.
+    Read newest first until found: no index holds a cluster's rows in order
+    (a (cluster, time) one slowed ingest by a quarter), so a caller asking
+    for a cluster's bounds the slice first (with this, for any cluster's)."""
+    cluster = " AND cluster = ?" if of_cluster else ""
     return (
-        f"SELECT seq FROM {kind} WHERE seq > ? AND seq <= ? AND cluster = ?"
-        " ORDER BY seq DESC LIMIT 1 OFFSET ?"
-    )
-
-
-def newest(kind: str) -> str:
-    """SQL for the seq of the OFFSET-th newest row of ``kind`` in a slice of
-    the sequence (parameters: above, at most, OFFSET)."""
-    if kind not in ("logs", "metrics", "events"):
-        raise ValueError(f"no rows of kind {kind!r}")
-    return (
-        f"SELECT seq FROM {kind} WHERE seq > ? AND seq <= ?"
+        f"SELECT seq FROM {_row_kind(kind)} WHERE seq > ? AND seq <= ?{cluster}"
         " ORDER BY seq DESC LIMIT 1 OFFSET ?"
     )
 
