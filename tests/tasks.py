@@ -8,8 +8,10 @@ pyproject.toml claims, and the run was flagged, rightly, for what it imported
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
+import mmap
 import os
 import signal
 import sys
@@ -34,12 +36,32 @@ def fail(x: int) -> int:
     raise RuntimeError(f"broken {x}")
 
 
+def touched(nbytes: int) -> mmap.mmap:
+    """``nbytes`` of memory of their own mapping, every page written with the
+    GIL released (ctypes' memset); unmapped when the object goes.
+
+    ``b"\\x01" * n`` holds the GIL while it writes, and a thread filling
+    memory so starves the event loop's thread: its loop waited up to 0.44 s
+    on a quiet host and 0.72 s beside six busy processes (64 MiB pieces with
+    10 ms naps between them, as hold_memory's), against 4 ms for this; on CI,
+    1.1 GB so took 6 s and the worker's loop stalled past a second, an
+    event-loop-blocked that was true of the test's task, not of the workload
+    it stood for. Not NumPy: it asks for huge pages for large arrays, and
+    where the kernel compacts memory to find them (defrag "madvise", as
+    here) 1.1 GB took 11 s to fill, against 1.3 s for this."""
+    block = mmap.mmap(-1, nbytes)
+    view = (ctypes.c_char * nbytes).from_buffer(block)
+    ctypes.memset(view, 1, nbytes)
+    del view  # its export would keep the mapping from closing
+    return block
+
+
 def eat_memory(line: str) -> None:
     """Say ``line``, then take memory until the nanny restarts the worker."""
     logging.getLogger("user.task").warning(line)
     chunks = []
     while True:  # until the nanny restarts this worker
-        chunks.append(b"\x01" * (50 * 2**20))
+        chunks.append(touched(50 * 2**20))
         time.sleep(0.02)
 
 
@@ -62,7 +84,7 @@ def leak(nbytes: int) -> None:
     touched."""
     import builtins
 
-    builtins.dask_observe_leak = b"\x01" * nbytes  # type: ignore[attr-defined]
+    builtins.dask_observe_leak = touched(nbytes)  # type: ignore[attr-defined]
 
 
 def log_then_die(line: str) -> None:
@@ -85,7 +107,7 @@ def climb_until_killed() -> None:
     this: 1.4 s, and the timeline showed 73 MiB of 500)."""
     held = []
     while True:
-        held.append(b"\x01" * (10 * 2**20))
+        held.append(touched(10 * 2**20))
         time.sleep(0.05)
 
 
@@ -98,11 +120,11 @@ def hold_memory(fraction: float, seconds: float) -> int:
     assert limit
     need = int(fraction * limit) - psutil.Process().memory_info().rss
     blocks = []
-    # In pieces, as one big allocation would block the event loop; of 64 MiB,
-    # above glibc's largest mmap threshold (32 MiB), so that the memory goes
-    # back to the OS when the task ends (smaller pieces may stay in the heap).
+    # In pieces of 64 MiB, above glibc's largest mmap threshold (32 MiB), so
+    # that the memory goes back to the OS when the task ends (smaller pieces
+    # may stay in the heap).
     while need > 0:
-        blocks.append(b"\x01" * min(need, 64 * 2**20))
+        blocks.append(touched(min(need, 64 * 2**20)))
         need -= len(blocks[-1])
         time.sleep(0.01)
     time.sleep(seconds)

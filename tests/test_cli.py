@@ -29,6 +29,7 @@ from .conftest import (
     subprocess_env,
     wait_until,
 )
+from .load import Pressure, kinds_not_the_hosts
 
 
 def _removed(run: Run) -> set[str]:
@@ -37,7 +38,8 @@ def _removed(run: Run) -> set[str]:
 
 
 def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
-    done = dask_observe_process(store_path, "demo")  # as the Quick start runs it
+    with Pressure() as pressure:
+        done = dask_observe_process(store_path, "demo")  # as the Quick start runs it
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert str(store_path) in out and "dask-observe runs" in out
@@ -46,7 +48,10 @@ def test_demo_records_runs_that_go_wrong_and_says_why(store_path: Path) -> None:
         flags = {name: set(run.flags()["kind"]) for name, run in runs.items()}
         # 200 mapped tasks and their sum, plus the array computation: clean.
         assert runs["demo: clean"].summary()["n_tasks"] > 201
-        assert flags["demo: clean"] == set()
+        # On a host busy with other work (CI's, running the suite beside it)
+        # its workers' loops stalled, told as the host's: true, and nothing
+        # about the demo's code.
+        assert kinds_not_the_hosts(runs["demo: clean"].flags(), pressure) == []
         assert {"memory-restart", "killed-worker"} <= flags["demo: memory death"]
         assert "spilling" in flags["demo: spilling"]
         assert "hung-task" in flags["demo: hang"]

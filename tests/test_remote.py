@@ -30,7 +30,6 @@ from distributed import Client, KilledWorker
 
 import dask_observe
 from dask_observe import Run
-from dask_observe.diagnose.host import HOST_ADVICE
 from dask_observe.recording.install import CaptureUnavailableWarning
 from dask_observe.store import BaseStore
 
@@ -45,6 +44,7 @@ from .conftest import (
     subprocess_env,
     wait_until,
 )
+from .load import Pressure, kinds_not_the_hosts
 from .remote import (
     OTHER_ENV,
     OTHER_RELEASE,
@@ -185,7 +185,7 @@ def test_a_worker_whose_clock_runs_ahead_has_its_lines_inside_its_tasks(
         client.wait_for_workers(1, timeout=60)
         ahead = next(iter(client.run(time.time).values())) - time.time()
         assert 6.5 < ahead < 7.5  # the worker's clock, as its tasks read it
-        with dask_observe.record("ahead", client=client) as run:
+        with Pressure() as pressure, dask_observe.record("ahead", client=client) as run:
             # 3 s: the worker tells a task once it has run 1 s, at a tick of
             # its loop, which the task's spinning thread may hold off for a
             # while on a loaded host (the suite missed a task of 1.6 s).
@@ -214,8 +214,8 @@ def test_a_worker_whose_clock_runs_ahead_has_its_lines_inside_its_tasks(
     flags = run.flags()
     # Nothing else, but what a loaded host did and said of itself (the suite
     # ran it beside others: a worker's loop held 1 s, blamed on the host).
-    others = flags[flags["kind"] != "clock-offset"]
-    assert (others["advice"] == HOST_ADVICE).all(), others.to_dict("records")
+    told = flags[["kind", "message"]].to_dict("records")
+    assert kinds_not_the_hosts(flags, pressure) == ["clock-offset"], told
     (said,) = flags[flags["kind"] == "clock-offset"]["message"]
     assert f"{worker} 7." in said and " s ahead" in said
 
@@ -714,11 +714,22 @@ def recording_headless(
         text=True,
     )
     assert recorder.stdout is not None
-    assert recorder.stdout.readline().startswith("Recording run 1 'h'")
+    first = recorder.stdout.readline()
+    if not first.startswith("Recording run 1 'h'"):
+        recorder.kill()
+        _, err = recorder.communicate()
+        raise AssertionError(f"the recorder began {first!r}, and said:\n{err}")
     with Client(address, timeout="30s") as client:
         assert client.submit(lambda: say(line), key="said").result() == line
     store_path = Path(env["DASK_OBSERVE__STORE"])
-    wait_until(lambda: stored_lines(store_path, 1, line), "the line stored")
+    try:
+        wait_until(lambda: stored_lines(store_path, 1, line), "the line stored")
+    except AssertionError as e:
+        # Its word on why (a capture not set up within ``answer-timeout``
+        # records the cluster partially, and says so), not the wait's alone.
+        recorder.kill()
+        _, err = recorder.communicate()
+        raise AssertionError(f"{e}; the recorder said:\n{err}") from None
     return recorder
 
 
@@ -734,7 +745,11 @@ def test_a_recording_whose_scheduler_froze_ends(
     line = f"before the freeze {uuid.uuid4().hex}"
     env = subprocess_env(store_path)
     if way_out == "the answer timeout":
-        env["DASK_OBSERVE__RECORDER__ANSWER_TIMEOUT"] = "2s"
+        # Short, but long enough to set the capture up at the run's start:
+        # with 2 s, a loaded CI host did not, and the run was recorded
+        # partially, without the task's line (the same failure here with
+        # 0.01 s).
+        env["DASK_OBSERVE__RECORDER__ANSWER_TIMEOUT"] = "8s"
     with process_cluster(tmp_path / "cluster", workers=1) as cluster:
         recorder = recording_headless(cluster.address, env, line)
         assert recorder.stdout is not None
@@ -863,10 +878,13 @@ def test_a_headless_recording_ends_with_its_cluster(
     and a Ctrl-C then ended the run ``failed``."""
     line = f"before the end {uuid.uuid4().hex}"
     with process_cluster(tmp_path / "cluster", workers=1) as cluster:
-        # --timeout: how long the client tries to reconnect to a killed
-        # scheduler before it gives up (5 s by default).
+        # --timeout: how long the client tries to connect, and to reconnect
+        # to a killed scheduler before it gives up. Its default, 5 s: with 2 s
+        # a recorder on a loaded host once ended before its first line (a
+        # connection not made in time, likely; its stderr was not kept then,
+        # recording_headless now says it).
         env = subprocess_env(store_path)
-        recorder = recording_headless(cluster.address, env, line, "--timeout", "2s")
+        recorder = recording_headless(cluster.address, env, line, "--timeout", "5s")
         if end == "shut down":
             cluster.stop()  # as a cluster manager does: SIGTERM, workers first
         else:
