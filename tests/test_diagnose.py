@@ -791,8 +791,12 @@ def test_a_stall_while_the_host_was_busy_and_the_process_starved_is_the_hosts(
 ) -> None:
     busy_host(run, 4.0)
     # 1.4 s without a tick, in which the process had 0.3 s of CPU: on a quiet
-    # host its loop would not have stalled past the tick.
-    run.event(3.0, "event-loop-stall", A, seconds=1.4, since=run.start + 1.6, cpu=0.3)
+    # host its loop would not have stalled past the tick. Its thread was ready
+    # to run but waited for a core 1.2 s of it, as the kernel counted.
+    run.event(
+        3.0, "event-loop-stall", A,
+        seconds=1.4, since=run.start + 1.6, cpu=0.3, loop_queued=1.2,
+    )  # fmt: skip
     recorded = run.end(5.0)
     print(recorded.flags()[["kind", "severity", "message"]].to_string())
     assert flags(recorded) == [("event-loop-blocked", "warning")]
@@ -805,22 +809,31 @@ def test_a_stall_while_the_host_was_busy_and_the_process_starved_is_the_hosts(
 
 
 @pytest.mark.parametrize(
-    ("cpu", "other_host", "waiting", "why"),
+    ("cpu", "other_host", "waiting", "queued", "why"),
     [
-        (1.3, False, 0.9, "the process ran as long as its loop stalled"),
-        (0.3, True, 0.9, "the busy host is another worker's"),
-        (0.3, False, 0.3, "threads waited for a core only 30% of the time"),
+        (1.3, False, 0.9, None, "the process ran as long as its loop stalled"),
+        (0.3, True, 0.9, None, "the busy host is another worker's"),
+        (0.3, False, 0.3, None, "threads waited for a core only 30% of the time"),
+        # Measured beside twelve busy processes: a task waiting in C with the
+        # GIL held, its loop's thread queued 0.09 s of a 2.49 s stall.
+        (0.04, False, 0.9, 0.09, "the loop's thread hardly waited for a core"),
     ],
 )
 def test_a_stall_is_the_codes_unless_the_host_was_busy_and_starved_it(
-    run: SyntheticRun, cpu: float, other_host: bool, waiting: float, why: str
+    run: SyntheticRun,
+    cpu: float,
+    other_host: bool,
+    waiting: float,
+    queued: float | None,
+    why: str,
 ) -> None:
     from dask_observe.diagnose.holdups import WAITED_SHARE
     from dask_observe.diagnose.runtime import WAITED_ADVICE
 
     stall = 1.4
     busy_host(run, 4.0, B if other_host else A, waiting=waiting)
-    run.event(3.0, "event-loop-stall", A, seconds=stall, since=run.start + 1.6, cpu=cpu)
+    read = {"cpu": cpu} if queued is None else {"cpu": cpu, "loop_queued": queued}
+    run.event(3.0, "event-loop-stall", A, seconds=stall, since=run.start + 1.6, **read)
     recorded = run.end(5.0)
     assert flags(recorded) == [("event-loop-blocked", "warning")], why
     flag = recorded.flags().iloc[0]

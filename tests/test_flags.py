@@ -305,6 +305,30 @@ def test_a_worker_loop_held_1_5_s_raises_event_loop_blocked(
     assert "blocking calls on the event loop" in flag["advice"]
 
 
+@pytest.mark.alone  # processes spinning on every core
+def test_a_loop_held_by_a_wait_on_a_busy_host_is_told_as_the_wait(
+    client: Client, store_path: Path, busy_host: None
+) -> None:
+    """The same sleep on a worker's loop, beside more busy processes than
+    cores: it was told "a busy host, not the tasks' code, held it up" (the
+    process hardly ran, on a busy host). The kernel says otherwise: the
+    loop's thread hardly waited for a core; it slept."""
+    first = sorted(client.scheduler_info()["workers"])[0]
+    with Pressure() as pressure, dask_observe.record("held loop", client=client) as run:
+        client.run(time.sleep, 1.5, workers=[first])
+        client.submit(abs, -1).result()
+    # The host was busy indeed, as the kernel counted.
+    assert pressure.waited_s is None or pressure.waited_s >= 1.0, pressure.waited_s
+    stalls = run.events("event-loop-stall")
+    read = [d for w, d in zip(stalls["worker"], stalls["data"], strict=True)
+            if w == first and d["seconds"] >= 1.0]  # fmt: skip
+    assert read and all(d["loop_queued"] < 0.5 * d["seconds"] for d in read), read
+    flags = run.flags()
+    (message,) = flags[flags["kind"] == "event-loop-blocked"]["message"]
+    assert "while its process hardly ran" in message, message
+    assert "A busy host, not the tasks' code" not in message, message
+
+
 def test_a_worker_loop_held_by_a_full_garbage_collection_names_the_collector(
     client: Client, store_path: Path
 ) -> None:

@@ -115,6 +115,9 @@ class LoopStall(NamedTuple):
     imported: int
     packages: list[str]
     held: Held | None
+    #: Seconds the loop's thread was ready to run but waited for a core (the
+    #: kernel's run queue); None unknown (a capture before it, not Linux).
+    loop_queued: float | None = None
 
     @classmethod
     def from_data(cls, data: object, time: float) -> LoopStall:
@@ -131,6 +134,7 @@ class LoopStall(NamedTuple):
             max(0, _count(found.get("imported"))),
             [str(p) for p in packages] if isinstance(packages, list) else [],
             Held.from_data(found.get("held"), since, time),
+            _number(found.get("loop_queued")),
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import sys
 import threading
 import time
@@ -64,6 +65,36 @@ class FullCollections:
             cls.total += time.perf_counter() - cls._started
 
 
+class RunQueueWait:
+    """The seconds one thread has spent runnable but waiting for a core
+    (the kernel's ``run_delay``, /proc/<pid>/task/<tid>/schedstat), read
+    through a file kept open on the thread that made it: a read is a pread
+    (about a microsecond), every tick of its loop. None where the kernel
+    does not say (not Linux, or scheduler statistics compiled out)."""
+
+    _PATH = "/proc/thread-self/schedstat"
+
+    def __init__(self) -> None:
+        try:
+            self._fd: int | None = os.open(self._PATH, os.O_RDONLY)
+        except OSError:
+            self._fd = None
+
+    def seconds(self) -> float | None:
+        if self._fd is None:
+            return None
+        try:
+            return int(os.pread(self._fd, 64, 0).split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 class StallWatch:
     """Stalls of the event loop it ticks on: a tick that comes ``STALL_S`` or
     more after it was due means the loop (or the GIL) was held meanwhile.
@@ -88,6 +119,9 @@ class StallWatch:
         # after it (a run's first task) has a reading too.
         self._thread = threading.get_ident()
         self.loop_cpu = time.thread_time()
+        self._queue = RunQueueWait()
+        self._queue_thread = self._thread
+        self.loop_queued = self._queue.seconds()
         self.modules = len(sys.modules)
         self._spilling = spilling
         self.spilled = spilling() if spilling else 0.0
@@ -103,6 +137,7 @@ class StallWatch:
     def stop(self) -> None:
         """Stop the watchdog (the capture leaves the process)."""
         self.watchdog.stop()
+        self._queue.close()
 
     def tick(self, now: float) -> dict[str, Any] | None:
         """``{"seconds", "since", "cpu"}`` of the stall that ended now, or None.
@@ -122,12 +157,20 @@ class StallWatch:
         with the GIL held). ``loop_cpu``: the seconds of CPU the loop's own
         thread had meanwhile: about the stall's length where the loop itself
         worked (importing, say), next to nothing where it waited for another
-        thread's GIL or for a core."""
+        thread's GIL or for a core. ``loop_queued``: the seconds the loop's
+        thread meanwhile was ready to run but waited for a core, as the
+        kernel counts them: most of the stall where a host too busy to run
+        it held it up, next to nothing where it waited for a lock, the GIL
+        or a blocking call, however busy the host was."""
         mono, cpu = time.monotonic(), time.process_time()
         # Another thread's CPU time says nothing of the loop's.
         same = threading.get_ident() == self._thread
         loop_cpu, last_loop_cpu = time.thread_time(), self.loop_cpu
         self._thread, self.loop_cpu = threading.get_ident(), loop_cpu
+        # The file is the thread's that made the watch (its loop's), read
+        # wherever the tick runs: counted only for ticks on that thread.
+        queued, last_queued = self._queue.seconds(), self.loop_queued
+        self.loop_queued = queued
         spilled = self._spilling() if self._spilling else 0.0
         # A count a tick (O(1)); the names only for a stall: sys.modules keeps
         # insertion order, so the newest imports are its last entries.
@@ -148,6 +191,9 @@ class StallWatch:
         }
         if same:
             stall["loop_cpu"] = round(loop_cpu - last_loop_cpu, 3)
+            measured = self._thread == self._queue_thread
+            if measured and queued is not None and last_queued is not None:
+                stall["loop_queued"] = round(queued - last_queued, 3)
         if added > 0:
             try:
                 names = list(sys.modules)[-added:]

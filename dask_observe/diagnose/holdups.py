@@ -83,6 +83,14 @@ class Stalls(NamedTuple):
 #: work (a task, the GIL) would have kept a core busy.
 WAITED_SHARE = 0.25
 
+#: A stall is the host's only where the loop's thread spent this share of it
+#: ready to run but waiting for a core (where the capture read it). Beside
+#: twelve busy processes on two cores, a stall of a worker's loop running
+#: tiny tasks had its thread queued 1.44 s of 1.68; a task waiting in C with
+#: the GIL held, 0.09 s of 2.49, and a sleep on the loop, 0.001 s of 1.49:
+#: both were told "a busy host, not the tasks' code, held it up".
+HOST_QUEUED_SHARE = 0.5
+
 #: A stall during which the worker spent this share of it spilling is spilling's;
 #: one the process spent this share of in full garbage collections, the
 #: collector's.
@@ -187,6 +195,13 @@ def _filed(ctx: Context) -> tuple[Stalls, dict[tuple[float, str | None], Held]]:
         # A process that had as much CPU meanwhile as a stall takes to count
         # would have stalled on a quiet host too: its own work held it.
         starved = cpu is None or cpu < (tick if worker else scheduler_tick)
+        # And a loop whose thread hardly waited for a core was not held up by
+        # the host, however busy it was: it waited for something else (the
+        # GIL, a lock, a blocking call). Unknown (a capture before the
+        # reading, not Linux): the host's where it was busy, as before.
+        queued = read.loop_queued if read else None
+        if queued is not None and queued < HOST_QUEUED_SHARE * stall.seconds:
+            starved = False
         # Threads taking turns at the GIL starve the loop's thread too: the
         # stall is gil-contention's (whichever cause that flag names).
         turns = worker is not None and (
