@@ -34,7 +34,7 @@ from nbclient import NotebookClient
 import dask_observe
 from dask_observe.api import Run
 from tests.conftest import dask_observe_cli, wait_until
-from tests.tasks import connect, leak, sleep_in_c, use
+from tests.tasks import connect, hold_memory, leak, sleep_in_c, use
 
 FAST = {
     "observe.flags.hung-task.after": "1s",
@@ -404,6 +404,43 @@ def test_a_worker_paused_by_a_leak_is_why_nothing_runs(
     assert client.scheduler_info()["workers"].popitem()[0] in message
     assert "20 task(s) waiting" in message, message
     assert len(waiting) == 20
+
+
+def test_a_long_tasks_memory_goes_back_as_it_returns(
+    make_client: Callable[..., Client], store_path: Any
+) -> None:
+    """A task running past hung-task.after has its stack sampled, and the
+    sampler read every thread's frame into a dict that held its own: a
+    cycle only a full collection frees. The task's frame was kept in it,
+    and its locals with it: 770 MiB stayed after it returned, and the next
+    runs on that worker found memory-pressure, spilling and unmanaged
+    memory that were the capture's. The truth, as the OS counts the
+    worker's memory: it falls back as the task returns."""
+    client = make_client(
+        n_workers=1, threads_per_worker=1, processes=True, memory_limit="1GiB"
+    )
+
+    def rss() -> int:
+        (found,) = client.run(lambda: psutil.Process().memory_info().rss).values()
+        return int(found)
+
+    before = rss()
+    with dask_observe.record("long", client=client) as run:
+        # 40% of 1 GiB for 6 s: sampled from 1 s (hung-task.after) on. Read
+        # while the worker idles in its run, every half second, as a memory
+        # chart would: questions asked faster (wait_until's 50 ms) made the
+        # worker collect its garbage, and hid the cycle in 2-3 s; its run's
+        # end does too.
+        held = client.submit(hold_memory, 0.4, 6.0, pure=False).result()
+        seen = []
+        for _ in range(6):
+            seen.append(rss())
+            if seen[-1] < before + 100 * 2**20:
+                break
+            time.sleep(0.5)
+    assert seen[-1] < before + 100 * 2**20, (before, seen)
+    assert held >= 300 * 2**20
+    assert len(run.events("task-stack")) >= 1  # its stack was sampled
 
 
 def test_a_resource_no_worker_has_is_named(

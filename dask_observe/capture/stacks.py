@@ -10,6 +10,7 @@ dozen events, not thousands. Tasks that finish in time cost nothing here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import hashlib
@@ -17,7 +18,7 @@ import linecache
 import sys
 import sysconfig
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from dask.utils import key_split
@@ -90,8 +91,26 @@ def guard_frames(read: Callable[[], dict[int, Any]]) -> Callable[[], dict[int, A
 
 
 def current_frames() -> dict[int, Any]:
-    """``sys._current_frames()``, guarded (``guard_frames``)."""
+    """``sys._current_frames()``, guarded (``guard_frames``). Read them
+    through :func:`thread_frames`, which lets go of them."""
     return _guarded_frames()
+
+
+@contextlib.contextmanager
+def thread_frames() -> Iterator[dict[int, Any]]:
+    """Every thread's current frame (:func:`current_frames`), emptied as the
+    block ends, however it ends. The dict holds the frame of the thread that
+    reads it, whose locals hold the dict: a cycle that only a full garbage
+    collection frees, and until then every frame read stays alive, with the
+    locals of the functions that returned since. A task of 770 MiB that ran
+    past hung-task.after, its stack sampled in such a cycle, kept all of it
+    after it returned (memory-pressure and spilling then followed in the
+    next runs: the memory was the capture's)."""
+    frames = current_frames()
+    try:
+        yield frames
+    finally:
+        frames.clear()
 
 
 _guarded_frames = guard_frames(lambda: sys._current_frames())
@@ -192,19 +211,23 @@ class StackSampler:
         was seen for the first time (thread id -> key)."""
         if not every and not any(now - t >= self.after_s for t in running.values()):
             return  # the common case: one pass over the running tasks, no more
-        current = current_frames()
+        # Where each due task is, read while the frames are held; hashing,
+        # shipping and native dumps after, without them.
+        due: list[tuple[int, Any, str, float, list[tuple[str, int, str]]]] = []
+        with thread_frames() as current:
+            for thread, task in list(threads.items()):
+                key = str(task)
+                since = running.get(key)
+                if since is None or thread not in current:
+                    continue
+                if not every and (
+                    now - since < self.after_s or now < self._next_at.get(key, 0.0)
+                ):
+                    continue
+                due.append((thread, task, key, since, where(current[thread])))
         new: dict[int, str] = {}
-        for thread, task in list(threads.items()):
-            key = str(task)
-            since = running.get(key)
-            if since is None or thread not in current:
-                continue
-            if not every and (
-                now - since < self.after_s or now < self._next_at.get(key, 0.0)
-            ):
-                continue
+        for thread, task, key, since, stack in due:
             self._next_at[key] = now + SAMPLE_EVERY_S
-            stack = where(current[thread])
             # Where it is, not its source lines: a line read since the last
             # sample does not make it another stack.
             digest = hashlib.sha1(repr(stack).encode()).hexdigest()

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .stacks import current_frames, is_library, shipped, where
+from .stacks import is_library, shipped, thread_frames, where
 
 #: A tick this much later than due is an event-loop stall worth an event:
 #: below the flag's threshold (1 s by default), so that a lower one finds them.
@@ -282,19 +282,18 @@ class LoopWatchdog:
         base = next((c for t, c in reversed(readings) if t <= began), None)
         if base is None:
             return None
-        frames = current_frames()
-        cpu = threads_cpu(
-            i for i in frames if i not in (self._loop, self._thread.ident)
-        )
-        ran = {ident: seconds - base.get(ident, 0.0) for ident, seconds in cpu.items()}
-        busiest = max(ran, key=ran.__getitem__, default=None)
-        if busiest is None or ran[busiest] < max(HELD_SHARE * used, HELD_CPU_S):
-            return None
-        watch = self._watch()
-        tasks = dict(watch.tasks()) if watch is not None and watch.tasks else {}
-        key = tasks.get(busiest)
-        stack = where(frames[busiest], HELD_FRAMES) if key is not None else []
-        del frames
+        with thread_frames() as frames:
+            cpu = threads_cpu(
+                i for i in frames if i not in (self._loop, self._thread.ident)
+            )
+            ran = {i: seconds - base.get(i, 0.0) for i, seconds in cpu.items()}
+            busiest = max(ran, key=ran.__getitem__, default=None)
+            if busiest is None or ran[busiest] < max(HELD_SHARE * used, HELD_CPU_S):
+                return None
+            watch = self._watch()
+            tasks = dict(watch.tasks()) if watch is not None and watch.tasks else {}
+            key = tasks.get(busiest)
+            stack = where(frames[busiest], HELD_FRAMES) if key is not None else []
         return {
             "thread": "task",
             "ident": busiest,
@@ -367,15 +366,16 @@ class LoopWatchdog:
         # The threads' frames are let go at once, before anything else: a
         # frame held here keeps its locals alive, and a task that returned
         # meanwhile kept its memory (a worker then spilled its result).
-        frames = current_frames()
-        now = {
-            ident: (key, where(frames[ident], HELD_FRAMES))
-            for ident, key in tasks.items()
-            if ident in frames
-        }
-        loop = where(frames[self._loop], HELD_FRAMES) if self._loop in frames else None
-        idents = list(frames)
-        del frames
+        with thread_frames() as frames:
+            now = {
+                ident: (key, where(frames[ident], HELD_FRAMES))
+                for ident, key in tasks.items()
+                if ident in frames
+            }
+            here = frames.get(self._loop)
+            loop = where(here, HELD_FRAMES) if here is not None else None
+            del here
+            idents = list(frames)
         if loop is None:  # its loop's thread ended
             self.stop()
             return None
