@@ -315,20 +315,24 @@ def validate_lines(seconds: float, lines: int = 2) -> int:
 
 def backtracking_chars(seconds: float) -> int:
     """How long a line of ``validate_lines`` takes about ``seconds`` (within
-    a factor of 1.4) to fail on this machine now: a short line timed (best of
-    three), twice as long a character more. A test that must hold a loop
-    beyond a threshold sizes its lines so, never by a count that held on a
-    slower day (25 characters took 1.3 s a line once and 0.83 s on a quiet
-    one: under the 1 s tick of event-loop-blocked, no stall, no flag)."""
+    a factor of 1.4) of this thread's CPU to fail on this machine now: a
+    short line timed (best of three), twice as long a character more. A test
+    that must hold a loop beyond a threshold sizes its lines so, never by a
+    count that held on a slower day (25 characters took 1.3 s a line once and
+    0.83 s on a quiet one: under the 1 s tick of event-loop-blocked, no
+    stall, no flag). Timed in CPU, not on the wall clock: on a busy host the
+    short lines' wall time counted the moments the thread waited for a core,
+    sized the lines too short, and two lines sized for 2 s each took 1.9 s
+    together (the lowest versions' suite: no stall, no flag)."""
     import math
     import re
 
     pattern, short = re.compile(BACKTRACKING), 18
     taken = []
     for _ in range(3):
-        started = time.perf_counter()
+        started = time.thread_time()
         pattern.match("a" * short + "b")
-        taken.append(time.perf_counter() - started)
+        taken.append(time.thread_time() - started)
     # Rounded: within a factor of 1.4 of ``seconds`` either way.
     doublings = round(math.log2(seconds / max(min(taken), 1e-6)))
     return max(short, min(30, short + doublings))
