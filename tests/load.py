@@ -38,7 +38,8 @@ def burners(n: int) -> Iterator[None]:
 
 
 #: Linux's pressure stall information for the CPU: its "some" line's total
-#: is the microseconds during which a runnable thread waited for a core.
+#: is the microseconds during which at least one runnable thread waited for
+#: a core.
 PSI = "/proc/pressure/cpu"
 #: A host second the flags call oversubscribed had threads waiting for a core
 #: half of it or more (``observe.flags.host-load.waiting``): a flag that
@@ -47,8 +48,9 @@ BUSY_SECOND_WAIT_S = 0.5
 
 
 def waited_for_cores() -> float | None:
-    """Seconds runnable threads have waited for a core on this host since it
-    booted, as the kernel counts them; None where it does not."""
+    """Seconds during which some runnable thread of this host waited for a
+    core, since it booted, as the kernel counts them; None where it does
+    not."""
     try:
         with open(PSI) as pressure:
             some = pressure.readline()
@@ -59,9 +61,9 @@ def waited_for_cores() -> float | None:
 
 
 class Pressure:
-    """How long threads waited for a core while a ``with`` block ran, as the
-    kernel counted it: the independent truth a flag that blames a busy host
-    is checked against."""
+    """How long some thread waited for a core while a ``with`` block ran, as
+    the kernel counted it: the independent truth a flag that blames a busy
+    host is checked against."""
 
     def __init__(self) -> None:
         self.start = waited_for_cores()
