@@ -20,7 +20,7 @@ import time
 import uuid
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import cloudpickle
 import dask.config
@@ -716,21 +716,24 @@ def recording_headless(
     assert recorder.stdout is not None
     first = recorder.stdout.readline()
     if not first.startswith("Recording run 1 'h'"):
-        recorder.kill()
-        _, err = recorder.communicate()
-        raise AssertionError(f"the recorder began {first!r}, and said:\n{err}")
+        _failed(recorder, f"the recorder began {first!r}")
     with Client(address, timeout="30s") as client:
         assert client.submit(lambda: say(line), key="said").result() == line
     store_path = Path(env["DASK_OBSERVE__STORE"])
     try:
         wait_until(lambda: stored_lines(store_path, 1, line), "the line stored")
     except AssertionError as e:
-        # Its word on why (a capture not set up within ``answer-timeout``
-        # records the cluster partially, and says so), not the wait's alone.
-        recorder.kill()
-        _, err = recorder.communicate()
-        raise AssertionError(f"{e}; the recorder said:\n{err}") from None
+        _failed(recorder, str(e))
     return recorder
+
+
+def _failed(recorder: subprocess.Popen[str], what: str) -> NoReturn:
+    """Fail with the recorder's word on why (a capture not set up within
+    ``answer-timeout`` records the cluster partially, and says so; a
+    connection not made ends it), not the wait's alone."""
+    recorder.kill()
+    _, err = recorder.communicate()
+    raise AssertionError(f"{what}; the recorder said:\n{err}")
 
 
 @pytest.mark.parametrize("way_out", ["a second Ctrl-C", "the answer timeout"])
