@@ -1155,6 +1155,25 @@ def test_high_transfer_names_what_moved_and_which_tasks_waited(
 
 
 @pytest.mark.parametrize(
+    ("on_b", "the_hosts"), [(0.4, True), (1.5, False)], ids=["host", "data"]
+)
+def test_waiting_for_data_on_a_busy_host_is_told_as_the_hosts(
+    run: SyntheticRun, on_b: float, the_hosts: bool
+) -> None:
+    """A's host was oversubscribed while its tasks waited 1.5 s for data: the
+    host's, unless B's waits on a quiet host make the flag alone."""
+    busy_host(run, 3.0, worker=A)
+    run.task(1.6, 0.5, "merge", transfer=1.5).task(1.6, 0.5, "merge", B, transfer=on_b)
+    run.event(2.0, "transfer", A, **{"from": B, "bytes": 300 * 2**20, "seconds": 1.5})
+    recorded = run.end(3.0)
+    assert flags(recorded) == [("high-transfer", "warning")]
+    flag = recorded.flags().iloc[0]
+    assert (flag["advice"] == HOST_ADVICE) is the_hosts
+    host_said = "1.50 s of it while their host was oversubscribed (host 10.0.0.2"
+    assert (host_said in flag["message"]) is the_hosts, flag["message"]
+
+
+@pytest.mark.parametrize(
     ("seconds", "expected"), [(1.0, []), (3.0, ["load-imbalance"])]
 )
 def test_load_imbalance_from_min_time(

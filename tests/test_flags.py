@@ -682,23 +682,57 @@ def test_work_pinned_to_one_worker_raises_load_imbalance(
     assert flag["evidence"] and "had none" in flag["evidence"][0]["text"]
 
 
-def test_moving_data_between_workers_raises_high_transfer(
-    client: Client, store_path: Path
-) -> None:
-    first, second = client.scheduler_info()["workers"]
+def move_data_both_ways(client: Client) -> dask_observe.Run:
+    """Eight 40 MiB results, four made on each worker and read on the other:
+    data in the wrong place by construction, evenly spread (each worker holds
+    as much work as the other: nothing uneven to flag)."""
+    first, second = sorted(client.scheduler_info()["workers"])
     with (
         dask.config.set({"observe.flags.high-transfer.min-time": "0.1s"}),
         dask_observe.record("moving", client=client) as run,
     ):
-        blobs = client.map(array_of, [40] * 8, range(8), workers=[first])
-        sizes = client.map(len, blobs, workers=[second])
+        sizes = []
+        for made_on, read_on, seeds in ((first, second, range(4)),
+                                        (second, first, range(4, 8))):  # fmt: skip
+            blobs = client.map(array_of, [40] * 4, seeds, workers=[made_on])
+            sizes += client.map(len, blobs, workers=[read_on])
         assert client.gather(sizes) == [40 * 2**20] * 8
+    return run
+
+
+def test_moving_data_between_workers_raises_high_transfer(
+    client: Client, store_path: Path
+) -> None:
+    with Pressure() as pressure:
+        run = move_data_both_ways(client)
     # Judged on the ended run, under the settings recorded at its start. Judged
     # live inside the block, the last tasks (which carry the transfers) were not
     # always pulled yet: CI saw no flag once.
     flags = run.flags()
-    assert list(flags["kind"]) == ["high-transfer"]
-    assert "waiting for data from other workers" in flags.iloc[0]["message"]
+    assert "high-transfer" in list(flags["kind"]), flags
+    (said,) = flags[flags["kind"] == "high-transfer"]["message"]
+    assert "waiting for data from other workers" in said
+    # On a host busy with the suite beside it the waits are the host's, as
+    # the kernel confirms (checked); nothing else is this workload's.
+    assert set(kinds_not_the_hosts(flags, pressure)) <= {"high-transfer"}, flags
+
+
+@pytest.mark.alone  # processes spinning on every core
+def test_waiting_for_data_on_a_busy_host_is_told_as_the_hosts(
+    client: Client, store_path: Path, busy_host: None
+) -> None:
+    """The same data, moved beside more busy processes than cores: copying and
+    unpickling 320 MiB waited for a core, and the flag told the user to keep
+    related data together (a clean array workload's 61 MiB was told so in
+    CI). The host's, with advice about the host."""
+    with Pressure() as pressure:
+        run = move_data_both_ways(client)
+    assert pressure.waited_s is None or pressure.waited_s >= 1.0, pressure.waited_s
+    flags = run.flags()
+    (flag,) = flags[flags["kind"] == "high-transfer"].to_dict("records")
+    assert "while their host was oversubscribed" in flag["message"], flag["message"]
+    assert "A busy host, not where the data lives" in flag["message"]
+    assert flag["advice"] == HOST_ADVICE
 
 
 def test_a_failing_task_raises_task_errors(client: Client, store_path: Path) -> None:
@@ -720,19 +754,24 @@ def test_clean_workloads_raise_no_flag(client: Client, store_path: Path) -> None
     # case). Warmed first, unrecorded.
     small = pd.DataFrame({"k": [0, 1], "v": 1.0})
     dask.dataframe.from_pandas(small, npartitions=2).groupby("k")["v"].sum().compute()
-    with dask_observe.record("array", client=client) as array_run:
-        x = da.random.random((4000, 4000), chunks=(1000, 1000))
-        (x + x.T).mean(axis=0).std().compute()
-    with dask_observe.record("groupby", client=client) as groupby_run:
-        frame = pd.DataFrame({"k": [i % 10 for i in range(200_000)], "v": 1.0})
-        dd = dask.dataframe.from_pandas(frame, npartitions=8)
-        assert dd.groupby("k")["v"].sum().compute().sum() == 200_000
-    with dask_observe.record("map", client=client) as map_run:
-        client.gather(client.map(short_nap, range(200)))
+    with Pressure() as pressure:
+        with dask_observe.record("array", client=client) as array_run:
+            x = da.random.random((4000, 4000), chunks=(1000, 1000))
+            (x + x.T).mean(axis=0).std().compute()
+        with dask_observe.record("groupby", client=client) as groupby_run:
+            frame = pd.DataFrame({"k": [i % 10 for i in range(200_000)], "v": 1.0})
+            dd = dask.dataframe.from_pandas(frame, npartitions=8)
+            assert dd.groupby("k")["v"].sum().compute().sum() == 200_000
+        with dask_observe.record("map", client=client) as map_run:
+            client.gather(client.map(short_nap, range(200)))
     for run in (array_run, groupby_run, map_run):
         assert run.summary()["n_tasks"] > 8
-        assert kinds(run) == [], run.flags()[["kind", "message"]].to_string()
-        assert run.summary()["n_flags"] == 0
+        # Alone, yet CI's host was once busy meanwhile (by what, unknown): the
+        # array's 61 MiB then took 1.12 s to move. Told as the host's, checked
+        # against the kernel; nothing may blame these workloads.
+        flags = run.flags()
+        assert kinds_not_the_hosts(flags, pressure) == [], flags[["kind", "message"]]
+        assert run.summary()["n_flags"] == len(flags)
 
 
 @pytest.mark.alone  # GIL contention near its line, alone
