@@ -3,10 +3,11 @@
     .venv/bin/python benchmarks/watchdog.py [--threads 24] [--tasks 4]
 
 A worker process holds a few dozen threads (its executor's, distributed's,
-the capture's); the watchdog beside its loop wakes every ``WATCH_S`` and,
-when nothing is late, reads each thread's CPU time and where each running
-task is. This times that wake alone, with ``--threads`` idle threads of
-which ``--tasks`` count as running tasks, and says what it is of a core.
+the capture's); the watchdog beside its loop wakes every ``WATCH_S`` and
+reads each thread's CPU time; where the loop is held, also where the loop
+and each running task are (their stacks). This times both wakes alone, with
+``--threads`` idle threads of which ``--tasks`` count as running tasks, and
+says what the usual one is of a core.
 """
 
 from __future__ import annotations
@@ -33,15 +34,22 @@ def main() -> None:
     tasks = {t.ident or 0: f"task-{i}" for i, t in enumerate(threads[: args.tasks])}
     watch = StallWatch(0.1, tasks=lambda: tasks)
     watch.stop()  # its own thread out of the way: the wakes are timed here
-    began = time.perf_counter()
-    for _ in range(args.wakes):
-        watch.watchdog._look(starved=False, stalled=False)
-    each = (time.perf_counter() - began) / args.wakes
+    # A wake while the loop ticks on time (CPU read, no stack walked) and one
+    # while it is held (the loop's and the tasks' stacks walked), in turns.
+    wakes: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(5):
+        for walk in (False, True):
+            began = time.perf_counter()
+            for _ in range(args.wakes):
+                watch.watchdog._look(starved=False, stalled=False, walk=walk)
+            wakes[walk].append((time.perf_counter() - began) / args.wakes)
     stop.set()
+    free, held = (statistics.median(wakes[w]) for w in (False, True))
     print(
-        f"a wake while the loop ticks on time: {each * 1e6:.1f} us "
-        f"({len(sys._current_frames())} threads, {args.tasks} running tasks); "
-        f"one every {WATCH_S:g} s: {each / WATCH_S * 100:.3f} % of a core"
+        f"a wake while the loop ticks on time: {free * 1e6:.1f} us, while it is "
+        f"held: {held * 1e6:.1f} us ({len(sys._current_frames())} threads, "
+        f"{args.tasks} running tasks; medians of 5 rounds); one every "
+        f"{WATCH_S:g} s on time: {free / WATCH_S * 100:.3f} % of a core"
     )
     # The loop's tick itself, with and without reading how long its thread
     # waited for a core (the kernel's run queue), in turns.

@@ -11,8 +11,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from dask_observe.capture import stacks, stalls
 from dask_observe.capture.stalls import StallWatch
 
 from .conftest import wait_until
@@ -104,3 +109,40 @@ def test_a_thread_that_ended_is_read_as_no_cpu_not_a_crash(tmp_path: Path) -> No
     # While it ran, its clock read as the thread's own did.
     assert 0.2 <= read <= own
     assert ended == 0.0
+
+
+@pytest.mark.timing  # a loop ticking on time: a host that starves it holds it
+def test_the_watchdog_walks_the_loops_frames_only_while_the_loop_is_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Walking another thread's frames while it runs on can crash CPython
+    3.11 (a segmentation fault in this walk, seen in the suite on 3.11.7):
+    a loop that ticks on time is not walked; a held one is, and the
+    watchdog still tells where it was held."""
+    walked: list[int] = []
+    real = stacks.where
+
+    def where(frame: Any, limit: int = stalls.HELD_FRAMES) -> list[Any]:
+        walked.append(1)
+        return real(frame, limit)
+
+    monkeypatch.setattr(stalls, "where", where)
+    watch = StallWatch(0.05)  # made here: this thread is its loop's
+    try:
+        for _ in range(30):  # 1.5 s of a loop ticking on time
+            time.sleep(0.05)
+            watch.tick(time.time())
+        free = len(walked)
+        began = time.time()
+        time.sleep(1.0)  # the loop held
+        watch.tick(time.time())
+        sample = watch.watchdog.held(began)
+    finally:
+        watch.stop()
+    assert free == 0 and len(walked) > 0, (free, len(walked))
+    assert sample is not None and sample["thread"] == "loop", sample
+    names = [frame[2] for frame in sample["frames"]]
+    assert (
+        names[-1]
+        == "test_the_watchdog_walks_the_loops_frames_only_while_the_loop_is_held"
+    ), names

@@ -262,7 +262,7 @@ class LoopWatchdog:
         # The first look, here: what the next ones measure CPU from. A fresh
         # worker's first task may start, and hold the GIL, before the thread
         # below has looked once (a stall that then said nothing of it).
-        self._look(starved=False, stalled=False)
+        self._look(starved=False, stalled=False, walk=False)
         self._thread = threading.Thread(
             target=self._run, name="dask-observe-loop-watchdog", daemon=True
         )
@@ -335,10 +335,12 @@ class LoopWatchdog:
                 if watch is None:
                     return
                 starved = now - began - WATCH_S >= STALL_S
-                late = now - watch.last - watch.interval_s >= STALL_S
+                overdue = now - watch.last - watch.interval_s
                 del watch
                 try:
-                    sample = self._look(starved, late or starved)
+                    sample = self._look(
+                        starved, overdue >= STALL_S or starved, overdue >= WATCH_S
+                    )
                 except Exception:  # a thread ended as we read it: no sample
                     continue
                 if sample is not None:
@@ -357,11 +359,25 @@ class LoopWatchdog:
             with contextlib.suppress(Exception):
                 told(int(sample["ident"]), str(sample["key"]))
 
-    def _look(self, starved: bool, stalled: bool = True) -> dict[str, Any] | None:
-        """Read the task threads (and keep them for the next look); while
-        ``stalled``, what held the loop."""
+    def _look(
+        self, starved: bool, stalled: bool = True, walk: bool = True
+    ) -> dict[str, Any] | None:
+        """Read the threads' CPU and, with ``walk``, where the loop's and the
+        task threads' stacks are (kept for the next look); while ``stalled``,
+        what held the loop.
+
+        The stacks are walked only where the loop is held (its tick a look's
+        period overdue, or this thread starved), not at every look: walking
+        another thread's frames (``f_back``) while that thread runs on can
+        crash CPython 3.11 (python/cpython#111363; the same crash as
+        sentry-python's sampler, getsentry/sentry-python#2386), and a free
+        loop runs on through every walk of its coroutines' frames. Seen once
+        in this suite: a segmentation fault in ``where`` reading the loop's
+        frames on 3.11.7. A held loop is not running its frames; a stall of
+        0.5 s is still walked twice before it counts (at 0.2 s and 0.4 s
+        overdue), as the comparison of two looks needs."""
         watch = self._watch()
-        found = watch.tasks if watch is not None else None
+        found = watch.tasks if watch is not None and walk else None
         tasks = dict(found()) if found is not None else {}
         # The threads' frames are let go at once, before anything else: a
         # frame held here keeps its locals alive, and a task that returned
@@ -373,10 +389,11 @@ class LoopWatchdog:
                 if ident in frames
             }
             here = frames.get(self._loop)
-            loop = where(here, HELD_FRAMES) if here is not None else None
+            ended = here is None
+            loop = where(here, HELD_FRAMES) if walk and here is not None else None
             del here
             idents = list(frames)
-        if loop is None:  # its loop's thread ended
+        if ended:  # its loop's thread ended
             self.stop()
             return None
         cpu = threads_cpu(idents)
@@ -417,7 +434,7 @@ class LoopWatchdog:
                 # This thread's, not the loop's: the lines are read now.
                 "frames": shipped(stack, read=True),
             }
-        if starved or loop != stuck:
+        if starved or loop is None or loop != stuck:
             # Held elsewhere by no task it can tell; or the loop's thread
             # moved since the last look (it had the GIL back, and runs its
             # callbacks): not where it is now.
