@@ -374,8 +374,9 @@ class Recorder:
             self.partial = Partial(str(e), silent=isinstance(e, SchedulerSilent))
             warnings.warn(
                 f"dask-observe records this cluster partially: {e}. Kept: the "
-                "task stream, events and the logs that live processes still hold; "
-                "lost: lines of workers that die, metrics over time.",
+                "task stream, events and distributed's own recent log lines of "
+                "live processes; lost: what tasks print and log, lines of "
+                "workers that die, metrics over time.",
                 CaptureUnavailableWarning,
                 stacklevel=2,
             )
