@@ -107,6 +107,19 @@ def test_identical_work_whose_short_wall_time_doubled_stays_unmarked(
     assert verdicts(after, slow)["wall time"] == "regression"
 
 
+def test_a_run_back_to_the_usual_after_a_slow_one_is_no_improvement(
+    store: Store,
+) -> None:
+    """Too few runs for a band, each judged against the run before it: a
+    usual run after a slow outlier (a busy moment) was marked "improvement"
+    of the job. Faster than the first run too, it is one."""
+    for span, pace, wall in [("a", 0.02, 0.9), ("b", 0.06, 2.5), ("c", 0.02, 0.9),
+                             ("d", 0.006, 0.35)]:  # fmt: skip
+        SyntheticRun(store, "nightly", span=span).tasks(40, pace).end(wall)
+    marked = list(store.history("nightly")["verdict"].fillna(""))
+    assert marked == ["", "regression", "", "improvement"], marked
+
+
 def test_history_marks_a_steady_prefix_that_doubles_not_an_always_noisy_one(
     store: Store,
 ) -> None:
