@@ -730,10 +730,20 @@ def recording_headless(
         assert client.submit(lambda: say(line), key="said").result() == line
     store_path = Path(env["DASK_OBSERVE__STORE"])
     try:
-        wait_until(lambda: stored_lines(store_path, 1, line), "the line stored")
+        wait_until(lambda: _stored(store_path, line), "the line and its task stored")
     except AssertionError as e:
         _failed(recorder, str(e))
     return recorder
+
+
+def _stored(store_path: Path, line: str) -> bool:
+    """Whether run 1 holds the task's line and the task's row. They come by
+    different paths (the worker's lines, the scheduler's transitions): a
+    scheduler killed once the line alone was stored took the row with it."""
+    if not stored_lines(store_path, 1, line):
+        return False
+    with dask_observe.open_store(store_path) as store:
+        return "said" in set(store.run(1).tasks()["key"])
 
 
 def _failed(recorder: subprocess.Popen[str], what: str) -> NoReturn:
