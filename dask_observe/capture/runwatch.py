@@ -100,6 +100,8 @@ class Capture(Protocol):
 
     def event(self, kind: str, worker: str | None, data: Any) -> None: ...
 
+    def tell_host(self, at_least: float = ...) -> None: ...
+
     def pull(
         self, cursor: int = 0, instance: str | None = None, ending: Sequence[str] = ()
     ) -> dict[str, Any]: ...
@@ -225,6 +227,9 @@ class RunWatch:
         after the flush, so that the run's last records come in the same round
         trip (at 200 workers, a second one waited its turn on the loop)."""
         adopted = bool(self.adopted.get(span_id))
+        # The scheduler's host in the run's last second, which no sample
+        # covers yet (the workers tell theirs as they flush, below).
+        self._capture.tell_host(hostload.TAIL_S)
         began = self._host_marks.pop(span_id, None)
         if began is not None:  # the scheduler's host over the run's window
             window = {**hostload.since_mark(began), "run": True}

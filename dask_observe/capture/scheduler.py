@@ -22,7 +22,7 @@ from tornado.ioloop import PeriodicCallback
 
 from .buffer import DropCountingBuffer, SequencedBuffer
 from .clock import CLOCK_HANDLER, clock_reading
-from .hostload import HostSampler
+from .hostload import INTERVAL_S, HostSampler
 from .logs import replay
 from .metrics import WorkerSamples, cluster_metrics
 from .router import LogRouter, Sink
@@ -344,7 +344,12 @@ class ObserveSchedulerPlugin(SchedulerPlugin):
         stall = self._stalls.tick(now)
         if stall is not None:
             self.event("event-loop-stall", None, stall)
-        host = self._host.pressured()
+        self.tell_host()
+
+    def tell_host(self, at_least: float = INTERVAL_S) -> None:
+        """Record the scheduler's host sample due now if it shows pressure
+        (``at_least``: see ``HostSampler.sample``; a run's end: ``TAIL_S``)."""
+        host = self._host.pressured(at_least)
         if host is not None:
             self.event("host-load", None, host)
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from .clock import CLOCK_HANDLER, reads_same_clock
-from .hostload import workers_host_pressure
+from .hostload import INTERVAL_S, TAIL_S, workers_host_pressure
 from .nativeprofile import NativeProfiles
 from .output import PARTIAL_AFTER_S
 from .pacer import Pacer, process_rss
@@ -394,14 +394,20 @@ class ObserveWorkerPlugin(WorkerPlugin):
         assert self._transfers is not None
         self._tell_stall(now)
         self.long_tasks.report(now, self._memory.worker.address, self.shipper)
-        host = workers_host_pressure()
-        if host is not None:
-            address = self._memory.worker.address
-            self.shipper.events.append(PushedEvent(now, "host-load", address, host))
+        self._tell_host(now)
         self._sample_stacks(now)
         self._memory.sample(now)
         LogRouter.flush_output(PARTIAL_AFTER_S)
         self._transfers.report(self.shipper)
+
+    def _tell_host(self, now: float, at_least: float = INTERVAL_S) -> None:
+        """Ship the host's sample due by ``now`` if it shows pressure."""
+        if self._memory is None or self.shipper is None:
+            return
+        host = workers_host_pressure(at_least)
+        if host is not None:
+            address = self._memory.worker.address
+            self.shipper.events.append(PushedEvent(now, "host-load", address, host))
 
     def _tell_stall(self, now: float) -> None:
         """Ship a stall of the loop that ended by ``now`` (see ``StallWatch``)."""
@@ -491,7 +497,10 @@ class ObserveWorkerPlugin(WorkerPlugin):
             # A stall that just ended is told with these records, not at the
             # next tick: a run's end flushes as its last task returns, and a
             # stall that task caused was told after the run had ended.
-            self._tell_stall(time.time())
+            now = time.time()
+            self._tell_stall(now)
+            # The run's last seconds on a busy host, told before it is judged.
+            self._tell_host(now, TAIL_S)
             if self._native.busy():  # its frames belong to the run ending
                 await asyncio.to_thread(self._native.wait, NATIVE_FLUSH_WAIT_S)
             if self._transfers is not None:
