@@ -206,7 +206,7 @@ def straggler(client: Client) -> None:
 
 def spill(client: Client) -> None:
     # test_spill.py::test_spilling: persist more than the workers hold.
-    n = len(client.scheduler_info()["workers"])
+    n = len(client.nthreads())
     a = da.random.random((n * 12_000, 12_500), chunks=(2000, 12_500)).persist()
     wait(a)
     a.sum().compute()
@@ -231,7 +231,7 @@ def leak(client: Client) -> None:
 def stall_loop(client: Client) -> None:
     # A worker whose event loop is held 2 s every 3 s (a blocking call in a
     # worker handler, as run by client.run), four times.
-    first = sorted(client.scheduler_info()["workers"])[0]
+    first = sorted(client.nthreads())[0]
     for _ in range(4):
         client.run(time.sleep, 2.0, workers=[first])
         time.sleep(1.0)

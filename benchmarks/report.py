@@ -64,7 +64,7 @@ def crunch(n: int) -> int:
 
 def workload(client: Client, n: int, prefixes: int) -> None:
     per = max(n // prefixes, 1)
-    workers = list(client.scheduler_info()["workers"])
+    workers = list(client.nthreads())
     futures = client.map(
         inc, range(per), key=[f"step0-{i}" for i in range(per)], workers=workers[:1]
     )

@@ -59,7 +59,7 @@ def kill_a_worker(
     """Record a task that logs ``line`` and then kills its worker; close the cluster
     and return the worker's address and what a new process reads of the run."""
     with Client(cluster) as client:
-        (worker,) = client.scheduler_info()["workers"]
+        (worker,) = client.nthreads()
         with pytest.raises(KilledWorker), dask_observe.record(key):
             client.submit(task, line, key=key).result()
     cluster.close()

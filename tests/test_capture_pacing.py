@@ -132,7 +132,7 @@ def test_a_worker_is_sampled_again_only_when_something_changed(
     2,000): a worker whose heartbeat did not come has nothing new but its task
     count, which is all it is sampled for meanwhile."""
     client = make_client(n_workers=2, threads_per_worker=1, processes=False)
-    quiet, beating = sorted(client.scheduler_info()["workers"])
+    quiet, beating = sorted(client.nthreads())
     client.run(stop_heartbeats, workers=[quiet])
     with dask_observe.record("sparse", client=client) as run:
         task = client.submit(time.sleep, 1.5, workers=[quiet], pure=False)
@@ -170,7 +170,7 @@ def test_a_reading_of_the_system_monitor_is_stored_once(
     come every 0.5 s."""
     with dask.config.set({"distributed.admin.system-monitor.interval": "10s"}):
         client = make_client(n_workers=1, threads_per_worker=2, processes=False)
-    (worker,) = client.scheduler_info()["workers"]
+    (worker,) = client.nthreads()
     before = client.run(monitor_readings)[worker]
     with dask_observe.record("monitored", client=client) as run:
         client.submit(time.sleep, 3.0, pure=False).result()

@@ -285,7 +285,7 @@ def test_a_worker_loop_held_1_5_s_raises_event_loop_blocked(
 ) -> None:
     # Under distributed's own 3 s warning, and averaged away in its heartbeat's
     # event_loop_interval: the capture's ticker on the worker's loop sees it.
-    first = sorted(client.scheduler_info()["workers"])[0]
+    first = sorted(client.nthreads())[0]
     with dask_observe.record("held loop", client=client) as run:
         client.run(time.sleep, 1.5, workers=[first])  # runs on the worker's loop
         client.submit(abs, -1).result()
@@ -313,7 +313,7 @@ def test_a_loop_held_by_a_wait_on_a_busy_host_is_told_as_the_wait(
     cores: it was told "a busy host, not the tasks' code, held it up" (the
     process hardly ran, on a busy host). The kernel says otherwise: the
     loop's thread hardly waited for a core; it slept."""
-    first = sorted(client.scheduler_info()["workers"])[0]
+    first = sorted(client.nthreads())[0]
     with Pressure() as pressure, dask_observe.record("held loop", client=client) as run:
         client.run(time.sleep, 1.5, workers=[first])
         client.submit(abs, -1).result()
@@ -335,7 +335,7 @@ def test_a_worker_loop_held_by_a_full_garbage_collection_names_the_collector(
     # A worker runs client.run's function on its event loop: a full
     # collection there (its finalizers 1.5 s) holds the loop as a collection
     # walking millions of objects would, without gigabytes of them.
-    first = sorted(client.scheduler_info()["workers"])[0]
+    first = sorted(client.nthreads())[0]
     with dask_observe.record("collected", client=client) as run:
         client.run(collect_slowly, 1.5, workers=[first])
         client.submit(abs, -1).result()
@@ -672,7 +672,7 @@ def test_a_task_module_slow_to_import_is_named_as_what_blocked_the_loop(
 def test_work_pinned_to_one_worker_raises_load_imbalance(
     client: Client, store_path: Path
 ) -> None:
-    first, _ = client.scheduler_info()["workers"]
+    first, _ = client.nthreads()
     with dask_observe.record("pinned", client=client) as run:
         futures = client.map(time.sleep, [0.25] * 14, workers=[first], pure=False)
         client.gather(futures)
@@ -686,7 +686,7 @@ def move_data_both_ways(client: Client) -> dask_observe.Run:
     """Eight 40 MiB results, four made on each worker and read on the other:
     data in the wrong place by construction, evenly spread (each worker holds
     as much work as the other: nothing uneven to flag)."""
-    first, second = sorted(client.scheduler_info()["workers"])
+    first, second = sorted(client.nthreads())
     with (
         dask.config.set({"observe.flags.high-transfer.min-time": "0.1s"}),
         dask_observe.record("moving", client=client) as run,

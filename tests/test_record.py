@@ -802,7 +802,7 @@ def test_a_run_between_heartbeats_has_its_fine_metrics_and_idle_workers_stay_idl
     make_client: Callable[..., Client], store_path: Path
 ) -> None:
     client = make_client(n_workers=2, threads_per_worker=1, processes=False)
-    worker, idle = sorted(client.scheduler_info()["workers"])
+    worker, idle = sorted(client.nthreads())
     with dask_observe.record("capture shipped", client=client):
         client.submit(spin, 0.01, workers=[worker]).result()
 

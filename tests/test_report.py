@@ -126,7 +126,7 @@ def test_10000_tiny_tasks_with_profile_and_transfers_report_in_under_300_kb(
     # around the suite's running cluster, it changed nothing: 18 s, not 6).
     with dask.config.set({"distributed.scheduler.worker-saturation": float("inf")}):
         client = make_client(n_workers=2, threads_per_worker=1)
-    a, b = client.scheduler_info()["workers"]
+    a, b = client.nthreads()
     with (
         # The flag's share of wall time depends on the machine's load (3x
         # slower on a loaded CI machine): not what is tested here.
@@ -400,7 +400,7 @@ def test_data_moved_between_workers_is_told_by_pair_and_type(
     client: Client, store_path: Path
 ) -> None:
     # The truth: 4 arrays of 8 MB made on one worker, summed on the other.
-    a, b = client.scheduler_info()["workers"]
+    a, b = client.nthreads()
     with dask_observe.record("moving", client=client) as run:
         arrays = client.map(np.ones, [1_000_000] * 4, workers=[a], pure=False)
         client.gather(client.map(np.sum, arrays, workers=[b], pure=False))

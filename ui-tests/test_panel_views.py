@@ -53,7 +53,7 @@ def test_workers_show_memory_cpu_and_charts_and_a_dead_workers_lines_are_marked(
     own_client: Client, store_path: Path, lab: Lab, page: Page
 ) -> None:
     client = own_client
-    first, second = sorted(client.scheduler_info()["workers"])
+    first, second = sorted(client.nthreads())
     with dask_observe.record("workers", client=client):
         open_panel(page, lab)
         metrics = page.locator(".jp-DaskObserve-metrics")
