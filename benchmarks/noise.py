@@ -9,13 +9,16 @@ compared with the last unchanged run: wall time must be marked.
     .venv/bin/python benchmarks/noise.py [--runs 7]
 
 The same pairs are also judged by the fixed 10% rule of earlier versions (ratio
-alone), side by side.
+alone), side by side; and each run from the sixth on, by its wall time against
+the band of the runs before it, as a history judges it: Tukey's fences of now
+beside the mean and three standard deviations of earlier versions.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import statistics
 import sys
 import tempfile
 import time
@@ -29,6 +32,28 @@ import pandas as pd
 from distributed import Client, LocalCluster
 
 import dask_observe
+from dask_observe.analysis import noise
+
+
+def mean_sd_band(earlier: list[float], value: float, floor: float = 0.1) -> int:
+    """The band of versions before 2026-12-03: the earlier runs' mean and three
+    standard deviations (at least ``floor`` of the mean either side)."""
+    mean = statistics.fmean(earlier)
+    sigma = statistics.stdev(earlier)
+    if abs(value - mean) <= max(3 * sigma, floor * abs(mean)):
+        return 0
+    return 1 if value > mean else -1
+
+
+def band_marks(walls: list[float]) -> tuple[int, int, int]:
+    """Of the runs with five or more before them: how many, and how many each
+    band marks (now, then)."""
+    judged = now = then = 0
+    for i in range(noise.MIN_HISTORY, len(walls)):
+        judged += 1
+        now += bool(noise.outside(walls[:i], walls[i], 0.1))
+        then += bool(mean_sd_band(walls[:i], walls[i]))
+    return judged, now, then
 
 
 def array(client: Client, scale: int) -> None:
@@ -89,7 +114,8 @@ def main() -> int:
             with dask_observe.record(name, client=client) as double:
                 work(client, 2)
             last = dask_observe.compare(runs[-1], double).table.set_index("figure")
-            walls = [r.summary()["duration_s"] for r in runs]
+            walls = [float(r.summary()["duration_s"]) for r in runs]
+            banded, now, then = band_marks(walls)
             rows.append(
                 {
                     "workload": name,
@@ -97,6 +123,7 @@ def main() -> int:
                     "marked now": marked,
                     "marked by 10% alone": fixed,
                     "wall spread": f"{min(walls):.2f}-{max(walls):.2f} s",
+                    "band marks (now/mean+-3sd)": f"{now}/{then} of {banded}",
                     "2x work: wall time": last.loc["wall time", "verdict"] or "-",
                 }
             )

@@ -316,9 +316,13 @@ def _wall_verdict(
     # Too few runs for a band: against the previous run alone. A run that is
     # faster only than a slow previous one, not than the runs before it,
     # returned to where they were: no improvement of the job (the same eight
-    # naps, 0.6 s after an outlier of 2.3 s, were called one). Slowness has
-    # many causes, speed few: a slower run is still marked against the last.
+    # naps, 0.6 s after an outlier of 2.3 s, were called one). Nor is a
+    # second run faster than the first, which alone cannot say whether it was
+    # the outlier: a job's first run on a fresh cluster pays for the
+    # workers' first imports (3.49 s, then 0.55-1.21 s for the same naps).
+    # Slowness has many causes, speed few: a slower run is still marked
+    # against the last.
     before = walls[-BAND_RUNS:-1]
-    if verdict == "improvement" and before and wall >= min(before) * (1 - floor):
+    if verdict == "improvement" and (not before or wall >= min(before) * (1 - floor)):
         return ""
     return verdict
