@@ -5,9 +5,9 @@ A run's *end* is written after its block returned, by a thread of its own
 
 1. ``WRITING``: its last records are on their way (every worker flushed);
 2. ``RECORDS_STORED``: they are stored and the run's row closed. The next run
-   of its store, and its client's close, wait for this stage
-   (:func:`wait_records_stored`): nothing may come between a run and its last
-   records;
+   in this process (:func:`wait_records_stored`), and its own client's
+   close (:func:`wait_stored`), wait for this stage: nothing may come
+   between a run and its last records;
 3. ``JUDGED``: its settings, environment and judged flags are stored.
    Readers of a run whose report follows (a recorded cell) wait for this
    stage, and take the flags judged rather than judge again;
@@ -27,6 +27,8 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from dask_observe.diagnose import Flag
     from dask_observe.store import BaseStore
 
@@ -131,10 +133,16 @@ def _of(source: BaseStore | None) -> list[PendingEnd]:
 def wait_records_stored(source: BaseStore | None, timeout: float | None = None) -> None:
     """Wait (up to ``timeout`` in all) until the runs of ``source`` (None: of
     any store) whose end is being written here have their records stored: a
-    run starting after another, or the client closing, must not come between
-    a run and its last records."""
+    run starting after another must not come between a run and its last
+    records."""
+    wait_stored(_of(source), timeout)
+
+
+def wait_stored(ends: Iterable[PendingEnd], timeout: float | None = None) -> None:
+    """Wait (up to ``timeout`` in all) until each of ``ends`` has its records
+    stored."""
     until = None if timeout is None else time.monotonic() + timeout
-    for end in _of(source):
+    for end in ends:
         left = None if until is None else max(until - time.monotonic(), 0.0)
         end.wait_records_stored(left)
 

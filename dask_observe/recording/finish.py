@@ -24,7 +24,7 @@ from dask_observe import config
 from dask_observe.analysis.figures import clock_offsets, peak_memory
 from dask_observe.analysis.history import per_task
 from dask_observe.api import Run, Store
-from dask_observe.api.ends import PendingEnd, Stage, wait_records_stored
+from dask_observe.api.ends import PendingEnd, Stage, wait_stored
 from dask_observe.archive.location import configured as configured_archive
 from dask_observe.archive.publish import hold_exit_for, publish_at_end
 from dask_observe.diagnose import flag_list
@@ -234,29 +234,45 @@ CLOSE_WAIT_S = 30.0
 
 class _WaitForEnds:
     """A client "preload" that only waits, as the client closes (it tears its
-    preloads down first thing), until the runs whose end is still being
-    written here have their last records: those come through the client."""
+    preloads down first thing), until the runs recorded through it whose end
+    is still being written here have their last records: those come through
+    the client. Its own runs only: another client's run, its end held by a
+    scheduler that stopped answering, held each close in the process for
+    ``CLOSE_WAIT_S`` (a test's end left unfinished cost 30 s at each of two
+    later tests' closes)."""
 
     name = "dask-observe: runs' ends"
+
+    def __init__(self) -> None:
+        self.ends: list[PendingEnd] = []
+
+    def hold(self, end: PendingEnd) -> None:
+        """Wait for ``end`` too (those stored already are let go: a client
+        that records thousands of runs keeps none of them)."""
+        self.ends = [e for e in self.ends if e.stage < Stage.RECORDS_STORED]
+        self.ends.append(end)
 
     async def start(self) -> None:
         """Nothing: it is added to a client already started."""
 
     async def teardown(self) -> None:
         # Off the client's event loop: the ends' round trips run on it.
-        await asyncio.to_thread(wait_records_stored, None, CLOSE_WAIT_S)
+        await asyncio.to_thread(wait_stored, list(self.ends), CLOSE_WAIT_S)
 
 
-def hold_client_close(client: Client) -> bool:
-    """Have ``client``'s close wait for the ends of runs being written in this
-    process (:class:`_WaitForEnds` among its preloads), so that a script that
-    closes its client right after a block loses nothing; False where the
+def hold_client_close(client: Client, end: PendingEnd) -> bool:
+    """Have ``client``'s close wait for ``end``, the end of a run recorded
+    through it (:class:`_WaitForEnds` among its preloads), so that a script
+    that closes its client right after a block loses nothing; False where the
     client has no such list (a run then ends within its block)."""
     preloads = getattr(getattr(client, "preloads", None), "_preloads", None)
     if not isinstance(preloads, list):
         return False
-    if not any(isinstance(p, _WaitForEnds) for p in preloads):
-        preloads.append(_WaitForEnds())
+    waiter = next((p for p in preloads if isinstance(p, _WaitForEnds)), None)
+    if waiter is None:
+        waiter = _WaitForEnds()
+        preloads.append(waiter)
+    waiter.hold(end)
     return True
 
 

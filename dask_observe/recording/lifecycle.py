@@ -305,7 +305,8 @@ class Recording:
         end = begin_end(self.store, self.run.id)
         end.report_follows = self.report_follows
         self._pending_end = end
-        if self._recorder.partial is not None or not hold_client_close(self.client):
+        held = self._recorder.partial is None and hold_client_close(self.client, end)
+        if not held:
             # What distributed holds of a run without the capture is read
             # here; so is all of a run whose client's close could not wait.
             # Store errors raise, as the block's own would.
