@@ -485,10 +485,15 @@ class Recording:
         event = EventRecord(
             "event", self._now(), "scheduler-lost", None, {"reason": why}
         )
-        store.telemetry.append(self._recorder.cluster, [event])
+        not_kept = None
+        try:
+            store.telemetry.append(self._recorder.cluster, [event])
+        except sqlite3.Error as e:  # the run's row is closed still
+            logger.warning("dask-observe: cannot keep the scheduler's loss: %s", e)
+            not_kept = str(e)
         self._recorder.release(self.redact)
         counts = stored_counts(store, self.run.id)
-        return self._end(store, "failed", counts, ended, closing)
+        return self._end(store, "failed", counts, ended, closing, not_kept=not_kept)
 
     def _stop_partial(
         self, store: Store, status: str, ended: float, closing: EndSnapshot
@@ -530,9 +535,13 @@ class Recording:
         assert self.run is not None and self._recorder is not None
         workers = workers or {}
         settings = run_settings({w: a["memory"] for w, a in workers.items()}, closing)
-        self._export_drops(store)
-        self._large_graphs(store)
-        self._client_clock(store)
+        try:
+            self._export_drops(store)
+            self._large_graphs(store)
+            self._client_clock(store)
+        except sqlite3.Error as e:  # the run's row is closed still
+            logger.warning("dask-observe: cannot keep the run's last events: %s", e)
+            not_kept = not_kept or str(e)
         store.end_run(
             self.run.id,
             status,

@@ -195,7 +195,7 @@ class Telemetry:
         kind; the store records what is new since the last batch.
         """
         dropped = dropped or {}
-        with self._db._transaction() as conn:
+        with self._db._transaction(bulk=True) as conn:
             row = conn.execute(
                 "SELECT instance, seq, dropped FROM cursors WHERE cluster = ?",
                 (cluster,),
@@ -223,5 +223,5 @@ class Telemetry:
         """Write records that came by another way than a pull (what a partial
         run read from distributed at its end), numbered after everything
         stored; the cursor of the cluster's pulls is left alone."""
-        with self._db._transaction() as conn:
+        with self._db._transaction(bulk=True) as conn:
             return queries.ingest(conn, cluster, list(enumerate(records)), {})

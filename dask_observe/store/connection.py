@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from dask_observe.store import files, patterns
+from dask_observe.store import files, patterns, room
 from dask_observe.store.schema import SchemaError, check_schema, migrate, refuse_code
 
 if TYPE_CHECKING:
@@ -278,11 +278,17 @@ class StoreConnection:
                     yield self._conn
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, bulk: bool = False) -> Iterator[sqlite3.Connection]:
+        """A write transaction; ``bulk`` (records brought in by the batch)
+        refuses to commit into the room kept for the ends of runs
+        (:mod:`~dask_observe.store.room`)."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
+                weigher = room.Weigher(self._conn, self.path) if bulk else None
                 yield self._conn
+                if weigher is not None:
+                    weigher.check()
                 self._conn.execute("COMMIT")
             except BaseException:
                 # SQLite rolls back by itself on some errors (a full disk, an

@@ -60,7 +60,7 @@ class Kept:
     def set_task_figures(self, run_id: int, version: str, figures: str) -> None:
         """What a report shows of a finished run's tasks (JSON, see
         ``report.tasks``), computed by that version of dask-observe."""
-        with self._db._transaction() as conn:
+        with self._db._transaction(bulk=True) as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO task_figures (run_id, version, figures)"
                 " VALUES (?, ?, ?)",

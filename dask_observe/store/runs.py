@@ -161,7 +161,7 @@ class Runs(StoreConnection):
         if not rows:  # one statement, not a transaction of three
             self._write("DELETE FROM fine_metrics WHERE run_id = ?", (run_id,))
             return
-        with self._transaction() as conn:
+        with self._transaction(bulk=True) as conn:
             conn.execute("DELETE FROM fine_metrics WHERE run_id = ?", (run_id,))
             queries.insert_rows(
                 conn,
@@ -175,7 +175,7 @@ class Runs(StoreConnection):
         if not trees:  # one statement, not a transaction of three
             self._write("DELETE FROM profiles WHERE run_id = ?", (run_id,))
             return
-        with self._transaction() as conn:
+        with self._transaction(bulk=True) as conn:
             conn.execute("DELETE FROM profiles WHERE run_id = ?", (run_id,))
             queries.insert_rows(
                 conn,
