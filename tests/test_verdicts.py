@@ -24,7 +24,7 @@ from dask_observe.analysis.history import history as history_of
 
 from .conftest import DASK_OBSERVE
 from .marks import marks_agree
-from .synthetic import SyntheticRun, busy_host
+from .synthetic import A, B, SyntheticRun, busy_host
 
 
 @pytest.fixture
@@ -144,6 +144,45 @@ def test_one_slow_run_among_five_hides_no_regression(store: Store) -> None:
     SyntheticRun(store, "nightly", span="usual").tasks(8, 0.1, "nap").end(0.62)
     marked = list(store.history("nightly")["verdict"].fillna(""))
     assert marked[5:] == ["regression", ""], marked
+
+
+def _held(run: SyntheticRun, wall: float, per_worker: float) -> SyntheticRun:
+    """Both workers' processes holding ``per_worker`` bytes throughout."""
+    for worker in (A, B):
+        run.series([0.1 * t for t in range(int(wall * 10))], worker,
+                   memory_process=per_worker)  # fmt: skip
+    return run
+
+
+def test_a_history_judges_peak_memory_on_its_own(store: Store) -> None:
+    """The panel's memory chart marked a run with its wall time's verdict: a
+    run three times slower at the same memory read as a memory regression.
+    Peak memory has its verdict, against the previous run (1.5x: marked;
+    1.1x: not) and then against the spread of five runs."""
+    for i, (per_worker, wall, n) in enumerate([
+        (100e6, 1.0, 8), (150e6, 1.0, 8), (165e6, 1.0, 8), (150e6, 1.0, 8),
+        (150e6, 1.0, 8), (150e6, 3.0, 24), (300e6, 1.0, 8),
+    ]):  # fmt: skip
+        run = SyntheticRun(store, "nightly", span=f"s{i}").tasks(n, 0.1, "nap")
+        _held(run, wall, per_worker).end(wall)
+    history = store.history("nightly")
+    said = list(zip(history["verdict"].fillna(""),
+                    history["memory_verdict"].fillna(""), strict=True))  # fmt: skip
+    assert said == [
+        ("", ""), ("", "regression"), ("", ""), ("", ""), ("", ""),
+        ("regression", ""), ("", "regression"),
+    ], said  # fmt: skip
+    # As the command line shows it: on the run's line, beside its prefixes.
+    done = subprocess.run(
+        [DASK_OBSERVE, "--store", str(store.path), "history", "nightly"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "peak memory: regression" in lines[2] and "peak memory" not in lines[6]
+    assert lines[-1].endswith("peak memory: regression")
 
 
 def test_history_marks_a_steady_prefix_that_doubles_not_an_always_noisy_one(

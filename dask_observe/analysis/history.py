@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 #: The columns of ``store.history(name)``.
 HISTORY_COLUMNS = (
     "id", "started", "status", "duration_s", "n_tasks", "n_failed", "n_flags",
-    "verdict", "changed", "peak_memory", "prefixes",
+    "verdict", "changed", "peak_memory", "prefixes", "memory_verdict",
 )  # fmt: skip
 
 #: Earlier runs a history's bands are drawn from (the newest).
@@ -219,7 +219,8 @@ def judge_records(
     ``changed`` what differs from the previous run's environment,
     ``peak_memory`` the most bytes its workers held together (None unknown),
     ``prefixes`` the task prefixes whose time a task left their own spread
-    over the earlier runs ({prefix: verdict}; five or more earlier runs).
+    over the earlier runs ({prefix: verdict}; five or more earlier runs),
+    ``memory_verdict`` the peak memory's, judged as the wall time is.
     ``last``: only the newest that many runs (the older ones still count in
     the spread their verdicts are judged against)."""
     comparisons = Comparisons() if comparisons is None else comparisons
@@ -236,6 +237,7 @@ def judge_records(
     # history is judged in one pass (a list of every run's paces, searched
     # for each run, took 95 s for 10,000 runs).
     paces: dict[str, deque[float]] = {}
+    peaks: deque[float] = deque(maxlen=BAND_RUNS)  # of those finished runs
     previous: Entry | None = None  # the last finished run
     for i, entry in enumerate(entries):
         record = entry.record
@@ -243,6 +245,7 @@ def judge_records(
         # Runs further back than the bands look are not read at all.
         read = i >= shown - BAND_RUNS
         pace = entry.pace() if read and finished else {}
+        peak = entry.peak() if read else None
         if i >= shown:
             verdict = ""
             if finished:
@@ -262,13 +265,18 @@ def judge_records(
                 **{c: record[c] for c in HISTORY_COLUMNS[:7]},
                 "verdict": verdict or None,
                 "changed": changed,
-                "peak_memory": entry.peak(),
+                "peak_memory": peak,
                 "prefixes": _prefix_verdicts(pace, paces, floor),
+                "memory_verdict": (
+                    _memory_verdict(peak, list(peaks), floor) if finished else ""
+                ) or None,
             })  # fmt: skip
         if finished:
             walls.append(float(record["duration_s"]))
             for prefix, seconds in pace.items():
                 paces.setdefault(prefix, deque(maxlen=BAND_RUNS)).append(seconds)
+            if peak is not None:
+                peaks.append(peak)
             previous = entry
     return rows
 
@@ -313,16 +321,36 @@ def _wall_verdict(
     if previous is None:
         return ""
     verdict = comparisons.wall(previous, entry, floor)
-    # Too few runs for a band: against the previous run alone. A run that is
-    # faster only than a slow previous one, not than the runs before it,
-    # returned to where they were: no improvement of the job (the same eight
-    # naps, 0.6 s after an outlier of 2.3 s, were called one). Nor is a
-    # second run faster than the first, which alone cannot say whether it was
-    # the outlier: a job's first run on a fresh cluster pays for the
-    # workers' first imports (3.49 s, then 0.55-1.21 s for the same naps).
-    # Slowness has many causes, speed few: a slower run is still marked
-    # against the last.
-    before = walls[-BAND_RUNS:-1]
-    if verdict == "improvement" and (not before or wall >= min(before) * (1 - floor)):
+    return _against_the_last(verdict, wall, walls[-BAND_RUNS:-1], floor)
+
+
+def _against_the_last(
+    mark: str, value: float, before: list[float], floor: float
+) -> str:
+    """``mark`` of a figure judged against the previous run alone (too few
+    runs for a band), of which ``before`` are the runs before that one. A
+    run that is lower only than a high previous one, not than the runs
+    before it, returned to where they were: no improvement of the job (the
+    same eight naps, 0.6 s after an outlier of 2.3 s, were called one). Nor
+    is a second run lower than the first, which alone cannot say whether it
+    was the outlier: a job's first run on a fresh cluster pays for the
+    workers' first imports (3.49 s, then 0.55-1.21 s for the same naps).
+    Slowness has many causes, speed few: a higher run is still marked."""
+    if mark == "improvement" and (not before or value >= min(before) * (1 - floor)):
         return ""
-    return verdict
+    return mark
+
+
+def _memory_verdict(peak: float | None, earlier: list[float], floor: float) -> str:
+    """The peak memory's verdict against the finished runs before (their
+    peaks, ``earlier``): their spread where five or more are known, else
+    the previous run's peak, with no other evidence (beyond
+    ``verdicts.UNMEASURED``). Its own: a chart of peak memory marked a run
+    whose wall time alone regressed."""
+    if peak is None or not earlier:
+        return ""
+    band = noise.outside(earlier, peak, floor)
+    if band is not None:
+        return {1: "regression", -1: "improvement"}.get(band, "")
+    mark = verdicts.verdict("peak memory", "bytes", earlier[-1], peak, floor, [])
+    return _against_the_last(mark, peak, earlier[:-1], floor)

@@ -223,6 +223,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         seconds = row["duration_s"]
         wall = "-" if seconds is None or seconds != seconds else f"{seconds:.2f} s"
         prefixes = [f"{p}: {verdict}" for p, verdict in row["prefixes"].items()]
+        if row["memory_verdict"]:
+            prefixes.append(f"peak memory: {row['memory_verdict']}")
         changed = "; ".join([*prefixes, *row["changed"]])
         print(visible(
             f"{row['id']:>5}  {clock_text(row['started'], '%Y-%m-%d %H:%M:%S')}"

@@ -92,6 +92,8 @@ class HistoryRunPayload(TypedDict):
     #: Task prefixes whose time a task left their own spread over the
     #: earlier runs: prefix -> "regression" or "improvement".
     prefixes: dict[str, str]
+    #: Its peak memory against the runs before, as ``verdict`` its wall time.
+    memory_verdict: str
 
 
 class HistoryPayload(TypedDict):

@@ -115,6 +115,7 @@ def read_history(store: BaseStore, run_id: str) -> HistoryPayload:
             verdict=row["verdict"] or "",
             changed=list(row["changed"]),
             prefixes=dict(row["prefixes"]),
+            memory_verdict=row["memory_verdict"] or "",
         )
         for row in history_records(store, name, last=HISTORY_POINTS)
     ]

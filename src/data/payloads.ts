@@ -85,6 +85,8 @@ export interface IHistoryRun {
    * runs: prefix -> "regression" or "improvement".
    */
   prefixes: Record<string, string>;
+  /** Its peak memory against the runs before, as ``verdict`` its wall time. */
+  memory_verdict: string;
 }
 
 /** The runs sharing a name, oldest first (the newest 50 at most). */

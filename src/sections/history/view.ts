@@ -66,8 +66,22 @@ export class HistoryView extends Widget {
       ...(only !== null
         ? [Private.figures(only)]
         : [
-            Private.chart('wall time', runs, r => r.duration_s, formatSeconds),
-            Private.chart('peak memory', runs, r => r.peak_memory, formatBytes)
+            Private.chart(runs, {
+              label: 'wall time',
+              value: r => r.duration_s,
+              format: formatSeconds,
+              verdict: r => r.verdict,
+              prefixes: r => r.prefixes ?? {}
+            }),
+            // Its own verdict: marked with the wall time's, a run whose wall
+            // time alone regressed read as a memory regression too.
+            Private.chart(runs, {
+              label: 'peak memory',
+              value: r => r.peak_memory,
+              format: formatBytes,
+              verdict: r => r.memory_verdict ?? '',
+              prefixes: () => ({})
+            })
           ])
     );
     this._notes.replaceChildren(
@@ -75,6 +89,7 @@ export class HistoryView extends Widget {
         .filter(
           r =>
             r.verdict !== '' ||
+            (r.memory_verdict ?? '') !== '' ||
             r.changed.length > 0 ||
             Object.keys(r.prefixes ?? {}).length > 0
         )
@@ -89,6 +104,18 @@ export class HistoryView extends Widget {
 }
 
 namespace Private {
+  /**
+   * One figure a history charts: its value of a run, and the verdicts that
+   * mark a run's point (the figure's own, and per task prefix).
+   */
+  export interface IFigure {
+    label: string;
+    value: (run: IHistoryRun) => number | null;
+    format: (value: number) => string;
+    verdict: (run: IHistoryRun) => string;
+    prefixes: (run: IHistoryRun) => Record<string, string>;
+  }
+
   /**
    * A single run's wall time and peak memory, as text.
    */
@@ -107,12 +134,8 @@ namespace Private {
    * (class and data attributes say its verdict), a dashed rule where the
    * environment changed. Built with DOM calls only.
    */
-  export function chart(
-    label: string,
-    runs: IHistoryRun[],
-    value: (run: IHistoryRun) => number | null,
-    format: (value: number) => string
-  ): HTMLDivElement {
+  export function chart(runs: IHistoryRun[], figure: IFigure): HTMLDivElement {
+    const { label, value, format } = figure;
     const box = element('div', 'jp-DaskObserve-history-chart');
     box.dataset.chart = label;
     const caption = element('span', 'jp-DaskObserve-chart-label', label);
@@ -181,22 +204,23 @@ namespace Private {
       if (v === null) {
         return;
       }
-      const slower = Object.entries(run.prefixes ?? {}).map(
+      const slower = Object.entries(figure.prefixes(run)).map(
         ([name, verdict]) => `${name} ${verdict}`
       );
+      const verdict = figure.verdict(run);
       const point = svg('circle', {
         cx: x(i).toFixed(1),
         cy: y(v).toFixed(1),
-        r: run.verdict || slower.length > 0 ? '3.5' : '2.5',
+        r: verdict || slower.length > 0 ? '3.5' : '2.5',
         class: 'jp-DaskObserve-history-point',
         'data-run-id': String(run.id),
-        'data-verdict': run.verdict,
+        'data-verdict': verdict,
         'data-prefixes': slower.join(', ')
       });
       const title = svg('title');
       title.textContent =
         `#${run.id}: ${format(v)}` +
-        (run.verdict ? ` (${run.verdict})` : '') +
+        (verdict ? ` (${verdict})` : '') +
         (slower.length > 0 ? `; per task: ${slower.join(', ')}` : '');
       point.append(title);
       picture.append(point);
@@ -236,7 +260,8 @@ namespace Private {
   export function note(run: IHistoryRun): HTMLLIElement {
     const item = element('li', 'jp-DaskObserve-history-note');
     item.dataset.runId = String(run.id);
-    item.dataset.verdict = run.verdict;
+    // Coloured as its wall time's verdict, else its peak memory's.
+    item.dataset.verdict = run.verdict || (run.memory_verdict ?? '');
     const parts = [`#${run.id}`];
     if (run.verdict) {
       const wall =
@@ -254,6 +279,11 @@ namespace Private {
           .map(([name, verdict]) => `${name} per task ${verdict}`)
           .join(', ')
       );
+    }
+    if (run.memory_verdict) {
+      const peak =
+        run.peak_memory === null ? '' : ` (${formatBytes(run.peak_memory)})`;
+      parts.push(`peak memory ${run.memory_verdict}${peak}`);
     }
     if (run.changed.length > 0) {
       parts.push(`changed: ${run.changed.join('; ')}`);
