@@ -237,6 +237,26 @@ def test_a_dumped_thread_blocked_on_a_lock_ends_in_a_system_call() -> None:
     assert native.shipped_waits(named)
 
 
+def test_a_task_is_read_once_whoever_asks_and_again_at_the_last_look() -> None:
+    """Each py-spy dump pauses the worker's process. A task that held the
+    loop (the watchdog asks) and then ran on to new lines (the stack sampler
+    asks at each new stack) was read twice (seen in the suite: two
+    ``task-native`` events of one task). Read once, whoever asks; the last
+    look as a recording stops reads it again (a hang may have moved)."""
+    stacks = pyspy.NativeStacks()
+    me = {threading.get_ident(): "task-1"}
+    shipped: list[dict[str, object]] = []
+    stacks.request(me, shipped.append, at_once=True)  # the watchdog's
+    assert stacks.busy() and stacks.wait(60)
+    assert not [s for s in shipped if s.get("reason")], shipped
+    stacks.request(me, shipped.append)  # the sampler's, at a new stack
+    assert not stacks.busy()
+    stacks.request({**me, 1: "task-2"}, shipped.append)  # another task is read
+    assert stacks.busy() and stacks.wait(60)
+    stacks.request(me, shipped.append, again=True)  # the stop's
+    assert stacks.busy() and stacks.wait(60)
+
+
 def test_an_address_at_or_just_past_the_system_call_reads_as_one() -> None:
     """The truth, from the kernel: a thread blocked on a lock is in a system
     call, at the user address /proc says (``/proc/<tid>/syscall``: its

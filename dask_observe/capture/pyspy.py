@@ -34,6 +34,9 @@ DUMP_TIMEOUT_S = 10.0
 MAX_NATIVE_FRAMES = 30
 #: The most of py-spy's own words kept when it fails.
 MAX_REASON_CHARS = 300
+#: Tasks a process remembers it read (the oldest forgotten beyond): each is
+#: read once, whoever asks.
+MAX_READ_TASKS = 1024
 
 
 def py_spy() -> str | None:
@@ -205,6 +208,8 @@ class NativeStacks:
         self._idle.set()
         #: Whether this process said already why it cannot be read.
         self._said = False
+        #: The tasks read so far, oldest first (an ordered set).
+        self._read: dict[str, None] = {}
 
     def request(
         self,
@@ -212,19 +217,30 @@ class NativeStacks:
         ship: Callable[[dict[str, Any]], None],
         *,
         at_once: bool = False,
+        again: bool = False,
     ) -> None:
         """Read the native frames of these tasks' threads (thread ident ->
         key) and ``ship`` one event a task; nothing if a dump is under way.
-        ``at_once``: py-spy is started from the calling thread, not from the
-        dump's own: one that holds the GIL only a moment (the loop's
-        watchdog, between two long C calls of a task that holds it) starts
-        py-spy, which reads the process whoever holds the GIL next; a new
-        thread would first wait for the GIL, until the task let it go."""
+        A task is read once (each dump pauses the process): the loop's
+        watchdog and the stack sampler both asked for a task that held the
+        loop and then moved to new lines, and it was read twice, or up to
+        once a new stack; ``again`` reads it however often (the last look,
+        as a recording stops). ``at_once``: py-spy is started from the
+        calling thread, not from the dump's own: one that holds the GIL only
+        a moment (the loop's watchdog, between two long C calls of a task
+        that holds it) starts py-spy, which reads the process whoever holds
+        the GIL next; a new thread would first wait for the GIL, until the
+        task let it go."""
         with self._lock:
+            if not again:
+                tasks = {t: k for t, k in tasks.items() if k not in self._read}
             if self._running or not tasks or self._said:
                 return
             self._running = True
             self._idle.clear()
+            self._read.update(dict.fromkeys(tasks.values()))
+            for old in list(self._read)[: max(0, len(self._read) - MAX_READ_TASKS)]:
+                del self._read[old]
         started = start_dump(os.getpid()) if at_once else None
         threading.Thread(
             target=self._dump,

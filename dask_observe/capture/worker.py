@@ -309,12 +309,10 @@ class MemorySampler:
         self.shipper.samples.append(MemorySample(now, self.worker.address, float(rss)))
 
 
-#: A worker's states of a task whose function runs.
 #: How long a flush waits for a native dump under way (py-spy reads in a
 #: tenth of a second; its answer is read once the GIL is free).
 NATIVE_FLUSH_WAIT_S = 5.0
-#: Tasks remembered as read once for holding the loop (see _native_of_holder).
-MAX_STALL_DUMPS = 256
+#: A worker's states of a task whose function runs.
 _RUNNING = ("executing", "long-running")
 #: Where a transition out of "executing" leaves a task still running.
 _STILL_RUNS = ("released", "long-running")
@@ -341,7 +339,6 @@ class ObserveWorkerPlugin(WorkerPlugin):
         #: Native frames of hung tasks' threads (py-spy, where installed).
         self._native = NativeStacks()
         #: Tasks whose threads held the loop and were read for it (each once).
-        self._stall_dumps: set[str] = set()
         self._stacks = StackSampler(settings.hung_task_after_s)
         self._heartbeats: Heartbeats | None = None
 
@@ -434,7 +431,7 @@ class ObserveWorkerPlugin(WorkerPlugin):
             shipper.events.append(PushedEvent(at, "task-native", worker.address, data))
 
         def native(tasks: dict[int, str]) -> None:
-            self._native.request(tasks, ship_native)
+            self._native.request(tasks, ship_native, again=every)
 
         threads = getattr(worker, "active_threads", {})
         self._stacks.sample(
@@ -447,11 +444,8 @@ class ObserveWorkerPlugin(WorkerPlugin):
         py-spy is, once a task (a regular expression holding the GIL in C
         shows its frames in the C library, not just the Python line)."""
         worker, shipper = self._worker, self.shipper
-        if worker is None or shipper is None or key in self._stall_dumps:
+        if worker is None or shipper is None:
             return
-        if len(self._stall_dumps) >= MAX_STALL_DUMPS:
-            self._stall_dumps.pop()
-        self._stall_dumps.add(key)
 
         def ship(data: dict[str, Any]) -> None:
             at = time.time()
