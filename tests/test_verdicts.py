@@ -146,6 +146,18 @@ def test_one_slow_run_among_five_hides_no_regression(store: Store) -> None:
     assert marked[5:] == ["regression", ""], marked
 
 
+def _history_lines(store: Store) -> list[str]:
+    """``dask-observe history nightly``'s lines: a header, a run each."""
+    done = subprocess.run(
+        [DASK_OBSERVE, "--store", str(store.path), "history", "nightly"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
 def _held(run: SyntheticRun, wall: float, per_worker: float) -> SyntheticRun:
     """Both workers' processes holding ``per_worker`` bytes throughout."""
     for worker in (A, B):
@@ -173,14 +185,7 @@ def test_a_history_judges_peak_memory_on_its_own(store: Store) -> None:
         ("regression", ""), ("", "regression"),
     ], said  # fmt: skip
     # As the command line shows it: on the run's line, beside its prefixes.
-    done = subprocess.run(
-        [DASK_OBSERVE, "--store", str(store.path), "history", "nightly"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = _history_lines(store)
     assert "peak memory: regression" in lines[2] and "peak memory" not in lines[6]
     assert lines[-1].endswith("peak memory: regression")
 
@@ -204,14 +209,7 @@ def test_history_marks_a_steady_prefix_that_doubles_not_an_always_noisy_one(
     assert list(history["prefixes"])[-2:] == [{"steady": "regression"}, {}]
     assert list(history["prefixes"])[:6] == [{}] * 6  # too few runs before
     # As the command line shows it: on the run's line.
-    done = subprocess.run(
-        [DASK_OBSERVE, "--store", str(store.path), "history", "nightly"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    line = done.stdout.splitlines()[-2]
+    line = _history_lines(store)[-2]
     assert line.split()[0] == str(last.id) and "steady: regression" in line
 
 

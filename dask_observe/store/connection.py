@@ -279,9 +279,9 @@ class StoreConnection:
 
     @contextmanager
     def _transaction(self, bulk: bool = False) -> Iterator[sqlite3.Connection]:
-        """A write transaction; ``bulk`` (records brought in by the batch)
-        refuses to commit into the room kept for the ends of runs
-        (:mod:`~dask_observe.store.room`)."""
+        """A write transaction. ``bulk``, one that brings records in (a
+        pulled batch, profiles), refuses to commit into the room kept for
+        the ends of runs (:mod:`~dask_observe.store.room`)."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:

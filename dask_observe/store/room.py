@@ -5,9 +5,10 @@ log, and on a disk short of room nothing is checkpointed back: the commits
 that take the last free bytes leave the next write nothing, a run's end too.
 A run whose end could not be written stays "running", and is later called
 "interrupted" (seen: 3 of 30 runs logging 4 MB into a 1.2 MB disk on a busy
-host). So the writes that bring records in bulk (pulled batches, profiles,
-task figures) stop short of :data:`END_ROOM_BYTES`, and the one-statement
-writes that close a run may use it.
+host). So the writes that bring records in bulk (pulled batches, appended
+records, fine metrics, profiles, task figures) stop short of
+:data:`END_ROOM_BYTES`, and the one-statement writes that close a run may
+use it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 END_ROOM_BYTES = 256 * 1024
 
 #: Free bytes above which a bulk write is not weighed at all (it would not
-#: come near the room kept, and weighing costs two pragmas).
+#: come near the room kept, and weighing costs three pragmas).
 ROOMY_BYTES = 64 * 1024 * 1024
 
 #: Pages a transaction rewrites besides those it adds: the last leaf and the
