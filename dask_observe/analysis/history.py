@@ -245,7 +245,8 @@ def judge_records(
         # Runs further back than the bands look are not read at all.
         read = i >= shown - BAND_RUNS
         pace = entry.pace() if read and finished else {}
-        peak = entry.peak() if read else None
+        # (An unfinished run before those shown is no band's: not read.)
+        peak = entry.peak() if i >= shown or (read and finished) else None
         if i >= shown:
             verdict = ""
             if finished:

@@ -239,8 +239,8 @@ class NativeStacks:
             self._running = True
             self._idle.clear()
             self._read.update(dict.fromkeys(tasks.values()))
-            for old in list(self._read)[: max(0, len(self._read) - MAX_READ_TASKS)]:
-                del self._read[old]
+            while len(self._read) > MAX_READ_TASKS:
+                del self._read[next(iter(self._read))]
         started = start_dump(os.getpid()) if at_once else None
         threading.Thread(
             target=self._dump,
