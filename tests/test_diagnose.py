@@ -370,13 +370,16 @@ def held_by_task(
     cpu: float = 2.5,
     loop_cpu: float = 0.0,
     held_cpu: float = 2.4,
+    queued: float | None = None,
 ) -> None:
     """A stall of A's loop, ending at ``at``, that its watchdog saw a task's
-    thread (thread 1, running ``key``) hold, at ``frames``."""
+    thread (thread 1, running ``key``) hold, at ``frames`` (``queued``: the
+    seconds the loop's thread waited for a core meanwhile, where read)."""
+    read = {} if queued is None else {"loop_queued": queued}
     run.event(at, "event-loop-stall", A, seconds=seconds,
               since=run.start + at - seconds, cpu=cpu, loop_cpu=loop_cpu,
               held={"thread": "task", "key": key, "ident": 1, "cpu": held_cpu,
-                    "frames": frames})  # fmt: skip
+                    "frames": frames}, **read)  # fmt: skip
 
 
 def test_a_stall_names_what_its_watchdog_saw_hold_the_loop(run: SyntheticRun) -> None:
@@ -442,6 +445,46 @@ def test_a_stall_a_busy_host_stretched_names_what_held_it_and_blames_the_host(
     assert "not the tasks' code" not in said and "A busy host made it a stall" in said
     assert flag["advice"] == HOST_ADVICE
     assert flag["evidence"][0]["text"].startswith("validate_lines at /home/me/etl.py")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "loop_cpu", "queued", "hosts"),
+    [
+        # Measured in the suite: a task spinning in Python for 3 s beside a
+        # busy host's other work. Its loop's thread ran 0.61 s and waited
+        # for a core 1.32 s of a 1.94 s stall: it waited for no GIL, and
+        # without the host's queue would have been 0.62 s late, not a stall.
+        (1.94, 0.61, 1.32, True),
+        # Queued most of it too, but held 1.3 s besides: a stall without the
+        # host's queue as well, the code's.
+        (2.7, 0.1, 1.4, False),
+    ],
+)
+def test_a_stall_is_the_hosts_where_without_its_waits_for_a_core_it_was_none(
+    run: SyntheticRun, seconds: float, loop_cpu: float, queued: float, hosts: bool
+) -> None:
+    spin = ("/home/me/job.py", 9, "spin", "while time.monotonic() < until:", False)
+    busy_host(run, 4.0)
+    run.task(0.5, 4.0, "spin", key="spin-1")  # on thread 1 of A
+    # The process had a stall's worth of CPU (over the 1 s tick) either way.
+    held_by_task(run, "spin-1", [spin], at=3.5, seconds=seconds, cpu=1.24,
+                 loop_cpu=loop_cpu, held_cpu=0.63, queued=queued)  # fmt: skip
+    frame = run.end(5.0).flags()
+    (flag,) = frame[frame["kind"] == "event-loop-blocked"].to_dict("records")
+    said = flag["message"]
+    if hosts:
+        assert (
+            f"its loop's thread waited for a core {queued:.2f} s of {seconds:.2f} s, "
+            "as the kernel counted, and without those waits would not have been "
+            "held as long as a stall takes to count (1.00 s)"
+        ) in said, said
+        assert "held it" not in said and "A busy host made it a stall" in said
+        assert flag["advice"] == HOST_ADVICE
+        # What ran meanwhile is still shown, as what the watchdog saw.
+        assert flag["evidence"][0]["text"].startswith("spin at /home/me/job.py")
+    else:
+        assert "spin (/home/me/job.py:9) held it, in task 'spin-1'" in said, said
+        assert "oversubscribed" not in said and flag["advice"] != HOST_ADVICE
 
 
 def test_a_stall_whose_task_left_before_it_was_looked_at_names_its_task(

@@ -44,9 +44,10 @@ class Stalls(NamedTuple):
     #: thread too (0.5-0.8 s a tick with four spinning threads on a quiet
     #: machine, up to 1.9 s on a busy one).
     contended: list[Stall]
-    #: While the process's host was oversubscribed, with its busiest second:
-    #: the host's (2.6-5.3 s with two other processes busy on its two cores).
-    host: list[tuple[Stall, Busy]]
+    #: While the process's host was oversubscribed, with its busiest second
+    #: (and the loop's waits for a core, where they decided it): the host's
+    #: (2.6-5.3 s with two other processes busy on its two cores).
+    host: list[tuple[Stall, Crowded]]
     #: While the process imported modules (how many, and their top-level
     #: packages): a worker unpickles a task on its event loop, importing the
     #: module of its function on first use (a test module importing pandas
@@ -108,6 +109,17 @@ PAUSE_SLACK_S = 1.0
 #: waits on a slow disk has little CPU on either side, and stays the imports'.
 #: Not half: on a busy host a thread gets a core part of the time.
 LOOP_WORK_SHARE = 0.25
+
+
+class Crowded(NamedTuple):
+    """What made a stall the host's."""
+
+    #: Its busiest second.
+    busy: Busy
+    #: The seconds the loop's thread waited for a core where they, not the
+    #: process's CPU time, made it the host's: the stall less them would not
+    #: have counted. None where the process had less CPU than a stall takes.
+    queued: float | None = None
 
 
 class Imported(NamedTuple):
@@ -194,14 +206,24 @@ def _filed(ctx: Context) -> tuple[Stalls, dict[tuple[float, str | None], Held]]:
         busy = hosts.during(worker, since, t)
         # A process that had as much CPU meanwhile as a stall takes to count
         # would have stalled on a quiet host too: its own work held it.
-        starved = cpu is None or cpu < (tick if worker else scheduler_tick)
+        counts = tick if worker else scheduler_tick
+        starved = cpu is None or cpu < counts
         # And a loop whose thread hardly waited for a core was not held up by
         # the host, however busy it was: it waited for something else (the
         # GIL, a lock, a blocking call). Unknown (a capture before the
         # reading, not Linux): the host's where it was busy, as before.
         queued = read.loop_queued if read else None
+        by_queue: float | None = None
         if queued is not None and queued < HOST_QUEUED_SHARE * stall.seconds:
             starved = False
+        elif queued is not None and not starved and stall.seconds - queued < counts:
+            # The process had a stall's worth of CPU, but its loop's thread
+            # spent most of the stall waiting for a core, and the rest (its
+            # own work, the GIL, a blocking call) would not have counted: a
+            # spinning task's process had 1.24 s of CPU in a stall of 1.94 s,
+            # whose loop's thread ran 0.61 s and was queued 1.32 s; told as
+            # "the task held it, holding the GIL", it had waited for no GIL.
+            starved, by_queue = True, queued
         # Threads taking turns at the GIL starve the loop's thread too: the
         # stall is gil-contention's (whichever cause that flag names).
         turns = worker is not None and (
@@ -228,7 +250,7 @@ def _filed(ctx: Context) -> tuple[Stalls, dict[tuple[float, str | None], Held]]:
             # lock takes no CPU, and read as the host's starving it).
             add = _paired(split.imports, imported)
         elif busy is not None and starved:
-            add = _paired(split.host, busy)
+            add = _paired(split.host, Crowded(busy, by_queue))
         elif imported is not None and not held_elsewhere(
             stall.seconds, cpu, read.loop_cpu if read else None
         ):

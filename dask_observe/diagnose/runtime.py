@@ -105,13 +105,30 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
             held = f"{where} held it{how}"
             seen = [evidence(stalls[0].time, stalls[0].worker, f) for f in frames]
     if cause == "host":
-        busy = [b for _, b in split.host]
+        busy = [crowded.busy for _, crowded in split.host]
         found = seen + BusyHosts.of(ctx).evidence(busy) + found
         oversubscribed = (
             f"{stalled}, each while its host was oversubscribed "
             f"({holdups.busiest(busy)})"
         )
-        if not held:
+        counts = "tick" if stalls[0].worker else "scheduler-tick"
+        tick = format_seconds(ctx.seconds(f"event-loop-blocked.{counts}"))
+        queued = [(s.seconds, c.queued) for s, c in split.host if c.queued is not None]
+        if queued:
+            # Filed as the host's by the kernel's count of its loop's waits
+            # for a core: what the watchdog saw run meanwhile (its evidence)
+            # did not hold the loop for a stall's length, and is not said to.
+            waited = format_seconds(sum(q for _, q in queued))
+            lasted = format_seconds(sum(s for s, _ in queued))
+            message = (
+                f"{oversubscribed}: its loop's thread waited for a core "
+                f"{waited} of {lasted}, as the kernel counted, and without "
+                f"those waits would not have been held as long as a stall "
+                f"takes to count ({tick}); the host had more to run than "
+                "cores, so heartbeats and transfers waited. A busy host made "
+                "it a stall."
+            )
+        elif not held:
             message = (
                 f"{oversubscribed}: the host had more to run than cores, so "
                 "heartbeats and transfers waited. A busy host, not the tasks' "
@@ -122,8 +139,6 @@ def event_loop_blocked(ctx: Context) -> list[Flag]:
             # than a stall takes to count: what held the loop is still said
             # (a task's regular expression held the GIL 0.94 s of a 1.63 s
             # stall, and the flag said "not the tasks' code").
-            counts = "tick" if stalls[0].worker else "scheduler-tick"
-            tick = format_seconds(ctx.seconds(f"event-loop-blocked.{counts}"))
             message = (
                 f"{oversubscribed}: {held}, for less CPU time than a stall "
                 f"takes to count ({tick}); the host had more to run than cores "
