@@ -52,6 +52,13 @@ def message(run: Run, kind: str) -> str:
     return str(frame[frame["kind"] == kind]["message"].iloc[0])
 
 
+def the_flag(run: Run, kind: str) -> dict[Any, Any]:
+    """The one flag of ``kind`` in ``run``, as a record."""
+    frame = run.flags()
+    (flag,) = frame[frame["kind"] == kind].to_dict("records")
+    return flag
+
+
 def settings(**memory: float) -> dict[str, Any]:
     return {"memory": memory, "flags": {}, "source": "workers"}
 
@@ -413,8 +420,7 @@ def test_a_holders_compiled_code_is_named_by_a_function_not_an_address(
     run.task(0.5, 3.0, "validate", key="validate-6")  # on thread 1 of A
     held_by_task(run, "validate-6", [user])
     run.event(2.0, "task-native", A, key="validate-6", thread=1, native=native)
-    frame = run.end(5.0).flags()
-    (flag,) = frame[frame["kind"] == "event-loop-blocked"].to_dict("records")
+    flag = the_flag(run.end(5.0), "event-loop-blocked")
     assert (
         "holding the GIL (read a moment later in compiled code at "
         "sre_ucs1_match (libpython3.12.so.1.0))"
@@ -435,8 +441,7 @@ def test_a_stall_a_busy_host_stretched_names_what_held_it_and_blames_the_host(
     run.task(0.5, 3.0, "validate", key="validate-5")  # on thread 1 of A
     held_by_task(run, "validate-5", [user], at=3.5, seconds=1.63, cpu=0.97,
                  loop_cpu=0.02, held_cpu=0.94)  # fmt: skip
-    frame = run.end(5.0).flags()
-    (flag,) = frame[frame["kind"] == "event-loop-blocked"].to_dict("records")
+    flag = the_flag(run.end(5.0), "event-loop-blocked")
     said = flag["message"]
     assert (
         "validate_lines (/home/me/etl.py:12) held it, in task 'validate-5', "
@@ -469,8 +474,7 @@ def test_a_stall_is_the_hosts_where_without_its_waits_for_a_core_it_was_none(
     # The process had a stall's worth of CPU (over the 1 s tick) either way.
     held_by_task(run, "spin-1", [spin], at=3.5, seconds=seconds, cpu=1.24,
                  loop_cpu=loop_cpu, held_cpu=0.63, queued=queued)  # fmt: skip
-    frame = run.end(5.0).flags()
-    (flag,) = frame[frame["kind"] == "event-loop-blocked"].to_dict("records")
+    flag = the_flag(run.end(5.0), "event-loop-blocked")
     said = flag["message"]
     if hosts:
         assert (
@@ -522,8 +526,7 @@ def test_a_stall_its_process_hardly_ran_in_is_no_advice_to_release_the_gil(
 
     run.event(4.0, "event-loop-stall", A, seconds=1.72, since=run.start + 2.28,
               cpu=0.04, loop_cpu=0.01)  # fmt: skip
-    frame = run.end(5.0).flags()
-    (flag,) = frame[frame["kind"] == "event-loop-blocked"].to_dict("records")
+    flag = the_flag(run.end(5.0), "event-loop-blocked")
     assert (
         "while its process hardly ran (40.0 ms of CPU in 1.72 s)" in (flag["message"])
     ), flag["message"]
