@@ -14,6 +14,21 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+#: How a report and a cell's live display name the activities of
+#: distributed's fine performance metrics (the ``execute`` context); others
+#: keep distributed's name.
+ACTIVITIES = {
+    "thread-cpu": "CPU",
+    "thread-noncpu": "waiting (GIL, I/O, sleep)",
+    "deserialize": "deserializing",
+    "disk-read": "reading spilled data",
+    "disk-write": "spilling to disk",
+    "executor": "executor overhead",
+    "other": "other",
+    "idle or other spans": "threads idle",
+    "still running at the end": "held by tasks still running at the end",
+}
+
 #: Characters that change what a terminal shows rather than show themselves:
 #: controls it acts on (escape sequences, carriage returns, the C1 set) and
 #: the invisible ones that reorder or hide text (bidirectional overrides and

@@ -153,7 +153,7 @@ def test_dask_record_shows_live_progress_then_leaves_a_static_report(
     assert any("processing" in v for _, v in updates)  # the worker memory bars
     # The tasks sleep: their time so far, as heartbeats report it, is waiting.
     waiting = [int(m[1]) for v in headers if (m := re.search(r"waiting (\d+)%", v))]
-    assert waiting and waiting[-1] >= 90
+    assert waiting and waiting[-1] >= 90, headers[-1]
     # A worker's warning arrives while the cell runs, counted, and as text.
     # (Not necessarily first: a worker's GIL monitor may warn too, under
     # load, "timed out waiting on channel", a line of the worker's stderr.)
@@ -248,3 +248,19 @@ def test_the_live_workers_show_process_memory_in_the_bar_in_a_steady_order() -> 
     first = [html.index(a), html.index(b)]
     flipped = shown(0.5 * gib, 3 * gib)
     assert [flipped.index(a), flipped.index(b)] == first and first[0] < first[1]
+
+
+def test_the_live_split_says_the_largest_other_share_as_the_report_names_it() -> None:
+    """The header's split of the tasks' time: CPU, waiting, and what else took
+    a twentieth or more (a header that read "CPU 0% · waiting 78%" left a
+    fifth of the time unsaid)."""
+    from dask_observe.notebook.progress import split_text
+
+    said = split_text({"thread-cpu": 0.1, "thread-noncpu": 7.7, "executor": 1.5,
+                       "other": 0.7})  # fmt: skip
+    assert said == " · CPU 1% · waiting 77% · executor overhead 15%", said
+    # Under a twentieth, as a quiet host's sleeping tasks spend it: not said.
+    assert split_text({"thread-noncpu": 9.7, "executor": 0.2, "other": 0.1}) == (
+        " · CPU 0% · waiting 97%"
+    )
+    assert split_text({}) == ""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Protocol
 
+from dask_observe.plaintext import ACTIVITIES
 from dask_observe.units import format_bytes, format_seconds
 
 #: Prefix bars shown; the rest are summed into one line.
@@ -24,6 +25,9 @@ MAX_PREFIXES = 30
 MAX_WORKERS = 16
 #: Newest warning/error lines shown.
 MAX_ALERTS = 5
+#: The share of the tasks' time at which an activity besides CPU and waiting
+#: is said too.
+OTHER_SHARE = 0.05
 
 
 @dataclass
@@ -110,13 +114,25 @@ def silence_html(s: Snapshot) -> str:
 
 
 def split_text(activities: dict[str, float]) -> str:
-    """`` · CPU 62% · waiting 35%`` of the tasks' time so far; "" before any."""
+    """`` · CPU 62% · waiting 35%`` of the tasks' time so far, and the largest
+    other share where it is ``OTHER_SHARE`` or more, as the report names it
+    (`` · executor overhead 12%``: a header read "CPU 0% · waiting 78%" of
+    sleeping tasks on a busy host, a fifth of their time unsaid); "" before
+    any."""
     busy = sum(activities.values())
     if busy <= 0:
         return ""
     cpu = activities.get("thread-cpu", 0.0) / busy
     waiting = activities.get("thread-noncpu", 0.0) / busy
-    return f" · CPU {cpu:.0%} · waiting {waiting:.0%}"
+    said = f" · CPU {cpu:.0%} · waiting {waiting:.0%}"
+    rest = {
+        a: s for a, s in activities.items() if a not in ("thread-cpu", "thread-noncpu")
+    }
+    if rest:
+        largest = max(rest, key=rest.__getitem__)
+        if rest[largest] / busy >= OTHER_SHARE:
+            said += f" · {ACTIVITIES.get(largest, largest)} {rest[largest] / busy:.0%}"
+    return said
 
 
 def prefixes_html(s: Snapshot) -> str:

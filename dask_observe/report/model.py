@@ -36,20 +36,6 @@ MEMORY_METRICS = (
 #: The columns of a worker's memory series (``ReportData.memory``).
 MEMORY_COLUMNS = ("time", "managed", "unmanaged", "spilled", "limit")
 
-#: How a report names the activities of distributed's fine performance metrics
-#: (the ``execute`` context); others keep distributed's name.
-ACTIVITIES = {
-    "thread-cpu": "CPU",
-    "thread-noncpu": "waiting (GIL, I/O, sleep)",
-    "deserialize": "deserializing",
-    "disk-read": "reading spilled data",
-    "disk-write": "spilling to disk",
-    "executor": "executor overhead",
-    "other": "other",
-    "idle or other spans": "threads idle",
-    "still running at the end": "held by tasks still running at the end",
-}
-
 #: Log lines shown beside each failed task.
 FAILURE_LOG_LINES = 8
 

@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from dask_observe.analysis.native import native_rows
 from dask_observe.diagnose.lead import lead
-from dask_observe.plaintext import short_path
+from dask_observe.plaintext import ACTIVITIES, short_path
 from dask_observe.report import memorycharts, standing, svg, taskstream
 from dask_observe.report.icicle import icicle
 from dask_observe.report.matrix import transfer_matrix
-from dask_observe.report.model import ACTIVITIES
 from dask_observe.report.style import Limits, page
 from dask_observe.report.style import style as _s
 from dask_observe.report.style import table as _table
