@@ -254,7 +254,7 @@ def test_the_live_split_says_the_largest_other_share_as_the_report_names_it() ->
     """The header's split of the tasks' time: CPU, waiting, and what else took
     a twentieth or more (a header that read "CPU 0% · waiting 78%" left a
     fifth of the time unsaid)."""
-    from dask_observe.notebook.progress import split_text
+    from dask_observe.notebook.progress import Snapshot, header_html, split_text
 
     said = split_text({"thread-cpu": 0.1, "thread-noncpu": 7.7, "executor": 1.5,
                        "other": 0.7})  # fmt: skip
@@ -264,3 +264,7 @@ def test_the_live_split_says_the_largest_other_share_as_the_report_names_it() ->
         " · CPU 0% · waiting 97%"
     )
     assert split_text({}) == ""
+    # A task's own label (distributed's context_meter) is the user's text.
+    header = header_html(Snapshot(activities={"<b>load</b>\x1b[2J": 1.0}), "x")
+    assert "· &lt;b&gt;load&lt;/b&gt;" in header and "<b>load" not in header
+    assert "\x1b" not in header, header

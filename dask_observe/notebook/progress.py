@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Protocol
 
-from dask_observe.plaintext import ACTIVITIES
+from dask_observe.plaintext import ACTIVITIES, visible
 from dask_observe.units import format_bytes, format_seconds
 
 #: Prefix bars shown; the rest are summed into one line.
@@ -96,7 +96,8 @@ def header_html(s: Snapshot, name: str) -> str:
         f'<div style="font-size:13px"><b>dask-observe</b> recording '
         f"{escape(name)!s}: {done:,} / {total:,} tasks{failed} · "
         f"{format_seconds(s.elapsed)} · {s.rate:,.0f} tasks/s · "
-        f"{len(s.workers)} workers{split_text(s.activities)}{silence_html(s)}</div>"
+        f"{len(s.workers)} workers{escape(split_text(s.activities))}"
+        f"{silence_html(s)}</div>"
     )
 
 
@@ -131,7 +132,10 @@ def split_text(activities: dict[str, float]) -> str:
     if rest:
         largest = max(rest, key=rest.__getitem__)
         if rest[largest] / busy >= OTHER_SHARE:
-            said += f" · {ACTIVITIES.get(largest, largest)} {rest[largest] / busy:.0%}"
+            # A task's own label (distributed's context_meter) is the user's
+            # text: shown as text, never markup or a terminal's controls.
+            named = visible(ACTIVITIES.get(largest, largest), newlines=False)
+            said += f" · {named} {rest[largest] / busy:.0%}"
     return said
 
 
