@@ -336,9 +336,9 @@ class ObserveWorkerPlugin(WorkerPlugin):
         self._transfers: Transfers | None = None
         self._stalls: StallWatch | None = None
         self.long_tasks = LongTasks()
-        #: Native frames of hung tasks' threads (py-spy, where installed).
+        #: Native frames of hung tasks' threads and of tasks that held the
+        #: loop (py-spy, where installed), each task read once.
         self._native = NativeStacks()
-        #: Tasks whose threads held the loop and were read for it (each once).
         self._stacks = StackSampler(settings.hung_task_after_s)
         self._heartbeats: Heartbeats | None = None
 
