@@ -98,6 +98,14 @@ class SyntheticRun:
             self.metrics(t, worker, **values)
         return self
 
+    def held(self, seconds: float, per_worker: float) -> SyntheticRun:
+        """Workers A and B's processes holding ``per_worker`` bytes each for
+        ``seconds``, a sample every 0.1 s (the cluster's peak: twice that)."""
+        times = [0.1 * t for t in range(int(seconds * 10))]
+        for worker in (A, B):
+            self.series(times, worker, memory_process=per_worker)
+        return self
+
     def event(
         self, t: float, kind: str, worker: str | None = None, /, **data: Any
     ) -> SyntheticRun:

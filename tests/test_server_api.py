@@ -29,7 +29,7 @@ from dask_observe.store import BaseStore
 from dask_observe.store.retention import Policy
 
 from .conftest import ended
-from .synthetic import A, B, SyntheticRun
+from .synthetic import SyntheticRun
 from .tasks import chatter, fail, speak_every_way
 
 N_LINES = 10_000
@@ -714,9 +714,7 @@ async def test_a_runs_history_has_each_runs_figures_verdict_and_changes(
         ):
             run = SyntheticRun(store, name, span=f"span-nightly-{i}")
             run.tasks(n, 0.1, "nap", gap=0.02)  # the same pace each time
-            for worker in (A, B):
-                times = [0.1 * t for t in range(int(wall * 10))]
-                run.series(times, worker, memory_process=120e6)
+            run.held(wall, 120e6)
             environment = {"cluster": {"workers": 2, "threads": 2}, "config": config}
             run.end(wall, settings={}, environment=environment)
         other = SyntheticRun(store, "another job", span="span-other")

@@ -24,7 +24,7 @@ from dask_observe.analysis.history import history as history_of
 
 from .conftest import DASK_OBSERVE
 from .marks import marks_agree
-from .synthetic import A, B, SyntheticRun, busy_host
+from .synthetic import SyntheticRun, busy_host
 
 
 @pytest.fixture
@@ -158,14 +158,6 @@ def _history_lines(store: Store) -> list[str]:
     return done.stdout.splitlines()
 
 
-def _held(run: SyntheticRun, wall: float, per_worker: float) -> SyntheticRun:
-    """Both workers' processes holding ``per_worker`` bytes throughout."""
-    for worker in (A, B):
-        run.series([0.1 * t for t in range(int(wall * 10))], worker,
-                   memory_process=per_worker)  # fmt: skip
-    return run
-
-
 def test_a_history_judges_peak_memory_on_its_own(store: Store) -> None:
     """The panel's memory chart marked a run with its wall time's verdict: a
     run three times slower at the same memory read as a memory regression.
@@ -176,7 +168,7 @@ def test_a_history_judges_peak_memory_on_its_own(store: Store) -> None:
         (150e6, 1.0, 8), (150e6, 3.0, 24), (300e6, 1.0, 8),
     ]):  # fmt: skip
         run = SyntheticRun(store, "nightly", span=f"s{i}").tasks(n, 0.1, "nap")
-        _held(run, wall, per_worker).end(wall)
+        run.held(wall, per_worker).end(wall)
     history = store.history("nightly")
     said = list(zip(history["verdict"].fillna(""),
                     history["memory_verdict"].fillna(""), strict=True))  # fmt: skip

@@ -19,7 +19,7 @@ from playwright.sync_api import Page, expect
 
 import dask_observe
 from conftest import ARTIFACTS, PANEL_TAB
-from tests.synthetic import A, B, SyntheticRun
+from tests.synthetic import SyntheticRun
 
 # Tasks are lambdas (shipped by value): see test_panel.py.
 say = lambda line: logging.getLogger("distributed.worker").warning(line)  # noqa: E731
@@ -216,10 +216,7 @@ def _nightly(store_path: Path) -> None:
             slow = wall not in NIGHTLY_WALLS
             run = SyntheticRun(store, "nightly", span=f"span-nightly-{i}")
             run.tasks(24 if slow else 8, 0.3 if slow else 0.1, "lambda", gap=0.02)
-            held = 180e6 if i == 4 else 120e6
-            for worker in (A, B):
-                run.series([0.1 * t for t in range(int(wall * 10))], worker,
-                           memory_process=held)  # fmt: skip
+            run.held(wall, 180e6 if i == 4 else 120e6)
             config = {"distributed.admin.tick.limit": "4s"} if slow else {}
             environment = {"cluster": {"workers": 2, "threads": 2}, "config": config}
             run.end(wall, settings={}, environment=environment)
